@@ -1,0 +1,4 @@
+"""Messages exchanged between pyngress processes: envelope, codec, types and endpoint names."""
+from proto.codec import PROTOCOL_VERSION, Envelope, ProtocolError, decode, encode
+
+__all__ = ["PROTOCOL_VERSION", "Envelope", "ProtocolError", "decode", "encode"]

@@ -1,0 +1,69 @@
+"""The msgpack envelope every inter-process message travels in.
+
+`{"v": <protocol version>, "type": <message type>, "seq": <publisher sequence>, "body": {...}}`
+
+`decode` validates the envelope and the body against the schema registered for its type, so a
+receiver never acts on half a message.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from proto.schemas import BODY_SCHEMAS, SchemaError, check_body
+
+PROTOCOL_VERSION = 1
+
+
+class ProtocolError(ValueError):
+    """A message that cannot be decoded or does not match its schema."""
+
+
+@dataclass(frozen=True)
+class Envelope:
+    type: str
+    body: dict[str, Any]
+    seq: int = 0
+    v: int = PROTOCOL_VERSION
+
+
+def encode(msg_type: str, body: dict[str, Any], seq: int = 0) -> bytes:
+    """Pack a message; the body is validated first so a sender cannot emit what receivers reject."""
+    if msg_type not in BODY_SCHEMAS:
+        raise ProtocolError(f"unknown message type {msg_type!r}; known: {', '.join(sorted(BODY_SCHEMAS))}")
+    try:
+        check_body(msg_type, body)
+    except SchemaError as err:
+        raise ProtocolError(f"{msg_type}: {err}") from None
+    return msgpack.packb({"v": PROTOCOL_VERSION, "type": msg_type, "seq": seq, "body": body}, use_bin_type=True)
+
+
+def decode(data: bytes) -> Envelope:
+    """Unpack and validate one message, raising ProtocolError with the reason when it is not acceptable."""
+    try:
+        raw = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as err:
+        raise ProtocolError(f"message is not valid msgpack: {err}") from None
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"message must be a map, got {type(raw).__name__}")
+    missing = {"v", "type", "seq", "body"} - raw.keys()
+    if missing:
+        raise ProtocolError(f"message lacks envelope field(s): {', '.join(sorted(missing))}")
+    if raw["v"] != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"unsupported protocol version {raw['v']!r} (this process speaks {PROTOCOL_VERSION}); "
+            "run the same pyngress version in every process")
+    msg_type, seq, body = raw["type"], raw["seq"], raw["body"]
+    if not isinstance(msg_type, str) or msg_type not in BODY_SCHEMAS:
+        raise ProtocolError(f"unknown message type {msg_type!r}")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise ProtocolError(f"seq must be a non-negative integer, got {seq!r}")
+    if not isinstance(body, dict):
+        raise ProtocolError(f"{msg_type}: body must be a map, got {type(body).__name__}")
+    try:
+        check_body(msg_type, body)
+    except SchemaError as err:
+        raise ProtocolError(f"{msg_type}: {err}") from None
+    return Envelope(type=msg_type, body=body, seq=seq)

@@ -1,0 +1,42 @@
+"""`pyngress <command>`: one entry point for every component, so `ps` shows which piece is which."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Callable, Sequence
+
+from services.common import settings as settings_mod
+
+# command → (module, help). Each module has `run(settings) -> int | None`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("services.supervisor.up", "run supervisord with the whole tree in the foreground"),
+    "watcher": ("services.watcher.main", "list and watch objects, publish the store"),
+    "syncer": ("services.syncer.main", "turn the store into nginx configuration and keep nginx in sync"),
+    "nginx": ("services.nginx.launcher", "bootstrap, reap orphans, exec the nginx master"),
+    "proxy": ("services.proxy.main", "TLS passthrough on the HTTPS port"),
+    "cniserver": ("services.cniserver.main", "the CNI server on its root-only Unix socket"),
+    "cniworker": ("services.cniworker.main", "a CNI worker: pod network setup and teardown"),
+    "crashmon": ("services.crashmon.main", "supervisord event listener recording process exits"),
+    "render": ("services.syncer.render_cli", "print the nginx.conf that would be applied"),
+    "status": ("services.supervisor.status_cli", "show each running component's state"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="pyngress", description="pyngress: ingress controller and CNI server")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        settings_mod.add_arguments(sub.add_parser(name, help=help_text))
+    ns = parser.parse_args(argv)
+    if not ns.command:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(COMMANDS[ns.command][0])
+    run: Callable[[settings_mod.Settings], int | None] = module.run
+    return run(settings_mod.from_namespace(ns)) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The ZeroMQ Guide's *clone* pattern: a key-value state published to late and restarted subscribers.
+
+Publisher: a PUB socket sends every change as `clone.update` with a sequence number; a ROUTER socket
+answers `clone.snapshot_request` with the whole state and the sequence it reflects; a heartbeat every
+second carries the publisher's epoch (random per start) so that an idle subscriber notices a restarted
+publisher.
+
+Subscriber: subscribes first, then asks for a snapshot, then applies only updates newer than it. A gap in
+the sequence, or a new epoch, makes it fetch a fresh snapshot. Both sides set the high-water marks to 0
+(unbounded): PUB/SUB silently drops messages at the default mark under load, and a dropped update here
+would be a wrong route, not a slow one.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import zmq
+import zmq.asyncio
+
+from proto import ProtocolError, decode, encode
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 1.0
+SNAPSHOT_TIMEOUT_SECONDS = 3.0
+
+
+def _bind(sock: zmq.Socket, endpoint: str) -> None:
+    if endpoint.startswith("ipc://"):
+        path = endpoint[len("ipc://"):]
+        # A socket file left by a killed predecessor would make bind fail or leave a dead endpoint.
+        if os.path.exists(path):
+            os.unlink(path)
+        sock.bind(endpoint)
+        os.chmod(path, 0o600)
+    else:
+        sock.bind(endpoint)
+
+
+class ClonePublisher:
+    """Owns a key-value state and publishes every change to it."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, updates_endpoint: str, snapshot_endpoint: str) -> None:
+        self.epoch = os.urandom(8).hex()
+        self.seq = 0
+        self.state: dict[str, Any] = {}
+        self._pub = ctx.socket(zmq.PUB)
+        self._pub.setsockopt(zmq.SNDHWM, 0)
+        self._pub.setsockopt(zmq.LINGER, 0)
+        _bind(self._pub, updates_endpoint)
+        self._router = ctx.socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.SNDHWM, 0)
+        self._router.setsockopt(zmq.LINGER, 0)
+        _bind(self._router, snapshot_endpoint)
+
+    async def set(self, key: str, value: Any) -> None:
+        """Set `key` to `value` (None deletes it) and publish the change; unchanged values are not sent."""
+        if value is None:
+            if key not in self.state:
+                return
+            del self.state[key]
+        else:
+            if self.state.get(key) == value:
+                return
+            self.state[key] = value
+        self.seq += 1
+        await self._pub.send(encode("clone.update", {"epoch": self.epoch, "key": key, "value": value}, self.seq))
+
+    async def replace_all(self, new_state: dict[str, Any]) -> None:
+        """Make the state equal to `new_state`, publishing exactly the difference."""
+        for key in [k for k in self.state if k not in new_state]:
+            await self.set(key, None)
+        for key, value in new_state.items():
+            await self.set(key, value)
+
+    async def serve(self) -> None:
+        """Answer snapshot requests and send heartbeats until cancelled."""
+        heartbeat = asyncio.create_task(self._heartbeat())
+        try:
+            while True:
+                frames = await self._router.recv_multipart()
+                identity, payload = frames[0], frames[-1]
+                try:
+                    env = decode(payload)
+                except ProtocolError as err:
+                    log.warning("rejected snapshot request: %s", err)
+                    continue
+                if env.type != "clone.snapshot_request":
+                    log.warning("rejected message of type %s on the snapshot socket", env.type)
+                    continue
+                items = [[k, v] for k, v in self.state.items()]
+                await self._router.send_multipart(
+                    [identity, encode("clone.snapshot", {"epoch": self.epoch, "items": items}, self.seq)])
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await self._pub.send(encode("clone.heartbeat", {"epoch": self.epoch}, self.seq))
+
+    def close(self) -> None:
+        self._pub.close()
+        self._router.close()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The publisher's whole state; replaces whatever the subscriber had."""
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Update:
+    """One key changed; `value` None means the key was deleted."""
+    key: str
+    value: Any
+
+
+class CloneSubscriber:
+    """Follows a ClonePublisher: yields a Snapshot first (and after any gap), then Updates in order."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, updates_endpoint: str, snapshot_endpoint: str) -> None:
+        self._ctx = ctx
+        self._snapshot_endpoint = snapshot_endpoint
+        self._sub = ctx.socket(zmq.SUB)
+        self._sub.setsockopt(zmq.RCVHWM, 0)
+        self._sub.setsockopt(zmq.LINGER, 0)
+        self._sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self._sub.connect(updates_endpoint)
+        self.epoch: str | None = None
+        self.seq = 0
+
+    async def _fetch_snapshot(self) -> Snapshot:
+        while True:
+            dealer = self._ctx.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.LINGER, 0)
+            dealer.setsockopt(zmq.RCVHWM, 0)
+            dealer.connect(self._snapshot_endpoint)
+            try:
+                await dealer.send(encode("clone.snapshot_request", {}))
+                if await dealer.poll(SNAPSHOT_TIMEOUT_SECONDS * 1000):
+                    env = decode(await dealer.recv())
+                    if env.type == "clone.snapshot":
+                        self.epoch = env.body["epoch"]
+                        self.seq = env.seq
+                        return Snapshot({k: v for k, v in env.body["items"]})
+                log.info("no snapshot from %s yet; asking again", self._snapshot_endpoint)
+            except ProtocolError as err:
+                log.warning("rejected snapshot: %s", err)
+            finally:
+                dealer.close()
+
+    async def events(self) -> AsyncIterator[Snapshot | Update]:
+        yield await self._fetch_snapshot()
+        while True:
+            try:
+                env = decode(await self._sub.recv())
+            except ProtocolError as err:
+                # A message we cannot read may have been an update: only a new snapshot is safe.
+                log.warning("rejected update (%s); fetching a new snapshot", err)
+                yield await self._fetch_snapshot()
+                continue
+            if env.type == "clone.heartbeat":
+                if env.body["epoch"] != self.epoch or env.seq > self.seq:
+                    log.info("publisher restarted or updates were missed; fetching a new snapshot")
+                    yield await self._fetch_snapshot()
+                continue
+            if env.type != "clone.update":
+                continue
+            if env.body["epoch"] == self.epoch and env.seq <= self.seq:
+                continue  # already contained in the snapshot
+            if env.body["epoch"] != self.epoch or env.seq != self.seq + 1:
+                log.info("gap in updates (have %s, got %s); fetching a new snapshot", self.seq, env.seq)
+                yield await self._fetch_snapshot()
+                continue
+            self.seq = env.seq
+            yield Update(env.body["key"], env.body["value"])
+
+    def close(self) -> None:
+        self._sub.close()

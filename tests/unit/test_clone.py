@@ -1,0 +1,78 @@
+"""The clone pattern over real ZeroMQ ipc sockets: snapshot, ordered updates, recovery after gaps and restarts."""
+import asyncio
+
+import zmq.asyncio
+
+from proto import endpoints
+from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot, Update
+
+
+async def _next(it, timeout=5):
+    return await asyncio.wait_for(it.__anext__(), timeout)
+
+
+def test_late_subscriber_gets_snapshot_then_updates(tmp_path):
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        pub = ClonePublisher(ctx, endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path))
+        serve = asyncio.create_task(pub.serve())
+        await pub.set("a", 1)
+        await pub.set("b", 2)
+        sub = CloneSubscriber(ctx, endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path))
+        events = sub.events()
+        first = await _next(events)
+        assert first == Snapshot({"a": 1, "b": 2})
+        await asyncio.sleep(0.2)  # let the subscription reach the publisher
+        await pub.set("a", None)
+        await pub.set("c", 3)
+        assert await _next(events) == Update("a", None)
+        assert await _next(events) == Update("c", 3)
+        serve.cancel()
+        sub.close(); pub.close(); ctx.term()
+    asyncio.run(scenario())
+
+
+def test_restarted_publisher_is_detected_and_resnapshotted(tmp_path):
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
+        pub = ClonePublisher(ctx, ups, snap)
+        serve = asyncio.create_task(pub.serve())
+        await pub.set("old", 1)
+        sub = CloneSubscriber(ctx, ups, snap)
+        events = sub.events()
+        assert await _next(events) == Snapshot({"old": 1})
+        serve.cancel(); pub.close()
+        await asyncio.sleep(0.1)
+        pub2 = ClonePublisher(ctx, ups, snap)  # a new process would start from seq 0 with a new epoch
+        serve2 = asyncio.create_task(pub2.serve())
+        await pub2.set("new", 2)
+        got = await _next(events)
+        while not isinstance(got, Snapshot):
+            got = await _next(events)
+        assert got == Snapshot({"new": 2})
+        serve2.cancel(); sub.close(); pub2.close(); ctx.term()
+    asyncio.run(scenario())
+
+
+def test_many_updates_at_full_speed_arrive_without_loss(tmp_path):
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
+        pub = ClonePublisher(ctx, ups, snap)
+        serve = asyncio.create_task(pub.serve())
+        sub = CloneSubscriber(ctx, ups, snap)
+        events = sub.events()
+        state = dict((await _next(events)).state)
+        await asyncio.sleep(0.2)
+        for i in range(20000):
+            await pub.set(f"k{i}", i)
+        while len(state) < 20000:
+            ev = await _next(events)
+            if isinstance(ev, Snapshot):
+                state = dict(ev.state)
+            else:
+                state[ev.key] = ev.value
+        assert state == {f"k{i}": i for i in range(20000)}
+        serve.cancel(); sub.close(); pub.close(); ctx.term()
+    asyncio.run(scenario())

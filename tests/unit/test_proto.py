@@ -1,0 +1,35 @@
+import msgpack
+import pytest
+
+from proto import PROTOCOL_VERSION, ProtocolError, decode, encode
+
+
+def test_round_trip_keeps_type_seq_and_body():
+    env = decode(encode("clone.update", {"epoch": "e1", "key": "Ingress/ns/a", "value": {"x": 1}}, seq=7))
+    assert (env.type, env.seq, env.body["key"], env.body["value"]) == ("clone.update", 7, "Ingress/ns/a", {"x": 1})
+
+
+def test_unknown_protocol_version_is_rejected_with_both_versions_named():
+    data = msgpack.packb({"v": 99, "type": "clone.heartbeat", "seq": 0, "body": {"epoch": "e"}})
+    with pytest.raises(ProtocolError, match=f"unsupported protocol version 99.*speaks {PROTOCOL_VERSION}"):
+        decode(data)
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (b"\xc1garbage", "not valid msgpack"),
+    (msgpack.packb([1, 2]), "must be a map"),
+    (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": 0}), "lacks envelope field"),
+    (msgpack.packb({"v": 1, "type": "nope", "seq": 0, "body": {}}), "unknown message type"),
+    (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": -1, "body": {"epoch": "e"}}), "non-negative"),
+    (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": 0, "body": {}}), "missing field 'epoch'"),
+    (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": 0, "body": {"epoch": 3}}), "must be str"),
+    (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": 0, "body": {"epoch": "e", "x": 1}}), "unknown field"),
+])
+def test_malformed_messages_are_rejected_with_the_reason(payload, reason):
+    with pytest.raises(ProtocolError, match=reason):
+        decode(payload)
+
+
+def test_encode_refuses_a_body_receivers_would_reject():
+    with pytest.raises(ProtocolError, match="missing field 'id'"):
+        encode("cni.reply", {"ok": True})
