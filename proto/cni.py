@@ -30,3 +30,15 @@ class CniError(Exception):
 
     def __str__(self) -> str:
         return f"CNI error {self.code}: {self.msg}" + (f" ({self.details})" if self.details else "")
+
+
+@dataclass
+class CniRequest:
+    """One validated CNI call, as the cniworker receives it (built by the cniserver's validation)."""
+    command: str                 # ADD, DEL, CHECK, UPDATE, STATUS, GC (VERSION never reaches a worker)
+    container_id: str            # CNI_CONTAINERID ("" for STATUS and GC)
+    netns: str                   # CNI_NETNS, a path such as /var/run/netns/NAME ("" when absent, e.g. DEL)
+    ifname: str                  # CNI_IFNAME
+    args: dict[str, str]         # CNI_ARGS parsed; ADD has K8S_POD_NAMESPACE and K8S_POD_NAME, maybe K8S_POD_UID
+    config: dict                 # the network configuration (the plugin's stdin), parsed and validated
+    path: str = ""               # CNI_PATH
