@@ -1,0 +1,78 @@
+"""Which objects the store keeps, and what of them: shared by every watcher source.
+
+Keeping only what the syncer reads holds memory and publish traffic down in big clusters, where most
+Secrets (service-account tokens, Helm releases) and ConfigMaps are of no use to an ingress controller.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from services.common.objects import CLUSTER_SCOPED
+from services.common.settings import Settings
+
+TLS_SECRET_TYPE = "kubernetes.io/tls"
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+# Kinds kept whole (within --watch-namespace when they are namespaced).
+_ALWAYS_KEPT = frozenset({"Ingress", "IngressClass", "Service", "EndpointSlice"})
+
+
+def _namespace_and_name(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "default", meta.get("name") or ""
+
+
+def _named(reference: str | None, namespace: str, name: str) -> bool:
+    """Whether an "NS/NAME" flag value names this object."""
+    return reference is not None and reference == f"{namespace}/{name}"
+
+
+def _in_watched_namespace(namespace: str, settings: Settings) -> bool:
+    return not settings.watch_namespace or namespace == settings.watch_namespace
+
+
+def keep(obj: dict[str, Any], settings: Settings) -> bool:
+    """Whether the store keeps `obj`.
+
+    Objects named by a flag (--configmap, --tcp/udp-services-configmap, --default-ssl-certificate,
+    --node-name) are kept whatever --watch-namespace says: they usually live in the controller's own
+    namespace, not in the one whose Ingresses it serves.
+    """
+    kind = obj.get("kind")
+    if kind == "Node":
+        return settings.node_name is not None and (obj.get("metadata") or {}).get("name") == settings.node_name
+    if kind in CLUSTER_SCOPED:
+        return kind in _ALWAYS_KEPT
+    namespace, name = _namespace_and_name(obj)
+    if kind in _ALWAYS_KEPT:
+        return _in_watched_namespace(namespace, settings)
+    if kind == "Secret":
+        if _named(settings.default_ssl_certificate, namespace, name):
+            return True
+        return obj.get("type") == TLS_SECRET_TYPE and _in_watched_namespace(namespace, settings)
+    if kind == "ConfigMap":
+        return any(_named(ref, namespace, name) for ref in
+                   (settings.configmap, settings.tcp_services_configmap, settings.udp_services_configmap))
+    return False
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` without what the syncer never reads (managedFields, kubectl's last-applied copy).
+
+    Returns a new dict when something is dropped; `obj` itself is never modified.
+    """
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    annotations = meta.get("annotations")
+    has_last_applied = isinstance(annotations, dict) and LAST_APPLIED_ANNOTATION in annotations
+    if "managedFields" not in meta and not has_last_applied:
+        return obj
+    new_meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if has_last_applied:
+        remaining = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
+        if remaining:
+            new_meta["annotations"] = remaining
+        else:
+            del new_meta["annotations"]
+    return {**obj, "metadata": new_meta}
