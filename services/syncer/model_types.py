@@ -91,6 +91,10 @@ class Model:
     routes: dict[str, HostRoutes] = field(default_factory=dict)  # host (lowercase, "*.x" wildcard, "_") → routes
     backends: dict[str, list[str]] = field(default_factory=dict)  # backend name → ["ip:port", ...] (ready only)
     passthrough: dict[str, list[str]] = field(default_factory=dict)  # SNI host → ["ip:port", ...]
+    # Certificates for SNI selection inside nginx (the Lua's certificates table format).
+    certificates: dict[str, Any] = field(default_factory=dict)
+    # Inbound PROXY protocol on the public ports (ConfigMap use-proxy-protocol); the proxy needs it too.
+    use_proxy_protocol: bool = False
     # Objects rejected while building the model, each "Kind namespace/name: what to change".
     problems: list[str] = field(default_factory=list)
 
