@@ -1,0 +1,56 @@
+"""A tiny HTTP echo backend for the demo and the tests: answers every request with what it received.
+
+    python examples/echo_backend.py --name NAME --port PORT [--host 127.0.0.1]
+
+The JSON body says which backend answered, the method, path, headers and the client address, so a
+reader (or a test) can see where the ingress sent a request and what it forwarded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def make_handler(name: str) -> type[BaseHTTPRequestHandler]:
+    class EchoHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            payload = json.dumps({
+                "backend": name, "method": self.command, "path": self.path,
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "client": f"{self.client_address[0]}:{self.client_address[1]}",
+                "body_bytes": len(body),
+            }).encode() + b"\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("X-Backend", name)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = _answer
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+            pass  # one line per request would drown the demo's log
+
+    return EchoHandler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args()
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(args.name))
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

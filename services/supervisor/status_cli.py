@@ -1,0 +1,51 @@
+"""`pyngress status`: each component's state, the config generation and the reload count."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+
+from services.common import status
+from services.common.settings import Settings
+
+ALIVE_SECONDS = 15.0  # components refresh their status file more often than this
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run(settings: Settings) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{settings.status_port}/status", timeout=3) as resp:
+            syncer = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        syncer = None
+        print(f"syncer: not answering on 127.0.0.1:{settings.status_port} ({err})")
+    if syncer is not None:
+        print(f"config generation: {syncer['generation']}")
+        print(f"reloads: {syncer['reloads']} (failed: {syncer['reload_errors']}, "
+              f"last successful: {str(syncer['last_reload_successful']).lower()})")
+        if syncer.get("last_error"):
+            print(f"last reload error: {syncer['last_error']}")
+    records = status.read_all(settings.run_dir)
+    if not records:
+        print(f"no component has reported in {status.status_dir(settings.run_dir)}")
+        return 1 if syncer is None else 0
+    now = time.time()
+    for record in records:
+        alive = _pid_alive(int(record.get("pid", 0))) if record.get("pid") else False
+        state = record.get("state", "running") if alive else "not running"
+        extra = {k: v for k, v in record.items() if k not in ("component", "pid", "updated", "state", "problems")}
+        age = now - float(record.get("updated", now))
+        print(f"{record['component']:<16} {state:<12} pid={record.get('pid')} updated={age:.0f}s ago "
+              + " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(extra.items())))
+    return 0 if syncer is not None else 1

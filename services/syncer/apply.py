@@ -1,0 +1,118 @@
+"""Bringing nginx to a model: reload only for nginx.conf changes, push everything else to Lua."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from services.common import logs
+from services.common.settings import Settings
+from services.syncer.metrics import SyncerMetrics
+from services.syncer.model_types import Model
+from services.syncer.nginx_control import NginxConfigError, NginxControl
+from services.syncer.render import render
+
+log = logging.getLogger("syncer")
+
+
+class NginxApplier:
+    def __init__(self, settings: Settings, metrics: SyncerMetrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.control = NginxControl(settings)
+        self.conf_path = Path(settings.state_dir) / "nginx" / "nginx.conf"
+        self.applied_conf: str | None = None
+        self.applied_profiles: set[str] = set()
+        self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
+        self.nginx_serving = False
+
+    async def start(self) -> None:
+        # After a syncer restart, the file on disk is what nginx runs: an identical render needs no reload.
+        try:
+            self.applied_conf = self.conf_path.read_text()
+        except FileNotFoundError:
+            self.applied_conf = None
+
+    async def apply(self, model: Model) -> None:
+        conf = render(model.config)
+        if conf != self.applied_conf:
+            await self._reload(conf, model)
+        elif not self.applied_profiles:
+            self.applied_profiles = {p.name for p in model.config.profiles}
+            self.metrics.stats.config_hash = model.config.digest()
+        tables = self._tables(model)
+        if tables != self.tables:
+            await self._push(tables)
+
+    async def _reload(self, conf: str, model: Model) -> None:
+        started = time.monotonic()
+        try:
+            await self.control.apply(conf)
+        except NginxConfigError as err:
+            stats = self.metrics.stats
+            stats.reload_errors += 1
+            stats.last_reload_ok = False
+            stats.last_error = str(err)
+            log.error("nginx rejected the new configuration; the last good one keeps serving",
+                      extra=logs.kv(error=str(err)))
+            return
+        self.applied_conf = conf
+        self.applied_profiles = {p.name for p in model.config.profiles}
+        stats = self.metrics.stats
+        stats.reloads += 1
+        stats.generation += 1
+        stats.last_reload_ok = True
+        stats.last_reload_time = time.time()
+        stats.last_error = ""
+        stats.config_hash = model.config.digest()
+        self.metrics.generation.set(stats.generation)
+        self.metrics.sync_seconds.labels("reload").observe(time.monotonic() - started)
+        log.info("nginx reloaded", extra=logs.kv(generation=stats.generation, hash=stats.config_hash[:12]))
+
+    def _tables(self, model: Model) -> dict[str, Any]:
+        routes = model.routes_json()
+        # A route whose profile nginx has not loaded (its reload failed) cannot be served with the
+        # settings its Ingress asked for: leave it out rather than serve it with other settings.
+        for host_routes in routes.values():
+            host_routes["exact"] = {p: r for p, r in host_routes["exact"].items()
+                                    if r["profile"] in self.applied_profiles}
+            host_routes["prefix"] = [[p, r] for p, r in host_routes["prefix"] if r["profile"] in self.applied_profiles]
+            if host_routes["default"] and host_routes["default"]["profile"] not in self.applied_profiles:
+                host_routes["default"] = None
+        return {"routes": routes, "backends": model.backends, "certificates": model.certificates}
+
+    async def _push(self, tables: dict[str, Any]) -> None:
+        started = time.monotonic()
+        try:
+            await self.control.push(tables["routes"], tables["backends"], tables["certificates"])
+        except OSError as err:
+            # nginx is (re)starting; repush_if_needed() retries once it answers.
+            self.nginx_serving = False
+            log.warning("could not push to nginx yet", extra=logs.kv(error=str(err)))
+            self.tables = tables
+            return
+        self.tables = tables
+        self.nginx_serving = True
+        self.metrics.endpoint_pushes.inc()
+        self.metrics.sync_seconds.labels("push").observe(time.monotonic() - started)
+
+    async def repush_if_needed(self) -> None:
+        if self.tables is None:
+            return
+        try:
+            needed = await self.control.needs_push()
+        except OSError:
+            self.nginx_serving = False
+            return
+        if needed:
+            log.info("nginx lost its dynamic tables (restarted); pushing them again")
+            await self._push(self.tables)
+        else:
+            self.nginx_serving = True
+
+    def health(self) -> dict[str, Any]:
+        stats = self.metrics.stats
+        return {"nginx_serving": self.nginx_serving and self.applied_conf is not None,
+                "last_reload_successful": stats.last_reload_ok, "last_error": stats.last_error,
+                "generation": stats.generation}

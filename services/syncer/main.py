@@ -1,0 +1,152 @@
+"""The syncer process: store → model → nginx.conf and dynamic tables → nginx, and the status endpoint.
+
+It follows the watcher's store (clone pattern), coalesces bursts of changes, rebuilds the model, and
+then does the least that makes nginx match it:
+- nginx.conf changed (a new location profile or global setting) → `nginx -t`, atomic write, HUP;
+- routes, backends or certificates changed → pushed to nginx's Lua, no reload;
+- passthrough hosts changed → published to the proxy processes (clone pattern).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+
+import zmq.asyncio
+
+from proto import endpoints
+from services.common import logs, status
+from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot
+from services.common.files import ensure_private_dir
+from services.common.settings import Settings
+from services.syncer.apply import NginxApplier
+from services.syncer.metrics import SyncerMetrics
+from services.syncer.model import build_model
+from services.syncer.status_server import start_status_server
+
+log = logging.getLogger("syncer")
+
+# Changes arriving within this window are applied together: a `kubectl apply` of many objects
+# becomes one sync, and one reload at most.
+COALESCE_SECONDS = 0.05
+# How often nginx is asked whether it still holds what was pushed (it forgets on a master restart).
+PUSH_CHECK_SECONDS = 0.5
+
+
+class Syncer:
+    def __init__(self, settings: Settings, ctx: zmq.asyncio.Context) -> None:
+        self.settings = settings
+        self.store: dict[str, dict] = {}
+        self.store_ready = False
+        self.changed = asyncio.Event()
+        self.metrics = SyncerMetrics(settings.controller_class, settings.run_dir)
+        self.applier = NginxApplier(settings, self.metrics)
+        self.subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(settings.run_dir),
+                                          endpoints.watcher_snapshot(settings.run_dir))
+        self.passthrough = ClonePublisher(ctx, endpoints.syncer_updates(settings.run_dir),
+                                          endpoints.syncer_snapshot(settings.run_dir))
+
+    async def follow_store(self) -> None:
+        async for event in self.subscriber.events():
+            if isinstance(event, Snapshot):
+                self.store = dict(event.state)
+                self.store_ready = True
+                log.info("store snapshot", extra=logs.kv(objects=len(self.store)))
+            elif event.value is None:
+                self.store.pop(event.key, None)
+            else:
+                self.store[event.key] = event.value
+            if self.store_ready:
+                self.changed.set()
+
+    async def sync_loop(self) -> None:
+        while True:
+            await self.changed.wait()
+            await asyncio.sleep(COALESCE_SECONDS)
+            self.changed.clear()
+            await self.sync_once()
+
+    async def sync_once(self) -> None:
+        started = time.monotonic()
+        store = dict(self.store)  # the model is built in a thread while updates keep arriving
+        model = await asyncio.to_thread(build_model, store, self.settings)
+        self.metrics.objects.set(len(store))
+        self.metrics.rejected.set(sum(1 for p in model.problems if not p.startswith("warning:")))
+        for problem in sorted(set(model.problems) - set(self.metrics.stats.problems)):
+            log.warning("object rejected or ignored", extra=logs.kv(problem=problem))
+        self.metrics.stats.problems = model.problems
+        await self.applier.apply(model)
+        await self.passthrough.replace_all(passthrough_table(model))
+        self.metrics.sync_seconds.labels("total").observe(time.monotonic() - started)
+        self._write_status()
+
+    async def watch_nginx(self) -> None:
+        """Re-push the dynamic tables whenever nginx no longer holds them (a restarted master)."""
+        while True:
+            await asyncio.sleep(PUSH_CHECK_SECONDS)
+            await self.applier.repush_if_needed()
+
+    def _write_status(self) -> None:
+        status.write_status(self.settings.run_dir, "syncer", state="running", **self.metrics.status_json())
+
+    def healthy(self) -> tuple[bool, dict]:
+        """200 once nginx serves the first applied configuration; detail says what is wrong otherwise."""
+        detail = {"store_synced": self.store_ready, **self.applier.health(), **watcher_freshness(self.settings)}
+        ok = self.store_ready and detail["nginx_serving"] and detail["watcher_fresh"]
+        return ok, detail
+
+
+def passthrough_table(model) -> dict[str, object]:
+    """What the proxy processes need: SNI host → endpoints, and how to read inbound connections."""
+    table: dict[str, object] = {f"host/{host}": endpoints for host, endpoints in model.passthrough.items()}
+    table["config"] = {"use_proxy_protocol": model.use_proxy_protocol}
+    return table
+
+
+WATCHER_STALE_SECONDS = 300.0
+
+
+def watcher_freshness(settings: Settings) -> dict:
+    """The watcher's last list/watch/scan activity; none for too long means the store may be stale."""
+    for record in status.read_all(settings.run_dir):
+        if record.get("component") == "watcher":
+            last = float(record.get("last_sync") or record.get("updated") or 0)
+            age = time.time() - last
+            return {"watcher_fresh": age < WATCHER_STALE_SECONDS, "watcher_last_sync_age_seconds": round(age, 1)}
+    return {"watcher_fresh": False, "watcher_last_sync_age_seconds": None}
+
+
+async def main_async(settings: Settings) -> None:
+    ensure_private_dir(settings.run_dir)
+    ctx = zmq.asyncio.Context()
+    syncer = Syncer(settings, ctx)
+    await syncer.applier.start()
+    runner = await start_status_server(settings, syncer.healthy, syncer.metrics)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tasks = [asyncio.create_task(coro) for coro in
+             (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve())]
+    done_waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([done_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks + [done_waiter]:
+        task.cancel()
+    await runner.cleanup()
+    for task in done:
+        if task is not done_waiter and task.exception():
+            raise task.exception()
+
+
+def run(settings: Settings) -> int:
+    logs.setup("syncer", settings.log_level)
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(main_async(settings))
+    return 0

@@ -1,0 +1,154 @@
+"""Run the whole controller (`pyngress up`: supervisord, nginx, watcher, syncer) as a user would."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+import yaml
+
+from tests.support.net import free_port, wait_for
+
+VENV_BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Controller:
+    """`pyngress up` in its own run/state dirs on free ports; `stop()` (or the fixture) tears it down."""
+
+    def __init__(self, workdir: Path, source_args: list[str], extra_args: list[str] = ()) -> None:
+        self.workdir = workdir
+        self.run_dir = workdir / "run"
+        self.state_dir = workdir / "state"
+        self.http_port, self.https_port, self.status_port = free_port(), free_port(), free_port()
+        self.internal_port, self.internal_tls_port = free_port(), free_port()
+        self.args = [
+            *source_args, f"--http-port={self.http_port}", f"--https-port={self.https_port}",
+            f"--status-port={self.status_port}", f"--internal-port={self.internal_port}",
+            f"--internal-tls-port={self.internal_tls_port}", f"--run-dir={self.run_dir}",
+            f"--state-dir={self.state_dir}", *extra_args]
+        self.log_path = workdir / "controller.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, wait: bool = True) -> "Controller":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([str(VENV_BIN / "pyngress"), "up", *self.args], stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+        if wait:
+            self.wait_healthy()
+        return self
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        wait_for(lambda: self.health().status_code == 200, timeout, what=f"/healthz 200 (log: {self.log_path})")
+
+    def health(self) -> requests.Response:
+        return requests.get(f"http://127.0.0.1:{self.status_port}/healthz", timeout=2)
+
+    def get(self, path: str, host: str = "example.com", **kwargs) -> requests.Response:
+        return requests.get(f"http://127.0.0.1:{self.http_port}{path}", headers={"Host": host},
+                            timeout=5, allow_redirects=False, **kwargs)
+
+    def metric(self, name: str) -> float:
+        text = requests.get(f"http://127.0.0.1:{self.status_port}/metrics", timeout=2).text
+        for line in text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        raise KeyError(f"metric {name} not in /metrics")
+
+    def nginx_conf(self) -> bytes:
+        return (self.state_dir / "nginx" / "nginx.conf").read_bytes()
+
+    def supervisorctl(self, *args: str) -> str:
+        out = subprocess.run([str(VENV_BIN / "supervisorctl"), "-s", f"unix://{self.run_dir}/supervisor.sock", *args],
+                             capture_output=True, text=True, timeout=30)
+        return out.stdout
+
+    def pid(self, program: str) -> int:
+        return int(self.supervisorctl("pid", program).strip())
+
+    def kill9(self, program: str) -> int:
+        pid = self.pid(program)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        # Anything a killed program left behind (orphaned nginx workers) must not outlive the test.
+        for pid in _pids_in_session(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _pids_in_session(sid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    pids.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return pids
+
+
+class ManifestsCluster:
+    """The cluster as a directory of manifests: apply writes a file per object, delete removes it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, obj: dict) -> Path:
+        meta = obj["metadata"]
+        return self.directory / f"{obj['kind'].lower()}-{meta.get('namespace', '')}-{meta['name']}.yaml"
+
+    def apply(self, *objects: dict) -> None:
+        for obj in objects:
+            self.write(self._path(obj).name, yaml.safe_dump(obj))
+
+    def delete(self, *objects: dict) -> None:
+        for obj in objects:
+            self._path(obj).unlink(missing_ok=True)
+
+    def write(self, filename: str, text: str) -> None:
+        tmp = self.directory / f".{filename}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.directory / filename)
+        # The watcher compares mtimes: make sure two writes within one clock tick still differ.
+        time.sleep(0.01)
+
+
+class EchoBackends:
+    """Echo backend processes, each on its own loopback address and a shared port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.ips: dict[str, str] = {}
+
+    def start(self, name: str) -> str:
+        ip = f"127.0.{len(self.ips) // 250 + 10}.{len(self.ips) % 250 + 2}"
+        self.ips[name] = ip
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, str(REPO / "examples" / "echo_backend.py"), "--name", name, "--host", ip,
+             "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: requests.get(f"http://{ip}:{self.port}/", timeout=1).ok, 10, what=f"echo backend {name}")
+        return ip
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.wait()
