@@ -1,0 +1,272 @@
+"""The CNI commands, built from the small pieces beside them (ipam, netns, netlink, masquerade, results).
+
+Each returns the CNI result (an empty dict for "no output") or raises CniError.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from contextlib import contextmanager
+from ipaddress import IPv4Interface
+from typing import Iterator
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from proto.cni import (CONTAINER_UNKNOWN, INTERNAL, INVALID_ENV, INVALID_NETWORK_CONFIG, IO_FAILURE, CniError,
+                       CniRequest)
+from services.common.logs import kv
+
+from . import masquerade, netlink
+from .ipam import AllocationStore, IpAllocator, IpamConfig, Owner, release, release_where, resolve_ipam
+from .netconf import NetworkConfig, parse_network
+from .netns import NetNS, NotANetworkNamespace
+from .results import Attachment, add_result, check_version
+
+log = logging.getLogger("cniworker")
+
+# Well-known codes of CNI 1.1 for STATUS (belong in proto/cni.py beside the others).
+PLUGIN_NOT_AVAILABLE = 50
+PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY = 51
+# Plugin-specific: CHECK found the pod's network different from its prevResult.
+CHECK_FAILED = 102
+
+
+def cmd_add(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
+    owner, host_name = _owner(req), netlink.host_veth_name(req.container_id, req.ifname)
+    store = AllocationStore(state_dir, net.name)
+    with _pod_netns(req) as ns, netlink.open_rtnl() as ipr:
+        with _doing(f"setting up bridge {net.bridge}"):
+            bridge = netlink.ensure_bridge(ipr, net.bridge, _gateway_interface(ipam), net.mtu)
+        with _doing(f"allocating an address in {ipam.subnet}"):
+            address = IPv4Interface(f"{IpAllocator(store, ipam, net.name).allocate(owner)}/{ipam.subnet.prefixlen}")
+        try:
+            with _doing(f"creating veth pair {host_name} / {req.ifname}"):
+                netlink.delete_link(ipr, host_name)  # left by an earlier attempt
+                netlink.create_veth(ipr, host_name, req.ifname, ns.fd, bridge, net.mtu)
+                host_mac = netlink.find_link(ipr, host_name).get("address")
+            with _doing(f"configuring {req.ifname} in {req.netns}"):
+                pod_mac = ns.run(lambda: netlink.configure_pod_interface(
+                    req.ifname, address, ipam.gateway, net.mtu, replace_default_route=False))
+            if net.ip_masq:
+                _ensure_masquerade(net, ipam)
+        except BaseException:
+            _undo_add(ipr, host_name, store, owner)
+            raise
+    return add_result(net.cni_version, Attachment(host_name, host_mac, req.ifname, pod_mac, req.netns, address,
+                                                  ipam.gateway, net.mtu), net.dns)
+
+
+def cmd_del(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+    # Deleting the host end takes the pod end with it, so the pod's namespace (maybe gone
+    # already, maybe an empty path) is never needed.
+    net = parse_network(req.config)
+    with netlink.open_rtnl() as ipr, _doing("deleting the host veth"):
+        netlink.delete_link(ipr, netlink.host_veth_name(req.container_id, req.ifname))
+    with _doing("releasing the address"):
+        release(AllocationStore(state_dir, net.name), _owner(req))
+    return {}
+
+
+def cmd_check(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
+    expected_addresses, expected_routes = _expectations(req)
+    host_name = netlink.host_veth_name(req.container_id, req.ifname)
+    with _pod_netns(req) as ns, netlink.open_rtnl() as ipr, _doing("inspecting the pod's network"):
+        pod = ns.run(lambda: netlink.describe_pod_interface(req.ifname))
+        port = netlink.describe_host_port(ipr, host_name)
+        bridge = netlink.find_link(ipr, net.bridge)
+    problems = []
+    if pod is None:
+        problems.append(f"interface {req.ifname} is missing from {req.netns}")
+    else:
+        problems += [f"{req.ifname} lacks address {a}" for a in sorted(expected_addresses - pod.addresses)]
+        problems += [f"{req.ifname} lacks route to {dst}" + (f" via {gw}" if gw else "")
+                     for dst, gw in sorted(expected_routes, key=str)
+                     if not any(d == dst and (gw is None or g == gw) for d, g in pod.routes)]
+        if not pod.up:
+            problems.append(f"{req.ifname} is down")
+    if port is None:
+        problems.append(f"host veth {host_name} is missing")
+    elif bridge is None or port.master != bridge["index"]:
+        problems.append(f"host veth {host_name} is not attached to bridge {net.bridge}")
+    elif not port.hairpin:
+        problems.append(f"host veth {host_name} has hairpin mode off")
+    held = IpAllocator(AllocationStore(state_dir, net.name), ipam, net.name).find(_owner(req))
+    if not any(a.ip == held for a in expected_addresses):
+        problems.append(f"the IPAM store holds {held or 'no address'} for this container, not the one in prevResult")
+    if net.ip_masq and not masquerade.is_present(net.name, ipam.subnet):
+        problems.append(f"the masquerade rule of network {net.name} is missing")
+    if problems:
+        raise CniError(CHECK_FAILED, f"pod network of container {req.container_id} differs from its ADD result: "
+                       + "; ".join(problems))
+    return {}
+
+
+def cmd_update(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+    """Re-applies what ADD set up (bridge port, hairpin, MTU, address, default route, masquerade)
+    to a pod that has it already; changes nothing when all is in place."""
+    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
+    host_name = netlink.host_veth_name(req.container_id, req.ifname)
+    held = IpAllocator(AllocationStore(state_dir, net.name), ipam, net.name).find(_owner(req))
+    if held is None:
+        raise CniError(CONTAINER_UNKNOWN, f"container {req.container_id} ({req.ifname}) holds no address in "
+                       f"network {net.name}: ADD it before UPDATE")
+    address = IPv4Interface(f"{held}/{ipam.subnet.prefixlen}")
+    with _pod_netns(req) as ns, netlink.open_rtnl() as ipr:
+        with _doing(f"setting up bridge {net.bridge}"):
+            bridge = netlink.ensure_bridge(ipr, net.bridge, _gateway_interface(ipam), net.mtu)
+        if netlink.find_link(ipr, host_name) is None:
+            raise CniError(CONTAINER_UNKNOWN, f"host veth {host_name} of container {req.container_id} is gone",
+                           "DEL and ADD the pod again to recreate its interface")
+        with _doing(f"re-applying host veth {host_name}"):
+            netlink.set_host_port(ipr, host_name, bridge, net.mtu)
+            host_mac = netlink.find_link(ipr, host_name).get("address")
+        with _doing(f"re-applying {req.ifname} in {req.netns}"):
+            pod_mac = ns.run(lambda: netlink.configure_pod_interface(
+                req.ifname, address, ipam.gateway, net.mtu, replace_default_route=True))
+    if net.ip_masq:
+        _ensure_masquerade(net, ipam)
+    return add_result(net.cni_version, Attachment(host_name, host_mac, req.ifname, pod_mac, req.netns, address,
+                                                  ipam.gateway, net.mtu), net.dns)
+
+
+def cmd_status(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+    """Succeeds when an ADD could succeed now: the IPAM store is writable and has a free address."""
+    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
+    store = AllocationStore(state_dir, net.name)
+    try:
+        with store.locked():
+            writable, allocated = store.writable(), bool(store.allocations())
+    except OSError as e:
+        raise CniError(PLUGIN_NOT_AVAILABLE, f"the IPAM store {store.directory} cannot be used: {e}") from e
+    if not writable:
+        raise CniError(PLUGIN_NOT_AVAILABLE, f"the IPAM store {store.directory} is not writable")
+    if IpAllocator(store, ipam, net.name).free_count() == 0:
+        raise CniError(PLUGIN_NOT_AVAILABLE, f"no free address left in subnet {ipam.subnet} of network {net.name}")
+    if allocated:
+        with netlink.open_rtnl() as ipr:
+            bridge = netlink.find_link(ipr, net.bridge)
+        if bridge is None or not bridge["flags"] & 1:
+            raise CniError(PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY,
+                           f"bridge {net.bridge} is missing or down while pods of network {net.name} use it")
+    return {}
+
+
+def cmd_gc(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+    """Releases every allocation of the network that is not a valid attachment, and deletes its host veth."""
+    net = parse_network(req.config)
+    valid = _valid_attachments(req.config)
+    with _doing("releasing stale addresses"):
+        stale = release_where(AllocationStore(state_dir, net.name), lambda holder: holder not in valid)
+    with netlink.open_rtnl() as ipr, _doing("deleting stale host veths"):
+        for holder in stale.values():
+            netlink.delete_link(ipr, netlink.host_veth_name(holder.container_id, holder.ifname))
+    if stale:
+        log.info("gc released stale attachments", extra=kv(
+            network=net.name, released=",".join(f"{ip}={h.container_id}/{h.ifname}" for ip, h in stale.items())))
+    return {}
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _network(req: CniRequest) -> NetworkConfig:
+    net = parse_network(req.config)
+    check_version(net.cni_version)
+    return net
+
+
+def _owner(req: CniRequest) -> Owner:
+    return Owner(req.container_id, req.ifname)
+
+
+def _gateway_interface(ipam: IpamConfig) -> IPv4Interface:
+    return IPv4Interface(f"{ipam.gateway}/{ipam.subnet.prefixlen}")
+
+
+@contextmanager
+def _pod_netns(req: CniRequest) -> Iterator[NetNS]:
+    if not req.netns:
+        raise CniError(INVALID_ENV, f"CNI_NETNS is required for {req.command}")
+    try:
+        ns = NetNS(req.netns)
+    except FileNotFoundError:
+        raise CniError(CONTAINER_UNKNOWN, f"network namespace {req.netns} does not exist") from None
+    except OSError as e:
+        raise CniError(INVALID_ENV, f"cannot open network namespace {req.netns}: {e.strerror}") from None
+    with ns:
+        yield ns
+
+
+@contextmanager
+def _doing(what: str) -> Iterator[None]:
+    """Turns a failure of one step into a CniError that says which step failed and why."""
+    try:
+        yield
+    except CniError:
+        raise
+    except NotANetworkNamespace as e:
+        raise CniError(INVALID_ENV, str(e)) from None
+    except NetlinkError as e:
+        raise CniError(INTERNAL, f"{what} failed: {os.strerror(e.code) if e.code else e}") from e
+    except masquerade.NftError as e:
+        raise CniError(INTERNAL, f"{what} failed", str(e)) from e
+    except OSError as e:
+        raise CniError(IO_FAILURE, f"{what} failed: {e}") from e
+    except LookupError as e:
+        raise CniError(INTERNAL, f"{what} failed: {e}") from e
+
+
+def _ensure_masquerade(net: NetworkConfig, ipam: IpamConfig) -> None:
+    with _doing(f"installing the masquerade rule for {ipam.subnet}"):
+        masquerade.enable_ip_forwarding()
+        masquerade.ensure(net.name, ipam.subnet)
+
+
+def _undo_add(ipr: IPRoute, host_name: str, store: AllocationStore, owner: Owner) -> None:
+    """Rolls back a failed ADD; its own failures are logged, the original error is what the caller sees."""
+    try:
+        netlink.delete_link(ipr, host_name)
+    except NetlinkError as e:
+        if e.code != errno.ENODEV:
+            log.warning("rollback could not delete host veth", extra=kv(veth=host_name, error=e))
+    try:
+        release(store, owner)
+    except OSError as e:
+        log.warning("rollback could not release the address", extra=kv(owner=owner, error=e))
+
+
+def _expectations(req: CniRequest) -> tuple[set[IPv4Interface], set[tuple[str, str | None]]]:
+    """The pod interface's addresses and the routes that the prevResult of CHECK promises."""
+    prev = req.config.get("prevResult")
+    if not isinstance(prev, dict):
+        raise CniError(INVALID_NETWORK_CONFIG, "CHECK needs prevResult (the result of the ADD) in the configuration")
+    interfaces = prev.get("interfaces") or []
+    try:
+        addresses = {IPv4Interface(ip["address"]) for ip in prev.get("ips") or []
+                     if _is_pod_interface(interfaces, ip.get("interface"), req.ifname)}
+        routes = {(str(IPv4Interface(r["dst"]).network), r.get("gw")) for r in prev.get("routes") or []}
+    except (KeyError, TypeError, ValueError) as e:
+        raise CniError(INVALID_NETWORK_CONFIG, f"prevResult is malformed: {e!r}") from None
+    return addresses, routes
+
+
+def _is_pod_interface(interfaces: list, index: int | None, ifname: str) -> bool:
+    if index is None:
+        return True
+    if not isinstance(index, int) or not 0 <= index < len(interfaces):
+        return False
+    return interfaces[index].get("name") == ifname and bool(interfaces[index].get("sandbox"))
+
+
+def _valid_attachments(config: dict) -> set[Owner]:
+    # libcni passes the list under both names (the spec once named it "cni.dev/attachments").
+    entries = config.get("cni.dev/valid-attachments", config.get("cni.dev/attachments")) or []
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("containerID"), str) and isinstance(e.get("ifname"), str)
+            for e in entries):
+        raise CniError(INVALID_NETWORK_CONFIG,
+                       'cni.dev/valid-attachments must be a list of {"containerID": ..., "ifname": ...}')
+    return {Owner(e["containerID"], e["ifname"]) for e in entries}

@@ -1,0 +1,88 @@
+"""Source NAT for traffic leaving a pod network (`ipMasq: true`), with nftables.
+
+One table, `inet pyngress`, holds a postrouting nat chain per network (`masq-<network>`) with one
+rule: from the subnet, to anywhere outside it (and not multicast), masquerade. The rules stay when
+the last pod of a network goes: they cost nothing, another pod may come any moment, and removing
+them would race with an ADD in another worker. `remove` exists for tearing a network down.
+
+Applying a batch with `nft -f` takes ~14 ms, listing a chain ~2 ms, so `ensure` lists first and
+writes only when the chain is missing or differs. Each batch is atomic (flush + add), so workers
+applying it at once still leave exactly one rule.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from ipaddress import IPv4Network
+
+TABLE = "pyngress"
+FAMILY = "inet"
+_MULTICAST = IPv4Network("224.0.0.0/4")
+
+
+class NftError(Exception):
+    pass
+
+
+def chain_name(network: str) -> str:
+    return f"masq-{network}"
+
+
+def ensure(network: str, subnet: IPv4Network) -> bool:
+    """Makes the network's masquerade rule present; True if it had to be (re)written."""
+    if is_present(network, subnet):
+        return False
+    chain = {"family": FAMILY, "table": TABLE, "name": chain_name(network)}
+    _run(["-f", "-"], {"nftables": [
+        {"add": {"table": {"family": FAMILY, "name": TABLE}}},
+        {"add": {"chain": {**chain, "type": "nat", "hook": "postrouting", "prio": 100, "policy": "accept"}}},
+        {"flush": {"chain": chain}},
+        {"add": {"rule": {"family": FAMILY, "table": TABLE, "chain": chain_name(network),
+                          "comment": f"pyngress: masquerade pods of network {network}",
+                          "expr": _rule_expr(subnet)}}},
+    ]})
+    return True
+
+
+def is_present(network: str, subnet: IPv4Network) -> bool:
+    """True when the network's chain holds exactly the rule `ensure` writes for `subnet`."""
+    listing = _run(["list", "chain", FAMILY, TABLE, chain_name(network)], missing_ok=True)
+    if listing is None:
+        return False
+    rules = [item["rule"] for item in listing.get("nftables", []) if "rule" in item]
+    return len(rules) == 1 and rules[0].get("expr") == _rule_expr(subnet)
+
+
+def remove(network: str) -> None:
+    """Deletes the network's chain; a missing chain or table is fine."""
+    _run(["delete", "chain", FAMILY, TABLE, chain_name(network)], missing_ok=True)
+
+
+def _rule_expr(subnet: IPv4Network) -> list[dict]:
+    return [_match("==", "saddr", subnet), _match("!=", "daddr", subnet), _match("!=", "daddr", _MULTICAST),
+            {"masquerade": None}]
+
+
+def _match(op: str, field: str, net: IPv4Network) -> dict:
+    return {"match": {"op": op, "left": {"payload": {"protocol": "ip", "field": field}},
+                      "right": {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}}}
+
+
+def _run(args: list[str], stdin: dict | None = None, missing_ok: bool = False) -> dict | None:
+    """Runs `nft -j <args>`; returns its JSON output (None when missing_ok and the object does not exist)."""
+    proc = subprocess.run(["nft", "-j", *args], input=json.dumps(stdin) if stdin is not None else None,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        if missing_ok and "No such file or directory" in proc.stderr:
+            return None
+        raise NftError(f"nft {' '.join(args)} failed: {proc.stderr.strip()}")
+    return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def enable_ip_forwarding() -> None:
+    """Masqueraded traffic leaves through the host's routing, like the reference bridge plugin's
+    ipMasq: turn on IPv4 forwarding (a host-wide switch) if it is off."""
+    with open("/proc/sys/net/ipv4/ip_forward", "r+") as f:
+        if f.read().strip() != "1":
+            f.seek(0)
+            f.write("1")

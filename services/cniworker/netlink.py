@@ -1,0 +1,196 @@
+"""Links, addresses and routes through pyroute2: the host side (bridge, veth) and, for functions
+called through netns.NetNS.run, the pod side (interface, loopback, default route)."""
+from __future__ import annotations
+
+import errno
+import hashlib
+import socket
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Interface
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from proto.cni import INVALID_ENV, INVALID_NETWORK_CONFIG, CniError
+
+_MAIN_TABLE = 254
+_HAIRPIN_ON = 1
+
+
+def open_rtnl() -> IPRoute:
+    """A netlink socket in the calling thread's namespace, subscribed to no events (nobody reads them)."""
+    return IPRoute(groups=0)
+
+
+def host_veth_name(container_id: str, ifname: str) -> str:
+    """The host end's name: derived, so DEL and GC find it without state; 15 characters, the kernel's limit."""
+    return "veth" + hashlib.sha256(f"{container_id}/{ifname}".encode()).hexdigest()[:11]
+
+
+@dataclass(frozen=True)
+class HostPort:
+    index: int
+    mac: str
+    mtu: int
+    up: bool
+    master: int | None
+    hairpin: bool
+
+
+@dataclass(frozen=True)
+class PodInterface:
+    mac: str
+    mtu: int
+    up: bool
+    addresses: frozenset[IPv4Interface]
+    routes: frozenset[tuple[str, str | None]]  # (destination CIDR, gateway or None)
+
+
+def find_link(ipr: IPRoute, name: str):
+    try:
+        (link,) = ipr.link("get", ifname=name)
+    except NetlinkError as e:
+        if e.code == errno.ENODEV:
+            return None
+        raise
+    return link
+
+
+def ensure_bridge(ipr: IPRoute, name: str, gateway: IPv4Interface, mtu: int) -> int:
+    """The bridge's index, after making sure it exists, is up and carries the gateway address.
+
+    Safe when several workers run it at once: whoever loses the race to create the bridge gets
+    EEXIST and uses the winner's."""
+    link = find_link(ipr, name)
+    if link is None:
+        try:
+            ipr.link("add", ifname=name, kind="bridge", mtu=mtu, state="up")
+        except NetlinkError as e:
+            if e.code != errno.EEXIST:
+                raise
+        link = find_link(ipr, name)
+        if link is None:
+            raise CniError(INVALID_NETWORK_CONFIG, f"bridge {name} vanished while it was being set up")
+    kind = link.get_nested("IFLA_LINKINFO", "IFLA_INFO_KIND")
+    if kind != "bridge":
+        raise CniError(INVALID_NETWORK_CONFIG,
+                       f"{name} exists on the host but is a {kind or 'plain'} link, not a bridge: "
+                       "choose another \"bridge\" name in the network configuration")
+    index = link["index"]
+    if not link["flags"] & 1:  # IFF_UP
+        ipr.link("set", index=index, state="up")
+    _add_address(ipr, index, gateway)
+    return index
+
+
+def delete_link(ipr: IPRoute, name: str) -> bool:
+    """Deletes `name` if it exists (a veth takes its peer along); False when there was nothing to delete."""
+    try:
+        ipr.link("del", ifname=name)
+    except NetlinkError as e:
+        if e.code == errno.ENODEV:
+            return False
+        raise
+    return True
+
+
+def create_veth(ipr: IPRoute, host_name: str, pod_ifname: str, netns_fd: int, bridge_index: int, mtu: int) -> None:
+    """A veth pair whose host end is up on the bridge with hairpin on, and whose other end is
+    created directly inside the pod's namespace (so `eth0` never clashes with a host interface)."""
+    try:
+        ipr.link("add", ifname=host_name, kind="veth", mtu=mtu, master=bridge_index, state="up",
+                 peer={"ifname": pod_ifname, "net_ns_fd": netns_fd, "mtu": mtu})
+    except NetlinkError as e:
+        if e.code != errno.EEXIST:
+            raise
+        # The caller deleted any stale host end first, so the clash is inside the pod.
+        raise CniError(INVALID_ENV, f"cannot create interface {pod_ifname} in the pod: an interface with that "
+                                    "name exists there already",
+                       "choose another CNI_IFNAME, or DEL the attachment that created it") from None
+    set_hairpin(ipr, host_name)
+
+
+def set_hairpin(ipr: IPRoute, host_name: str) -> None:
+    # Hairpin lets a pod reach itself through a service address that NATs back to it.
+    # (pyroute2 ignores a `hairpin=1` argument; the bridge port "mode" attribute is the switch.)
+    ipr.brport("set", index=_index(ipr, host_name), mode=_HAIRPIN_ON)
+
+
+def describe_host_port(ipr: IPRoute, name: str) -> HostPort | None:
+    link = find_link(ipr, name)
+    if link is None:
+        return None
+    master = link.get("master")
+    hairpin = False
+    if master:
+        (port,) = ipr.brport("show", index=link["index"])
+        hairpin = port.get_nested("IFLA_PROTINFO", "IFLA_BRPORT_MODE") == _HAIRPIN_ON
+    return HostPort(index=link["index"], mac=link.get("address"), mtu=link.get("mtu"), up=bool(link["flags"] & 1),
+                    master=master, hairpin=hairpin)
+
+
+def set_host_port(ipr: IPRoute, name: str, bridge_index: int, mtu: int) -> None:
+    """Puts an existing host end back on the bridge, up, with the MTU and hairpin (UPDATE)."""
+    ipr.link("set", index=_index(ipr, name), mtu=mtu, master=bridge_index, state="up")
+    set_hairpin(ipr, name)
+
+
+# --- inside the pod's namespace (call through NetNS.run) -------------------------------------------
+
+def configure_pod_interface(ifname: str, address: IPv4Interface, gateway: IPv4Address, mtu: int,
+                            replace_default_route: bool) -> str:
+    """Brings `ifname` and `lo` up with the address, MTU and a default route via the gateway; returns the MAC.
+
+    With replace_default_route False an existing default route (another network's) is left alone."""
+    with open_rtnl() as ipr:
+        index = _index(ipr, ifname)
+        ipr.link("set", index=index, mtu=mtu, state="up")
+        _add_address(ipr, index, address)
+        ipr.link("set", index=_index(ipr, "lo"), state="up")
+        route = {"dst": "0.0.0.0/0", "gateway": str(gateway), "oif": index}
+        if replace_default_route:
+            ipr.route("replace", **route)
+        else:
+            try:
+                ipr.route("add", **route)
+            except NetlinkError as e:
+                if e.code != errno.EEXIST:
+                    raise
+        return _link_mac(ipr, index)
+
+
+def describe_pod_interface(ifname: str) -> PodInterface | None:
+    with open_rtnl() as ipr:
+        link = find_link(ipr, ifname)
+        if link is None:
+            return None
+        index = link["index"]
+        addresses = frozenset(IPv4Interface(f"{a.get('address')}/{a['prefixlen']}")
+                              for a in ipr.addr("dump", index=index, family=socket.AF_INET))
+        routes = frozenset((f"{r.get('dst') or '0.0.0.0'}/{r['dst_len']}", r.get("gateway"))
+                           for r in ipr.route("dump", family=socket.AF_INET, table=_MAIN_TABLE)
+                           if r.get("oif") == index)
+        return PodInterface(mac=link.get("address"), mtu=link.get("mtu"), up=bool(link["flags"] & 1),
+                            addresses=addresses, routes=routes)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _index(ipr: IPRoute, name: str) -> int:
+    link = find_link(ipr, name)
+    if link is None:
+        raise LookupError(f"interface {name} does not exist")
+    return link["index"]
+
+
+def _link_mac(ipr: IPRoute, index: int) -> str:
+    (link,) = ipr.link("get", index=index)
+    return link.get("address")
+
+
+def _add_address(ipr: IPRoute, index: int, address: IPv4Interface) -> None:
+    try:
+        ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
+    except NetlinkError as e:
+        if e.code != errno.EEXIST:
+            raise
