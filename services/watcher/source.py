@@ -15,5 +15,16 @@ class StoreWriter(Protocol):
 
 
 class Source(Protocol):
+    """Fills and follows a store.
+
+    The first complete listing MUST be handed over with `replace_all`: the watcher serves snapshots only
+    from then on (see services.watcher.store.TrackedStore).
+
+    For the status file a source may also have these attributes (read with getattr, all optional):
+    `errors: list[str]` (what the user must fix now), `warnings: list[str]`, and
+    `last_sync: float | None` (unix time of the last successful list, scan or watch activity, whether or
+    not anything changed; it tells a stuck watch from a quiet cluster).
+    """
+
     async def run(self, store: StoreWriter) -> None:
         """Fill `store`, then keep it up to date until cancelled. Never returns on its own."""

@@ -1,0 +1,120 @@
+"""`pyngress watcher`: list and watch a source (manifests or the Kubernetes API), publish the object store.
+
+The store is published with the clone pattern (services.common.clone) on the endpoints of
+proto.endpoints; snapshots are served once the source's first listing is complete.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import zmq.asyncio
+
+from proto import endpoints
+from services.common import logs
+from services.common.clone import ClonePublisher
+from services.common.files import ensure_private_dir
+from services.common.settings import Settings
+from services.common.status import write_status
+from services.watcher.source import Source
+from services.watcher.store import TrackedStore
+
+log = logging.getLogger(__name__)
+
+STATUS_SECONDS = 1.0
+FILL_WAIT_LOG_SECONDS = 10.0
+
+
+def _make_source(settings: Settings) -> tuple[Source, str]:
+    if settings.manifests:
+        from services.watcher.manifests import ManifestsSource
+        return ManifestsSource(settings.manifests, settings, settings.state_dir), "manifests"
+    # Imported here only: the manifests mode must not need the Kubernetes client at all.
+    from services.watcher.kube_source import KubeSource
+    return KubeSource(settings), "kubernetes"
+
+
+def _status_fields(source: Source, source_name: str, store: TrackedStore) -> dict[str, Any]:
+    return {
+        "source": source_name,
+        "objects": len(store),
+        "ready": store.filled.is_set(),
+        "last_event": store.last_event,
+        "last_sync": getattr(source, "last_sync", None) or store.last_write,
+        "errors": list(getattr(source, "errors", [])),
+        "warnings": list(getattr(source, "warnings", [])),
+    }
+
+
+async def _write_status_forever(settings: Settings, source: Source, source_name: str, store: TrackedStore) -> None:
+    while True:
+        try:
+            write_status(settings.run_dir, "watcher", **_status_fields(source, source_name, store))
+        except OSError as err:
+            log.warning("cannot write the status file", extra=logs.kv(run_dir=settings.run_dir, error=err))
+        await asyncio.sleep(STATUS_SECONDS)
+
+
+async def _serve_once_filled(publisher: ClonePublisher, store: TrackedStore) -> None:
+    while True:
+        try:
+            await asyncio.wait_for(store.filled.wait(), FILL_WAIT_LOG_SECONDS)
+            break
+        except asyncio.TimeoutError:
+            log.info("waiting for the source's first complete listing before serving snapshots")
+    log.info("store filled; serving snapshots", extra=logs.kv(objects=len(store)))
+    await publisher.serve()
+
+
+async def _main(settings: Settings) -> None:
+    source, source_name = _make_source(settings)
+    ensure_private_dir(settings.run_dir)
+    ctx = zmq.asyncio.Context()
+    publisher = ClonePublisher(ctx, endpoints.watcher_updates(settings.run_dir),
+                               endpoints.watcher_snapshot(settings.run_dir))
+    store = TrackedStore(publisher)
+    log.info("watcher started", extra=logs.kv(source=source_name, run_dir=settings.run_dir,
+                                              directory=settings.manifests or ""))
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(_serve_once_filled(publisher, store))
+            tasks.create_task(source.run(store))
+            tasks.create_task(_write_status_forever(settings, source, source_name, store))
+    finally:
+        publisher.close()
+        ctx.term()
+
+
+def _event_loop_factory() -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+async def _main_until_signalled(settings: Settings) -> None:
+    """SIGTERM and SIGINT cancel the watcher, which then closes its sockets and exits cleanly."""
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, main.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await _main(settings)
+
+
+def run(settings: Settings) -> int:
+    logs.setup("watcher", settings.log_level)
+    if settings.manifests and not Path(settings.manifests).is_dir():
+        log.error(f"--manifests {settings.manifests}: no such directory; give the directory holding the "
+                  "manifest files")
+        return 2
+    with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
+        runner.run(_main_until_signalled(settings))
+    log.info("watcher stopped")
+    return 0

@@ -1,0 +1,136 @@
+"""Manifest file bytes → documents, each with the line it starts on; syntax errors with file and line.
+
+YAML files may hold several documents; JSON files one or more concatenated values (as `kubectl apply`
+takes them). Values are kept as the API would see them: YAML timestamps stay strings (an API object
+carries RFC 3339 strings, and msgpack has no datetime), and a key given twice in one mapping is an
+error rather than a silent "last one wins" that could drop a route without a word.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+try:
+    _BaseLoader: type = yaml.CSafeLoader
+except AttributeError:  # PyYAML built without libyaml: same behaviour, slower
+    _BaseLoader = yaml.SafeLoader
+
+YAML_SUFFIXES = (".yaml", ".yml")
+JSON_SUFFIXES = (".json",)
+MANIFEST_SUFFIXES = YAML_SUFFIXES + JSON_SUFFIXES
+
+
+class ManifestSyntaxError(ValueError):
+    """A file that cannot be read as YAML/JSON; `line` and `column` are 1-based (0 when unknown)."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+@dataclass
+class Document:
+    """One document of a manifest file. `index` and the line numbers are 1-based."""
+    index: int
+    line: int
+    data: Any
+    # For a document with an `items` sequence (a List): the line each item starts on.
+    item_lines: list[int] = field(default_factory=list)
+
+
+class _ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<` merges may legitimately be overridden by the mapping's own keys
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first_line = seen.get(key)
+            except TypeError:
+                continue  # an unhashable key: SafeConstructor reports it with its own message
+            if first_line is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"key {key!r} is given twice (first on line {first_line}); remove one of them",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+# Timestamps stay strings: drop the implicit timestamp resolver (the class attribute is shared, so copy it).
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise ManifestSyntaxError(f"not UTF-8 text (byte {err.start}); save the file as UTF-8", line) from None
+
+
+def _item_lines(node: yaml.Node) -> list[int]:
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    for key_node, value_node in node.value:
+        if key_node.value == "items" and isinstance(value_node, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value_node.value]
+    return []
+
+
+def _parse_yaml(text: str) -> list[Document]:
+    loader = _ManifestLoader(text)
+    documents: list[Document] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            data = loader.construct_document(node)
+            if data is None:
+                continue  # an empty document (a stray `---`), as kubectl skips it
+            documents.append(Document(len(documents) + 1, node.start_mark.line + 1, data, _item_lines(node)))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        reason = " ".join(part for part in (err.problem, err.context and f"({err.context})") if part)
+        raise ManifestSyntaxError(reason or str(err), mark.line + 1 if mark else 0,
+                                  mark.column + 1 if mark else 0) from None
+    except yaml.YAMLError as err:
+        raise ManifestSyntaxError(str(err)) from None
+    finally:
+        loader.dispose()
+    return documents
+
+
+def _parse_json(text: str) -> list[Document]:
+    decoder = json.JSONDecoder()
+    documents: list[Document] = []
+    position = 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position == len(text):
+            return documents
+        try:
+            data, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as err:
+            raise ManifestSyntaxError(err.msg, err.lineno, err.colno) from None
+        documents.append(Document(len(documents) + 1, text.count("\n", 0, position) + 1, data))
+        position = end
+
+
+def parse_manifest(file_name: str, data: bytes) -> list[Document]:
+    """The documents of one manifest file; raises ManifestSyntaxError when any part of it is unreadable."""
+    text = _decode(data)
+    if file_name.endswith(JSON_SUFFIXES):
+        return _parse_json(text)
+    return _parse_yaml(text)

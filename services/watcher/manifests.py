@@ -1,0 +1,229 @@
+"""The manifests source: a directory of Kubernetes manifests, kept in the store as they change.
+
+Like `kubectl apply -f DIR` (without -R): every *.yaml, *.yml and *.json file directly in the
+directory, several documents per file, `kind: List` included. Hidden files are skipped: editors and
+atomic writers put their temporary files there, and a mounted ConfigMap keeps its `..data` links there.
+
+The directory is polled (the standard library has no inotify) by each file's (inode, size, mtime)
+signature. A change is applied only once the same signature is seen on two scans in a row, so that a
+file caught half-written, or deleted a moment before being written again, does not drop routes (nor
+give the objects new uids); the first scan applies everything at once.
+
+A file that does not parse keeps the objects it defined when it last parsed, also across restarts
+(`<state-dir>/watcher/last-good.json` keeps them for the files failing right now); a file that never
+parsed defines nothing. A document that is not an accepted object is skipped; the rest of its file
+still counts. When two files define the same object, the later file name wins.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.common.logs import kv
+from services.common.objects import object_key
+from services.common.settings import Settings
+from services.watcher.filters import keep, slim
+from services.watcher.manifest_objects import Problem, objects_of
+from services.watcher.manifest_parser import MANIFEST_SUFFIXES, ManifestSyntaxError, parse_manifest
+from services.watcher.metadata import ServerMetadata
+from services.watcher.source import StoreWriter
+from services.watcher.state_files import load_json, save_json, watcher_state_dir
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.25
+LAST_GOOD_FILE = "last-good.json"
+
+Signature = tuple[int, int, int]
+
+
+@dataclass
+class _FileState:
+    signature: Signature
+    objects: list[dict[str, Any]]           # what the file defines: its last good objects when it fails
+    problems: list[Problem] = field(default_factory=list)
+    failed: bool = False                    # the latest version does not parse
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+class ManifestsSource:
+    """Implements services.watcher.source.Source for a directory of manifests.
+
+    `errors`, `warnings` and `last_sync` describe the current state for the status file.
+    """
+
+    def __init__(self, directory: str | Path, settings: Settings, state_dir: str | Path,
+                 poll_seconds: float = POLL_SECONDS) -> None:
+        self.directory = Path(directory)
+        self.settings = settings
+        self.poll_seconds = poll_seconds
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+        self.last_sync: float | None = None
+        self._metadata = ServerMetadata(state_dir)
+        self._last_good_path = watcher_state_dir(state_dir) / LAST_GOOD_FILE
+        saved = load_json(self._last_good_path, "last good objects of failing manifest files") or {}
+        self._saved_last_good: dict[str, list[dict[str, Any]]] = {
+            name: objects for name, objects in saved.items() if isinstance(objects, list)}
+        self._files: dict[str, _FileState] = {}
+        self._previous_listing: dict[str, Signature] | None = None
+        self._listing_error: str | None = None
+
+    async def run(self, store: StoreWriter) -> None:
+        first = True
+        while True:
+            new_state = await asyncio.to_thread(self.scan)
+            if new_state is not None or first:
+                # The first scan always fills the store: that tells main the listing is complete.
+                await store.replace_all(new_state if new_state is not None else {})
+                first = False
+            self.last_sync = time.time()
+            await asyncio.sleep(self.poll_seconds)
+
+    # -- one scan (runs in a worker thread: parsing a large file must not stall the event loop) --
+
+    def scan(self) -> dict[str, dict[str, Any]] | None:
+        """Read what changed; the whole new store contents when something did, else None."""
+        listing = self._list()
+        if listing is None:
+            return None
+        # The first scan always computes the contents: it also forgets the metadata of objects whose
+        # files were removed while the watcher was down.
+        changed = self._previous_listing is None
+        for name, signature in self._settled_changes(listing).items():
+            if signature is None:
+                log.info("manifest file removed", extra=kv(file=self.directory / name,
+                                                           objects=len(self._files[name].objects)))
+                del self._files[name]
+                changed = True
+                continue
+            state = self._read(name, signature)
+            if state is not None:
+                self._files[name] = state
+                changed = True
+        if not changed:
+            return None
+        self._save_last_good()
+        return self._store_contents()
+
+    def _list(self) -> dict[str, Signature] | None:
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError as err:
+            message = (f"cannot list the manifests directory {self.directory}: {err.strerror}; "
+                       "serving the objects last read")
+            if message != self._listing_error:
+                log.error(message)
+            self._listing_error = message
+            self._publish_problems()
+            return None
+        if self._listing_error:
+            log.info("the manifests directory is readable again", extra=kv(directory=self.directory))
+            self._listing_error = None
+            self._publish_problems()
+        listing: dict[str, Signature] = {}
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.name.endswith(MANIFEST_SUFFIXES):
+                continue
+            try:
+                st = os.stat(entry.path)  # follows symlinks, as kubectl does
+            except OSError:
+                continue  # removed meanwhile, or a dangling link (an editor's lock file)
+            if stat.S_ISREG(st.st_mode):
+                listing[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        return listing
+
+    def _settled_changes(self, listing: dict[str, Signature]) -> dict[str, Signature | None]:
+        """Files whose signature differs from the one last read and was the same on the previous scan."""
+        previous = listing if self._previous_listing is None else self._previous_listing
+        self._previous_listing = listing
+        changes: dict[str, Signature | None] = {}
+        for name in sorted(listing.keys() | self._files.keys()):
+            now = listing.get(name)
+            known = self._files[name].signature if name in self._files else None
+            if now != known and now == previous.get(name):
+                changes[name] = now
+        return changes
+
+    def _read(self, name: str, listed: Signature) -> _FileState | None:
+        path = self.directory / name
+        try:
+            with open(path, "rb") as f:
+                # The signature of what is actually read: a write after it shows up on the next scan.
+                st = os.fstat(f.fileno())
+                data = f.read()
+        except FileNotFoundError:
+            return None  # gone since the listing: the next scans see that
+        except OSError as err:
+            return self._failed(name, listed, Problem(str(path), f"cannot read the file: {err.strerror}"))
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        try:
+            documents = parse_manifest(name, data)
+        except ManifestSyntaxError as err:
+            column = f" (column {err.column})" if err.column else ""
+            return self._failed(name, signature, Problem(str(path), f"{err.message}{column}", err.line))
+        objects: list[dict[str, Any]] = []
+        problems: list[Problem] = []
+        for document in documents:
+            accepted, rejected = objects_of(document, str(path))
+            objects.extend(accepted)
+            problems.extend(rejected)
+        for problem in problems:
+            log.error(str(problem))
+        log.info("manifest file read", extra=kv(file=path, objects=len(objects), skipped=len(problems)))
+        return _FileState(signature, objects, problems)
+
+    def _failed(self, name: str, signature: Signature, problem: Problem) -> _FileState:
+        known = self._files.get(name)
+        last_good = known.objects if known is not None else self._saved_last_good.get(name, [])
+        kept = (f"keeping the {_plural(len(last_good), 'object')} it defined when it last parsed"
+                if last_good else "it defines nothing until it parses")
+        problem = Problem(problem.file, f"{problem.message}; {kept}", problem.line)
+        log.error(str(problem))
+        return _FileState(signature, last_good, [problem], failed=True)
+
+    def _save_last_good(self) -> None:
+        failing = {name: state.objects for name, state in self._files.items() if state.failed and state.objects}
+        if failing != self._saved_last_good:
+            save_json(self._last_good_path, failing)
+            self._saved_last_good = failing
+
+    def _store_contents(self) -> dict[str, dict[str, Any]]:
+        """Every kept object by store key, server metadata filled in; the later file name wins a clash."""
+        objects: dict[str, dict[str, Any]] = {}
+        origins: dict[str, str] = {}
+        warnings: list[str] = []
+        for name in sorted(self._files):
+            for obj in self._files[name].objects:
+                if not keep(obj, self.settings):
+                    continue
+                key = object_key(obj)
+                if key in origins:
+                    earlier = origins[key]
+                    warnings.append(f"{key} is defined twice in {self.directory / name}; the later one is used"
+                                    if earlier == name else
+                                    f"{key} is defined in {self.directory / earlier} and in "
+                                    f"{self.directory / name}; the one in {name} is used")
+                objects[key] = slim(obj)
+                origins[key] = name
+        for warning in sorted(set(warnings) - set(self.warnings)):
+            log.warning(warning)
+        self.warnings = warnings
+        self._publish_problems()
+        filled = self._metadata.fill(objects)
+        log.info("manifests applied", extra=kv(files=len(self._files), objects=len(filled),
+                                               errors=len(self.errors)))
+        return filled
+
+    def _publish_problems(self) -> None:
+        problems = [str(p) for name in sorted(self._files) for p in self._files[name].problems]
+        self.errors = ([self._listing_error] if self._listing_error else []) + problems

@@ -1,0 +1,136 @@
+"""The metadata an API server sets, filled in for objects read from manifest files.
+
+Like an API server:
+- uid: new for each object the first time it is seen; kept while the object exists, across restarts;
+  a new one after the object is removed and added again (a delete and a create).
+- creationTimestamp: the time the object was first seen (RFC 3339, UTC, seconds), kept likewise.
+- resourceVersion: a new, larger value whenever the object changes in any way, across restarts too.
+  It is `max(last + 1, microseconds since the epoch)`, so it keeps increasing even when the saved
+  state is lost.
+- generation: 1, then +1 whenever anything but metadata and status changes.
+An object keeps the uid, creationTimestamp and generation it carries ("oldest wins" relies on a given
+creationTimestamp). resourceVersion is always this module's: only it can promise an increase on every
+change (a value copied from `kubectl get -o yaml` would stay frozen through later edits).
+
+The records are saved before the objects are returned, so a value that was published is never handed
+out again for different content after a crash.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from services.common.logs import kv
+from services.watcher.state_files import load_json, save_json, watcher_state_dir
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "metadata.json"
+_FORMAT_VERSION = 1
+
+
+@dataclass
+class _Record:
+    uid: str
+    creationTimestamp: str
+    resourceVersion: int
+    generation: int
+    content_hash: str
+    spec_hash: str
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _spec_digest(obj: dict[str, Any]) -> str:
+    return _digest({k: v for k, v in obj.items() if k not in ("metadata", "status")})
+
+
+def _rfc3339(moment: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+class ServerMetadata:
+    """Fills server-set metadata into objects and remembers it under `<state_dir>/watcher/`."""
+
+    def __init__(self, state_dir: str | Path, clock: Callable[[], float] = time.time) -> None:
+        self._path = watcher_state_dir(state_dir) / STATE_FILE
+        self._clock = clock
+        self._last_resource_version = 0
+        self._records: dict[str, _Record] = {}
+        self._load()
+
+    def _load(self) -> None:
+        saved = load_json(self._path, "object metadata (uids, creation times)")
+        if saved is None:
+            return
+        try:
+            if saved.get("version") != _FORMAT_VERSION:
+                raise ValueError(f"unknown format version {saved.get('version')!r}")
+            records = {key: _Record(**fields) for key, fields in saved["objects"].items()}
+            last = int(saved["lastResourceVersion"])
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            log.warning("the saved object metadata is not in the expected form; starting over: "
+                        "objects get new uids and creation times", extra=kv(path=self._path, error=err))
+            return
+        self._records, self._last_resource_version = records, last
+
+    def _next_resource_version(self) -> int:
+        self._last_resource_version = max(self._last_resource_version + 1, int(self._clock() * 1_000_000))
+        return self._last_resource_version
+
+    def _save(self) -> None:
+        save_json(self._path, {
+            "version": _FORMAT_VERSION,
+            "lastResourceVersion": self._last_resource_version,
+            "objects": {key: asdict(record) for key, record in self._records.items()},
+        })
+
+    def _record_for(self, key: str, obj: dict[str, Any]) -> tuple[_Record, bool]:
+        """The record of `key` for this content of `obj`, and whether it is new or changed."""
+        content, spec = _digest(obj), _spec_digest(obj)
+        record = self._records.get(key)
+        if record is None:
+            record = _Record(uid=str(uuid.uuid4()), creationTimestamp=_rfc3339(self._clock()),
+                             resourceVersion=self._next_resource_version(), generation=1,
+                             content_hash=content, spec_hash=spec)
+        elif record.content_hash != content:
+            record = _Record(uid=record.uid, creationTimestamp=record.creationTimestamp,
+                             resourceVersion=self._next_resource_version(),
+                             generation=record.generation + (record.spec_hash != spec),
+                             content_hash=content, spec_hash=spec)
+        else:
+            return record, False
+        return record, True
+
+    def fill(self, objects: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """`objects` (store key → object as given) with server-set metadata filled in.
+
+        Keys absent from `objects` are forgotten: the objects were deleted.
+        """
+        records: dict[str, _Record] = {}
+        changed = len(objects) != len(self._records) or not objects.keys() <= self._records.keys()
+        filled: dict[str, dict[str, Any]] = {}
+        for key, obj in objects.items():
+            record, is_new = self._record_for(key, obj)
+            records[key] = record
+            changed |= is_new
+            meta = obj.get("metadata") or {}
+            filled[key] = {**obj, "metadata": {
+                **meta,
+                "uid": meta.get("uid") or record.uid,
+                "creationTimestamp": meta.get("creationTimestamp") or record.creationTimestamp,
+                "resourceVersion": str(record.resourceVersion),
+                "generation": meta.get("generation") or record.generation,
+            }}
+        self._records = records
+        if changed:
+            self._save()
+        return filled

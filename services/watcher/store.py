@@ -1,0 +1,42 @@
+"""The watcher's store: the clone publisher, plus what the status file and the first snapshot need to know."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from services.common.clone import ClonePublisher
+
+
+class TrackedStore:
+    """A StoreWriter over a ClonePublisher that records when the store last changed.
+
+    `filled` is set by the source's first `replace_all`: the first complete listing. Snapshots are
+    served only from then on, so a subscriber (re)starting with the watcher never takes a half-filled
+    store for the whole cluster and drops the routes that are missing from it.
+    """
+
+    def __init__(self, publisher: ClonePublisher) -> None:
+        self.publisher = publisher
+        self.filled = asyncio.Event()
+        self.last_event: float | None = None   # the store last changed
+        self.last_write: float | None = None   # the source last wrote, changed or not
+
+    def __len__(self) -> int:
+        return len(self.publisher.state)
+
+    def _note(self, seq_before: int) -> None:
+        self.last_write = time.time()
+        if self.publisher.seq != seq_before:
+            self.last_event = self.last_write
+
+    async def set(self, key: str, value: Any) -> None:
+        seq = self.publisher.seq
+        await self.publisher.set(key, value)
+        self._note(seq)
+
+    async def replace_all(self, new_state: dict[str, Any]) -> None:
+        seq = self.publisher.seq
+        await self.publisher.replace_all(new_state)
+        self._note(seq)
+        self.filled.set()
