@@ -1,0 +1,97 @@
+"""The resource types the test API server serves, and what the real API server says about each."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+STATUS_VERBS = ("get", "patch", "update")
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
+def dns1123_label_error(name: str) -> str | None:
+    if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
+        return ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+                "and must start and end with an alphanumeric character (at most 63 characters)")
+    return None
+
+
+def dns1123_subdomain_error(name: str) -> str | None:
+    if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        return ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                "and must start and end with an alphanumeric character (at most 253 characters)")
+    return None
+
+
+def dns1035_label_error(name: str) -> str | None:
+    if len(name) > 63 or not _DNS1035_LABEL.fullmatch(name):
+        return ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                "alphabetic character, and end with an alphanumeric character (at most 63 characters)")
+    return None
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str          # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    # Kinds with a status subresource: the main resource ignores status changes, /status ignores the rest.
+    has_status: bool = False
+    name_rule: str = "subdomain"  # "subdomain", "label" (RFC 1123) or "dns1035"
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """How error messages name the resource: "ingresses.networking.k8s.io", "services"."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def name_error(self, name: str) -> str | None:
+        check = {"subdomain": dns1123_subdomain_error, "label": dns1123_label_error,
+                 "dns1035": dns1035_label_error}[self.name_rule]
+        return check(name)
+
+
+RESOURCE_TYPES: tuple[ResourceType, ...] = (
+    ResourceType("", "v1", "Namespace", "namespaces", False, has_status=True, name_rule="label", short_names=("ns",)),
+    ResourceType("", "v1", "Node", "nodes", False, has_status=True, short_names=("no",)),
+    ResourceType("", "v1", "Service", "services", True, has_status=True, name_rule="dns1035", short_names=("svc",)),
+    ResourceType("", "v1", "Secret", "secrets", True),
+    ResourceType("", "v1", "ConfigMap", "configmaps", True, short_names=("cm",)),
+    ResourceType("", "v1", "Event", "events", True, short_names=("ev",)),
+    ResourceType("networking.k8s.io", "v1", "Ingress", "ingresses", True, has_status=True, short_names=("ing",)),
+    ResourceType("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
+    ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+)
+
+
+def find(group: str, version: str, plural: str) -> ResourceType | None:
+    for rtype in RESOURCE_TYPES:
+        if (rtype.group, rtype.version, rtype.plural) == (group, version, plural):
+            return rtype
+    return None
+
+
+def by_kind(kind: str) -> ResourceType:
+    for rtype in RESOURCE_TYPES:
+        if rtype.kind == kind:
+            return rtype
+    raise KeyError(f"the test API server does not serve kind {kind!r}")
+
+
+def group_versions() -> dict[str, list[str]]:
+    """Every API group (core excluded) and its versions, in the order the server lists them."""
+    groups: dict[str, list[str]] = {}
+    for rtype in RESOURCE_TYPES:
+        if rtype.group and rtype.version not in groups.setdefault(rtype.group, []):
+            groups[rtype.group].append(rtype.version)
+    return groups
