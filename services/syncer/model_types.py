@@ -80,6 +80,10 @@ class NginxConfig:
     # Global settings from the controller ConfigMap (validated, nginx directive → value).
     globals: dict[str, str] = field(default_factory=dict)
     ssl_passthrough: bool = False
+    # ConfigMap use-forwarded-headers: trust X-Forwarded-* from clients (real_ip_header X-Forwarded-For).
+    use_forwarded_headers: bool = False
+    # ConfigMap use-proxy-protocol: the public listeners expect a PROXY protocol header.
+    use_proxy_protocol: bool = False
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -91,6 +95,9 @@ class Model:
     routes: dict[str, HostRoutes] = field(default_factory=dict)  # host (lowercase, "*.x" wildcard, "_") → routes
     backends: dict[str, list[str]] = field(default_factory=dict)  # backend name → ["ip:port", ...] (ready only)
     passthrough: dict[str, list[str]] = field(default_factory=dict)  # SNI host → ["ip:port", ...]
+    # Host with tls → "namespace/name" of the kubernetes.io/tls Secret that holds its certificate
+    # (present with valid base64 tls.crt/tls.key; whoever fills `certificates` loads them from here).
+    tls_secrets: dict[str, str] = field(default_factory=dict)
     # Certificates for SNI selection inside nginx (the Lua's certificates table format).
     certificates: dict[str, Any] = field(default_factory=dict)
     # Inbound PROXY protocol on the public ports (ConfigMap use-proxy-protocol); the proxy needs it too.

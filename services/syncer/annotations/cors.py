@@ -1,0 +1,64 @@
+"""enable-cors and the cors-* annotations: answer preflights and add CORS headers in the location."""
+from __future__ import annotations
+
+import re
+from typing import Callable, Mapping
+
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .validators import HOSTNAME, boolean, integer, is_true
+
+# ingress-nginx's defaults, so that migrated Ingresses behave the same.
+DEFAULT_METHODS = "GET, PUT, POST, DELETE, PATCH, OPTIONS"
+DEFAULT_HEADERS = ("DNT, Keep-Alive, User-Agent, X-Requested-With, If-Modified-Since, Cache-Control, "
+                   "Content-Type, Range, Authorization")
+DEFAULT_MAX_AGE = "1728000"
+
+_ORIGIN = re.compile(rf"\*|https?://(?:\*\.)?{HOSTNAME}(?::[0-9]{{1,5}})?")
+_METHOD = re.compile(r"[A-Za-z]{1,20}")
+_HEADER = re.compile(r"[A-Za-z0-9_-]{1,100}|\*")
+
+
+def _comma_list(item: re.Pattern[str], what: str) -> Callable[[str], str]:
+    """A comma-separated list whose items each match `item` → "a, b, c" without duplicates."""
+    def validate(value: str) -> str:
+        items = [part.strip(" ") for part in value.split(",")]
+        if not all(item.fullmatch(part) for part in items):
+            raise InvalidValue(f"must be a comma-separated list of {what}")
+        return ", ".join(dict.fromkeys(items))
+    return validate
+
+
+ANNOTATIONS = (
+    Annotation("enable-cors", boolean, Risk.LOW, "Add CORS headers and answer preflight requests."),
+    Annotation("cors-allow-origin", _comma_list(_ORIGIN, "origins such as https://app.example.com, "
+                                                         "https://*.example.com or *"),
+               Risk.LOW, 'Allowed origins (default "*").'),
+    Annotation("cors-allow-methods", _comma_list(_METHOD, "HTTP methods such as GET, POST"),
+               Risk.LOW, f'Access-Control-Allow-Methods (default "{DEFAULT_METHODS}").'),
+    Annotation("cors-allow-headers", _comma_list(_HEADER, "header names such as X-Api-Key, Content-Type"),
+               Risk.LOW, "Access-Control-Allow-Headers (default: ingress-nginx's list)."),
+    Annotation("cors-expose-headers", _comma_list(_HEADER, "header names such as X-Request-Id"),
+               Risk.LOW, "Access-Control-Expose-Headers (default: none)."),
+    Annotation("cors-allow-credentials", boolean, Risk.LOW, "Access-Control-Allow-Credentials (default true)."),
+    Annotation("cors-max-age", integer(0, 2**31 - 1), Risk.LOW,
+               f"Access-Control-Max-Age in seconds (default {DEFAULT_MAX_AGE})."),
+)
+
+_OPTIONS = tuple(a.name for a in ANNOTATIONS if a.name != "enable-cors")
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    if not is_true(values.get("enable-cors", "false")):
+        for name in _OPTIONS:
+            if name in values:
+                parsed.warn(name, "has no effect without enable-cors: \"true\"; ignored")
+        return
+    parsed.location.update({
+        "pyngress_cors_allow_origin": values.get("cors-allow-origin", "*"),
+        "pyngress_cors_allow_methods": values.get("cors-allow-methods", DEFAULT_METHODS),
+        "pyngress_cors_allow_headers": values.get("cors-allow-headers", DEFAULT_HEADERS),
+        "pyngress_cors_allow_credentials": values.get("cors-allow-credentials", "true"),
+        "pyngress_cors_max_age": values.get("cors-max-age", DEFAULT_MAX_AGE),
+    })
+    if "cors-expose-headers" in values:
+        parsed.location["pyngress_cors_expose_headers"] = values["cors-expose-headers"]

@@ -1,0 +1,28 @@
+"""Proxy timeouts, request body size and buffering: each one a plain nginx directive in the profile."""
+from __future__ import annotations
+
+from .base import Annotation, Risk
+from .validators import duration, one_of, size
+
+# Buffers are allocated per request: a huge one would let one Ingress exhaust the workers' memory.
+MAX_BUFFER_SIZE = 8 * 1024**2
+MAX_BODY_SIZE = 1024**4
+
+ANNOTATIONS = (
+    Annotation("proxy-connect-timeout", duration, Risk.LOW,
+               "Timeout for connecting to the backend.", setting="proxy_connect_timeout"),
+    Annotation("proxy-send-timeout", duration, Risk.LOW,
+               "Timeout between two writes to the backend.", setting="proxy_send_timeout"),
+    Annotation("proxy-read-timeout", duration, Risk.LOW,
+               "Timeout between two reads from the backend.", setting="proxy_read_timeout"),
+    Annotation("proxy-body-size", size(MAX_BODY_SIZE), Risk.LOW,
+               "Largest request body accepted; 0 means no limit.", setting="client_max_body_size"),
+    Annotation("proxy-buffering", one_of("on", "off"), Risk.LOW,
+               "Buffer responses from the backend.", setting="proxy_buffering"),
+    Annotation("proxy-buffer-size", size(MAX_BUFFER_SIZE), Risk.LOW,
+               "Buffer for the first part of the backend's response (its headers).", setting="proxy_buffer_size"),
+    Annotation("proxy-request-buffering", one_of("on", "off"), Risk.LOW,
+               "Read the whole request body before proxying it.", setting="proxy_request_buffering"),
+    Annotation("proxy-http-version", one_of("1.0", "1.1"), Risk.LOW,
+               "HTTP version spoken to the backend.", setting="proxy_http_version"),
+)

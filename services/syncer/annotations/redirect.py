@@ -1,0 +1,43 @@
+"""permanent-redirect, permanent-redirect-code, temporal-redirect: answer every request with a redirect."""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .validators import HOSTNAME, integer
+
+# Variables nginx expands in `return`, allowed so that "https://new.example.com$request_uri" keeps the path.
+_VARIABLE = r"\$(?:request_uri|uri|is_args|args)(?![A-Za-z0-9_])"
+_URL_CHAR = r"[A-Za-z0-9\-._~%!&()*+,=:@/?#]"
+_URL = re.compile(rf"https?://{HOSTNAME}(?::[0-9]{{1,5}})?(?:(?:[/?#]|{_VARIABLE})(?:{_URL_CHAR}|{_VARIABLE})*)?")
+
+
+def _url(value: str) -> str:
+    if len(value) > 2048 or not _URL.fullmatch(value):
+        raise InvalidValue("must be an absolute http:// or https:// URL without quotes, spaces, ';', '{', '}' "
+                           "or '\\' (the only variables allowed are $request_uri, $uri, $is_args and $args)")
+    return value
+
+
+ANNOTATIONS = (
+    Annotation("permanent-redirect", _url, Risk.MEDIUM, "Redirect every request to this URL (301 by default)."),
+    Annotation("permanent-redirect-code", integer(300, 308), Risk.LOW, "Status code for permanent-redirect."),
+    Annotation("temporal-redirect", _url, Risk.MEDIUM, "Redirect every request to this URL with 302."),
+)
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    # As in ingress-nginx, a temporal redirect wins over a permanent one.
+    if "temporal-redirect" in values:
+        url, code = values["temporal-redirect"], "302"
+        if "permanent-redirect" in values:
+            parsed.warn("permanent-redirect", "is overridden by temporal-redirect")
+    elif "permanent-redirect" in values:
+        url, code = values["permanent-redirect"], values.get("permanent-redirect-code", "301")
+    else:
+        if "permanent-redirect-code" in values:
+            parsed.warn("permanent-redirect-code", "has no effect without permanent-redirect; ignored")
+        return
+    parsed.location["pyngress_redirect_url"] = url
+    parsed.location["pyngress_redirect_code"] = code

@@ -1,0 +1,101 @@
+"""Allow-list validators shared by annotations and the controller ConfigMap.
+
+Each takes the raw string and returns its canonical form (so that equal meanings give equal location
+profiles) or raises InvalidValue saying what a valid value looks like. Every pattern is matched against the
+whole string, so a newline, quote, brace or semicolon can never ride along into nginx.conf.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from .base import InvalidValue
+
+_TRUE = frozenset({"1", "t", "true"})
+_FALSE = frozenset({"0", "f", "false"})
+
+
+def boolean(value: str) -> str:
+    """"true"/"false" (also 1/0/t/f in any case, as Go's strconv.ParseBool takes them) → "true" or "false"."""
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return "true"
+    if lowered in _FALSE:
+        return "false"
+    raise InvalidValue('must be "true" or "false"')
+
+
+def is_true(canonical: str) -> bool:
+    return canonical == "true"
+
+
+_DURATION = re.compile(r"([0-9]{1,10})(ms|s|m|h)?")
+_MS_PER_UNIT = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+# nginx keeps these timeouts as milliseconds in a 32-bit value; a larger one fails `nginx -t` for everyone.
+_MAX_DURATION_MS = 2**31 - 1
+
+
+def duration(value: str) -> str:
+    """A timeout: seconds ("60") or with a unit ("500ms", "60s", "5m", "1h") → "60s" style."""
+    match = _DURATION.fullmatch(value)
+    if not match or int(match[1]) * _MS_PER_UNIT[match[2] or "s"] > _MAX_DURATION_MS:
+        raise InvalidValue("must be a duration such as 60, 60s, 500ms, 5m or 1h, at most 596h")
+    return f"{int(match[1])}{match[2] or 's'}"
+
+
+_SIZE = re.compile(r"([0-9]{1,13})([kKmMgG]?)")
+_BYTES_PER_UNIT = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def size(max_bytes: int) -> Callable[[str], str]:
+    """A byte size such as 8k, 1m or 2g (lower-cased), at most `max_bytes`."""
+    def validate(value: str) -> str:
+        match = _SIZE.fullmatch(value)
+        unit = match[2].lower() if match else ""
+        if not match or int(match[1]) * _BYTES_PER_UNIT[unit] > max_bytes:
+            raise InvalidValue(f"must be a size such as 512, 8k, 1m or 2g, at most {_human(max_bytes)}")
+        return f"{int(match[1])}{unit}"
+    return validate
+
+
+def _human(nbytes: int) -> str:
+    for unit in ("g", "m", "k"):
+        if nbytes % _BYTES_PER_UNIT[unit] == 0:
+            return f"{nbytes // _BYTES_PER_UNIT[unit]}{unit}"
+    return str(nbytes)
+
+
+_INTEGER = re.compile(r"[0-9]{1,12}")
+
+
+def integer(low: int, high: int) -> Callable[[str], str]:
+    """A decimal integer in [low, high]."""
+    def validate(value: str) -> str:
+        if not _INTEGER.fullmatch(value) or not low <= int(value) <= high:
+            raise InvalidValue(f"must be a whole number from {low} to {high}")
+        return str(int(value))
+    return validate
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    """One of `choices`, compared case-insensitively, returned as spelled in `choices`."""
+    by_lower = {c.lower(): c for c in choices}
+
+    def validate(value: str) -> str:
+        try:
+            return by_lower[value.lower()]
+        except KeyError:
+            raise InvalidValue("must be one of " + ", ".join(choices)) from None
+    return validate
+
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
+_HOST_AND_PORT = re.compile(rf"{HOSTNAME}(?::[0-9]{{1,5}})?")
+
+
+def host_and_port(value: str) -> str:
+    """A DNS name (or IPv4 address), optionally with ":port"."""
+    if len(value) > 253 or not _HOST_AND_PORT.fullmatch(value):
+        raise InvalidValue("must be a host name such as app.example.com, optionally with :port")
+    return value

@@ -1,0 +1,127 @@
+"""The controller ConfigMap (--configmap NS/NAME): global nginx settings and controller-wide defaults.
+
+Keys and defaults follow ingress-nginx's. A key with a bad value is ignored (its default applies) and
+reported; the rest of the ConfigMap still applies. Unknown keys are ignored with a warning.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .annotations.base import InvalidValue, Risk
+from .annotations.validators import boolean, duration, integer, is_true, one_of, size
+
+DEFAULT_SSL_CIPHERS = (
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
+)
+_SSL_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+_CIPHERS = re.compile(r"[A-Za-z0-9!+@:._=-]{1,2000}")
+
+
+def _ssl_protocols(value: str) -> str:
+    words = value.split(" ")
+    if not all(w in _SSL_PROTOCOLS for w in words):
+        raise InvalidValue("must be space-separated protocols from " + " ".join(_SSL_PROTOCOLS))
+    return " ".join(dict.fromkeys(words))
+
+
+def _ssl_ciphers(value: str) -> str:
+    if not _CIPHERS.fullmatch(value):
+        raise InvalidValue("must be an OpenSSL cipher list such as ECDHE-RSA-AES128-GCM-SHA256:!aNULL")
+    return value
+
+
+# ConfigMap key → (nginx directive in NginxConfig.globals, validator, default).
+GLOBAL_DIRECTIVES: dict[str, tuple[str, Callable[[str], str], str]] = {
+    "proxy-connect-timeout": ("proxy_connect_timeout", duration, "5s"),
+    "proxy-read-timeout": ("proxy_read_timeout", duration, "60s"),
+    "proxy-send-timeout": ("proxy_send_timeout", duration, "60s"),
+    "proxy-body-size": ("client_max_body_size", size(1024**4), "1m"),
+    "keep-alive": ("keepalive_timeout", duration, "75s"),
+    "keep-alive-requests": ("keepalive_requests", integer(1, 10**9), "1000"),
+    "client-header-timeout": ("client_header_timeout", duration, "60s"),
+    "client-body-timeout": ("client_body_timeout", duration, "60s"),
+    "ssl-protocols": ("ssl_protocols", _ssl_protocols, "TLSv1.2 TLSv1.3"),
+    "ssl-ciphers": ("ssl_ciphers", _ssl_ciphers, DEFAULT_SSL_CIPHERS),
+}
+
+
+def _risk(value: str) -> Risk:
+    return Risk[one_of(*(r.name.capitalize() for r in Risk))(value).upper()]
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """The parsed ConfigMap: nginx.conf globals plus the typed values other parts of the model need."""
+    globals: dict[str, str] = field(default_factory=lambda: {d: v for d, _, v in GLOBAL_DIRECTIVES.values()})
+    ssl_redirect: bool = True
+    force_ssl_redirect: bool = False
+    hsts: bool = True
+    hsts_max_age: int = 31536000
+    hsts_include_subdomains: bool = True
+    hsts_preload: bool = False
+    use_forwarded_headers: bool = False
+    use_proxy_protocol: bool = False
+    annotations_risk_level: Risk = Risk.HIGH
+
+
+def _flag(value: str) -> bool:
+    return is_true(boolean(value))
+
+
+# ConfigMap key → (ControllerConfig field, parser to its type).
+FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "ssl-redirect": ("ssl_redirect", _flag),
+    "force-ssl-redirect": ("force_ssl_redirect", _flag),
+    "hsts": ("hsts", _flag),
+    "hsts-max-age": ("hsts_max_age", lambda v: int(integer(0, 10**10)(v))),
+    "hsts-include-subdomains": ("hsts_include_subdomains", _flag),
+    "hsts-preload": ("hsts_preload", _flag),
+    "use-forwarded-headers": ("use_forwarded_headers", _flag),
+    "use-proxy-protocol": ("use_proxy_protocol", _flag),
+    "annotations-risk-level": ("annotations_risk_level", _risk),
+}
+
+
+def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[ControllerConfig, list[str]]:
+    """`data` is the ConfigMap's `data`; `source` names it in problems ("ConfigMap ns/name")."""
+    problems: list[str] = []
+    globals_ = ControllerConfig().globals
+    typed: dict[str, Any] = {}
+    for key in sorted(data):
+        raw = data[key]
+        if key in GLOBAL_DIRECTIVES:
+            directive, validate, _ = GLOBAL_DIRECTIVES[key]
+            target, store = directive, globals_
+        elif key in FIELDS:
+            target, validate = FIELDS[key]
+            store = typed
+        else:
+            problems.append(f"warning: {source}: key {key} is not supported by pyngress; ignored")
+            continue
+        try:
+            if not isinstance(raw, str):
+                raise InvalidValue("ConfigMap values must be strings; quote it in the manifest")
+            store[target] = validate(raw)
+        except InvalidValue as err:
+            problems.append(f"{source}: key {key} value {raw!r}: {err}; the default applies")
+    return ControllerConfig(globals=globals_, **typed), problems
+
+
+def load_controller_config(store: Mapping[str, dict], configmap: str | None) -> tuple[ControllerConfig, list[str]]:
+    """The controller ConfigMap named by --configmap ("NS/NAME") from `store`; defaults when unset or absent."""
+    if not configmap:
+        return ControllerConfig(), []
+    namespace, _, name = configmap.partition("/")
+    if not namespace or not name:
+        return ControllerConfig(), [f"--configmap {configmap!r} must be NAMESPACE/NAME; using the defaults"]
+    obj = store.get(f"ConfigMap/{namespace}/{name}")
+    if obj is None:
+        return ControllerConfig(), []
+    data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        return ControllerConfig(), [f"ConfigMap {configmap}: data must be a map of strings; using the defaults"]
+    return parse_controller_config(data, f"ConfigMap {configmap}")

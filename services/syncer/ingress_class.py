@@ -1,0 +1,46 @@
+"""Which Ingresses are ours, decided the way ingress-nginx decides it.
+
+1. `spec.ingressClassName` set: ours when it names an IngressClass whose `spec.controller` is our
+   --controller-class (a missing class, or another controller's, is not ours).
+2. Else the legacy annotation `kubernetes.io/ingress.class` set: ours when it equals --ingress-class.
+3. Else (no class at all): ours with --watch-ingress-without-class, or when one of our IngressClasses is
+   annotated `ingressclass.kubernetes.io/is-default-class: "true"`. The latter mirrors Kubernetes'
+   admission, which gives a classless Ingress the default class; manifests never pass through it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from services.common.settings import Settings
+
+LEGACY_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
+DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
+
+
+@dataclass(frozen=True)
+class IngressClassFilter:
+    our_classes: frozenset[str]  # names of the IngressClasses whose controller is ours
+    legacy_class: str  # the `kubernetes.io/ingress.class` value that is ours
+    take_classless: bool
+
+    @classmethod
+    def from_classes(cls, ingress_classes: Iterable[dict[str, Any]], settings: Settings) -> IngressClassFilter:
+        ours = [c for c in ingress_classes if (c.get("spec") or {}).get("controller") == settings.controller_class]
+        default_is_ours = any(
+            ((c.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true" for c in ours
+        )
+        return cls(
+            our_classes=frozenset(c["metadata"]["name"] for c in ours),
+            legacy_class=settings.ingress_class,
+            take_classless=settings.watch_ingress_without_class or default_is_ours,
+        )
+
+    def is_ours(self, ingress: dict[str, Any]) -> bool:
+        class_name = (ingress.get("spec") or {}).get("ingressClassName")
+        if class_name:
+            return class_name in self.our_classes
+        legacy = ((ingress.get("metadata") or {}).get("annotations") or {}).get(LEGACY_CLASS_ANNOTATION)
+        if legacy:
+            return legacy == self.legacy_class
+        return self.take_classless

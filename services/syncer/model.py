@@ -1,0 +1,392 @@
+"""The object store → the Model (model_types.py): which host and path go to which backend, with what settings.
+
+Pure and deterministic: no I/O, and the same store always gives an equal Model with sorted tables, because
+the syncer compares models to decide what to reload or push. Semantics follow ingress-nginx:
+- only our Ingresses count (ingress_class.py); they are taken oldest first (creationTimestamp, then
+  "namespace/name"), and on a conflict (same host, path and path kind) the oldest keeps it;
+- an Ingress with anything invalid (annotation value, host, path, backend) is dropped whole, with a
+  problem saying what to change, and the others keep working;
+- problems starting with "warning:" are informational: the object is served.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from services.common.settings import Settings
+
+from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
+from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
+from .configmap import ControllerConfig, load_controller_config
+from .ingress_class import IngressClassFilter
+from .model_types import (CATCH_ALL_HOST, DEFAULT_PROFILE, HostRoutes, LocationProfile, Model, NginxConfig,
+                          Route)
+from .tls import TlsEntry, TlsSecrets, certificate_for, hsts_header
+
+# pathType → which HostRoutes table the path goes to. ImplementationSpecific is matched as a prefix.
+PATH_KINDS = {"Exact": "exact", "Prefix": "prefix", "ImplementationSpecific": "prefix"}
+# The path characters the Lua router takes as plain text (RFC 3986 path characters minus quotes and ';').
+_PATH = re.compile(r"/[A-Za-z0-9\-._~%!$&()*+,=:@/]*")
+_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_HOST = re.compile(rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})*")
+_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # Service and port names (DNS labels)
+_NAME_253 = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")  # object names (DNS subdomains)
+_NEWEST = datetime.max.replace(tzinfo=timezone.utc)
+
+
+class IngressRejected(ValueError):
+    """Something in an Ingress's spec that drops the whole Ingress; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class PathRule:
+    host: str
+    kind: str  # "exact" or "prefix"
+    path: str
+    service: ServiceRef
+
+
+@dataclass(frozen=True)
+class IngressPlan:
+    """One valid Ingress, ready to merge."""
+    ref: str  # "namespace/name"
+    namespace: str
+    hosts: tuple[str, ...]  # in rule order, without repeats; CATCH_ALL_HOST for rules without host
+    paths: tuple[PathRule, ...]
+    default_backend: ServiceRef | None
+    annotations: IngressAnnotations
+    profile: LocationProfile
+    tls: tuple[TlsEntry, ...]
+
+
+def location_profile(settings: tuple[tuple[str, str], ...]) -> LocationProfile:
+    """The profile for these sorted settings: "default" when there are none, else a short stable hash."""
+    if not settings:
+        return LocationProfile(DEFAULT_PROFILE)
+    digest = hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:12]
+    return LocationProfile(digest, settings)
+
+
+def creation_order(namespace: str, name: str, ingress: Mapping[str, Any]) -> tuple[datetime, str]:
+    """Oldest first: creationTimestamp (missing or unreadable counts as newest), then "namespace/name"."""
+    stamp = (ingress.get("metadata") or {}).get("creationTimestamp")
+    when = _NEWEST
+    if isinstance(stamp, datetime):  # YAML loaders turn unquoted timestamps into datetimes
+        when = stamp
+    elif isinstance(stamp, str):
+        try:
+            when = datetime.fromisoformat(stamp)
+        except ValueError:
+            pass
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when, f"{namespace}/{name}"
+
+
+def _service_ref(namespace: str, backend: Any, where: str) -> ServiceRef:
+    if not isinstance(backend, dict) or not isinstance(backend.get("service"), dict):
+        if isinstance(backend, dict) and "resource" in backend:
+            raise IngressRejected(f"{where}: resource backends are not supported; use backend.service")
+        raise IngressRejected(f"{where}: backend needs service.name and service.port")
+    service = backend["service"]
+    name, port = service.get("name"), service.get("port") or {}
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise IngressRejected(f"{where}: backend service name {name!r} must be a DNS label such as my-service")
+    number, port_name = port.get("number"), port.get("name")
+    if number is not None:
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+            raise IngressRejected(f"{where}: backend service port number {number!r} must be 1-65535")
+        return ServiceRef(namespace, name, number)
+    if isinstance(port_name, str) and _NAME.fullmatch(port_name):
+        return ServiceRef(namespace, name, port_name)
+    raise IngressRejected(f"{where}: backend service port needs a number (1-65535) or a name such as http")
+
+
+def _host(rule: Mapping[str, Any]) -> str:
+    host = rule.get("host")
+    if not host:
+        return CATCH_ALL_HOST
+    lowered = host.lower() if isinstance(host, str) else ""
+    if len(lowered) > 253 or not _HOST.fullmatch(lowered):
+        raise IngressRejected(f"host {host!r} must be a DNS name such as app.example.com or *.example.com")
+    return lowered
+
+
+def _path_rule(namespace: str, host: str, entry: Mapping[str, Any]) -> PathRule:
+    path, path_type = entry.get("path") or "/", entry.get("pathType") or "ImplementationSpecific"
+    where = f"host {host} path {path!r}"
+    kind = PATH_KINDS.get(path_type)
+    if kind is None:
+        raise IngressRejected(f"{where}: pathType {path_type!r} must be Exact, Prefix or ImplementationSpecific")
+    if not isinstance(path, str) or not _PATH.fullmatch(path):
+        raise IngressRejected(f"{where}: a path must start with / and contain only letters, digits and "
+                              "-._~%!$&()*+,=:@/ (regular expressions are not supported)")
+    if kind == "prefix":
+        # Kubernetes: prefix "/foo/" matches "/foo" too, so it is the same prefix as "/foo".
+        path = path.rstrip("/") or "/"
+    return PathRule(host, kind, path, _service_ref(namespace, entry.get("backend"), where))
+
+
+def plan_ingress(namespace: str, name: str, ingress: Mapping[str, Any], annotations: IngressAnnotations) -> IngressPlan:
+    """Validate one Ingress's spec; raise IngressRejected saying what to change."""
+    spec = ingress.get("spec") or {}
+    hosts: dict[str, None] = {}
+    paths: list[PathRule] = []
+    for rule in spec.get("rules") or ():
+        host = _host(rule)
+        hosts[host] = None
+        for entry in (rule.get("http") or {}).get("paths") or ():
+            paths.append(_path_rule(namespace, host, entry))
+    default = spec.get("defaultBackend")
+    return IngressPlan(
+        ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
+        default_backend=_service_ref(namespace, default, "defaultBackend") if default is not None else None,
+        annotations=annotations, profile=location_profile(annotations.profile_settings()),
+        tls=tuple(_tls_entry(entry) for entry in spec.get("tls") or ()),
+    )
+
+
+def _tls_entry(entry: Mapping[str, Any]) -> TlsEntry:
+    hosts = entry.get("hosts") or ()
+    secret_name = entry.get("secretName") or None
+    if (not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts)
+            or not (secret_name is None or isinstance(secret_name, str) and _NAME_253.fullmatch(secret_name))):
+        raise IngressRejected(f"tls entry for {hosts!r}: hosts must be a list of host names and secretName "
+                              "the name of a Secret in the Ingress's namespace")
+    return TlsEntry(tuple(h.lower() for h in hosts), secret_name)
+
+
+class AnnotationParser:
+    """parse_annotations, once per distinct set of our annotations: Ingresses often share them."""
+
+    def __init__(self, prefix: str, max_risk: Risk) -> None:
+        self.prefix, self.max_risk = prefix, max_risk
+        self._start = prefix + "/"
+        self._cache: dict[tuple[tuple[str, str], ...], IngressAnnotations | InvalidAnnotation] = {}
+
+    def parse(self, annotations: Mapping[str, Any]) -> IngressAnnotations:
+        ours = {k: v for k, v in annotations.items() if k.startswith(self._start)}
+        if not all(isinstance(v, str) for v in ours.values()):
+            return parse_annotations(ours, self.prefix, self.max_risk)
+        key = tuple(sorted(ours.items()))
+        result = self._cache.get(key)
+        if result is None:
+            try:
+                result = parse_annotations(ours, self.prefix, self.max_risk)
+            except InvalidAnnotation as err:
+                result = err
+            self._cache[key] = result
+        if isinstance(result, InvalidAnnotation):
+            raise result
+        return result
+
+
+@dataclass
+class StoreIndex:
+    """The store sorted by kind once per build, keyed by (namespace, name) from the store keys."""
+    ingresses: list[tuple[str, str, dict[str, Any]]]
+    ingress_classes: list[dict[str, Any]]
+    services: dict[tuple[str, str], dict[str, Any]]
+    endpoint_slices: list[tuple[str, dict[str, Any]]]
+    secrets: dict[tuple[str, str], dict[str, Any]]
+
+    @classmethod
+    def of(cls, store: Mapping[str, dict[str, Any]]) -> StoreIndex:
+        index = cls([], [], {}, [], {})
+        for key, obj in store.items():
+            kind, namespace, name = key.split("/", 2)
+            if kind == "Ingress":
+                index.ingresses.append((namespace, name, obj))
+            elif kind == "Service":
+                index.services[namespace, name] = obj
+            elif kind == "EndpointSlice":
+                index.endpoint_slices.append((namespace, obj))
+            elif kind == "Secret":
+                index.secrets[namespace, name] = obj
+            elif kind == "IngressClass":
+                index.ingress_classes.append(obj)
+        return index
+
+
+class _Merger:
+    """Merges valid Ingresses, oldest first, into routes, backends and passthrough hosts."""
+
+    def __init__(self, config: ControllerConfig, resolver: BackendResolver, problems: list[str]) -> None:
+        self.config = config
+        self.resolver = resolver
+        self.problems = problems
+        self.routes: dict[str, HostRoutes] = {}
+        self.host_owner: dict[str, IngressPlan] = {}  # the oldest Ingress of each host sets its TLS behaviour
+        self.backends: dict[str, list[str]] = {}
+        self.passthrough: dict[str, list[str]] = {}
+        self.passthrough_owner: dict[str, str] = {}
+        self.profiles: dict[str, LocationProfile] = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE)}
+        self._reported: set[tuple[str, ServiceRef]] = set()
+
+    def warn(self, plan: IngressPlan, message: str) -> None:
+        self.problems.append(f"warning: Ingress {plan.ref}: {message}")
+
+    def add_passthrough(self, plan: IngressPlan) -> None:
+        for host in plan.hosts:
+            if host == CATCH_ALL_HOST:
+                self.warn(plan, "ssl-passthrough needs a host to match the TLS SNI; the rule without host is ignored")
+            elif host in self.passthrough:
+                self.warn(plan, f"host {host} is already passed through for Ingress {self.passthrough_owner[host]}; "
+                                "ignored here")
+            else:
+                target = self._passthrough_target(plan, host)
+                self.passthrough[host] = list(self._resolve(plan, target).endpoints) if target else []
+                self.passthrough_owner[host] = plan.ref
+
+    @staticmethod
+    def _passthrough_target(plan: IngressPlan, host: str) -> ServiceRef | None:
+        """The backend of the host's "/" path, else its first path, else the Ingress's defaultBackend."""
+        on_host = [p for p in plan.paths if p.host == host]
+        root = next((p for p in on_host if p.path == "/"), on_host[0] if on_host else None)
+        return root.service if root else plan.default_backend
+
+    def add_http(self, plan: IngressPlan) -> None:
+        served = [h for h in plan.hosts if self._http_host(plan, h)]
+        for rule in plan.paths:
+            if rule.host not in served:
+                continue
+            table = getattr(self.routes[rule.host], rule.kind)
+            existing = table.get(rule.path)
+            if existing is not None:
+                self.warn(plan, f"host {rule.host} {rule.kind} path {rule.path} is already served by Ingress "
+                                f"{existing.ingress}; ignored here")
+            else:
+                table[rule.path] = self._route(plan, rule.service)
+        if plan.default_backend is not None:
+            # Without rules, an Ingress's defaultBackend is the catch-all host's.
+            for host in served if plan.hosts else [h for h in [CATCH_ALL_HOST] if self._http_host(plan, h)]:
+                host_routes = self.routes[host]
+                if host_routes.default is not None:
+                    self.warn(plan, f"host {host} already has the defaultBackend of Ingress "
+                                    f"{host_routes.default.ingress}; ignored here")
+                else:
+                    host_routes.default = self._route(plan, plan.default_backend)
+
+    def _http_host(self, plan: IngressPlan, host: str) -> bool:
+        """Make sure `host` has routes (the first, oldest Ingress sets its TLS behaviour); False if passthrough."""
+        if host in self.passthrough:
+            self.warn(plan, f"host {host} is passed through by SNI for Ingress {self.passthrough_owner[host]}; "
+                            "its HTTP rules here are ignored")
+            return False
+        ssl_redirect, force = self._ssl_flags(plan)
+        owner = self.host_owner.get(host)
+        if owner is None:
+            self.host_owner[host] = plan
+            self.routes[host] = HostRoutes(ssl_redirect=ssl_redirect, force_ssl_redirect=force)
+        elif owner is not plan and self._ssl_flags(owner) != (ssl_redirect, force):
+            self.warn(plan, f"ssl-redirect/force-ssl-redirect for host {host} come from the older Ingress "
+                            f"{owner.ref}; this Ingress's differ and are ignored")
+        return True
+
+    def _ssl_flags(self, plan: IngressPlan) -> tuple[bool, bool]:
+        ann = plan.annotations
+        return (self.config.ssl_redirect if ann.ssl_redirect is None else ann.ssl_redirect,
+                self.config.force_ssl_redirect if ann.force_ssl_redirect is None else ann.force_ssl_redirect)
+
+    def _route(self, plan: IngressPlan, ref: ServiceRef) -> Route:
+        resolved = self._resolve(plan, ref)
+        if resolved.name is not None:
+            self.backends[resolved.name] = list(resolved.endpoints)
+        self.profiles[plan.profile.name] = plan.profile
+        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref)
+
+    def _resolve(self, plan: IngressPlan, ref: ServiceRef) -> ResolvedBackend:
+        resolved = self.resolver.resolve(ref)
+        if resolved.problem and (plan.ref, ref) not in self._reported:
+            self._reported.add((plan.ref, ref))
+            self.warn(plan, f"{resolved.problem}; requests for it answer 503")
+        return resolved
+
+
+def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str, dict[str, Any]]]:
+    accept = IngressClassFilter.from_classes(index.ingress_classes, settings)
+    ours = [item for item in index.ingresses if accept.is_ours(item[2])]
+    ours.sort(key=lambda item: creation_order(*item))
+    return ours
+
+
+def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], parser: AnnotationParser,
+           problems: list[str]) -> list[IngressPlan]:
+    plans = []
+    for namespace, name, ingress in ingresses:
+        try:
+            annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
+            plan = plan_ingress(namespace, name, ingress, annotations)
+        except (IngressRejected, InvalidAnnotation) as err:
+            problems.append(f"Ingress {namespace}/{name}: {err}")
+            continue
+        except (AttributeError, TypeError) as err:  # a manifest whose spec does not have the API's shape
+            problems.append(f"Ingress {namespace}/{name}: malformed spec ({err}); compare it with "
+                            "`kubectl explain ingress.spec`")
+            continue
+        problems.extend(f"warning: Ingress {plan.ref}: {w}" for w in annotations.warnings)
+        plans.append(plan)
+    return plans
+
+
+def build_model(store: Mapping[str, dict[str, Any]], settings: Settings) -> Model:
+    """Build the Model from the watcher's store ("Kind/namespace/name" → object as the API shows it)."""
+    index = StoreIndex.of(store)
+    config, problems = load_controller_config(store, settings.configmap)
+    parser = AnnotationParser(settings.annotations_prefix, config.annotations_risk_level)
+    plans = _plans(_our_ingresses(index, settings), parser, problems)
+
+    merger = _Merger(config, BackendResolver(index.services, index_endpoint_slices(index.endpoint_slices)), problems)
+    http_plans = []
+    for plan in plans:
+        if not plan.annotations.ssl_passthrough:
+            http_plans.append(plan)
+        elif settings.enable_ssl_passthrough:
+            merger.add_passthrough(plan)
+        else:
+            merger.warn(plan, f"annotation {settings.annotations_prefix}/ssl-passthrough is ignored: the "
+                              "controller runs without --enable-ssl-passthrough")
+            http_plans.append(plan)
+    # Passthrough first, so that a passed-through host takes no HTTP routes whatever the Ingresses' ages.
+    for plan in http_plans:
+        merger.add_http(plan)
+
+    tls_secrets = _tls_secrets(http_plans, merger, TlsSecrets(index.secrets, settings.default_ssl_certificate))
+    hsts = hsts_header(config)
+    for host, secret in tls_secrets.items():
+        host_routes = merger.routes[host]
+        host_routes.tls, host_routes.hsts = True, hsts
+
+    return Model(
+        config=NginxConfig(
+            http_port=settings.http_port, https_port=settings.https_port, internal_port=settings.internal_port,
+            internal_tls_port=settings.internal_tls_port, status_port=settings.status_port,
+            state_dir=settings.state_dir, run_dir=settings.run_dir,
+            profiles=[merger.profiles[name] for name in sorted(merger.profiles)],
+            globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.enable_ssl_passthrough,
+            use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
+        ),
+        routes=dict(sorted(merger.routes.items())),
+        backends=dict(sorted(merger.backends.items())),
+        passthrough=dict(sorted(merger.passthrough.items())),
+        tls_secrets=tls_secrets,
+        use_proxy_protocol=config.use_proxy_protocol,
+        problems=problems,
+    )
+
+
+def _tls_secrets(plans: Iterable[IngressPlan], merger: _Merger, secrets: TlsSecrets) -> dict[str, str]:
+    """Routed host → the Secret of the oldest Ingress that lists it (or a wildcard over it) in spec.tls."""
+    certificates: dict[str, str] = {}
+    for plan in plans:
+        found, problems = secrets.for_ingress(plan.namespace, plan.tls)
+        for problem in problems:
+            merger.warn(plan, problem)
+        for host, secret in found.items():
+            certificates.setdefault(host, secret)
+    found_for = {host: certificate_for(host, certificates) for host in sorted(merger.routes)}
+    return {host: secret for host, secret in found_for.items() if secret}
