@@ -1,0 +1,213 @@
+"""Incremental TLS ClientHello reader: finds the SNI host name the passthrough proxy routes on.
+
+Bytes are fed as they arrive. The ClientHello may be split anywhere across TCP segments, and the
+handshake message may be fragmented over several TLS records (RFC 8446 section 5.1 allows it; OpenSSL
+reassembles it), so records are unwrapped first and the handshake message is parsed once it is whole.
+
+Verdicts:
+- `Hello(SNI, name)`: a well-formed ClientHello with a host_name in its server_name extension
+  (RFC 6066 section 3), lowercased, one trailing dot removed;
+- `Hello(NO_SNI)`: a well-formed ClientHello without one;
+- `Hello(NOT_TLS)`: the first byte is not a handshake record (0x16) or the record version's major
+  byte is not 3 — plain HTTP to the HTTPS port, SSLv2-style hellos, garbage;
+- `ClientHelloError`: it claims to be TLS but is malformed, or is larger than the bounds below.
+
+Bounds (the reader is fed from the network before anything is known about the client):
+- the handshake message may be at most MAX_HELLO_LENGTH (16 KiB, the size nginx's `ssl_preread`
+  reads too). Real ClientHellos are well below it (about 2 KiB with post-quantum key shares); a larger
+  one is refused as soon as its 4-byte handshake header arrives, so a 64 KiB hello costs 9 bytes;
+- the raw bytes buffered, record headers included, may be at most MAX_BUFFERED, which leaves room for
+  a hello fragmented into hundreds of records but not for unbounded tiny records.
+
+Pure and fuzz-safe: `feed` raises nothing but ClientHelloError, whatever the input.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+MAX_HELLO_LENGTH = 16 * 1024
+MAX_BUFFERED = MAX_HELLO_LENGTH + 4096
+# RFC 8446 section 5.1: TLSPlaintext.length MUST NOT exceed 2^14.
+MAX_RECORD_PAYLOAD = 2 ** 14
+
+_RECORD_HANDSHAKE = 0x16
+_HANDSHAKE_CLIENT_HELLO = 1
+_EXTENSION_SERVER_NAME = 0
+_NAME_TYPE_HOST_NAME = 0
+_HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
+
+
+class ClientHelloError(ValueError):
+    """The client sent something that claims to be a TLS ClientHello but is malformed or too large."""
+
+
+class HelloKind(enum.Enum):
+    SNI = "sni"
+    NO_SNI = "no SNI"
+    NOT_TLS = "not TLS"
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    kind: HelloKind
+    server_name: str | None = None
+
+
+NOT_TLS = Hello(HelloKind.NOT_TLS)
+NO_SNI = Hello(HelloKind.NO_SNI)
+
+
+class ClientHelloReader:
+    """Feed it the first bytes of a connection until it returns a Hello; `raw` keeps them for replay."""
+
+    __slots__ = ("raw", "max_hello_length", "_next_record", "_message", "_message_length", "result")
+
+    def __init__(self, max_hello_length: int = MAX_HELLO_LENGTH) -> None:
+        self.raw = bytearray()
+        self.max_hello_length = max_hello_length
+        self._next_record = 0  # offset in `raw` of the first record not yet unwrapped
+        self._message = bytearray()  # handshake bytes unwrapped from the records so far
+        self._message_length = -1  # from the handshake header, once its 4 bytes are in
+        self.result: Hello | None = None
+
+    def feed(self, data: bytes) -> Hello | None:
+        """Add bytes; returns the verdict once there is one, None while more bytes are needed."""
+        raw = self.raw
+        raw += data
+        if self.result is not None or not raw:
+            return self.result
+        if raw[0] != _RECORD_HANDSHAKE or (len(raw) > 1 and raw[1] != 3):
+            self.result = NOT_TLS
+            return NOT_TLS
+        if len(raw) > MAX_BUFFERED:
+            raise ClientHelloError(f"no complete ClientHello within {MAX_BUFFERED} bytes")
+        while len(raw) - self._next_record >= 5 and self._unwrap_record():
+            if self._message_length < 0 and len(self._message) >= 4:
+                self._read_handshake_header()
+            if 0 <= self._message_length <= len(self._message) - 4:
+                self.result = _parse_client_hello(bytes(self._message[4:4 + self._message_length]))
+                return self.result
+        return None
+
+    def _unwrap_record(self) -> bool:
+        """Move the next record's payload to the handshake message; False while it is incomplete."""
+        pos = self._next_record
+        raw = self.raw
+        if raw[pos] != _RECORD_HANDSHAKE:
+            raise ClientHelloError(f"record of content type {raw[pos]} before the ClientHello was complete")
+        if raw[pos + 1] != 3:
+            raise ClientHelloError(f"record version {raw[pos + 1]}.{raw[pos + 2]} is not TLS")
+        length = int.from_bytes(raw[pos + 3:pos + 5], "big")
+        if length == 0:
+            raise ClientHelloError("empty handshake record")  # forbidden by RFC 8446 section 5.1
+        if length > MAX_RECORD_PAYLOAD:
+            raise ClientHelloError(f"record of {length} bytes exceeds the TLS limit of {MAX_RECORD_PAYLOAD}")
+        end = pos + 5 + length
+        if len(raw) < end:
+            # Only whole records are unwrapped, so bytes split across TCP segments are copied once.
+            return False
+        self._message += raw[pos + 5:end]
+        self._next_record = end
+        return True
+
+    def _read_handshake_header(self) -> None:
+        message = self._message
+        if message[0] != _HANDSHAKE_CLIENT_HELLO:
+            raise ClientHelloError(f"first handshake message is of type {message[0]}, not ClientHello (1)")
+        length = int.from_bytes(message[1:4], "big")
+        if length > self.max_hello_length:
+            raise ClientHelloError(f"ClientHello of {length} bytes exceeds the limit of {self.max_hello_length}")
+        self._message_length = length
+
+
+class _Cursor:
+    """Reads big-endian integers and length-prefixed vectors, failing with the name of the field."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def done(self) -> bool:
+        return self.pos >= len(self.data)
+
+    def take(self, size: int, field: str) -> bytes:
+        end = self.pos + size
+        if end > len(self.data):
+            raise ClientHelloError(f"ClientHello truncated in {field}")
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return chunk
+
+    def uint(self, size: int, field: str) -> int:
+        return int.from_bytes(self.take(size, field), "big")
+
+    def vector(self, length_size: int, field: str) -> bytes:
+        return self.take(self.uint(length_size, field), field)
+
+
+def _parse_client_hello(body: bytes) -> Hello:
+    """The ClientHello body (RFC 8446 section 4.1.2; RFC 5246 section 7.4.1.2 for older clients)."""
+    r = _Cursor(body)
+    if r.uint(2, "legacy_version") >> 8 != 3:
+        raise ClientHelloError("ClientHello version is not TLS")
+    r.take(32, "random")
+    if len(r.vector(1, "legacy_session_id")) > 32:
+        raise ClientHelloError("legacy_session_id longer than 32 bytes")
+    suites = r.vector(2, "cipher_suites")
+    if not suites or len(suites) % 2:
+        raise ClientHelloError(f"cipher_suites of {len(suites)} bytes (must be a non-empty list of 2-byte ids)")
+    if not r.vector(1, "legacy_compression_methods"):
+        raise ClientHelloError("empty legacy_compression_methods")
+    if r.done():
+        return NO_SNI  # TLS 1.0-1.2 clients may omit the extensions block altogether
+    extensions = _Cursor(r.vector(2, "extensions"))
+    if not r.done():
+        raise ClientHelloError("bytes after the extensions block")
+    seen: set[int] = set()
+    server_name: str | None = None
+    while not extensions.done():
+        ext_type = extensions.uint(2, "extension type")
+        ext_data = extensions.vector(2, f"extension {ext_type}")
+        if ext_type in seen:
+            raise ClientHelloError(f"extension {ext_type} appears twice")  # RFC 8446 section 4.2
+        seen.add(ext_type)
+        if ext_type == _EXTENSION_SERVER_NAME:
+            server_name = _parse_server_name(ext_data)
+    return Hello(HelloKind.SNI, server_name) if server_name else NO_SNI
+
+
+def _parse_server_name(ext_data: bytes) -> str | None:
+    """The server_name extension (RFC 6066 section 3): a list of (name_type, name) entries."""
+    outer = _Cursor(ext_data)
+    names = _Cursor(outer.vector(2, "server_name_list"))
+    if not outer.done():
+        raise ClientHelloError("bytes after server_name_list")
+    if names.done():
+        raise ClientHelloError("empty server_name_list")
+    host: str | None = None
+    while not names.done():
+        name_type = names.uint(1, "server_name type")
+        name = names.vector(2, "server_name")
+        if name_type != _NAME_TYPE_HOST_NAME:
+            continue  # no other type is defined; unknown ones carry nothing we route on
+        if host is not None:
+            raise ClientHelloError("two host_name entries in server_name")
+        host = _host_name(name)
+    return host
+
+
+def _host_name(name: bytes) -> str:
+    try:
+        text = name.decode("ascii").lower()
+    except UnicodeDecodeError:
+        raise ClientHelloError("SNI host_name is not ASCII") from None
+    # RFC 6066 says no trailing dot, but some clients send one; it names the same host.
+    if text.endswith("."):
+        text = text[:-1]
+    if len(text) > 253 or not _HOST_NAME.fullmatch(text):
+        raise ClientHelloError(f"SNI host_name {text[:64]!r} is not a valid DNS name")
+    return text

@@ -1,0 +1,163 @@
+"""`pyngress proxy`: TLS passthrough on the HTTPS port (like ingress-nginx's --enable-ssl-passthrough).
+
+supervisord runs N of these (numprocs) sharing the port with SO_REUSEPORT. Each one follows the
+passthrough table the syncer publishes (clone pattern), so a restarted proxy, or a restarted syncer,
+converges without help. Limits and timeouts: services/proxy/options.py (PYNGRESS_PROXY_* variables).
+Each process reports its counters in `<run-dir>/status/proxy-<pid>.json` for `pyngress status`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import resource
+import signal
+from typing import Any, Callable
+
+import zmq.asyncio
+
+from proto import endpoints
+from services.common import logs
+from services.common.clone import CloneSubscriber
+from services.common.logs import kv
+from services.common.settings import Settings
+from services.common.status import write_status
+from services.proxy.options import OptionError, ProxyOptions
+from services.proxy.server import PassthroughServer
+from services.proxy.table import RoutingTable
+
+log = logging.getLogger("proxy")
+
+# How long to hold the port closed at start while waiting for the first table: serving before it
+# would send passthrough hosts to nginx (wrong certificate) for a moment; not serving at all because
+# the syncer is down would be worse.
+FIRST_TABLE_WAIT_SECONDS = 5.0
+STATUS_PERIOD_SECONDS = 2.0
+
+
+def run(settings: Settings) -> int:
+    logs.setup("proxy", settings.log_level)
+    try:
+        options = ProxyOptions.from_environ()
+    except OptionError as err:
+        log.error("bad proxy option: %s", err)
+        return 2
+    _raise_open_files_limit()
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(_serve(settings, options))
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def _raise_open_files_limit() -> None:
+    """Each proxied connection holds two descriptors; the usual soft limit of 1024 is far too low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class _StatusReporter:
+    """Writes this process's status file periodically, and soon after the table changes."""
+
+    def __init__(self, settings: Settings, server: PassthroughServer) -> None:
+        self.settings = settings
+        self.server = server
+        self.component = f"proxy-{os.getpid()}"
+        self.table_seq = 0
+        self.table_epoch: str | None = None
+        self._changed = asyncio.Event()
+
+    def table_changed(self, seq: int, epoch: str | None) -> None:
+        self.table_seq, self.table_epoch = seq, epoch
+        self._changed.set()
+
+    def fields(self, state: str) -> dict[str, Any]:
+        table = self.server.table
+        return {"state": state, "https_port": self.settings.https_port,
+                "internal_tls_port": self.settings.internal_tls_port,
+                "table_hosts": len(table), "table_seq": self.table_seq, "table_epoch": self.table_epoch,
+                "use_proxy_protocol": table.use_proxy_protocol, **self.server.status()}
+
+    async def write(self, state: str) -> None:
+        # Off the event loop: the atomic write fsyncs, and the loop is carrying traffic.
+        fields = self.fields(state)
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: write_status(self.settings.run_dir, self.component, **fields))
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.write("serving")
+            except OSError as err:
+                log.warning("cannot write the status file", extra=kv(error=err))
+            try:
+                await asyncio.wait_for(self._changed.wait(), STATUS_PERIOD_SECONDS)
+            except TimeoutError:
+                pass
+            self._changed.clear()
+
+
+async def _follow_table(subscriber: CloneSubscriber, table: RoutingTable, status: _StatusReporter,
+                        first: asyncio.Event) -> None:
+    async for event in subscriber.events():
+        table.apply(event)
+        status.table_changed(subscriber.seq, subscriber.epoch)
+        if not first.is_set():
+            log.info("passthrough table received", extra=kv(hosts=len(table),
+                                                            use_proxy_protocol=table.use_proxy_protocol))
+            first.set()
+
+
+async def _serve(settings: Settings, options: ProxyOptions) -> int:
+    loop = asyncio.get_running_loop()
+    ctx = zmq.asyncio.Context()
+    subscriber = CloneSubscriber(ctx, endpoints.syncer_updates(settings.run_dir),
+                                 endpoints.syncer_snapshot(settings.run_dir))
+    table = RoutingTable()
+    server = PassthroughServer(table, settings.internal_tls_port, options)
+    status = _StatusReporter(settings, server)
+    first_table = asyncio.Event()
+    follow = asyncio.create_task(_follow_table(subscriber, table, status, first_table))
+    tasks: list[asyncio.Task[Any]] = [follow]
+    try:
+        try:
+            await asyncio.wait_for(first_table.wait(), FIRST_TABLE_WAIT_SECONDS)
+        except TimeoutError:
+            log.warning("no passthrough table from the syncer yet; serving with an empty one "
+                        "(every connection goes to nginx) until it arrives",
+                        extra=kv(endpoint=endpoints.syncer_snapshot(settings.run_dir)))
+        try:
+            await server.start(settings.https_port)
+        except OSError as err:
+            log.error("cannot listen on the HTTPS port; free it or change --https-port",
+                      extra=kv(port=settings.https_port, error=err))
+            return 1
+        log.info("serving", extra=kv(port=settings.https_port, internal_tls_port=settings.internal_tls_port,
+                                     loop=type(loop).__module__, hello_timeout=options.hello_timeout,
+                                     idle_timeout=options.idle_timeout))
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        stopping = asyncio.create_task(stop.wait())
+        tasks += [stopping, asyncio.create_task(status.run())]
+        await asyncio.wait([follow, stopping], return_when=asyncio.FIRST_COMPLETED)
+        rc = 0
+        if follow.done():
+            log.error("passthrough table subscription ended; exiting so that supervisord restarts us",
+                      exc_info=follow.exception())
+            rc = 1
+        log.info("stopping", extra=kv(active=len(server.spliced), drain_timeout=options.drain_timeout))
+        await server.stop()
+        await status.write("stopped")
+        return rc
+    finally:
+        for task in tasks:
+            task.cancel()
+        subscriber.close()
+        ctx.destroy(linger=0)
