@@ -101,7 +101,11 @@ def _parse_yaml(text: str) -> list[Document]:
             documents.append(Document(len(documents) + 1, node.start_mark.line + 1, data, _item_lines(node)))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        reason = " ".join(part for part in (err.problem, err.context and f"({err.context})") if part)
+        # The problem is often found lines after its cause (an unclosed bracket): say where that began.
+        context = err.context or ""
+        if context and err.context_mark and mark and err.context_mark.line != mark.line:
+            context += f" that starts on line {err.context_mark.line + 1}"
+        reason = " ".join(part for part in (err.problem, context and f"({context})") if part)
         raise ManifestSyntaxError(reason or str(err), mark.line + 1 if mark else 0,
                                   mark.column + 1 if mark else 0) from None
     except yaml.YAMLError as err:

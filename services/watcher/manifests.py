@@ -17,11 +17,12 @@ still counts. When two files define the same object, the later file name wins.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from services.watcher.state_files import load_json, save_json, watcher_state_dir
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
+RACY_NS = 100_000_000
 LAST_GOOD_FILE = "last-good.json"
 
 Signature = tuple[int, int, int]
@@ -49,6 +51,11 @@ class _FileState:
     objects: list[dict[str, Any]]           # what the file defines: its last good objects when it fails
     problems: list[Problem] = field(default_factory=list)
     failed: bool = False                    # the latest version does not parse
+    digest: bytes = b""                     # of the content last read
+    racy: bool = False                      # modified so recently that a same-size rewrite may share its mtime
+
+
+_NOT_READ = _FileState((0, 0, 0), [], [])
 
 
 def _plural(count: int, word: str) -> str:
@@ -99,6 +106,7 @@ class ManifestsSource:
         # The first scan always computes the contents: it also forgets the metadata of objects whose
         # files were removed while the watcher was down.
         changed = self._previous_listing is None
+        problems_changed = False
         for name, signature in self._settled_changes(listing).items():
             if signature is None:
                 log.info("manifest file removed", extra=kv(file=self.directory / name,
@@ -108,9 +116,14 @@ class ManifestsSource:
                 continue
             state = self._read(name, signature)
             if state is not None:
+                known = self._files.get(name, _NOT_READ)
+                changed |= state.objects != known.objects
+                problems_changed |= state.problems != known.problems
                 self._files[name] = state
-                changed = True
         if not changed:
+            if problems_changed:
+                self._save_last_good()
+                self._publish_problems()
             return None
         self._save_last_good()
         return self._store_contents()
@@ -149,9 +162,12 @@ class ManifestsSource:
         changes: dict[str, Signature | None] = {}
         for name in sorted(listing.keys() | self._files.keys()):
             now = listing.get(name)
-            known = self._files[name].signature if name in self._files else None
+            state = self._files.get(name)
+            known = state.signature if state is not None else None
             if now != known and now == previous.get(name):
                 changes[name] = now
+            elif state is not None and state.racy and now == known:
+                changes[name] = now  # read again: the content may have changed under the same signature
         return changes
 
     def _read(self, name: str, listed: Signature) -> _FileState | None:
@@ -166,11 +182,19 @@ class ManifestsSource:
         except OSError as err:
             return self._failed(name, listed, Problem(str(path), f"cannot read the file: {err.strerror}"))
         signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        # File times come from a coarse clock (a few ms): as git does for its index, a file modified
+        # within RACY_NS of being read is read again on the next scan and compared by content.
+        racy = st.st_mtime_ns >= time.time_ns() - RACY_NS
+        digest = hashlib.sha256(data).digest()
+        known = self._files.get(name)
+        if known is not None and known.digest == digest:
+            return replace(known, signature=signature, racy=racy)
         try:
             documents = parse_manifest(name, data)
         except ManifestSyntaxError as err:
             column = f" (column {err.column})" if err.column else ""
-            return self._failed(name, signature, Problem(str(path), f"{err.message}{column}", err.line))
+            failed = self._failed(name, signature, Problem(str(path), f"{err.message}{column}", err.line))
+            return replace(failed, digest=digest, racy=racy)
         objects: list[dict[str, Any]] = []
         problems: list[Problem] = []
         for document in documents:
@@ -180,7 +204,7 @@ class ManifestsSource:
         for problem in problems:
             log.error(str(problem))
         log.info("manifest file read", extra=kv(file=path, objects=len(objects), skipped=len(problems)))
-        return _FileState(signature, objects, problems)
+        return _FileState(signature, objects, problems, digest=digest, racy=racy)
 
     def _failed(self, name: str, signature: Signature, problem: Problem) -> _FileState:
         known = self._files.get(name)

@@ -1,0 +1,74 @@
+from services.common.settings import Settings
+from services.watcher.filters import LAST_APPLIED_ANNOTATION, keep, slim
+
+
+def obj(kind, name, namespace=None, **extra):
+    meta = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"kind": kind, "metadata": meta, **extra}
+
+
+def test_routing_kinds_are_always_kept():
+    settings = Settings()
+    for kind in ("Ingress", "Service", "EndpointSlice"):
+        assert keep(obj(kind, "a", "team"), settings)
+    assert keep(obj("IngressClass", "nginx"), settings)
+
+
+def test_watch_namespace_limits_namespaced_kinds_only():
+    settings = Settings(watch_namespace="team")
+    assert keep(obj("Ingress", "a", "team"), settings)
+    assert not keep(obj("Ingress", "a", "other"), settings)
+    assert not keep(obj("Service", "a"), settings)  # no namespace means "default"
+    assert keep(obj("IngressClass", "nginx"), settings)
+
+
+def test_secrets_only_tls_or_the_default_certificate():
+    settings = Settings(default_ssl_certificate="ingress/default-cert", watch_namespace="team")
+    assert keep(obj("Secret", "tls", "team", type="kubernetes.io/tls"), settings)
+    assert not keep(obj("Secret", "token", "team", type="kubernetes.io/service-account-token"), settings)
+    assert not keep(obj("Secret", "opaque", "team"), settings)
+    assert not keep(obj("Secret", "tls", "other", type="kubernetes.io/tls"), settings)
+    # Named by a flag: kept whatever its type and whatever --watch-namespace says.
+    assert keep(obj("Secret", "default-cert", "ingress", type="Opaque"), settings)
+
+
+def test_configmaps_only_those_named_by_flags():
+    settings = Settings(configmap="ingress/config", tcp_services_configmap="ingress/tcp",
+                        udp_services_configmap="ingress/udp", watch_namespace="team")
+    for name in ("config", "tcp", "udp"):
+        assert keep(obj("ConfigMap", name, "ingress"), settings)
+    assert not keep(obj("ConfigMap", "config", "team"), settings)
+    assert not keep(obj("ConfigMap", "other", "ingress"), settings)
+    assert not keep(obj("ConfigMap", "config", "ingress"), Settings())
+
+
+def test_only_our_own_node():
+    assert keep(obj("Node", "node-1"), Settings(node_name="node-1"))
+    assert not keep(obj("Node", "node-2"), Settings(node_name="node-1"))
+    assert not keep(obj("Node", "node-1"), Settings())
+
+
+def test_other_kinds_are_dropped():
+    assert not keep(obj("Deployment", "a", "default"), Settings())
+    assert not keep(obj("Namespace", "a"), Settings())
+
+
+def test_slim_drops_managed_fields_and_last_applied_without_touching_the_input():
+    original = obj("Ingress", "a", "default", spec={"rules": []})
+    original["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    original["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: "{...}", "keep/me": "1"}
+    slimmed = slim(original)
+    assert slimmed == {"kind": "Ingress", "spec": {"rules": []},
+                       "metadata": {"name": "a", "namespace": "default", "annotations": {"keep/me": "1"}}}
+    assert "managedFields" in original["metadata"]
+    assert LAST_APPLIED_ANNOTATION in original["metadata"]["annotations"]
+
+
+def test_slim_removes_annotations_left_empty_and_returns_lean_objects_as_they_are():
+    only_last_applied = obj("Service", "a")
+    only_last_applied["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: "{}"}
+    assert slim(only_last_applied)["metadata"] == {"name": "a"}
+    lean = obj("Service", "b")
+    assert slim(lean) is lean

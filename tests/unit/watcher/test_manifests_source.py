@@ -1,0 +1,156 @@
+import os
+
+from services.common.settings import Settings
+from services.watcher.filters import LAST_APPLIED_ANNOTATION
+
+
+def names(store):
+    return sorted(store)
+
+
+def test_reads_yaml_yml_and_json_in_the_directory_only(manifests, svc):
+    manifests.write("a.yaml", svc("a") + "---\n" + svc("b"))
+    manifests.write("c.yml", svc("c"))
+    manifests.write("d.json", '{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "d"}}')
+    manifests.write(".e.yaml.swp", svc("hidden"))
+    manifests.write("notes.txt", svc("text"))
+    (manifests.directory / "sub").mkdir()
+    (manifests.directory / "sub" / "f.yaml").write_text(svc("nested"))  # kubectl apply -f DIR is not recursive
+    store = manifests.source.scan()
+    assert names(store) == ["Service/default/a", "Service/default/b", "Service/default/c", "Service/default/d"]
+    assert manifests.source.errors == []
+
+
+def test_added_changed_and_removed_files_are_followed(manifests, svc):
+    manifests.write("a.yaml", svc("a"))
+    assert names(manifests.source.scan()) == ["Service/default/a"]
+    manifests.write("b.yaml", svc("b"))
+    assert names(manifests.apply()) == ["Service/default/a", "Service/default/b"]
+    manifests.write("b.yaml", svc("b", port=8080))
+    store = manifests.apply()
+    assert store["Service/default/b"]["spec"]["ports"] == [{"port": 8080}]
+    os.unlink(manifests.directory / "a.yaml")
+    assert names(manifests.apply()) == ["Service/default/b"]
+    assert manifests.apply() is None  # nothing more to do
+
+
+def test_a_same_size_rewrite_is_seen(manifests, svc):
+    manifests.write("a.yaml", svc("aaa"))
+    manifests.source.scan()
+    manifests.write("a.yaml", svc("bbb"))  # same inode and size, likely the same coarse mtime
+    assert names(manifests.apply()) == ["Service/default/bbb"]
+
+
+def test_a_file_caught_half_written_does_not_drop_objects(manifests, svc):
+    manifests.write("a.yaml", svc("a") + "---\n" + svc("b"))
+    manifests.source.scan()
+    manifests.write("a.yaml", svc("a"))  # the writer has not got to the second document yet
+    assert manifests.source.scan() is None
+    manifests.write("a.yaml", svc("a") + "---\n" + svc("b") + "---\n" + svc("c"))
+    assert names(manifests.apply()) == ["Service/default/a", "Service/default/b", "Service/default/c"]
+
+
+def test_a_file_that_stops_parsing_keeps_its_last_good_objects(manifests, svc):
+    manifests.write("good.yaml", svc("other"))
+    manifests.write("edit.yaml", svc("a"))
+    before = manifests.source.scan()
+    manifests.write("edit.yaml", svc("a") + "  - port: [81\n")
+    assert manifests.apply() is None  # the same objects as before
+    (error,) = manifests.source.errors
+    assert error.startswith(f"{manifests.directory / 'edit.yaml'}:10: ")
+    assert "keeping the 1 object it defined when it last parsed" in error
+    manifests.write("good.yaml", svc("other", port=90))
+    store = manifests.apply()
+    assert store["Service/default/a"] == before["Service/default/a"]
+    manifests.write("edit.yaml", svc("a", port=81))
+    assert manifests.apply()["Service/default/a"]["spec"]["ports"] == [{"port": 81}]
+    assert manifests.source.errors == []
+
+
+def test_a_file_that_never_parsed_defines_nothing(manifests, svc):
+    manifests.write("good.yaml", svc("a"))
+    manifests.write("bad.yaml", svc("b") + "x: [\n")
+    assert names(manifests.source.scan()) == ["Service/default/a"]
+    (error,) = manifests.source.errors
+    assert error.startswith(f"{manifests.directory / 'bad.yaml'}:10: did not find expected node content")
+    assert "it defines nothing until it parses" in error
+
+
+def test_last_good_objects_survive_a_restart(manifests, svc):
+    manifests.write("edit.yaml", svc("a"))
+    before = manifests.source.scan()
+    manifests.write("edit.yaml", "not: [valid\n")
+    manifests.apply()
+    restarted = manifests.new_source()
+    assert restarted.scan() == before
+    assert len(restarted.errors) == 1
+
+
+def test_invalid_documents_are_skipped_and_the_rest_of_the_file_counts(manifests, svc):
+    manifests.write("a.yaml", svc("a") + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n---\n"
+                    + svc("b"))
+    assert names(manifests.source.scan()) == ["Service/default/a", "Service/default/b"]
+    (error,) = manifests.source.errors
+    assert error.startswith(f"{manifests.directory / 'a.yaml'}:10, document 2: kind Deployment")
+
+
+def test_the_later_file_name_wins_with_a_warning(manifests, svc):
+    manifests.write("10-a.yaml", svc("web", port=1))
+    manifests.write("20-b.yaml", svc("web", port=2))
+    store = manifests.source.scan()
+    assert store["Service/default/web"]["spec"]["ports"] == [{"port": 2}]
+    (warning,) = manifests.source.warnings
+    assert "10-a.yaml" in warning and "the one in 20-b.yaml is used" in warning
+
+
+def test_metadata_is_filled_and_identical_after_a_restart(manifests, svc):
+    manifests.write("a.yaml", svc("a"))
+    meta = manifests.source.scan()["Service/default/a"]["metadata"]
+    assert {"uid", "creationTimestamp", "resourceVersion", "generation"} <= meta.keys()
+    assert manifests.new_source().scan()["Service/default/a"]["metadata"] == meta
+
+
+def test_objects_removed_while_the_watcher_was_down_come_back_as_new_objects(manifests, svc):
+    manifests.write("a.yaml", svc("a"))
+    uid = manifests.source.scan()["Service/default/a"]["metadata"]["uid"]
+    os.unlink(manifests.directory / "a.yaml")
+    assert manifests.new_source().scan() == {}
+    manifests.write("a.yaml", svc("a"))
+    assert manifests.new_source().scan()["Service/default/a"]["metadata"]["uid"] != uid
+
+
+def test_filters_apply(manifests_with):
+    m = manifests_with(Settings(watch_namespace="team"))
+    m.write("a.yaml", f"""apiVersion: v1
+kind: Secret
+metadata: {{name: token, namespace: team}}
+type: Opaque
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: cert
+  namespace: team
+  annotations: {{{LAST_APPLIED_ANNOTATION}: "{{}}"}}
+type: kubernetes.io/tls
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: elsewhere, namespace: other}}
+""")
+    store = m.source.scan()
+    assert names(store) == ["Secret/team/cert"]
+    assert "annotations" not in store["Secret/team/cert"]["metadata"]
+
+
+def test_an_unreadable_directory_keeps_the_objects(manifests, svc):
+    manifests.write("a.yaml", svc("a"))
+    manifests.source.scan()
+    moved = manifests.directory.with_name("moved")
+    manifests.directory.rename(moved)
+    assert manifests.source.scan() is None
+    (error,) = manifests.source.errors
+    assert "cannot list the manifests directory" in error
+    moved.rename(manifests.directory)
+    manifests.apply()
+    assert manifests.source.errors == []

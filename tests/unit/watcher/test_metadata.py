@@ -1,0 +1,94 @@
+import json
+import os
+import stat
+
+from services.watcher.metadata import STATE_FILE, ServerMetadata
+
+
+class Clock:
+    def __init__(self, now: float = 1_700_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ingress(name="web", host="a.example", **meta):
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": "default", **meta},
+            "spec": {"rules": [{"host": host}]}}
+
+
+KEY = "Ingress/default/web"
+
+
+def test_fills_what_an_api_server_sets(tmp_path):
+    filled = ServerMetadata(tmp_path, Clock()).fill({KEY: ingress()})
+    meta = filled[KEY]["metadata"]
+    assert meta["name"] == "web" and meta["namespace"] == "default"
+    assert meta["creationTimestamp"] == "2023-11-14T22:13:20Z"
+    assert meta["generation"] == 1
+    assert len(meta["uid"]) == 36
+    assert int(meta["resourceVersion"]) > 0
+    assert filled[KEY]["spec"] == ingress()["spec"]
+
+
+def test_stable_across_restarts_and_resource_version_grows_on_every_change(tmp_path):
+    clock = Clock()
+    first = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    clock.now += 3600
+    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    assert again == first
+
+    store = ServerMetadata(tmp_path, clock)
+    annotated = store.fill({KEY: ingress(annotations={"a": "b"})})[KEY]["metadata"]
+    assert (annotated["uid"], annotated["creationTimestamp"]) == (first["uid"], first["creationTimestamp"])
+    assert int(annotated["resourceVersion"]) > int(first["resourceVersion"])
+    assert annotated["generation"] == 1  # metadata only: the spec did not change
+    new_spec = ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="b.example")})[KEY]["metadata"]
+    assert int(new_spec["resourceVersion"]) > int(annotated["resourceVersion"])
+    assert new_spec["generation"] == 2
+
+
+def test_resource_version_grows_even_when_the_clock_goes_back(tmp_path):
+    clock = Clock()
+    store = ServerMetadata(tmp_path, clock)
+    before = int(store.fill({KEY: ingress()})[KEY]["metadata"]["resourceVersion"])
+    clock.now -= 86400
+    after = int(ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="c")})[KEY]["metadata"]["resourceVersion"])
+    assert after > before
+
+
+def test_removed_then_added_again_is_a_new_object(tmp_path):
+    clock = Clock()
+    store = ServerMetadata(tmp_path, clock)
+    first = store.fill({KEY: ingress()})[KEY]["metadata"]
+    store.fill({})
+    clock.now += 10
+    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    assert again["uid"] != first["uid"]
+    assert again["creationTimestamp"] == "2023-11-14T22:13:30Z"
+
+
+def test_given_metadata_wins_except_resource_version(tmp_path):
+    given = ingress(uid="u-1", creationTimestamp="2020-01-01T00:00:00Z", generation=7, resourceVersion="5")
+    meta = ServerMetadata(tmp_path, Clock()).fill({KEY: given})[KEY]["metadata"]
+    assert (meta["uid"], meta["creationTimestamp"], meta["generation"]) == ("u-1", "2020-01-01T00:00:00Z", 7)
+    assert meta["resourceVersion"] != "5"
+
+
+def test_state_is_private_and_a_corrupt_file_means_starting_over(tmp_path, caplog):
+    clock = Clock()
+    first = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    path = tmp_path / "watcher" / STATE_FILE
+    assert stat.S_IMODE(os.stat(tmp_path / "watcher").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    path.write_text(json.dumps({"version": 1, "objects": {KEY: {"uid": 3}}}))
+    clock.now += 1  # with the saved counter lost, resourceVersion still grows with the clock
+    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    assert again["uid"] != first["uid"]
+    assert int(again["resourceVersion"]) > int(first["resourceVersion"])
+    path.write_bytes(b"\x00garbage")
+    ServerMetadata(tmp_path, Clock()).fill({KEY: ingress()})
+    assert "starting over" in caplog.text
+    assert json.loads(path.read_text())["objects"][KEY]["uid"]
