@@ -22,7 +22,8 @@ BODY_SCHEMAS: dict[str, dict[str, Any]] = {
     "clone.snapshot_request": {},
     "clone.snapshot": {"epoch": str, "items": list},
     # Load-balancing broker between cniserver and the cniworker pool.
-    "cni.worker_ready": {"pid": int},
+    # slots: how many requests the worker runs at once (0: it is draining before it exits).
+    "cni.worker_ready": {"pid": int, "slots?": int},
     "cni.request": {"id": str, "env": dict, "config": bytes},
     "cni.reply": {"id": str, "ok": bool, "result?": dict, "error?": dict},
 }

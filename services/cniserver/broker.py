@@ -1,0 +1,258 @@
+"""The ZeroMQ Guide's *load-balancing broker* (chapter 3) between the CNI server and the cniworker pool.
+
+Back end: a ROUTER bound at `proto.endpoints.cni_workers(run_dir)`. Each cniworker connects a DEALER
+and announces itself with `cni.worker_ready {"pid", "slots"}`: how many requests it runs at once.
+The broker keeps one *credit* per free slot in a queue, oldest first — the Guide's queue of ready
+workers — so an idle worker gets the next request; a `cni.reply` hands that worker's credit back.
+A worker that sends `cni.worker_ready` again (after a server restart, or with slots 0 when it drains
+before exiting) is re-synchronised, not counted twice.
+
+Requests for the same container never run at once: each holds its container ID's lock from before it
+takes a credit until its worker answers or dies — even when the HTTP caller gave up waiting, so a
+retried ADD cannot overtake the one still running.
+
+Workers are local processes that report their pid, so their death is detected exactly and at once
+with a pidfd (readable when the process exits): the requests it was running fail with code 11 (try
+again later) and its credits are withdrawn; later requests go to the living workers.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import uuid
+from collections import deque
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable
+
+import zmq
+import zmq.asyncio
+
+from proto import ProtocolError, decode, encode
+from proto.cni import INTERNAL, TRY_AGAIN_LATER, CniError
+from services.common.logs import kv
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Worker:
+    identity: bytes
+    pid: int
+    slots: int
+    pidfd: int
+    credits: int = 0  # granted and not yet used: in the queue, or handed to a request about to send
+    in_flight: dict[str, asyncio.Future] = field(default_factory=dict)
+
+
+class Job:
+    """One request on its way through the broker; `task` resolves to the worker's result dict."""
+
+    task: asyncio.Task
+
+    def __init__(self) -> None:
+        self.dispatched = False
+
+    def abandon(self) -> None:
+        """The caller stopped waiting: drop the job unless a worker already runs it."""
+        if not self.dispatched:
+            self.task.cancel()
+
+
+class Broker:
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str,
+                 on_workers_changed: Callable[[int], None] = lambda count: None) -> None:
+        self._endpoint = endpoint
+        self._router = ctx.socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.LINGER, 0)
+        # A send to a worker that is gone raises EHOSTUNREACH instead of vanishing, so the request
+        # can go to another worker.
+        self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self._workers: dict[bytes, _Worker] = {}
+        self._credits: deque[bytes] = deque()
+        self._credit_waiters: deque[asyncio.Future] = deque()
+        self._container_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._on_workers_changed = on_workers_changed
+        self._receiver: asyncio.Task | None = None
+
+    def start(self) -> None:
+        bind_private(self._router, self._endpoint)
+        self._receiver = asyncio.get_running_loop().create_task(self._receive())
+
+    @property
+    def worker_count(self) -> int:
+        """Workers that accept requests (a draining worker, with 0 slots, does not count)."""
+        return sum(1 for w in self._workers.values() if w.slots > 0)
+
+    def submit(self, container_id: str, env: dict[str, str], config: bytes) -> Job:
+        """Queue one request; its Job resolves with the result or raises CniError."""
+        job = Job()
+        job.task = asyncio.get_running_loop().create_task(self._call(job, container_id, env, config))
+        # A job abandoned after dispatch still ends, unread by anyone: fetch its outcome so asyncio does not warn.
+        job.task.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return job
+
+    async def close(self) -> None:
+        if self._receiver:
+            self._receiver.cancel()
+        for worker in list(self._workers.values()):
+            self._forget(worker, "the CNI server is stopping")
+        self._router.close()
+
+    async def _call(self, job: Job, container_id: str, env: dict[str, str], config: bytes) -> dict[str, Any]:
+        async with self._container_lock(container_id):
+            while True:
+                identity = await self._take_credit()
+                worker = self._workers.get(identity)
+                if worker is None:
+                    continue  # it died after granting this credit
+                worker.credits -= 1
+                request_id = uuid.uuid4().hex
+                reply = asyncio.get_running_loop().create_future()
+                worker.in_flight[request_id] = reply
+                payload = encode("cni.request", {"id": request_id, "env": env, "config": config})
+                job.dispatched = True
+                try:
+                    await self._router.send_multipart([identity, payload])
+                except zmq.ZMQError as err:
+                    if err.errno != errno.EHOSTUNREACH:
+                        raise
+                    job.dispatched = False
+                    worker.in_flight.pop(request_id)
+                    self._forget(worker, "its socket is disconnected")
+                    continue
+                log.debug("dispatched", extra=kv(id=request_id, container=container_id, worker_pid=worker.pid))
+                return await reply
+
+    async def _take_credit(self) -> bytes:
+        if self._credits:
+            return self._credits.popleft()
+        waiter = asyncio.get_running_loop().create_future()
+        self._credit_waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._credits.appendleft(waiter.result())  # granted as we were cancelled: keep it for the next
+            raise
+
+    def _grant(self, worker: _Worker) -> None:
+        worker.credits += 1
+        while self._credit_waiters:
+            waiter = self._credit_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(worker.identity)
+                return
+        self._credits.append(worker.identity)
+
+    @asynccontextmanager
+    async def _container_lock(self, container_id: str) -> AsyncIterator[None]:
+        lock, users = self._container_locks.get(container_id) or (asyncio.Lock(), 0)
+        self._container_locks[container_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._container_locks[container_id]
+            if users == 1:
+                del self._container_locks[container_id]
+            else:
+                self._container_locks[container_id] = (lock, users - 1)
+
+    async def _receive(self) -> None:
+        while True:
+            frames = await self._router.recv_multipart()
+            if len(frames) != 2:
+                log.warning("dropped a message with %d frames from a worker (expected 2)", len(frames))
+                continue
+            identity, payload = frames
+            try:
+                message = decode(payload)
+            except ProtocolError as err:
+                log.warning("dropped a message from a worker: %s", err)
+                continue
+            if message.type == "cni.worker_ready":
+                self._register(identity, message.body["pid"], message.body.get("slots", 1))
+            elif message.type == "cni.reply":
+                self._settle(identity, message.body)
+            else:
+                log.warning("dropped a %s message on the worker socket", message.type)
+
+    def _register(self, identity: bytes, pid: int, slots: int) -> None:
+        worker = self._workers.get(identity)
+        if worker is None:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError as err:
+                log.warning("ignored a worker that is not a live local process", extra=kv(pid=pid, error=err))
+                return
+            worker = self._workers[identity] = _Worker(identity, pid, max(slots, 0), pidfd)
+            asyncio.get_running_loop().add_reader(pidfd, self._on_exit, identity)
+            log.info("worker registered", extra=kv(pid=pid, slots=slots))
+        else:
+            worker.slots = max(slots, 0)
+            log.info("worker re-registered", extra=kv(pid=pid, slots=slots))
+        wanted = worker.slots - len(worker.in_flight)
+        while worker.credits > wanted and identity in self._credits:
+            self._credits.remove(identity)
+            worker.credits -= 1
+        while worker.credits < wanted:
+            self._grant(worker)
+        self._on_workers_changed(self.worker_count)
+
+    def _settle(self, identity: bytes, body: dict[str, Any]) -> None:
+        worker = self._workers.get(identity)
+        reply = worker.in_flight.pop(body["id"], None) if worker else None
+        if worker is None or reply is None:
+            # Sent to a previous server instance, or for a worker already given up on.
+            log.info("ignored a reply to an unknown request", extra=kv(id=body["id"]))
+            return
+        if worker.credits + len(worker.in_flight) < worker.slots:
+            self._grant(worker)
+        if reply.done():
+            return
+        if body["ok"]:
+            reply.set_result(body.get("result") or {})
+        else:
+            reply.set_exception(_error_from_reply(body.get("error") or {}, worker.pid))
+
+    def _on_exit(self, identity: bytes) -> None:
+        worker = self._workers.get(identity)
+        if worker is not None:
+            self._forget(worker, "the process exited")
+
+    def _forget(self, worker: _Worker, reason: str) -> None:
+        del self._workers[worker.identity]
+        asyncio.get_running_loop().remove_reader(worker.pidfd)
+        os.close(worker.pidfd)
+        self._credits = deque(i for i in self._credits if i != worker.identity)
+        for reply in worker.in_flight.values():
+            if not reply.done():
+                reply.set_exception(CniError(
+                    TRY_AGAIN_LATER, f"the cniworker (pid {worker.pid}) running this request is gone: {reason}",
+                    "the request may have been partly applied; retry it (ADD and DEL are safe to repeat)"))
+        log.warning("worker gone", extra=kv(pid=worker.pid, reason=reason, failed_requests=len(worker.in_flight)))
+        worker.in_flight.clear()
+        self._on_workers_changed(self.worker_count)
+
+
+def _error_from_reply(error: dict[str, Any], pid: int) -> CniError:
+    code, msg, details = error.get("code"), error.get("msg"), error.get("details", "")
+    if isinstance(code, int) and not isinstance(code, bool) and isinstance(msg, str) and isinstance(details, str):
+        return CniError(code, msg, details)
+    return CniError(INTERNAL, f"the cniworker (pid {pid}) sent a malformed error", repr(error)[:500])
+
+
+def bind_private(sock: zmq.Socket, endpoint: str) -> None:
+    """Bind an ipc:// endpoint, replacing a stale socket file, with no moment more open than 0600."""
+    path = endpoint.removeprefix("ipc://")
+    if os.path.lexists(path):
+        os.unlink(path)  # left by a killed predecessor: binding over it would fail
+    old_umask = os.umask(0o077)
+    try:
+        sock.bind(endpoint)
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)

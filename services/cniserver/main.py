@@ -1,0 +1,77 @@
+"""`pyngress cniserver`: the CNI server on `<run-dir>/cni/cni-server.sock` and the broker to the workers.
+
+SIGTERM (or SIGINT) stops it gracefully: /readyz turns 503, the socket stops accepting, the requests
+in flight are answered, then the process exits.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+import uvloop
+import zmq.asyncio
+from aiohttp import web
+
+from proto import endpoints
+from services.cniserver.broker import Broker
+from services.cniserver.http_api import REQUEST_TIMEOUT_SECONDS, CniApi
+from services.cniserver.metrics import CniMetrics
+from services.cniserver.socket_dir import SocketDirError, bind_private_socket, prepare_socket_dir, socket_dir, \
+    socket_path
+from services.common import logs
+from services.common.settings import Settings
+from services.common.status import write_status
+
+log = logging.getLogger("cniserver")
+
+
+def run(settings: Settings, *, request_timeout: float = REQUEST_TIMEOUT_SECONDS) -> int:
+    logs.setup("cniserver", settings.log_level)
+    if os.geteuid() != 0:
+        log.error("cniserver must run as root: it configures network namespaces and its socket is root-only")
+        return 1
+    try:
+        uvloop.run(serve(settings, request_timeout))
+    except SocketDirError as err:
+        log.error("cannot start: %s", err)
+        return 1
+    return 0
+
+
+async def serve(settings: Settings, request_timeout: float) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    prepare_socket_dir(socket_dir(settings.run_dir))
+    path = socket_path(settings.run_dir)
+    listener = bind_private_socket(path)
+    metrics = CniMetrics()
+    ctx = zmq.asyncio.Context()
+
+    def workers_changed(count: int) -> None:
+        metrics.workers_registered.set(count)
+        write_status(settings.run_dir, "cniserver", state="serving", socket=str(path), workers=count)
+
+    broker = Broker(ctx, endpoints.cni_workers(settings.run_dir), workers_changed)
+    broker.start()
+    api = CniApi(broker, metrics, settings.pod_cidr, request_timeout)
+    # In-flight requests may take up to their timeout; shutdown waits that long for them.
+    runner = web.AppRunner(api.application(), access_log=None, shutdown_timeout=request_timeout + 1)
+    await runner.setup()
+    await web.SockSite(runner, listener).start()
+    workers_changed(0)
+    log.info("serving", extra=logs.kv(socket=path, workers_endpoint=endpoints.cni_workers(settings.run_dir)))
+
+    await stop.wait()
+    log.info("stopping: finishing the requests in flight")
+    api.shutting_down = True
+    await runner.cleanup()
+    await broker.close()
+    ctx.term()
+    path.unlink(missing_ok=True)
+    write_status(settings.run_dir, "cniserver", state="stopped", socket=str(path), workers=0)
+    log.info("stopped")
