@@ -45,8 +45,7 @@ def cmd_add(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
         try:
             with _doing(f"creating veth pair {host_name} / {req.ifname}"):
                 netlink.delete_link(ipr, host_name)  # left by an earlier attempt
-                netlink.create_veth(ipr, host_name, req.ifname, ns.fd, bridge, net.mtu)
-                host_mac = netlink.find_link(ipr, host_name).get("address")
+                host_mac = netlink.create_veth(ipr, host_name, req.ifname, ns.fd, bridge, net.mtu)
             with _doing(f"configuring {req.ifname} in {req.netns}"):
                 pod_mac = ns.run(lambda: netlink.configure_pod_interface(
                     req.ifname, address, ipam.gateway, net.mtu, replace_default_route=False))
@@ -194,6 +193,8 @@ def _pod_netns(req: CniRequest) -> Iterator[NetNS]:
         ns = NetNS(req.netns)
     except FileNotFoundError:
         raise CniError(CONTAINER_UNKNOWN, f"network namespace {req.netns} does not exist") from None
+    except NotANetworkNamespace as e:
+        raise CniError(INVALID_ENV, f"CNI_NETNS: {e}") from None
     except OSError as e:
         raise CniError(INVALID_ENV, f"cannot open network namespace {req.netns}: {e.strerror}") from None
     with ns:
@@ -207,8 +208,6 @@ def _doing(what: str) -> Iterator[None]:
         yield
     except CniError:
         raise
-    except NotANetworkNamespace as e:
-        raise CniError(INVALID_ENV, str(e)) from None
     except NetlinkError as e:
         raise CniError(INTERNAL, f"{what} failed: {os.strerror(e.code) if e.code else e}") from e
     except masquerade.NftError as e:

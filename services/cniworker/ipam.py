@@ -124,6 +124,8 @@ class AllocationStore:
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:
+            state_dir = self.directory.parent.parent.parent
+            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             for directory in (self.directory.parent.parent, self.directory.parent, self.directory):
                 directory.mkdir(mode=0o700, exist_ok=True)
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)

@@ -15,6 +15,7 @@ from proto.cni import INVALID_ENV, INVALID_NETWORK_CONFIG, CniError
 
 _MAIN_TABLE = 254
 _HAIRPIN_ON = 1
+_LOOPBACK_INDEX = 1  # the kernel gives `lo` index 1 in every network namespace
 
 
 def open_rtnl() -> IPRoute:
@@ -64,7 +65,7 @@ def ensure_bridge(ipr: IPRoute, name: str, gateway: IPv4Interface, mtu: int) -> 
     link = find_link(ipr, name)
     if link is None:
         try:
-            ipr.link("add", ifname=name, kind="bridge", mtu=mtu, state="up")
+            ipr.link("add", ifname=name, kind="bridge", mtu=mtu, state="up", address=_bridge_mac(name))
         except NetlinkError as e:
             if e.code != errno.EEXIST:
                 raise
@@ -83,6 +84,14 @@ def ensure_bridge(ipr: IPRoute, name: str, gateway: IPv4Interface, mtu: int) -> 
     return index
 
 
+def _bridge_mac(name: str) -> str:
+    # A bridge without an address of its own takes the lowest MAC of its ports, so the gateway's
+    # MAC would change whenever a pod comes or goes and the other pods' ARP entries would go stale.
+    # Derived from the name (locally administered, unicast) so racing workers agree on it.
+    digest = hashlib.sha256(name.encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
+
+
 def delete_link(ipr: IPRoute, name: str) -> bool:
     """Deletes `name` if it exists (a veth takes its peer along); False when there was nothing to delete."""
     try:
@@ -94,9 +103,10 @@ def delete_link(ipr: IPRoute, name: str) -> bool:
     return True
 
 
-def create_veth(ipr: IPRoute, host_name: str, pod_ifname: str, netns_fd: int, bridge_index: int, mtu: int) -> None:
+def create_veth(ipr: IPRoute, host_name: str, pod_ifname: str, netns_fd: int, bridge_index: int, mtu: int) -> str:
     """A veth pair whose host end is up on the bridge with hairpin on, and whose other end is
-    created directly inside the pod's namespace (so `eth0` never clashes with a host interface)."""
+    created directly inside the pod's namespace (so `eth0` never clashes with a host interface).
+    Returns the host end's MAC."""
     try:
         ipr.link("add", ifname=host_name, kind="veth", mtu=mtu, master=bridge_index, state="up",
                  peer={"ifname": pod_ifname, "net_ns_fd": netns_fd, "mtu": mtu})
@@ -107,13 +117,17 @@ def create_veth(ipr: IPRoute, host_name: str, pod_ifname: str, netns_fd: int, br
         raise CniError(INVALID_ENV, f"cannot create interface {pod_ifname} in the pod: an interface with that "
                                     "name exists there already",
                        "choose another CNI_IFNAME, or DEL the attachment that created it") from None
-    set_hairpin(ipr, host_name)
+    link = find_link(ipr, host_name)
+    if link is None:
+        raise LookupError(f"veth {host_name} vanished right after it was created")
+    set_hairpin(ipr, link["index"])
+    return link.get("address")
 
 
-def set_hairpin(ipr: IPRoute, host_name: str) -> None:
+def set_hairpin(ipr: IPRoute, index: int) -> None:
     # Hairpin lets a pod reach itself through a service address that NATs back to it.
     # (pyroute2 ignores a `hairpin=1` argument; the bridge port "mode" attribute is the switch.)
-    ipr.brport("set", index=_index(ipr, host_name), mode=_HAIRPIN_ON)
+    ipr.brport("set", index=index, mode=_HAIRPIN_ON)
 
 
 def describe_host_port(ipr: IPRoute, name: str) -> HostPort | None:
@@ -131,8 +145,9 @@ def describe_host_port(ipr: IPRoute, name: str) -> HostPort | None:
 
 def set_host_port(ipr: IPRoute, name: str, bridge_index: int, mtu: int) -> None:
     """Puts an existing host end back on the bridge, up, with the MTU and hairpin (UPDATE)."""
-    ipr.link("set", index=_index(ipr, name), mtu=mtu, master=bridge_index, state="up")
-    set_hairpin(ipr, name)
+    index = _index(ipr, name)
+    ipr.link("set", index=index, mtu=mtu, master=bridge_index, state="up")
+    set_hairpin(ipr, index)
 
 
 # --- inside the pod's namespace (call through NetNS.run) -------------------------------------------
@@ -143,10 +158,13 @@ def configure_pod_interface(ifname: str, address: IPv4Interface, gateway: IPv4Ad
 
     With replace_default_route False an existing default route (another network's) is left alone."""
     with open_rtnl() as ipr:
-        index = _index(ipr, ifname)
+        link = find_link(ipr, ifname)
+        if link is None:
+            raise LookupError(f"interface {ifname} does not exist in the pod")
+        index = link["index"]
         ipr.link("set", index=index, mtu=mtu, state="up")
         _add_address(ipr, index, address)
-        ipr.link("set", index=_index(ipr, "lo"), state="up")
+        ipr.link("set", index=_LOOPBACK_INDEX, state="up")
         route = {"dst": "0.0.0.0/0", "gateway": str(gateway), "oif": index}
         if replace_default_route:
             ipr.route("replace", **route)
@@ -156,7 +174,7 @@ def configure_pod_interface(ifname: str, address: IPv4Interface, gateway: IPv4Ad
             except NetlinkError as e:
                 if e.code != errno.EEXIST:
                     raise
-        return _link_mac(ipr, index)
+        return link.get("address")
 
 
 def describe_pod_interface(ifname: str) -> PodInterface | None:
@@ -181,11 +199,6 @@ def _index(ipr: IPRoute, name: str) -> int:
     if link is None:
         raise LookupError(f"interface {name} does not exist")
     return link["index"]
-
-
-def _link_mac(ipr: IPRoute, index: int) -> str:
-    (link,) = ipr.link("get", index=index)
-    return link.get("address")
 
 
 def _add_address(ipr: IPRoute, index: int, address: IPv4Interface) -> None:

@@ -9,7 +9,7 @@ Python 3.11 has no os.setns, hence the libc call.
 from __future__ import annotations
 
 import ctypes
-import errno
+import fcntl
 import os
 import threading
 from typing import Callable, TypeVar
@@ -17,6 +17,7 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 _CLONE_NEWNET = 0x40000000
+_NS_GET_NSTYPE = 0xB703  # ioctl(2) on a namespace file: which kind of namespace it is
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -36,6 +37,13 @@ class NetNS:
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # FileNotFoundError when it is gone
+        try:
+            kind = fcntl.ioctl(self.fd, _NS_GET_NSTYPE)
+        except OSError:  # ENOTTY: not a namespace file at all
+            kind = None
+        if kind != _CLONE_NEWNET:
+            self.close()
+            raise NotANetworkNamespace(f"{path} is not a network namespace")
 
     def __enter__(self) -> NetNS:
         return self
@@ -55,12 +63,7 @@ class NetNS:
         def enter_and_call() -> None:
             home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
             try:
-                try:
-                    _setns(self.fd)
-                except OSError as e:
-                    if e.errno == errno.EINVAL:
-                        raise NotANetworkNamespace(f"{self.path} is not a network namespace") from None
-                    raise
+                _setns(self.fd)
                 try:
                     outcome["value"] = fn()
                 finally:
