@@ -138,7 +138,7 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
             log.error("cannot listen on the HTTPS port; free it or change --https-port",
                       extra=kv(port=settings.https_port, error=err))
             return 1
-        log.info("serving", extra=kv(port=settings.https_port, internal_tls_port=settings.internal_tls_port,
+        log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port, internal_tls_port=settings.internal_tls_port,
                                      loop=type(loop).__module__, hello_timeout=options.hello_timeout,
                                      idle_timeout=options.idle_timeout))
         stop = asyncio.Event()
