@@ -8,6 +8,7 @@ import errno
 import logging
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from ipaddress import IPv4Interface
 from typing import Iterator
 
@@ -71,7 +72,7 @@ def cmd_del(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
 
 def cmd_check(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
     net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
-    expected_addresses, expected_routes = _expectations(req)
+    expected = _expectations(req)
     host_name = netlink.host_veth_name(req.container_id, req.ifname)
     with _pod_netns(req) as ns, netlink.open_rtnl() as ipr, _doing("inspecting the pod's network"):
         pod = ns.run(lambda: netlink.describe_pod_interface(req.ifname))
@@ -81,10 +82,12 @@ def cmd_check(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
     if pod is None:
         problems.append(f"interface {req.ifname} is missing from {req.netns}")
     else:
-        problems += [f"{req.ifname} lacks address {a}" for a in sorted(expected_addresses - pod.addresses)]
+        problems += [f"{req.ifname} lacks address {a}" for a in sorted(expected.addresses - pod.addresses)]
         problems += [f"{req.ifname} lacks route to {dst}" + (f" via {gw}" if gw else "")
-                     for dst, gw in sorted(expected_routes, key=str)
+                     for dst, gw in sorted(expected.routes, key=str)
                      if not any(d == dst and (gw is None or g == gw) for d, g in pod.routes)]
+        if expected.mac and expected.mac.lower() != pod.mac:
+            problems.append(f"{req.ifname} has MAC {pod.mac}, not {expected.mac}")
         if not pod.up:
             problems.append(f"{req.ifname} is down")
     if port is None:
@@ -94,7 +97,7 @@ def cmd_check(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
     elif not port.hairpin:
         problems.append(f"host veth {host_name} has hairpin mode off")
     held = IpAllocator(AllocationStore(state_dir, net.name), ipam, net.name).find(_owner(req))
-    if not any(a.ip == held for a in expected_addresses):
+    if not any(a.ip == held for a in expected.addresses):
         problems.append(f"the IPAM store holds {held or 'no address'} for this container, not the one in prevResult")
     if net.ip_masq and not masquerade.is_present(net.name, ipam.subnet):
         problems.append(f"the masquerade rule of network {net.name} is missing")
@@ -237,8 +240,15 @@ def _undo_add(ipr: IPRoute, host_name: str, store: AllocationStore, owner: Owner
         log.warning("rollback could not release the address", extra=kv(owner=owner, error=e))
 
 
-def _expectations(req: CniRequest) -> tuple[set[IPv4Interface], set[tuple[str, str | None]]]:
-    """The pod interface's addresses and the routes that the prevResult of CHECK promises."""
+@dataclass(frozen=True)
+class _Expected:
+    """What the prevResult of CHECK promises about the pod interface."""
+    addresses: set[IPv4Interface]
+    routes: set[tuple[str, str | None]]  # (destination CIDR, gateway or None for any)
+    mac: str | None
+
+
+def _expectations(req: CniRequest) -> _Expected:
     prev = req.config.get("prevResult")
     if not isinstance(prev, dict):
         raise CniError(INVALID_NETWORK_CONFIG, "CHECK needs prevResult (the result of the ADD) in the configuration")
@@ -247,9 +257,10 @@ def _expectations(req: CniRequest) -> tuple[set[IPv4Interface], set[tuple[str, s
         addresses = {IPv4Interface(ip["address"]) for ip in prev.get("ips") or []
                      if _is_pod_interface(interfaces, ip.get("interface"), req.ifname)}
         routes = {(str(IPv4Interface(r["dst"]).network), r.get("gw")) for r in prev.get("routes") or []}
-    except (KeyError, TypeError, ValueError) as e:
+        mac = next((i.get("mac") for i in interfaces if i.get("name") == req.ifname and i.get("sandbox")), None)
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CniError(INVALID_NETWORK_CONFIG, f"prevResult is malformed: {e!r}") from None
-    return addresses, routes
+    return _Expected(addresses, routes, mac)
 
 
 def _is_pod_interface(interfaces: list, index: int | None, ifname: str) -> bool:

@@ -107,7 +107,8 @@ class AllocationStore:
     """The directory of one network. Every method but `locked` expects the caller to hold the lock."""
 
     def __init__(self, state_dir: str | os.PathLike, network: str) -> None:
-        self.directory = Path(state_dir) / "cni" / "networks" / network
+        self.state_dir = Path(state_dir)
+        self.directory = self.state_dir / "cni" / "networks" / network
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -124,9 +125,8 @@ class AllocationStore:
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:
-            state_dir = self.directory.parent.parent.parent
-            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            for directory in (self.directory.parent.parent, self.directory.parent, self.directory):
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for directory in (self.directory.parents[1], self.directory.parent, self.directory):
                 directory.mkdir(mode=0o700, exist_ok=True)
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 

@@ -10,8 +10,9 @@ from ipaddress import IPv4Address, IPv4Interface
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
-from proto.cni import INVALID_ENV, INVALID_NETWORK_CONFIG, CniError
+from proto.cni import INVALID_ENV, INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER, CniError
 
 _MAIN_TABLE = 254
 _HAIRPIN_ON = 1
@@ -30,10 +31,6 @@ def host_veth_name(container_id: str, ifname: str) -> str:
 
 @dataclass(frozen=True)
 class HostPort:
-    index: int
-    mac: str
-    mtu: int
-    up: bool
     master: int | None
     hairpin: bool
 
@@ -41,13 +38,12 @@ class HostPort:
 @dataclass(frozen=True)
 class PodInterface:
     mac: str
-    mtu: int
     up: bool
     addresses: frozenset[IPv4Interface]
     routes: frozenset[tuple[str, str | None]]  # (destination CIDR, gateway or None)
 
 
-def find_link(ipr: IPRoute, name: str):
+def find_link(ipr: IPRoute, name: str) -> ifinfmsg | None:
     try:
         (link,) = ipr.link("get", ifname=name)
     except NetlinkError as e:
@@ -71,7 +67,7 @@ def ensure_bridge(ipr: IPRoute, name: str, gateway: IPv4Interface, mtu: int) -> 
                 raise
         link = find_link(ipr, name)
         if link is None:
-            raise CniError(INVALID_NETWORK_CONFIG, f"bridge {name} vanished while it was being set up")
+            raise CniError(TRY_AGAIN_LATER, f"bridge {name} was deleted while it was being set up")
     kind = link.get_nested("IFLA_LINKINFO", "IFLA_INFO_KIND")
     if kind != "bridge":
         raise CniError(INVALID_NETWORK_CONFIG,
@@ -139,8 +135,7 @@ def describe_host_port(ipr: IPRoute, name: str) -> HostPort | None:
     if master:
         (port,) = ipr.brport("show", index=link["index"])
         hairpin = port.get_nested("IFLA_PROTINFO", "IFLA_BRPORT_MODE") == _HAIRPIN_ON
-    return HostPort(index=link["index"], mac=link.get("address"), mtu=link.get("mtu"), up=bool(link["flags"] & 1),
-                    master=master, hairpin=hairpin)
+    return HostPort(master=master, hairpin=hairpin)
 
 
 def set_host_port(ipr: IPRoute, name: str, bridge_index: int, mtu: int) -> None:
@@ -188,8 +183,7 @@ def describe_pod_interface(ifname: str) -> PodInterface | None:
         routes = frozenset((f"{r.get('dst') or '0.0.0.0'}/{r['dst_len']}", r.get("gateway"))
                            for r in ipr.route("dump", family=socket.AF_INET, table=_MAIN_TABLE)
                            if r.get("oif") == index)
-        return PodInterface(mac=link.get("address"), mtu=link.get("mtu"), up=bool(link["flags"] & 1),
-                            addresses=addresses, routes=routes)
+        return PodInterface(mac=link.get("address"), up=bool(link["flags"] & 1), addresses=addresses, routes=routes)
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -50,6 +50,13 @@ def test_check_names_a_removed_default_route_and_hairpin_off(pods):
     assert f"lacks route to 0.0.0.0/0 via {pods.gateway}" in err.msg and "hairpin mode off" in err.msg
 
 
+def test_check_names_a_mac_other_than_the_add_result(pods):
+    ns = pods.netns()
+    prev = pods.add("other-mac", ns)
+    prev["interfaces"][1]["mac"] = "02:00:00:00:00:01"
+    assert "eth0 has MAC" in check_failure(pods, "other-mac", ns, prev).msg
+
+
 def test_check_of_a_gone_namespace_or_without_prev_result(pods):
     ns = pods.netns()
     prev = pods.add("vanished", ns)
