@@ -26,7 +26,7 @@ from services.watcher.store import TrackedStore
 log = logging.getLogger(__name__)
 
 STATUS_SECONDS = 1.0
-FILL_WAIT_LOG_SECONDS = 10.0
+SYNC_WAIT_LOG_SECONDS = 10.0
 
 
 def _make_source(settings: Settings) -> tuple[Source, str]:
@@ -42,7 +42,7 @@ def _status_fields(source: Source, source_name: str, store: TrackedStore) -> dic
     return {
         "source": source_name,
         "objects": len(store),
-        "ready": store.filled.is_set(),
+        "ready": source.synced.is_set(),
         "last_event": store.last_event,
         "last_sync": getattr(source, "last_sync", None) or store.last_write,
         "errors": list(getattr(source, "errors", [])),
@@ -59,14 +59,15 @@ async def _write_status_forever(settings: Settings, source: Source, source_name:
         await asyncio.sleep(STATUS_SECONDS)
 
 
-async def _serve_once_filled(publisher: ClonePublisher, store: TrackedStore) -> None:
+async def _serve_once_synced(source: Source, publisher: ClonePublisher, store: TrackedStore) -> None:
+    """Serve snapshots (and heartbeats) only once the store holds the source's first complete listing."""
     while True:
         try:
-            await asyncio.wait_for(store.filled.wait(), FILL_WAIT_LOG_SECONDS)
+            await asyncio.wait_for(source.synced.wait(), SYNC_WAIT_LOG_SECONDS)
             break
         except asyncio.TimeoutError:
             log.info("waiting for the source's first complete listing before serving snapshots")
-    log.info("store filled; serving snapshots", extra=logs.kv(objects=len(store)))
+    log.info("store synced; serving snapshots", extra=logs.kv(objects=len(store)))
     await publisher.serve()
 
 
@@ -81,7 +82,7 @@ async def _main(settings: Settings) -> None:
                                               directory=settings.manifests or ""))
     try:
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(_serve_once_filled(publisher, store))
+            tasks.create_task(_serve_once_synced(source, publisher, store))
             tasks.create_task(source.run(store))
             tasks.create_task(_write_status_forever(settings, source, source_name, store))
     finally:
@@ -114,7 +115,13 @@ def run(settings: Settings) -> int:
         log.error(f"--manifests {settings.manifests}: no such directory; give the directory holding the "
                   "manifest files")
         return 2
-    with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
-        runner.run(_main_until_signalled(settings))
+    try:
+        with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
+            runner.run(_main_until_signalled(settings))
+    except Exception as failure:
+        # The task group wraps what failed in an ExceptionGroup: report each cause on its own.
+        for err in failure.exceptions if isinstance(failure, ExceptionGroup) else [failure]:
+            log.error(f"watcher stopped: {err}", exc_info=err)
+        return 1
     log.info("watcher stopped")
     return 0

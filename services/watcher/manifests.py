@@ -65,7 +65,8 @@ def _plural(count: int, word: str) -> str:
 class ManifestsSource:
     """Implements services.watcher.source.Source for a directory of manifests.
 
-    `errors`, `warnings` and `last_sync` describe the current state for the status file.
+    `synced` is set once the directory has been read; `errors`, `warnings` and `last_sync` describe the
+    current state for the status file.
     """
 
     def __init__(self, directory: str | Path, settings: Settings, state_dir: str | Path,
@@ -76,6 +77,7 @@ class ManifestsSource:
         self.errors: list[str] = []
         self.warnings: list[str] = []
         self.last_sync: float | None = None
+        self.synced = asyncio.Event()
         self._metadata = ServerMetadata(state_dir)
         self._last_good_path = watcher_state_dir(state_dir) / LAST_GOOD_FILE
         saved = load_json(self._last_good_path, "last good objects of failing manifest files") or {}
@@ -86,13 +88,11 @@ class ManifestsSource:
         self._listing_error: str | None = None
 
     async def run(self, store: StoreWriter) -> None:
-        first = True
         while True:
             new_state = await asyncio.to_thread(self.scan)
-            if new_state is not None or first:
-                # The first scan always fills the store: that tells main the listing is complete.
-                await store.replace_all(new_state if new_state is not None else {})
-                first = False
+            if new_state is not None:
+                await store.replace_all(new_state)
+            self.synced.set()
             self.last_sync = time.time()
             await asyncio.sleep(self.poll_seconds)
 

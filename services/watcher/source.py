@@ -1,6 +1,7 @@
 """What a watcher source is: something that keeps a StoreWriter equal to the objects it sees."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 
@@ -17,14 +18,17 @@ class StoreWriter(Protocol):
 class Source(Protocol):
     """Fills and follows a store.
 
-    The first complete listing MUST be handed over with `replace_all`: the watcher serves snapshots only
-    from then on (see services.watcher.store.TrackedStore).
+    `synced` is set once the first complete listing is in the store: the watcher serves snapshots only
+    from then on, so that a subscriber (re)starting with it never takes a half-filled store for the whole
+    cluster and drops the routes missing from it.
 
     For the status file a source may also have these attributes (read with getattr, all optional):
     `errors: list[str]` (what the user must fix now), `warnings: list[str]`, and
     `last_sync: float | None` (unix time of the last successful list, scan or watch activity, whether or
     not anything changed; it tells a stuck watch from a quiet cluster).
     """
+
+    synced: asyncio.Event
 
     async def run(self, store: StoreWriter) -> None:
         """Fill `store`, then keep it up to date until cancelled. Never returns on its own."""

@@ -1,7 +1,6 @@
-"""The watcher's store: the clone publisher, plus what the status file and the first snapshot need to know."""
+"""The watcher's store: the clone publisher, plus when it last changed (for the status file)."""
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -9,16 +8,10 @@ from services.common.clone import ClonePublisher
 
 
 class TrackedStore:
-    """A StoreWriter over a ClonePublisher that records when the store last changed.
-
-    `filled` is set by the source's first `replace_all`: the first complete listing. Snapshots are
-    served only from then on, so a subscriber (re)starting with the watcher never takes a half-filled
-    store for the whole cluster and drops the routes that are missing from it.
-    """
+    """A StoreWriter over a ClonePublisher that records when the store last changed."""
 
     def __init__(self, publisher: ClonePublisher) -> None:
         self.publisher = publisher
-        self.filled = asyncio.Event()
         self.last_event: float | None = None   # the store last changed
         self.last_write: float | None = None   # the source last wrote, changed or not
 
@@ -39,4 +32,3 @@ class TrackedStore:
         seq = self.publisher.seq
         await self.publisher.replace_all(new_state)
         self._note(seq)
-        self.filled.set()
