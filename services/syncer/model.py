@@ -10,6 +10,7 @@ the syncer compares models to decide what to reload or push. Semantics follow in
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -63,6 +64,7 @@ class IngressPlan:
     tls: tuple[TlsEntry, ...]
 
 
+@functools.lru_cache(maxsize=4096)  # a handful of distinct profiles serve thousands of Ingresses
 def location_profile(settings: tuple[tuple[str, str], ...]) -> LocationProfile:
     """The profile for these sorted settings: "default" when there are none, else a short stable hash."""
     if not settings:

@@ -1,0 +1,217 @@
+import re
+
+import pytest
+
+from services.syncer.annotations import ANNOTATIONS, Risk
+from services.syncer.model_types import DEFAULT_PROFILE
+
+PREFIX = "nginx.ingress.kubernetes.io"
+CORS_DEFAULTS = {
+    "pyngress_cors_allow_origin": "*",
+    "pyngress_cors_allow_methods": "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+    "pyngress_cors_allow_headers": "DNT, Keep-Alive, User-Agent, X-Requested-With, If-Modified-Since, "
+                                   "Cache-Control, Content-Type, Range, Authorization",
+    "pyngress_cors_allow_credentials": "true",
+    "pyngress_cors_max_age": "1728000",
+}
+
+
+def route_settings(model) -> dict[str, str]:
+    """The location settings the app's "/" route is served with."""
+    profile_name = model.routes["app.example.com"].prefix["/"].profile
+    [profile] = [p for p in model.config.profiles if p.name == profile_name]
+    return dict(profile.settings)
+
+
+@pytest.mark.parametrize("annotations, settings", [
+    ({"proxy-connect-timeout": "5"}, {"proxy_connect_timeout": "5s"}),
+    ({"proxy-connect-timeout": "500ms"}, {"proxy_connect_timeout": "500ms"}),
+    ({"proxy-send-timeout": "2m"}, {"proxy_send_timeout": "2m"}),
+    ({"proxy-read-timeout": "1h"}, {"proxy_read_timeout": "1h"}),
+    ({"proxy-read-timeout": "0060"}, {"proxy_read_timeout": "60s"}),
+    ({"proxy-read-timeout": "596h"}, {"proxy_read_timeout": "596h"}),
+    ({"proxy-body-size": "8M"}, {"client_max_body_size": "8m"}),
+    ({"proxy-body-size": "0"}, {"client_max_body_size": "0"}),
+    ({"proxy-body-size": "1024"}, {"client_max_body_size": "1024"}),
+    ({"proxy-body-size": "2g"}, {"client_max_body_size": "2g"}),
+    ({"proxy-buffering": "ON"}, {"proxy_buffering": "on"}),
+    ({"proxy-buffer-size": "16k"}, {"proxy_buffer_size": "16k"}),
+    ({"proxy-buffer-size": "8m"}, {"proxy_buffer_size": "8m"}),
+    ({"proxy-request-buffering": "off"}, {"proxy_request_buffering": "off"}),
+    ({"proxy-http-version": "1.0"}, {"proxy_http_version": "1.0"}),
+    ({"backend-protocol": "https"}, {"pyngress_proxy_pass_scheme": "https"}),
+    ({"backend-protocol": "HTTP"}, {}),
+    ({"upstream-vhost": "internal.example.com"}, {"pyngress_upstream_vhost": "internal.example.com"}),
+    ({"upstream-vhost": "internal:8080"}, {"pyngress_upstream_vhost": "internal:8080"}),
+    ({"permanent-redirect": "https://new.example.com"},
+     {"pyngress_redirect_url": "https://new.example.com", "pyngress_redirect_code": "301"}),
+    ({"permanent-redirect": "https://new.example.com$request_uri", "permanent-redirect-code": "308"},
+     {"pyngress_redirect_url": "https://new.example.com$request_uri", "pyngress_redirect_code": "308"}),
+    ({"permanent-redirect": "http://new.example.com:8080/a/b?x=1&y=%20#top"},
+     {"pyngress_redirect_url": "http://new.example.com:8080/a/b?x=1&y=%20#top", "pyngress_redirect_code": "301"}),
+    ({"temporal-redirect": "https://maint.example.com/$uri$is_args$args"},
+     {"pyngress_redirect_url": "https://maint.example.com/$uri$is_args$args", "pyngress_redirect_code": "302"}),
+    ({"enable-cors": "true"}, CORS_DEFAULTS),
+    ({"enable-cors": "True", "cors-allow-origin": "https://a.example.com,https://*.b.example.com:8443 , *",
+      "cors-allow-methods": "GET,POST", "cors-allow-headers": "X-Api-Key, Content-Type",
+      "cors-expose-headers": "X-Request-Id", "cors-allow-credentials": "false", "cors-max-age": "600"},
+     {"pyngress_cors_allow_origin": "https://a.example.com, https://*.b.example.com:8443, *",
+      "pyngress_cors_allow_methods": "GET, POST", "pyngress_cors_allow_headers": "X-Api-Key, Content-Type",
+      "pyngress_cors_expose_headers": "X-Request-Id", "pyngress_cors_allow_credentials": "false",
+      "pyngress_cors_max_age": "600"}),
+    ({"allowlist-source-range": "192.168.1.1, 10.0.0.0/8,2001:db8::/32,10.0.0.0/8"},
+     {"pyngress_allow_source_ranges": "10.0.0.0/8,192.168.1.1/32,2001:db8::/32"}),
+    ({"whitelist-source-range": "10.1.2.3/8"}, {"pyngress_allow_source_ranges": "10.0.0.0/8"}),
+    ({"ssl-redirect": "false", "force-ssl-redirect": "1", "ssl-passthrough": "F"}, {}),
+])
+def test_valid_annotations_become_location_settings(cluster, annotations, settings):
+    cluster.app(annotations=annotations)
+    model = cluster.build()
+    assert model.problems == []
+    assert route_settings(model) == settings
+
+
+@pytest.mark.parametrize("name, value", [
+    *[(name, value) for name in ("proxy-connect-timeout", "proxy-send-timeout", "proxy-read-timeout")
+      for value in ("60s; return 200", "60s\n", "\n60", "60 s", " 60", "-1", "1d", "60s}", '"60s"', "", "60.5",
+                    "597h", "99999999999", "60s #")],
+    *[("proxy-body-size", v) for v in ("8mb", "1t", "8m;", "1.5m", "2000g", "8m\nreturn 200", "'8m'")],
+    *[("proxy-buffering", v) for v in ("yes", "on;", "on\n", "true")],
+    *[("proxy-buffer-size", v) for v in ("9m", "16k\n", "16k }", "")],
+    *[("proxy-request-buffering", v) for v in ("maybe", "off; deny all")],
+    *[("proxy-http-version", v) for v in ("2", "1.1;", "1")],
+    *[("backend-protocol", v) for v in ("FTP", "HTTPS;", "http\n")],
+    *[(name, v) for name in ("permanent-redirect", "temporal-redirect")
+      for v in ("javascript:alert(1)", "https://x.example.com/a b", 'https://x.example.com/"',
+                "https://x.example.com/;return 200", "https://x.example.com/}", "https://x.example.com\n",
+                "/relative", "https://x.example.com/$host", "https://x.example.com/$request_uri_x",
+                "https://x.example.com/\\", "https://x.example.com/'", "https://$host/", "ftp://x.example.com")],
+    *[("permanent-redirect-code", v) for v in ("200", "309", "301;", "30l")],
+    ("enable-cors", "yes"),
+    *[("cors-allow-origin", v) for v in ("https://a.example.com;", "https://a.example.com\n", "ftp://a.example.com",
+                                         '"*"', "https://a.example.com/path", "", "https://a.example.com,")],
+    *[("cors-allow-methods", v) for v in ("GET;DELETE", "GET\n", "GET }", "GET,")],
+    *[("cors-allow-headers", v) for v in ("X-A; x", 'X-"A', "X-A\r\nX-B: 1")],
+    ("cors-expose-headers", "X-A}"),
+    ("cors-allow-credentials", "yes"),
+    *[("cors-max-age", v) for v in ("-1", "1h", "1;")],
+    *[(name, v) for name in ("allowlist-source-range", "whitelist-source-range")
+      for v in ("10.0.0.0/33", "10.0.0.0/8; allow all", "", "any", "10.0.0.0/8\n")],
+    *[("upstream-vhost", v) for v in ("a.example.com; proxy_pass http://evil", "a.example.com\n", "a b",
+                                      "$host", '"a.example.com"', "a.example.com:99999x", "")],
+    *[(name, "yes") for name in ("ssl-redirect", "force-ssl-redirect", "ssl-passthrough")],
+])
+def test_invalid_values_reject_the_ingress_and_others_keep_working(cluster, name, value):
+    cluster.app("good", host="good.example.com")
+    cluster.app("bad", annotations={name: value}, host="app.example.com")
+    model = cluster.build()
+    assert list(model.routes) == ["good.example.com"]
+    [problem] = cluster.rejections(model)
+    assert problem.startswith(f"Ingress default/bad: annotation {PREFIX}/{name} value {value!r}: ")
+    assert len(problem) > len(f"Ingress default/bad: annotation {PREFIX}/{name} value {value!r}: ") + 10
+
+
+@pytest.mark.parametrize("protocol", ["GRPC", "grpcs", "AJP", "FCGI", "AUTO_HTTP"])
+def test_other_backend_protocols_are_rejected_as_not_supported_yet(cluster, protocol):
+    cluster.app(annotations={"backend-protocol": protocol})
+    [problem] = cluster.rejections(cluster.build())
+    assert problem.endswith(f"{protocol.upper()} backends are not supported by pyngress yet; use HTTP or HTTPS")
+
+
+@pytest.mark.parametrize("name", ["configuration-snippet", "server-snippet", "auth-snippet"])
+def test_snippets_are_always_rejected(cluster, name):
+    cluster.app(annotations={name: "more_set_headers 'X: y';"})
+    model = cluster.build(watch_ingress_without_class=True)
+    assert model.routes == {}
+    [problem] = cluster.rejections(model)
+    assert "snippets are disabled in pyngress" in problem
+
+
+def test_snippets_stay_rejected_at_the_highest_risk_level(cluster):
+    cluster.configmap({"annotations-risk-level": "Critical"})
+    cluster.app(annotations={"configuration-snippet": "return 200;"})
+    assert "snippets are disabled" in cluster.rejections(cluster.build())[0]
+
+
+def test_annotations_above_the_configmap_risk_level_are_rejected(cluster):
+    cluster.configmap({"annotations-risk-level": "Low"})
+    cluster.app("low", host="low.example.com", annotations={"proxy-read-timeout": "10"})
+    cluster.app("medium", annotations={"allowlist-source-range": "10.0.0.0/8"})
+    model = cluster.build()
+    assert list(model.routes) == ["low.example.com"]
+    assert cluster.rejections(model) == [
+        f"Ingress default/medium: annotation {PREFIX}/allowlist-source-range value '10.0.0.0/8': its risk level "
+        "MEDIUM is above the ConfigMap's annotations-risk-level LOW; remove the annotation or raise "
+        "annotations-risk-level"]
+
+
+def test_values_that_are_not_strings_are_rejected(cluster):
+    cluster.app(annotations={"proxy-read-timeout": 60})
+    assert cluster.rejections(cluster.build()) == [
+        f"Ingress default/web: annotation {PREFIX}/proxy-read-timeout value 60: annotation values must be "
+        "strings; quote it in the manifest"]
+
+
+def test_unknown_annotations_under_our_prefix_are_ignored_with_a_warning(cluster):
+    cluster.app(annotations={"rewrite-target": "/$2", "example.com/other": "x", "kubectl.kubernetes.io/x": "y"})
+    model = cluster.build()
+    assert route_settings(model) == {}
+    assert model.problems == [f"warning: Ingress default/web: annotation {PREFIX}/rewrite-target is not supported "
+                              "by pyngress; ignored"]
+
+
+def test_options_without_their_switch_are_ignored_with_a_warning(cluster):
+    cluster.app(annotations={"cors-max-age": "10", "permanent-redirect-code": "308"})
+    model = cluster.build()
+    assert route_settings(model) == {}
+    assert model.problems == [
+        f"warning: Ingress default/web: annotation {PREFIX}/permanent-redirect-code has no effect without "
+        "permanent-redirect; ignored",
+        f"warning: Ingress default/web: annotation {PREFIX}/cors-max-age has no effect without enable-cors: "
+        '"true"; ignored',
+    ]
+
+
+def test_precedence_between_alternatives(cluster):
+    cluster.app(annotations={"temporal-redirect": "https://t.example.com", "permanent-redirect": "https://p.example.com",
+                             "allowlist-source-range": "10.0.0.0/8", "whitelist-source-range": "192.168.0.0/16"})
+    model = cluster.build()
+    settings = route_settings(model)
+    assert (settings["pyngress_redirect_url"], settings["pyngress_redirect_code"]) == ("https://t.example.com", "302")
+    assert settings["pyngress_allow_source_ranges"] == "10.0.0.0/8"
+    assert len(cluster.warnings(model)) == 2
+
+
+def test_a_custom_annotation_prefix(cluster):
+    cluster.app(annotations={"custom.example.com/proxy-read-timeout": "5", f"{PREFIX}/proxy-send-timeout": "7"})
+    assert route_settings(cluster.build(annotations_prefix="custom.example.com")) == {"proxy_read_timeout": "5s"}
+
+
+def test_equal_settings_share_one_profile_named_by_a_stable_hash(cluster):
+    cluster.app("a", host="a.example.com", annotations={"proxy-read-timeout": "60"})
+    cluster.app("b", host="b.example.com", annotations={"proxy-read-timeout": "60s"})
+    cluster.app("c", host="c.example.com", annotations={"proxy-read-timeout": "61"})
+    cluster.app("d", host="d.example.com")
+    model = cluster.build()
+    names = {host: r.prefix["/"].profile for host, r in model.routes.items()}
+    assert names["a.example.com"] == names["b.example.com"] != names["c.example.com"]
+    assert names["d.example.com"] == DEFAULT_PROFILE
+    assert all(re.fullmatch(r"[0-9a-f]{12}", names[h]) for h in ("a.example.com", "c.example.com"))
+    assert [p.name for p in model.config.profiles] == sorted({DEFAULT_PROFILE, *names.values()})
+    assert model.config.profiles == cluster.build().config.profiles
+
+
+def test_profiles_list_only_what_routes_use_and_always_default(cluster):
+    cluster.service("web")
+    cluster.ingress("first", annotations={"proxy-read-timeout": "5"})
+    cluster.ingress("loser", annotations={"proxy-read-timeout": "9"})  # all its paths lose the conflict
+    profiles = cluster.build().config.profiles
+    assert [dict(p.settings) for p in profiles if p.name != DEFAULT_PROFILE] == [{"proxy_read_timeout": "5s"}]
+    assert DEFAULT_PROFILE in [p.name for p in profiles]
+
+
+def test_every_annotation_has_a_validator_a_risk_level_and_a_doc():
+    assert len(ANNOTATIONS) >= 30
+    for name, annotation in ANNOTATIONS.items():
+        assert name == annotation.name and re.fullmatch(r"[a-z0-9-]+", name)
+        assert isinstance(annotation.risk, Risk) and annotation.doc and callable(annotation.validate)
