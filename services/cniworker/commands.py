@@ -78,28 +78,18 @@ def cmd_check(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
         pod = ns.run(lambda: netlink.describe_pod_interface(req.ifname))
         port = netlink.describe_host_port(ipr, host_name)
         bridge = netlink.find_link(ipr, net.bridge)
-    problems = []
-    if pod is None:
-        problems.append(f"interface {req.ifname} is missing from {req.netns}")
-    else:
-        problems += [f"{req.ifname} lacks address {a}" for a in sorted(expected.addresses - pod.addresses)]
-        problems += [f"{req.ifname} lacks route to {dst}" + (f" via {gw}" if gw else "")
-                     for dst, gw in sorted(expected.routes, key=str)
-                     if not any(d == dst and (gw is None or g == gw) for d, g in pod.routes)]
-        if expected.mac and expected.mac.lower() != pod.mac:
-            problems.append(f"{req.ifname} has MAC {pod.mac}, not {expected.mac}")
-        if not pod.up:
-            problems.append(f"{req.ifname} is down")
+        held = IpAllocator(AllocationStore(state_dir, net.name), ipam, net.name).find(_owner(req))
+        masquerading = net.ip_masq and masquerade.is_present(net.name, ipam.subnet)
+    problems = _pod_problems(req, expected, pod)
     if port is None:
         problems.append(f"host veth {host_name} is missing")
     elif bridge is None or port.master != bridge["index"]:
         problems.append(f"host veth {host_name} is not attached to bridge {net.bridge}")
     elif not port.hairpin:
         problems.append(f"host veth {host_name} has hairpin mode off")
-    held = IpAllocator(AllocationStore(state_dir, net.name), ipam, net.name).find(_owner(req))
     if not any(a.ip == held for a in expected.addresses):
         problems.append(f"the IPAM store holds {held or 'no address'} for this container, not the one in prevResult")
-    if net.ip_masq and not masquerade.is_present(net.name, ipam.subnet):
+    if net.ip_masq and not masquerading:
         problems.append(f"the masquerade rule of network {net.name} is missing")
     if problems:
         raise CniError(CHECK_FAILED, f"pod network of container {req.container_id} differs from its ADD result: "
@@ -261,6 +251,20 @@ def _expectations(req: CniRequest) -> _Expected:
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CniError(INVALID_NETWORK_CONFIG, f"prevResult is malformed: {e!r}") from None
     return _Expected(addresses, routes, mac)
+
+
+def _pod_problems(req: CniRequest, expected: _Expected, pod: netlink.PodInterface | None) -> list[str]:
+    if pod is None:
+        return [f"interface {req.ifname} is missing from {req.netns}"]
+    problems = [f"{req.ifname} lacks address {a}" for a in sorted(expected.addresses - pod.addresses)]
+    problems += [f"{req.ifname} lacks route to {dst}" + (f" via {gw}" if gw else "")
+                 for dst, gw in sorted(expected.routes, key=str)
+                 if not any(d == dst and (gw is None or g == gw) for d, g in pod.routes)]
+    if expected.mac and expected.mac.lower() != pod.mac:
+        problems.append(f"{req.ifname} has MAC {pod.mac}, not {expected.mac}")
+    if not pod.up:
+        problems.append(f"{req.ifname} is down")
+    return problems
 
 
 def _is_pod_interface(interfaces: list, index: int | None, ifname: str) -> bool:
