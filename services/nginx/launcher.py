@@ -1,0 +1,71 @@
+"""`pyngress nginx`: prepare nginx's prefix, stop what a killed master left running, exec the master.
+
+supervisord runs this as the `nginx` program; the process becomes the nginx master (`daemon off;`), so
+supervisord's signals reach nginx directly (QUIT stops it gracefully, HUP reloads).
+
+Before exec:
+- the prefix directory, temp directories and the fallback certificate are created when missing;
+- without an nginx.conf, or with one that fails `nginx -t` (written by another version, say), a bootstrap
+  configuration is written: the same template with no profiles and no routes, so nginx answers 404 for
+  everything and /healthz on the internal port until the syncer applies the real one;
+- nginx processes left by a previous master of this instance (workers of a SIGKILLed master keep the
+  listening sockets) are stopped: see processes.py.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import resource
+
+from services.common import logs, status
+from services.common.files import atomic_write
+from services.common.settings import Settings
+from services.nginx import processes
+from services.nginx.config_test import NginxConfigError, check_file, nginx_binary
+from services.nginx.paths import NginxPaths
+from services.nginx.prefix import WORKER_USER, prepare, unreachable_by_workers
+from services.syncer.model_types import NginxConfig
+from services.syncer.render import render
+
+log = logging.getLogger("nginx")
+
+
+def bootstrap_config(settings: Settings) -> NginxConfig:
+    return NginxConfig(
+        http_port=settings.http_port, https_port=settings.https_port, internal_port=settings.internal_port,
+        internal_tls_port=settings.internal_tls_port, status_port=settings.status_port,
+        state_dir=str(settings.state_dir), run_dir=str(settings.run_dir),
+        ssl_passthrough=settings.enable_ssl_passthrough)
+
+
+def ensure_config(paths: NginxPaths, settings: Settings) -> None:
+    if paths.conf.exists():
+        try:
+            check_file(paths, paths.conf)
+            return
+        except NginxConfigError as err:
+            log.error("the existing nginx.conf fails nginx -t; starting from the bootstrap configuration",
+                      extra=logs.kv(conf=str(paths.conf), error=str(err)))
+    atomic_write(paths.conf, render(bootstrap_config(settings)).encode(), mode=0o600)
+    log.info("wrote the bootstrap configuration", extra=logs.kv(conf=str(paths.conf)))
+
+
+def run(settings: Settings) -> int:
+    logs.setup("nginx", settings.log_level)
+    paths = NginxPaths.of(settings.state_dir, settings.run_dir)
+    prepare(paths)
+    blocked = unreachable_by_workers(paths.temp)
+    if blocked:
+        log.warning(f"nginx's workers (user {WORKER_USER}) cannot reach their temp directories: request bodies "
+                    "and responses larger than their buffers will fail; make the directory traversable "
+                    "(chmod o+x)", extra=logs.kv(directory=str(blocked)))
+    ensure_config(paths, settings)
+    processes.stop_stale(paths.prefix)
+    status.write_status(paths.run_dir, "nginx", state="starting", conf=str(paths.conf))
+    binary = nginx_binary()
+    # Up to the hard limit: nginx holds a descriptor per connection, two when proxying.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    # The prefix as working directory names this instance's processes (processes.py).
+    os.chdir(paths.prefix)
+    os.execv(binary, [binary, "-p", f"{paths.prefix}/", "-c", str(paths.conf)])

@@ -1,0 +1,54 @@
+"""Where one nginx instance keeps its files; the state directory names the instance.
+
+- `<state-dir>/nginx/` is nginx's prefix: nginx.conf (0600), the fallback certificate (0600) and the
+  temp directories. It is mode 0711: nginx's workers run as `nobody` and must reach the temp
+  directories (request bodies and responses that do not fit in memory), but may not list anything.
+- `<state-dir>/dynamic/` (0700) holds the tables last pushed to nginx's Lua (routes, backends,
+  certificates), read by the root master when it starts with empty shared dictionaries.
+- `<run-dir>/nginx.pid` is the master's pid file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# The tables pushed to nginx's Lua without a reload, in the order they are pushed.
+DYNAMIC_TABLES = ("backends", "certificates", "routes")
+
+
+@dataclass(frozen=True)
+class NginxPaths:
+    state_dir: Path
+    run_dir: Path
+
+    @classmethod
+    def of(cls, state_dir: str | Path, run_dir: str | Path) -> NginxPaths:
+        return cls(Path(state_dir).absolute(), Path(run_dir).absolute())
+
+    @property
+    def prefix(self) -> Path:
+        return self.state_dir / "nginx"
+
+    @property
+    def conf(self) -> Path:
+        return self.prefix / "nginx.conf"
+
+    @property
+    def default_certificate(self) -> Path:
+        """The fallback certificate and its key, in one PEM file so that they are always replaced together."""
+        return self.prefix / "default-cert.pem"
+
+    @property
+    def temp(self) -> Path:
+        return self.prefix / "tmp"
+
+    @property
+    def dynamic(self) -> Path:
+        return self.state_dir / "dynamic"
+
+    def table_file(self, table: str) -> Path:
+        return self.dynamic / f"{table}.json"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / "nginx.pid"

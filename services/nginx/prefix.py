@@ -1,0 +1,72 @@
+"""Makes an nginx prefix directory ready: its directories and the fallback certificate.
+
+Called by the launcher before nginx starts and by NginxControl before `nginx -t`, so that either may
+run first.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+from services.common.files import atomic_write
+from services.nginx.paths import NginxPaths
+
+log = logging.getLogger(__name__)
+
+# ingress-nginx's name for the certificate served when no other matches; users and tests look for it.
+FAKE_CERTIFICATE_SUBJECT = "/O=Acme Co/CN=Kubernetes Ingress Controller Fake Certificate"
+# nginx's workers run as this user when the master runs as root without a `user` directive.
+WORKER_USER = "nobody"
+
+
+def prepare(paths: NginxPaths) -> None:
+    """Create the prefix, temp and state directories and the fallback certificate when missing."""
+    # Readable by root only except for traversal: the workers must reach the temp directories.
+    for directory in (paths.state_dir, paths.prefix, paths.temp):
+        _mkdir(directory, 0o711)
+    _mkdir(paths.dynamic, 0o700)
+    _mkdir(paths.run_dir, 0o700)
+    if not paths.default_certificate.exists():
+        atomic_write(paths.default_certificate, make_self_signed(FAKE_CERTIFICATE_SUBJECT), mode=0o600)
+
+
+def _mkdir(path: Path, mode: int) -> None:
+    if not path.is_dir():
+        path.mkdir(mode=mode, parents=True, exist_ok=True)
+        os.chmod(path, mode)
+
+
+def make_self_signed(subject: str, dns_names: tuple[str, ...] = ("ingress.local",), days: int = 3650) -> bytes:
+    """A self-signed P-256 certificate followed by its key, as one PEM (made with the openssl CLI)."""
+    with tempfile.TemporaryDirectory(prefix="pyngress-cert-") as tmp:
+        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", str(key), "-out", str(cert), "-days", str(days), "-subj", subject,
+             "-addext", "subjectAltName=" + ",".join(f"DNS:{name}" for name in dns_names)],
+            check=True, capture_output=True)
+        return cert.read_bytes() + key.read_bytes()
+
+
+def unreachable_by_workers(path: Path) -> Path | None:
+    """The first directory on the way to `path` that nginx's workers cannot traverse, if any."""
+    try:
+        worker = pwd.getpwnam(WORKER_USER)
+    except KeyError:
+        return None
+    for directory in reversed([path, *path.parents]):
+        st = directory.stat()
+        if st.st_uid == worker.pw_uid:
+            allowed = st.st_mode & stat.S_IXUSR
+        elif st.st_gid == worker.pw_gid:
+            allowed = st.st_mode & stat.S_IXGRP
+        else:
+            allowed = st.st_mode & stat.S_IXOTH
+        if not allowed:
+            return directory
+    return None

@@ -1,0 +1,117 @@
+"""Finding the nginx processes of one instance in /proc, and stopping stale ones.
+
+An instance is named by its prefix directory: the launcher starts nginx with that directory as its
+working directory, and every worker inherits it. A process belongs to the instance when its executable
+is nginx and its working directory is the prefix. This holds however the launcher was started (under
+supervisord each program has its own process group, from a shell or a test it does not), and it never
+matches an unrelated process: another nginx has another working directory, and a non-nginx process
+another executable. A killed master's workers keep running with PPID 1 and still match.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common import logs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NginxProcess:
+    pid: int
+    ppid: int
+    title: str  # "nginx: master process ...", "nginx: worker process", "... is shutting down", ...
+
+    @property
+    def is_master(self) -> bool:
+        return self.title.startswith("nginx: master process")
+
+
+def _read_process(pid: int, prefix: Path) -> NginxProcess | None:
+    proc = Path("/proc") / str(pid)
+    try:
+        exe = os.readlink(proc / "exe")
+        cwd = os.readlink(proc / "cwd")
+        stat_text = (proc / "stat").read_text()
+        title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None  # gone, a kernel thread, or not ours to read
+    if os.path.basename(exe).split(" ")[0] != "nginx" or cwd != str(prefix):
+        return None
+    # The command name in stat is in parentheses and may hold spaces: PPID is the second field after it.
+    ppid = int(stat_text[stat_text.rindex(")") + 2:].split()[1])
+    return NginxProcess(pid, ppid, title)
+
+
+def instance_processes(prefix: Path) -> list[NginxProcess]:
+    """Every nginx process of the instance whose prefix is `prefix`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            process = _read_process(int(entry), prefix)
+            if process:
+                found.append(process)
+    return found
+
+
+def running_master(prefix: Path, pid_file: Path) -> NginxProcess | None:
+    """The process named by `pid_file` if it is this instance's live master."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    process = _read_process(pid, prefix)
+    return process if process and process.is_master else None
+
+
+def workers_of(master: int, prefix: Path) -> list[NginxProcess]:
+    return [p for p in instance_processes(prefix) if p.ppid == master]
+
+
+def send_signal(process: NginxProcess, prefix: Path, sig: int) -> bool:
+    """Signal `process` if it is still the same process of this instance; False when it is gone."""
+    # A pidfd pins the process: re-checked through it, the signal cannot reach a recycled pid.
+    try:
+        fd = os.pidfd_open(process.pid)
+    except OSError:
+        return False
+    try:
+        if _read_process(process.pid, prefix) is None:
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def stop_stale(prefix: Path, grace_seconds: float = 5.0) -> int:
+    """Stop every process of the instance: QUIT (finish in-flight requests), then KILL after the grace.
+
+    Returns how many there were. Used before starting a new master: stale workers keep the listening
+    sockets, and a live old master would keep serving beside the new one.
+    """
+    stale = instance_processes(prefix)
+    if not stale:
+        return 0
+    log.warning("stopping nginx processes left from a previous master",
+                extra=logs.kv(pids=",".join(str(p.pid) for p in stale)))
+    for process in stale:
+        send_signal(process, prefix, signal.SIGQUIT)
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline:
+        if not instance_processes(prefix):
+            return len(stale)
+        time.sleep(0.05)
+    for process in instance_processes(prefix):
+        send_signal(process, prefix, signal.SIGKILL)
+    deadline = time.monotonic() + grace_seconds
+    while instance_processes(prefix) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return len(stale)

@@ -1,0 +1,191 @@
+"""NginxConfig → nginx.conf text, from templates/nginx.conf.j2.
+
+Every value that reaches nginx.conf passes through a filter here: directive names must be plain
+identifiers, each argument is double-quoted with its backslashes and quotes escaped, and characters that
+no quoting makes safe (control characters; `$`, which nginx expands as a variable even inside quotes)
+are refused with a RenderError. Values are validated by allow-lists before they get here; this is the
+second line, so that a validator's bug can never add a directive or a block.
+
+Setting values (ConfigMap globals and location profile settings) are argument lists: a string is split
+on whitespace ("4 8k" → two arguments), a tuple or list gives the arguments as they are.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import jinja2
+
+from services.nginx.paths import NginxPaths
+from services.syncer.model_types import DEFAULT_PROFILE, LocationProfile, NginxConfig
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+LUA_DIR = TEMPLATES_DIR / "lua"
+
+# Size of each Lua shared dictionary holding a pushed table (also the largest table the internal
+# port accepts). Memory is only used as the tables fill it.
+SHARED_DICT_SIZE = "64m"
+
+# http-level settings used unless the ConfigMap (NginxConfig.globals) sets the same directive.
+# Values follow ingress-nginx's defaults.
+HTTP_DEFAULTS: dict[str, str] = {
+    "server_tokens": "off",
+    "sendfile": "on",
+    "tcp_nopush": "on",
+    "tcp_nodelay": "on",
+    "keepalive_timeout": "75s",
+    "keepalive_requests": "1000",
+    "client_header_timeout": "60s",
+    "client_body_timeout": "60s",
+    "client_max_body_size": "1m",
+    "client_body_buffer_size": "8k",
+    "proxy_http_version": "1.1",
+    "proxy_connect_timeout": "5s",
+    "proxy_send_timeout": "60s",
+    "proxy_read_timeout": "60s",
+    "proxy_buffering": "off",
+    "proxy_request_buffering": "on",
+    "proxy_buffer_size": "4k",
+    "proxy_buffers": "4 4k",
+    "proxy_redirect": "off",
+    "proxy_next_upstream": "error timeout",
+    "proxy_next_upstream_tries": "3",
+    "proxy_next_upstream_timeout": "0",
+    "ssl_protocols": "TLSv1.2 TLSv1.3",
+    "ssl_ciphers": "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+                   "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+                   "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384",
+    "ssl_prefer_server_ciphers": "on",
+    "ssl_session_cache": "shared:SSL:10m",
+    "ssl_session_timeout": "10m",
+    "ssl_session_tickets": "off",
+}
+
+# Request headers every profile sends upstream (nginx variables, not quoted values). A profile that sets
+# one of these itself (proxy_set_header) replaces it; any proxy_set_header in a location stops nginx from
+# inheriting them, so each named location lists them all.
+PROXY_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Host", "$pyngress_best_http_host"),
+    ("X-Request-ID", "$pyngress_request_id"),
+    ("X-Real-IP", "$remote_addr"),
+    ("X-Forwarded-For", "$remote_addr"),
+    ("X-Forwarded-Host", "$pyngress_best_http_host"),
+    ("X-Forwarded-Port", "$pyngress_forwarded_port"),
+    ("X-Forwarded-Proto", "$scheme"),
+    ("X-Scheme", "$scheme"),
+    ("Upgrade", "$http_upgrade"),
+    ("Connection", "$pyngress_connection_upgrade"),
+    # httpoxy: a client's Proxy header must not become HTTP_PROXY in a CGI-style backend.
+    ("Proxy", '""'),
+)
+
+_DIRECTIVE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f$]")
+_LUA_PLAIN = re.compile(r"[A-Za-z0-9 /._:-]")
+
+
+class RenderError(ValueError):
+    """A value cannot be written into nginx.conf safely; the message names it."""
+
+
+def quote(value: object) -> str:
+    """One nginx argument, double-quoted."""
+    text = str(value)
+    bad = _UNSAFE.search(text)
+    if bad:
+        raise RenderError(f"{text!r}: character {bad.group()!r} cannot be written into nginx.conf")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def lua_string(value: object) -> str:
+    """A Lua string literal; every byte that is not plainly safe is a decimal escape."""
+    data = str(value).encode()
+    return '"' + "".join(chr(b) if _LUA_PLAIN.fullmatch(chr(b)) else f"\\{b}" for b in data) + '"'
+
+
+def directive(name: str) -> str:
+    if not _DIRECTIVE.fullmatch(name):
+        raise RenderError(f"{name!r} is not an nginx directive name")
+    return name
+
+
+def arguments(value: str | Sequence[str]) -> str:
+    words = value.split() if isinstance(value, str) else [str(v) for v in value]
+    if not words:
+        raise RenderError("a setting needs at least one argument")
+    return " ".join(quote(w) for w in words)
+
+
+def _settings(pairs: Iterable[tuple[str, str | Sequence[str]]]) -> list[tuple[str, str]]:
+    return [(directive(name), arguments(value)) for name, value in pairs]
+
+
+@dataclass(frozen=True)
+class _RenderedProfile:
+    name: str
+    settings: list[tuple[str, str]]
+    headers: list[tuple[str, str]]
+
+
+def _profile(profile: LocationProfile) -> _RenderedProfile:
+    if not _PROFILE_NAME.fullmatch(profile.name):
+        raise RenderError(f"location profile name {profile.name!r} may only hold letters, digits, '_' and '-'")
+    own_headers = {_header_name(value).lower() for name, value in profile.settings if name == "proxy_set_header"}
+    headers = [(quote(h), v) for h, v in PROXY_HEADERS if h.lower() not in own_headers]
+    return _RenderedProfile(profile.name, _settings(profile.settings), headers)
+
+
+def _header_name(value: str | Sequence[str]) -> str:
+    words = value.split() if isinstance(value, str) else list(value)
+    return words[0] if words else ""
+
+
+def _port(name: str, value: int) -> int:
+    if not isinstance(value, int) or not 0 < value < 65536:
+        raise RenderError(f"{name} must be a port number 1-65535, got {value!r}")
+    return value
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = quote
+    env.filters["lua"] = lua_string
+    return env
+
+
+_ENV = _environment()
+
+
+def render(config: NginxConfig) -> str:
+    """The nginx.conf for `config`. Raises RenderError naming any value that cannot be written safely."""
+    ports = {name: _port(name, getattr(config, name))
+             for name in ("http_port", "https_port", "internal_port", "internal_tls_port")}
+    in_use = ["http_port", "internal_port", "internal_tls_port" if config.ssl_passthrough else "https_port"]
+    if len({ports[name] for name in in_use}) != len(in_use):
+        raise RenderError(f"nginx needs distinct ports for {', '.join(in_use)}: got {[ports[n] for n in in_use]}")
+    profiles = list(config.profiles)
+    if DEFAULT_PROFILE not in {p.name for p in profiles}:
+        profiles.insert(0, LocationProfile(DEFAULT_PROFILE))
+    names = [p.name for p in profiles]
+    if len(set(names)) != len(names):
+        raise RenderError(f"location profile names must be unique, got {sorted(names)}")
+    http_settings = _settings(sorted({**HTTP_DEFAULTS, **config.globals}.items()))
+    return _ENV.get_template("nginx.conf.j2").render(
+        paths=NginxPaths.of(config.state_dir, config.run_dir),
+        lua_dir=str(LUA_DIR),
+        shared_dict_size=SHARED_DICT_SIZE,
+        ssl_passthrough=bool(config.ssl_passthrough),
+        http_settings=http_settings,
+        profiles=[_profile(p) for p in profiles],
+        **ports,
+    )

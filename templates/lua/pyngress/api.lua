@@ -1,0 +1,65 @@
+--[[
+The configuration API on nginx's internal port (loopback only), used by the syncer:
+
+  POST /configuration/routes|backends|certificates   body {"version": "...", "data": {...}}
+       201 when kept; 400 with the reason when refused (nothing of it is applied)
+  GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...}
+]]
+local cjson = require("cjson.safe")
+local store = require("pyngress.store")
+
+local match = string.match
+
+local _M = {}
+
+local function respond(status, body)
+    ngx.status = status
+    ngx.header["Content-Type"] = "application/json"
+    ngx.print(body)
+end
+
+local function fail(status, message)
+    respond(status, cjson.encode({ error = message }))
+end
+
+local function request_body()
+    ngx.req.read_body()
+    local body = ngx.req.get_body_data()
+    if body then
+        return body
+    end
+    -- Only when the body outgrew client_body_buffer_size, which nginx.conf sets to the maximum.
+    local path = ngx.req.get_body_file()
+    local file = path and io.open(path, "rb")
+    if not file then
+        return nil
+    end
+    body = file:read("*a")
+    file:close()
+    return body
+end
+
+function _M.handle()
+    local method = ngx.req.get_method()
+    local name = match(ngx.var.uri, "^/configuration/(%a+)$")
+    if name == "versions" then
+        if method ~= "GET" then
+            return fail(405, "use GET")
+        end
+        return respond(200, cjson.encode(store.versions()))
+    end
+    if not name or not store.defined(name) then
+        return fail(404, "no such table; use /configuration/routes, backends, certificates or versions")
+    end
+    if method ~= "POST" then
+        return fail(405, "use POST")
+    end
+    local ok, err = store.put(name, request_body())
+    if not ok then
+        ngx.log(ngx.WARN, "refused ", name, " push: ", err)
+        return fail(400, err)
+    end
+    respond(201, "{}")
+end
+
+return _M

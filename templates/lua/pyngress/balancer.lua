@@ -1,0 +1,77 @@
+--[[
+Picks the upstream peer for every proxied request (balancer_by_lua in `upstream upstream_balancer`).
+
+The backends table (POST /configuration/backends): {"<backend name>": ["<ip>:<port>", ...]}, IPv6 as
+"[::1]:80". Round robin per worker over a backend's endpoints; after a failed connection (proxy_next_upstream
+error timeout) the next endpoint, each at most once per request (up to proxy_next_upstream_tries).
+]]
+local balancer = require("ngx.balancer")
+local store = require("pyngress.store")
+
+local match, random = string.match, math.random
+
+local _M = {}
+
+-- "10.0.0.1:8080" or "[fd00::1]:8080" -> {address, port}; set_current_peer takes IPv6 in brackets.
+local function endpoint_of(text, name)
+    local address, port = match(type(text) == "string" and text or "", "^([%x.:%[%]]+):(%d+)$")
+    port = tonumber(port)
+    local ipv4 = address and match(address, "^[%d.]+$")
+    local ipv6 = address and match(address, "^%[[%x:.]+%]$")
+    if not (ipv4 or ipv6) or port < 1 or port > 65535 then
+        error(name .. ": endpoint " .. tostring(text) .. " is not <ip>:<port> or [<ipv6>]:<port>", 0)
+    end
+    return { address, port }
+end
+
+local function build(data)
+    local backends = {}
+    for name, endpoints in pairs(data) do
+        if type(name) ~= "string" or type(endpoints) ~= "table" then
+            error("a backend must map its name to a list of endpoints", 0)
+        end
+        local peers = {}
+        for i, text in ipairs(endpoints) do
+            peers[i] = endpoint_of(text, name)
+        end
+        backends[name] = peers
+    end
+    return backends
+end
+
+store.define("backends", { build = build })
+
+local cursors = {}  -- backend name -> index of the endpoint this worker used last
+
+function _M.balance()
+    local ctx = ngx.ctx
+    local peers = ctx.pyngress_peers
+    local index
+    if peers then
+        -- A retry after proxy_next_upstream: the next endpoint.
+        index = ctx.pyngress_index % #peers + 1
+    else
+        local name = ngx.var.proxy_upstream_name
+        peers = store.get("backends")[name]
+        if not peers or #peers == 0 then
+            -- The router answers 503 for this; only a push between the two phases gets here.
+            ngx.log(ngx.ERR, "backend ", name, " has no endpoints")
+            return ngx.exit(500)
+        end
+        index = (cursors[name] or random(#peers)) % #peers + 1
+        cursors[name] = index
+        ctx.pyngress_peers = peers
+        if #peers > 1 then
+            balancer.set_more_tries(#peers - 1)
+        end
+    end
+    ctx.pyngress_index = index
+    local peer = peers[index]
+    local ok, err = balancer.set_current_peer(peer[1], peer[2])
+    if not ok then
+        ngx.log(ngx.ERR, "cannot use endpoint ", peer[1], ":", peer[2], ": ", err)
+        return ngx.exit(500)
+    end
+end
+
+return _M

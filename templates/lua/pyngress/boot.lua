@@ -1,0 +1,27 @@
+-- Entry points for nginx's init phases (see nginx.conf.j2).
+local settings = require("pyngress.settings")
+local store = require("pyngress.store")
+-- Loaded here, in the master, because the workers run as nobody and may not be able to read them.
+require("pyngress.router")
+require("pyngress.balancer")
+require("pyngress.certificates")
+require("pyngress.api")
+
+local _M = {}
+
+-- init_by_lua: runs in the master at start and at every HUP, before the workers fork.
+function _M.master(values)
+    settings.set(values)
+    -- `nginx -t` (NginxControl sets this) needs no tables: it only checks the configuration.
+    if os.getenv("PYNGRESS_NGINX_CONFIG_TEST") then
+        return
+    end
+    store.load_state_files(values.state_dir .. "/dynamic")
+end
+
+-- init_worker_by_lua: each worker starts its round robin at its own place.
+function _M.worker()
+    math.randomseed(ngx.now() * 1000 + ngx.worker.pid())
+end
+
+return _M

@@ -1,0 +1,175 @@
+--[[
+Serves the certificate for each TLS handshake's SNI (ssl_certificate_by_lua), so that certificates are
+added and rotated without a reload.
+
+The certificates table (POST /configuration/certificates):
+
+    {"certs": {"<cert-id>": {"cert": "<PEM certificate chain>", "key": "<PEM private key>"}, ...},
+     "hosts": {"<host>": "<cert-id>", "*.example.com": "<cert-id>", ...},
+     "default": "<cert-id>" | null}
+
+Lookup: the SNI name (lowercased) exactly, else the wildcard entry for its parent ("*.example.com" for
+"a.example.com"), else "default", else nginx's static ssl_certificate (the fake certificate). A
+certificate that does not parse is logged and the static one is served instead.
+
+In the shared dictionary each certificate is kept under its own keys ("cert:<id>", "key:<id>") beside
+an index ({hosts, default, digests: id -> md5 of cert and key}), so that a worker decodes only the small
+index when the table changes and parses each certificate once, when a handshake first needs it.
+]]
+local ssl = require("ngx.ssl")
+local cjson = require("cjson.safe")
+local store = require("pyngress.store")
+
+local find, sub, lower = string.find, string.sub, string.lower
+local null = cjson.null
+
+local _M = {}
+
+local function build(data)
+    local certs, hosts, default = data.certs, data.hosts, data.default
+    if certs == nil or certs == null then
+        certs = {}
+    end
+    if hosts == nil or hosts == null then
+        hosts = {}
+    end
+    if default == null then
+        default = nil
+    end
+    if type(certs) ~= "table" or type(hosts) ~= "table" then
+        error('"certs" and "hosts" must be objects', 0)
+    end
+    local index = { hosts = {}, default = default, digests = {} }
+    for id, pair in pairs(certs) do
+        if type(id) ~= "string" or type(pair) ~= "table" or type(pair.cert) ~= "string"
+            or type(pair.key) ~= "string" then
+            error("certificate " .. tostring(id) .. ' must be {"cert": PEM, "key": PEM}', 0)
+        end
+        index.digests[id] = ngx.md5(pair.cert .. "\n" .. pair.key)
+    end
+    for host, id in pairs(hosts) do
+        if type(host) ~= "string" or not index.digests[id] then
+            error("host " .. tostring(host) .. " names certificate " .. tostring(id) .. " which is not in certs", 0)
+        end
+        index.hosts[lower(host)] = id
+    end
+    if default ~= nil and not index.digests[default] then
+        error('"default" names certificate ' .. tostring(default) .. " which is not in certs", 0)
+    end
+    return index
+end
+
+local function put(dict, _, data, index)
+    local old = dict:get("index")
+    for id, pair in pairs(data.certs or {}) do
+        local ok, err = dict:safe_set("cert:" .. id, pair.cert)
+        if ok then
+            ok, err = dict:safe_set("key:" .. id, pair.key)
+        end
+        if not ok then
+            return nil, err
+        end
+    end
+    local ok, err = dict:safe_set("index", cjson.encode(index))
+    if not ok then
+        return nil, err
+    end
+    -- Certificates no longer listed; a worker still on the old index falls back for one handshake.
+    local previous = old and cjson.decode(old)
+    for id in pairs(previous and previous.digests or {}) do
+        if not index.digests[id] then
+            dict:delete("cert:" .. id)
+            dict:delete("key:" .. id)
+        end
+    end
+    return true
+end
+
+local function load(dict)
+    local text = dict:get("index")
+    local index = text and cjson.decode(text)
+    if not index then
+        return { hosts = {}, digests = {} }
+    end
+    if index.default == null then
+        index.default = nil
+    end
+    return index
+end
+
+store.define("certificates", { build = build, put = put, load = load })
+
+local parsed = {}        -- this worker's parsed certificates: id -> {digest, cert, key}
+local parsed_for = nil   -- the index `parsed` was last pruned against
+
+local function parse(dict, id, digest)
+    local cert_pem, key_pem = dict:get("cert:" .. id), dict:get("key:" .. id)
+    if not cert_pem or not key_pem then
+        return nil
+    end
+    local cert, err = ssl.parse_pem_cert(cert_pem)
+    if not cert then
+        ngx.log(ngx.ERR, "certificate ", id, " does not parse: ", err)
+        return nil
+    end
+    local key
+    key, err = ssl.parse_pem_priv_key(key_pem)
+    if not key then
+        ngx.log(ngx.ERR, "private key of certificate ", id, " does not parse: ", err)
+        return nil
+    end
+    return { digest = digest, cert = cert, key = key }
+end
+
+local function certificate_for(index, dict, name)
+    local id
+    if name then
+        name = lower(name)
+        id = index.hosts[name]
+        if not id then
+            local dot = find(name, ".", 1, true)
+            id = dot and index.hosts["*" .. sub(name, dot)]
+        end
+    end
+    id = id or index.default
+    if not id then
+        return nil
+    end
+    local digest = index.digests[id]
+    local entry = parsed[id]
+    if entry and entry.digest == digest then
+        return entry
+    end
+    entry = parse(dict, id, digest)
+    parsed[id] = entry
+    return entry
+end
+
+function _M.serve()
+    local index = store.get("certificates")
+    if parsed_for ~= index then
+        for id, entry in pairs(parsed) do
+            if index.digests[id] ~= entry.digest then
+                parsed[id] = nil
+            end
+        end
+        parsed_for = index
+    end
+    local entry = certificate_for(index, ngx.shared.pyngress_certificates, ssl.server_name())
+    if not entry then
+        return  -- nginx's static ssl_certificate
+    end
+    local ok, err = ssl.clear_certs()
+    if ok then
+        ok, err = ssl.set_cert(entry.cert)
+    end
+    if ok then
+        ok, err = ssl.set_priv_key(entry.key)
+    end
+    if not ok then
+        ngx.log(ngx.ERR, "cannot serve certificate for ", tostring(ssl.server_name()), ": ", err)
+        return ngx.exit(ngx.ERROR)
+    end
+end
+
+return _M

@@ -1,0 +1,195 @@
+--[[
+Routes each request (rewrite phase of `location /`) to the named location of its route's profile.
+
+The routes table (POST /configuration/routes), one entry per host as HostRoutes.to_json() gives it:
+
+    {"<host>": {"exact": {"<path>": <route>, ...},
+                "prefix": [["<path>", <route>], ...],
+                "default": <route> | null,
+                "tls": bool, "ssl_redirect": bool, "force_ssl_redirect": bool,
+                "hsts": "<Strict-Transport-Security value>" | null}}
+    <route> = {"backend": "<backend name>" | null, "profile": "<profile name>", "ingress": "ns/name"}
+
+<host> is a lowercase name, a wildcard "*.example.com" (exactly one more label) or "_" (any other host).
+Prefix paths carry no trailing slash (except "/") and match whole path elements: "/aaa" matches "/aaa",
+"/aaa/" and "/aaa/b", not "/aaab".
+
+Order: host (exact, wildcard, "_"; none → 404 from the default backend), then on plain HTTP the redirect
+to HTTPS, then the path: exact, longest prefix, the host's default, else 404. A route without a backend,
+or whose backend has no endpoints, answers 503 here: from the balancer it could only be a 500.
+]]
+local store = require("pyngress.store")
+local settings = require("pyngress.settings")
+local cjson = require("cjson.safe")
+
+local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
+local null = cjson.null
+local SLASH = 47
+local ACME_CHALLENGE = "/.well-known/acme-challenge/"
+
+local _M = {}
+
+local function route_of(raw, where)
+    if raw == nil or raw == null then
+        return nil
+    end
+    if type(raw) ~= "table" then
+        error(where .. ": a route must be an object", 0)
+    end
+    local backend = raw.backend
+    if backend == null then
+        backend = nil
+    end
+    if backend ~= nil and type(backend) ~= "string" then
+        error(where .. ": backend must be a string or null", 0)
+    end
+    local profile = raw.profile
+    if profile == nil or profile == null then
+        profile = "default"
+    end
+    if type(profile) ~= "string" then
+        error(where .. ": profile must be a string", 0)
+    end
+    return { backend = backend, profile = profile, location = "@profile_" .. profile }
+end
+
+local function path_of(path, where)
+    if type(path) ~= "string" or byte(path, 1) ~= SLASH then
+        error(where .. ": a path must be a string starting with /", 0)
+    end
+    return path
+end
+
+local function host_of(raw, host)
+    if type(raw) ~= "table" then
+        error(host .. ": host routes must be an object", 0)
+    end
+    local entry = {
+        exact = {},
+        prefix = {},         -- path -> route, looked up at each path element boundary
+        longest_prefix = 0,  -- no candidate longer than this can match
+        tls = raw.tls == true,
+        ssl_redirect = raw.ssl_redirect ~= false,
+        force_ssl_redirect = raw.force_ssl_redirect == true,
+        hsts = type(raw.hsts) == "string" and raw.hsts ~= "" and raw.hsts or nil,
+    }
+    local exact = raw.exact
+    if exact ~= nil and exact ~= null then
+        if type(exact) ~= "table" then
+            error(host .. ": exact must be an object", 0)
+        end
+        for path, route in pairs(exact) do
+            entry.exact[path_of(path, host)] = route_of(route, host .. path)
+        end
+    end
+    local prefix = raw.prefix
+    if prefix ~= nil and prefix ~= null then
+        if type(prefix) ~= "table" then
+            error(host .. ": prefix must be a list of [path, route]", 0)
+        end
+        for _, pair in ipairs(prefix) do
+            if type(pair) ~= "table" then
+                error(host .. ": prefix must be a list of [path, route]", 0)
+            end
+            local path = path_of(pair[1], host)
+            entry.prefix[path] = route_of(pair[2], host .. path)
+            if #path > entry.longest_prefix then
+                entry.longest_prefix = #path
+            end
+        end
+    end
+    entry.default = route_of(raw.default, host .. " default")
+    return entry
+end
+
+local function build(data)
+    local hosts = {}
+    for host, raw in pairs(data) do
+        if type(host) ~= "string" then
+            error("hosts must be names", 0)
+        end
+        hosts[lower(host)] = host_of(raw, host)
+    end
+    return hosts
+end
+
+store.define("routes", { build = build })
+
+-- The longest prefix that ends at a path element boundary of `uri`: the whole URI, or the part before
+-- any "/", or "/" itself.
+local function match_prefix(entry, uri)
+    local prefixes = entry.prefix
+    local len = #uri
+    if len <= entry.longest_prefix then
+        local route = prefixes[uri]
+        if route then
+            return route
+        end
+    end
+    local i = len < entry.longest_prefix + 1 and len or entry.longest_prefix + 1
+    while i > 1 do
+        if byte(uri, i) == SLASH then
+            local route = prefixes[sub(uri, 1, i - 1)]
+            if route then
+                return route
+            end
+        end
+        i = i - 1
+    end
+    return prefixes["/"]
+end
+
+local function find_host(hosts, host)
+    local entry = hosts[host]
+    if entry then
+        return entry
+    end
+    local dot = find(host, ".", 1, true)
+    if dot then
+        entry = hosts["*" .. sub(host, dot)]
+        if entry then
+            return entry
+        end
+    end
+    return hosts["_"]
+end
+
+function _M.route()
+    local var = ngx.var
+    local host = var.host
+    local entry = find_host(store.get("routes"), host)
+    if not entry then
+        return ngx.exec("@pyngress_default_backend")
+    end
+    local uri = var.uri
+    if var.scheme == "https" then
+        if entry.hsts then
+            var.pyngress_hsts = entry.hsts
+        end
+    elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect))
+        and find(uri, ACME_CHALLENGE, 1, true) ~= 1 then
+        return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri, 308)
+    end
+    local route = entry.exact[uri] or match_prefix(entry, uri) or entry.default
+    if not route then
+        return ngx.exec("@pyngress_default_backend")
+    end
+    local backend = route.backend
+    if not backend then
+        return ngx.exit(503)
+    end
+    local peers = store.get("backends")[backend]
+    if not peers or #peers == 0 then
+        return ngx.exit(503)
+    end
+    if not settings.profiles[route.profile] then
+        -- Pushed before the reload that adds it: serving with other settings could skip an access rule.
+        ngx.log(ngx.ERR, "route for ", host, uri, " uses location profile ", route.profile,
+                " which this nginx.conf does not define yet")
+        return ngx.exit(503)
+    end
+    var.proxy_upstream_name = backend
+    return ngx.exec(route.location)
+end
+
+return _M

@@ -1,0 +1,22 @@
+-- Values rendered into nginx.conf for this configuration (set by boot.master, read by the other modules).
+local _M = {
+    http_port = 80,
+    https_port = 443,
+    -- ":<port>" appended to https redirects when the HTTPS port is not 443, as ingress-nginx does.
+    https_port_suffix = "",
+    -- The named locations this nginx.conf defines: profile name -> true.
+    profiles = {},
+}
+
+function _M.set(values)
+    _M.http_port = values.http_port
+    _M.https_port = values.https_port
+    _M.https_port_suffix = values.https_port == 443 and "" or (":" .. values.https_port)
+    local profiles = {}
+    for _, name in ipairs(values.profiles) do
+        profiles[name] = true
+    end
+    _M.profiles = profiles
+end
+
+return _M
