@@ -84,7 +84,8 @@ class Cluster:
             meta["annotations"] = {(k if "/" in k else f"{PREFIX}/{k}"): v for k, v in annotations.items()}
         return self.add({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec})
 
-    def service(self, name: str = "web", *, ns: str = "default", ports: Iterable[tuple[str | None, int]] = (("http", 80),),
+    def service(self, name: str = "web", *, ns: str = "default",
+                ports: Iterable[tuple[str | None, int]] = (("http", 80),),
                 type: str = "ClusterIP", external_name: str | None = None) -> dict:
         spec: dict[str, Any] = {"type": type, "ports": [
             {**({"name": port_name} if port_name else {}), "port": port, "protocol": "TCP"}

@@ -173,7 +173,8 @@ def test_options_without_their_switch_are_ignored_with_a_warning(cluster):
 
 
 def test_precedence_between_alternatives(cluster):
-    cluster.app(annotations={"temporal-redirect": "https://t.example.com", "permanent-redirect": "https://p.example.com",
+    cluster.app(annotations={"temporal-redirect": "https://t.example.com",
+                             "permanent-redirect": "https://p.example.com",
                              "allowlist-source-range": "10.0.0.0/8", "whitelist-source-range": "192.168.0.0/16"})
     model = cluster.build()
     settings = route_settings(model)

@@ -53,7 +53,8 @@ def test_tls_from_another_ingress_and_wildcards_cover_a_host(cluster):
     cluster.app("a", host="a.example.com")
     cluster.app("b", host="b.example.com")
     cluster.app("deep", host="x.y.example.com")
-    cluster.ingress("certs-only", rules=[], tls=tls("*.example.com", secret="wild") + tls("b.example.com", secret="exact"))
+    cluster.ingress("certs-only", rules=[],
+                    tls=tls("*.example.com", secret="wild") + tls("b.example.com", secret="exact"))
     model = cluster.build()
     assert model.tls_secrets == {"a.example.com": "default/wild", "b.example.com": "default/exact"}
     assert model.routes["x.y.example.com"].tls is False  # a wildcard covers one label only
