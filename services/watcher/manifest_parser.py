@@ -45,21 +45,19 @@ class Document:
 
 class _ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
+        seen: dict[tuple[str, str], int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            # Scalar keys are compared as written (with their resolved tag), which is cheap; other keys
+            # (sequences, mappings) are too rare in manifests to be worth constructing twice.
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # `<<` merges may legitimately be overridden by the mapping's own keys
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first_line = seen.get(key)
-            except TypeError:
-                continue  # an unhashable key: SafeConstructor reports it with its own message
+            first_line = seen.get((key_node.tag, key_node.value))
             if first_line is not None:
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping", node.start_mark,
-                    f"key {key!r} is given twice (first on line {first_line}); remove one of them",
+                    f"key {key_node.value!r} is given twice (first on line {first_line}); remove one of them",
                     key_node.start_mark)
-            seen[key] = key_node.start_mark.line + 1
+            seen[(key_node.tag, key_node.value)] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
 

@@ -31,7 +31,7 @@ from services.common.objects import object_key
 from services.common.settings import Settings
 from services.watcher.filters import keep, slim
 from services.watcher.manifest_objects import Problem, objects_of
-from services.watcher.manifest_parser import MANIFEST_SUFFIXES, ManifestSyntaxError, parse_manifest
+from services.watcher.manifest_parser import MANIFEST_SUFFIXES, Document, ManifestSyntaxError, parse_manifest
 from services.watcher.metadata import ServerMetadata
 from services.watcher.source import StoreWriter
 from services.watcher.state_files import load_json, save_json, watcher_state_dir
@@ -80,9 +80,7 @@ class ManifestsSource:
         self.synced = asyncio.Event()
         self._metadata = ServerMetadata(state_dir)
         self._last_good_path = watcher_state_dir(state_dir) / LAST_GOOD_FILE
-        saved = load_json(self._last_good_path, "last good objects of failing manifest files") or {}
-        self._saved_last_good: dict[str, list[dict[str, Any]]] = {
-            name: objects for name, objects in saved.items() if isinstance(objects, list)}
+        self._saved_last_good = self._load_last_good()
         self._files: dict[str, _FileState] = {}
         self._previous_listing: dict[str, Signature] | None = None
         self._listing_error: str | None = None
@@ -214,6 +212,12 @@ class ManifestsSource:
         problem = Problem(problem.file, f"{problem.message}; {kept}", problem.line)
         log.error(str(problem))
         return _FileState(signature, last_good, [problem], failed=True)
+
+    def _load_last_good(self) -> dict[str, list[dict[str, Any]]]:
+        saved = load_json(self._last_good_path, "last good objects of failing manifest files") or {}
+        # Checked again as a manifest would be: the file may have been damaged or edited by hand.
+        return {name: objects_of(Document(0, 0, {"kind": "List", "items": objects}), str(self._last_good_path))[0]
+                for name, objects in saved.items() if isinstance(objects, list)}
 
     def _save_last_good(self) -> None:
         failing = {name: state.objects for name, state in self._files.items() if state.failed and state.objects}

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -65,6 +65,9 @@ class ServerMetadata:
         self._clock = clock
         self._last_resource_version = 0
         self._records: dict[str, _Record] = {}
+        # key → (object, content digest, spec digest): objects are never modified, so an object that is
+        # the very same as last time need not be hashed again (a change in one file of many stays cheap).
+        self._digests: dict[str, tuple[dict[str, Any], str, str]] = {}
         self._load()
 
     def _load(self) -> None:
@@ -90,12 +93,17 @@ class ServerMetadata:
         save_json(self._path, {
             "version": _FORMAT_VERSION,
             "lastResourceVersion": self._last_resource_version,
-            "objects": {key: asdict(record) for key, record in self._records.items()},
+            "objects": {key: dict(vars(record)) for key, record in self._records.items()},
         })
 
     def _record_for(self, key: str, obj: dict[str, Any]) -> tuple[_Record, bool]:
         """The record of `key` for this content of `obj`, and whether it is new or changed."""
-        content, spec = _digest(obj), _spec_digest(obj)
+        cached = self._digests.get(key)
+        if cached is not None and cached[0] is obj:
+            content, spec = cached[1], cached[2]
+        else:
+            content, spec = _digest(obj), _spec_digest(obj)
+            self._digests[key] = (obj, content, spec)
         record = self._records.get(key)
         if record is None:
             record = _Record(uid=str(uuid.uuid4()), creationTimestamp=_rfc3339(self._clock()),
@@ -131,6 +139,8 @@ class ServerMetadata:
                 "generation": meta.get("generation") or record.generation,
             }}
         self._records = records
+        for key in self._digests.keys() - records.keys():
+            del self._digests[key]
         if changed:
             self._save()
         return filled

@@ -154,3 +154,13 @@ def test_an_unreadable_directory_keeps_the_objects(manifests, svc):
     moved.rename(manifests.directory)
     manifests.apply()
     assert manifests.source.errors == []
+
+
+def test_damaged_saved_last_good_objects_are_checked_again(manifests, svc):
+    manifests.write("edit.yaml", svc("a") + "---\n" + svc("b"))
+    manifests.source.scan()
+    manifests.write("edit.yaml", "not: [valid\n")
+    manifests.apply()
+    saved = manifests.state_dir / "watcher" / "last-good.json"
+    saved.write_text(saved.read_text().replace('"kind":"Service"', '"kind":"Nonsense"', 1))
+    assert names(manifests.new_source().scan()) == ["Service/default/b"]
