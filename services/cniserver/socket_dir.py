@@ -8,6 +8,7 @@ umask 077, so there is no moment at which it is more open than 0600.
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
@@ -34,30 +35,30 @@ def socket_path(run_dir: str | Path) -> Path:
 def prepare_socket_dir(directory: Path) -> None:
     """Re-create `directory` root-owned with mode 0700, or check that a mount point already is."""
     ensure_private_dir(directory.parent)
-    if os.path.lexists(directory) and not os.path.ismount(directory):
+    if directory.is_symlink() or (os.path.lexists(directory) and not directory.is_dir()):
+        directory.unlink()
+    elif directory.exists():
+        # Renaming first tells a mount point (EBUSY) from a plain directory without touching its
+        # contents: a bind-mounted directory belongs to someone else and is only checked.
+        aside = directory.with_name(f".{directory.name}.old-{os.urandom(4).hex()}")
         try:
-            if directory.is_symlink() or not directory.is_dir():
-                directory.unlink()
-            else:
-                shutil.rmtree(directory)
-        except OSError:
-            pass  # e.g. busy: what is left is checked below like a mount point
-    try:
-        directory.mkdir(mode=0o700)
-    except FileExistsError:
-        _check_private(directory)  # a mount point we may not remove
-        stale = directory / SOCKET_NAME
-        if os.path.lexists(stale):
-            stale.unlink()
-        return
+            os.rename(directory, aside)
+        except OSError as err:
+            if err.errno != errno.EBUSY:
+                raise
+            _check_private(directory)
+            stale = directory / SOCKET_NAME
+            if os.path.lexists(stale):
+                stale.unlink()
+            return
+        shutil.rmtree(aside)
+    directory.mkdir(mode=0o700)
     os.chown(directory, 0, 0)
     os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask
 
 
 def _check_private(directory: Path) -> None:
     info = os.lstat(directory)
-    if not stat.S_ISDIR(info.st_mode):
-        raise SocketDirError(f"{directory} exists and is not a directory; remove it")
     if info.st_uid != 0:
         raise SocketDirError(f"{directory} is owned by uid {info.st_uid} and cannot be re-created "
                              f"(it is a mount point): make it owned by root (chown root:root {directory})")

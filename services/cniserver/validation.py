@@ -49,6 +49,7 @@ _POD_NAME = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _POD_UID = re.compile(r"[A-Za-z0-9-]{1,64}")
 _IPAM_KEYS = ("type", "subnet", "gateway", "rangeStart", "rangeEnd")
 _MAX_NETNS_PATH = 4096
+_EXAMPLE = 'e.g. {"cniVersion": "1.1.0", "name": "pods", "type": "pyngress-cni", "ipam": {"subnet": "10.88.0.0/24"}}'
 
 
 def parse_request(body: bytes) -> CniRequest:
@@ -89,7 +90,9 @@ def build_request(env: Mapping[str, str], config: bytes) -> CniRequest:
     missing = [name for name in REQUIRED_ENV[command] if not env.get(name)]
     if missing:
         raise CniError(INVALID_ENV, f"{', '.join(missing)} not set; {command} requires "
-                                    f"{', '.join(REQUIRED_ENV[command])}")
+                                    f"{', '.join(REQUIRED_ENV[command])}",
+                       "set them in the plugin's environment as a container runtime does, e.g. "
+                       "CNI_CONTAINERID=<id> CNI_NETNS=/var/run/netns/<name> CNI_IFNAME=eth0")
     container_id = env.get("CNI_CONTAINERID", "")
     if container_id:
         _check_container_id(container_id)
@@ -141,7 +144,7 @@ def is_valid_ifname(name: str) -> bool:
 def check_network_config(config: Any, command: str = "ADD") -> None:
     """The network configuration's well-known fields and pyngress-cni's own (see DESIGN.md)."""
     if not isinstance(config, dict):
-        raise _invalid(f"network configuration must be a JSON object, got {type(config).__name__}")
+        raise _invalid(f"network configuration must be a JSON object, got {type(config).__name__}", _EXAMPLE)
     version = config.get("cniVersion")
     if not isinstance(version, str) or not version:
         raise _invalid('network configuration lacks "cniVersion"', f"set it to one of {_versions()}")
@@ -163,13 +166,14 @@ def check_network_config(config: Any, command: str = "ADD") -> None:
     if mtu is not None and (isinstance(mtu, bool) or not isinstance(mtu, int) or not 68 <= mtu <= 65535):
         raise _invalid(f"mtu {mtu!r} is out of range", "give an integer from 68 to 65535, or leave it out")
     if not isinstance(config.get("ipMasq", False), bool):
-        raise _invalid(f"ipMasq {config['ipMasq']!r} must be true or false")
+        raise _invalid(f"ipMasq {config['ipMasq']!r} must be true or false", 'e.g. "ipMasq": true')
     for key in ("prevResult", "dns", "runtimeConfig", "args"):
         if key in config and not isinstance(config[key], dict):
-            raise _invalid(f"{key} must be a JSON object")
+            raise _invalid(f"{key} must be a JSON object", f"give {key} as {{...}} or leave it out")
     socket_path = config.get("serverSocket")
     if socket_path is not None and (not isinstance(socket_path, str) or not socket_path.startswith("/")):
-        raise _invalid(f"serverSocket {socket_path!r} must be an absolute path")
+        raise _invalid(f"serverSocket {socket_path!r} must be an absolute path",
+                       "e.g. /var/run/pyngress/cni/cni-server.sock, or leave it out")
     if "ipam" in config:
         _check_ipam(config["ipam"])
     if command == "GC":
@@ -228,7 +232,7 @@ def _decode_config(config: bytes, command: str) -> dict[str, Any]:
         raise CniError(DECODE_FAILURE, f"network configuration is not JSON ({err})",
                        "pass the network configuration (a JSON object) on the plugin's stdin")
     if not isinstance(network, dict):
-        raise _invalid(f"network configuration must be a JSON object, got {type(network).__name__}")
+        raise _invalid(f"network configuration must be a JSON object, got {type(network).__name__}", _EXAMPLE)
     return network
 
 
@@ -281,5 +285,5 @@ def _versions() -> str:
     return ", ".join(SUPPORTED_VERSIONS)
 
 
-def _invalid(msg: str, details: str = "") -> CniError:
+def _invalid(msg: str, details: str) -> CniError:
     return CniError(INVALID_NETWORK_CONFIG, msg, details)
