@@ -1,0 +1,406 @@
+"""The Kubernetes API as a watcher source: list, then watch, each kind the syncer needs; relist on 410 Gone.
+
+Each watch target (a kind, in one namespace or in all) runs as an asyncio task: list (paged), publish
+exactly the difference from what this target published before, then watch from the list's
+resourceVersion with bookmarks, and re-watch from the last resourceVersion seen whenever a watch ends.
+A 410 Gone means the history since that resourceVersion is gone: the target relists. A lost connection
+is retried with capped exponential backoff and jitter, resuming the watch where it stopped.
+
+Why the official client in threads rather than an async HTTP client: it brings every way a kubeconfig
+or a pod authenticates (client certificates, exec plugins, token files that rotate), proxies and TLS
+settings, exactly as kubectl does. Its calls block, so they run in a thread pool of our own, one thread
+per target (the loop's default pool is small and shared); the asyncio side keeps all the logic, and only
+raw I/O (opening a request, reading the next chunk of a watch stream) crosses into a thread. Responses
+are read with `_preload_content=False` and parsed with `json`: the typed models are slow and rename
+fields, and the store wants the objects exactly as the API serves them.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Iterator
+
+import urllib3
+from kubernetes import client, config
+
+from services.common.logs import kv
+from services.common.objects import object_key
+from services.common.settings import Settings
+from services.watcher.filters import keep, slim
+from services.watcher.source import StoreWriter
+
+log = logging.getLogger(__name__)
+
+LIST_PAGE_SIZE = 500
+CONNECT_TIMEOUT_SECONDS = 10.0
+LIST_READ_TIMEOUT_SECONDS = 60.0
+# A watch with no bytes for this long after its own timeoutSeconds is dead (a peer gone without a FIN).
+WATCH_READ_MARGIN_SECONDS = 30.0
+HTTP_GONE = 410
+
+
+class KubeConfigError(RuntimeError):
+    """No usable way to reach the API server."""
+
+
+def kube_configuration(settings: Settings) -> client.Configuration:
+    """The client configuration from --kubeconfig, else the pod's in-cluster service account."""
+    configuration = client.Configuration()
+    try:
+        if settings.kubeconfig:
+            config.load_kube_config(config_file=settings.kubeconfig, client_configuration=configuration,
+                                    persist_config=False)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+    except (config.ConfigException, OSError, ValueError) as err:
+        where = f"kubeconfig {settings.kubeconfig}" if settings.kubeconfig else "the in-cluster service account"
+        raise KubeConfigError(f"cannot load the API server configuration from {where}: {err}; give "
+                              "--kubeconfig PATH (or --manifests DIR to run without a cluster)") from err
+    return configuration
+
+
+@dataclass(frozen=True)
+class KindApi:
+    """How the client lists one kind: the API class, and its list methods (all namespaces / one namespace)."""
+    kind: str
+    api_version: str
+    api_class: type
+    list_all: str
+    list_namespaced: str | None = None
+
+
+KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
+    KindApi("Ingress", "networking.k8s.io/v1", client.NetworkingV1Api,
+            "list_ingress_for_all_namespaces", "list_namespaced_ingress"),
+    KindApi("IngressClass", "networking.k8s.io/v1", client.NetworkingV1Api, "list_ingress_class"),
+    KindApi("Service", "v1", client.CoreV1Api, "list_service_for_all_namespaces", "list_namespaced_service"),
+    KindApi("EndpointSlice", "discovery.k8s.io/v1", client.DiscoveryV1Api,
+            "list_endpoint_slice_for_all_namespaces", "list_namespaced_endpoint_slice"),
+    KindApi("Secret", "v1", client.CoreV1Api, "list_secret_for_all_namespaces", "list_namespaced_secret"),
+    KindApi("ConfigMap", "v1", client.CoreV1Api, "list_config_map_for_all_namespaces", "list_namespaced_config_map"),
+    KindApi("Node", "v1", client.CoreV1Api, "list_node"),
+)}
+
+
+@dataclass(frozen=True)
+class WatchTarget:
+    """One list+watch: a kind in one namespace (or all, or cluster-scoped), maybe narrowed by a field selector."""
+    kind: str
+    namespace: str | None = None
+    field_selector: str | None = None
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        narrowed = f" ({self.field_selector})" if self.field_selector else ""
+        return f"{self.kind}{where}{narrowed}"
+
+
+def _namespace_of(reference: str | None) -> str | None:
+    return reference.split("/", 1)[0] if reference and "/" in reference else None
+
+
+def watch_targets(settings: Settings) -> list[WatchTarget]:
+    """What to list and watch so that nothing `filters.keep` would keep is missed, and little else is read.
+
+    Objects named by a flag live outside --watch-namespace as often as not, so their namespaces are
+    watched too. ConfigMaps are only ever kept when a flag names them: only those namespaces are watched.
+    """
+    def namespaced(kind: str, extra: list[str | None]) -> list[WatchTarget]:
+        if settings.watch_namespace is None:
+            return [WatchTarget(kind)]
+        namespaces = dict.fromkeys([settings.watch_namespace] + [ns for ns in extra if ns])
+        return [WatchTarget(kind, ns) for ns in namespaces]
+
+    targets = [WatchTarget("IngressClass")]
+    for kind in ("Ingress", "Service", "EndpointSlice"):
+        targets += namespaced(kind, [])
+    targets += namespaced("Secret", [_namespace_of(settings.default_ssl_certificate)])
+    configmap_namespaces = dict.fromkeys(
+        ns for ns in map(_namespace_of, (settings.configmap, settings.tcp_services_configmap,
+                                         settings.udp_services_configmap)) if ns)
+    targets += [WatchTarget("ConfigMap", ns) for ns in configmap_namespaces]
+    if settings.node_name:
+        targets.append(WatchTarget("Node", field_selector=f"metadata.name={settings.node_name}"))
+    return targets
+
+
+class Backoff:
+    """Capped exponential backoff with "equal jitter": half the delay fixed, half random, so that many
+    watchers cut at once do not all come back in the same instant, and none retries at once."""
+
+    def __init__(self, base: float, cap: float) -> None:
+        self.base, self.cap = base, cap
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        ceiling = min(self.cap, self.base * 2 ** self.failures)
+        self.failures += 1
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Gone(Exception):
+    """410: the resourceVersion (or continue token) is older than the history the server keeps."""
+
+
+@dataclass
+class _TargetState:
+    keys: set[str] = field(default_factory=set)
+    resource_version: str | None = None  # None: must (re)list
+
+
+class KubeSource:
+    """Keeps a StoreWriter equal to the API's objects of the watched kinds (see watch_targets).
+
+    Health: `last_event` is when an object last changed, `last_sync` when the API last showed a sign of
+    life (a list, an event, a bookmark, a watch ending on time); `freshness()` gives both. `synced` is set
+    once every target has completed its first list.
+    """
+
+    def __init__(self, settings: Settings, *, watch_timeout: int = 300, backoff_base: float = 0.5,
+                 backoff_cap: float = 30.0) -> None:
+        self.settings = settings
+        self.watch_timeout = watch_timeout
+        self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        self.targets = watch_targets(settings)
+        self.last_event: float | None = None
+        self.last_sync: float | None = None
+        self.relist_count = 0
+        self.reconnect_count = 0
+        self.synced = asyncio.Event()
+        self._states = {target: _TargetState() for target in self.targets}
+        self._first_lists_pending = set(self.targets)
+        self._store_lock = asyncio.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._apis: dict[type, Any] = {}
+
+    def freshness(self) -> tuple[float | None, float | None]:
+        """(last_event, last_sync) as time.time() values; None until the first one."""
+        return self.last_event, self.last_sync
+
+    async def run(self, store: StoreWriter) -> None:
+        configuration = await asyncio.to_thread(kube_configuration, self.settings)
+        # One pooled connection per long-running watch, plus room for lists.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0,
+                                                    2 * len(self.targets))
+        api_client = client.ApiClient(configuration)
+        self._apis = {k.api_class: k.api_class(api_client) for k in KIND_APIS.values()}
+        self._pool = ThreadPoolExecutor(max_workers=len(self.targets), thread_name_prefix="kube-watch")
+        log.info("watching the Kubernetes API", extra=kv(host=configuration.host,
+                                                         targets=", ".join(map(str, self.targets))))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for target in self.targets:
+                    group.create_task(self._follow(target, store), name=f"watch {target}")
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            api_client.rest_client.pool_manager.clear()
+
+    # --- one target ---
+
+    async def _follow(self, target: WatchTarget, store: StoreWriter) -> None:
+        state = self._states[target]
+        backoff = Backoff(self.backoff_base, self.backoff_cap)
+        while True:
+            try:
+                if state.resource_version is None:
+                    await self._relist(target, state, store)
+                    self._first_list_done(target)
+                progressed = await self._watch(target, state, store)
+                if progressed:
+                    backoff.reset()
+                    continue
+                delay = backoff.next_delay()  # a watch that ends at once, empty: do not spin on it
+            except Gone:
+                log.info("resourceVersion expired; relisting", extra=kv(target=target, rv=state.resource_version))
+                state.resource_version = None
+                if backoff.failures == 0:
+                    backoff.failures = 1  # relist now; if it keeps expiring, slow down
+                    continue
+                delay = backoff.next_delay()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # every failure of the API or the network is retried
+                delay = backoff.next_delay()
+                self.reconnect_count += 1
+                log.warning("Kubernetes API request failed; retrying", extra=kv(
+                    target=target, error=_describe(err), retry_in=f"{delay:.1f}s", attempt=backoff.failures))
+            await asyncio.sleep(delay)
+
+    def _first_list_done(self, target: WatchTarget) -> None:
+        self._first_lists_pending.discard(target)
+        if not self._first_lists_pending:
+            self.synced.set()
+
+    def _list_call(self, target: WatchTarget) -> Callable[..., Any]:
+        kind_api = KIND_APIS[target.kind]
+        api = self._apis[kind_api.api_class]
+        selectors = {"field_selector": target.field_selector} if target.field_selector else {}
+        if target.namespace is not None:
+            assert kind_api.list_namespaced is not None
+            method = getattr(api, kind_api.list_namespaced)
+            return lambda **kwargs: method(target.namespace, **selectors, **kwargs)
+        method = getattr(api, kind_api.list_all)
+        return lambda **kwargs: method(**selectors, **kwargs)
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def _as_stored(self, target: WatchTarget, obj: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """The store key of `obj`, and what the store keeps of it (None: the filters drop it)."""
+        if "kind" not in obj:  # items of a list come without their kind
+            kind_api = KIND_APIS[target.kind]
+            obj = {"kind": kind_api.kind, "apiVersion": kind_api.api_version, **obj}
+        return object_key(obj), (slim(obj) if keep(obj, self.settings) else None)
+
+    async def _set(self, store: StoreWriter, key: str, value: dict[str, Any] | None) -> None:
+        # One write at a time: the publisher numbers its updates, and must send them in that order.
+        async with self._store_lock:
+            await store.set(key, value)
+
+    async def _relist(self, target: WatchTarget, state: _TargetState, store: StoreWriter) -> None:
+        """List the target and publish exactly the difference from what it published before."""
+        items, resource_version = await self._list_all_pages(target)
+        fresh: dict[str, dict[str, Any]] = {}
+        for obj in items:
+            key, stored = self._as_stored(target, obj)
+            if stored is not None:
+                fresh[key] = stored
+        for key in state.keys - fresh.keys():
+            await self._set(store, key, None)
+        for key, stored in fresh.items():
+            await self._set(store, key, stored)
+        state.keys = set(fresh)
+        state.resource_version = resource_version
+        self.relist_count += 1
+        self.last_sync = time.time()
+        log.info("listed", extra=kv(target=target, objects=len(fresh), rv=resource_version))
+
+    async def _list_all_pages(self, target: WatchTarget) -> tuple[list[dict[str, Any]], str]:
+        """Every object of the target, paged from one consistent snapshot; when the snapshot expires
+        halfway (410 on `continue`), one unpaged list instead."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            try:
+                page = await self._in_thread(self._read_list, target, token, LIST_PAGE_SIZE)
+            except Gone:
+                if token is None:
+                    raise
+                page = await self._in_thread(self._read_list, target, None, None)
+                return page["items"] or [], page["metadata"]["resourceVersion"]
+            items += page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items, page["metadata"]["resourceVersion"]
+
+    def _read_list(self, target: WatchTarget, token: str | None, limit: int | None) -> dict[str, Any]:
+        """(In a pool thread.) One list request, parsed."""
+        paging: dict[str, Any] = {"limit": limit} if limit else {}
+        if token:
+            paging["_continue"] = token
+        try:
+            response = self._list_call(target)(**paging, _preload_content=False,
+                                               _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS))
+        except client.ApiException as err:
+            if err.status == HTTP_GONE:
+                raise Gone(str(err)) from None
+            raise
+        try:
+            return json.loads(response.data)
+        finally:
+            response.release_conn()
+
+    async def _watch(self, target: WatchTarget, state: _TargetState, store: StoreWriter) -> bool:
+        """Watch from state.resource_version until the stream ends; True if it ended on time or showed
+        progress (anything but an immediate empty end)."""
+        started = time.monotonic()
+        response = await self._in_thread(self._open_watch, target, state.resource_version)
+        progressed = False
+        try:
+            chunks = response.stream(amt=None, decode_content=False)
+            async for line in self._lines(chunks):
+                await self._apply(target, state, store, json.loads(line))
+                progressed = True
+            self.last_sync = time.time()
+        except BaseException:
+            _unblock(response)  # a pool thread may still be reading it
+            raise
+        finally:
+            response.close()
+        return progressed or time.monotonic() - started >= 1.0
+
+    def _open_watch(self, target: WatchTarget, resource_version: str | None) -> Any:
+        """(In a pool thread.) Start a watch request; returns the raw streaming response."""
+        return self._list_call(target)(
+            watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout, _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT_SECONDS, self.watch_timeout + WATCH_READ_MARGIN_SECONDS))
+
+    async def _lines(self, chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+        """The stream's lines; each chunk is read in a pool thread."""
+        buffer = b""
+        while True:
+            chunk = await self._in_thread(next, chunks, None)
+            if chunk is None:
+                return
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield line
+
+    async def _apply(self, target: WatchTarget, state: _TargetState, store: StoreWriter,
+                     event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == HTTP_GONE:
+                raise Gone(obj.get("message", "resource version expired"))
+            raise WatchError(f"{obj.get('reason')}: {obj.get('message')} (code {obj.get('code')})")
+        state.resource_version = obj["metadata"]["resourceVersion"]
+        self.last_sync = time.time()
+        if kind == "BOOKMARK":
+            return
+        key, stored = self._as_stored(target, obj)
+        if kind == "DELETED" or stored is None:
+            if key in state.keys:
+                state.keys.discard(key)
+                await self._set(store, key, None)
+        else:
+            state.keys.add(key)
+            await self._set(store, key, stored)
+        self.last_event = self.last_sync
+
+
+class WatchError(Exception):
+    """An ERROR event other than 410 on a watch stream."""
+
+
+def _unblock(response: Any) -> None:
+    """Shut down a streaming response's socket, so that a thread blocked reading it returns at once."""
+    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, client.ApiException):
+        if err.status in (401, 403):
+            return (f"HTTP {err.status} {err.reason}: check the credentials and that the service account may "
+                    "list and watch this kind")
+        return f"HTTP {err.status} {err.reason}".strip()
+    if isinstance(err, urllib3.exceptions.MaxRetryError) and err.reason is not None:
+        return f"{type(err.reason).__name__}: {err.reason}"
+    return f"{type(err).__name__}: {err}"
