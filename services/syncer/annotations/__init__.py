@@ -5,28 +5,31 @@ their allow-list validator and risk level side by side; `ANNOTATIONS` below is t
 A value outside its allow-list rejects the whole Ingress (`InvalidAnnotation`); an unknown annotation under
 the prefix is ignored with a warning.
 
-Location profile settings (LocationProfile.settings), the exact keys emitted. Keys without the `pyngress_`
-prefix are nginx directives taking the value as is; the others need the template's help:
+Location profile settings (LocationProfile.settings): sorted (setting, value) pairs, the exact keys below.
+Keys without the `pyngress_` prefix are nginx directives: render `<key> <value split on spaces>;` in the
+profile's location (`allow` may appear several times; sorting keeps every `allow` before `deny`). Keys with
+the prefix are not directives and need the template's own code:
 
     proxy_connect_timeout, proxy_send_timeout, proxy_read_timeout   "60s", "500ms", "5m", "1h"
     client_max_body_size, proxy_buffer_size                         "8k", "1m", "0" (body size: no limit)
+    proxy_buffers       "4 <proxy_buffer_size>", always with proxy_buffer_size
     proxy_buffering, proxy_request_buffering                        "on" | "off"
     proxy_http_version                                              "1.0" | "1.1"
-    pyngress_proxy_pass_scheme     "https": proxy to the backend over TLS (absent: http)
-    pyngress_upstream_vhost        "host[:port]": `proxy_set_header Host <value>;`
-    pyngress_redirect_code         "300".."308": with pyngress_redirect_url, `return <code> <url>;`
-    pyngress_redirect_url          absolute http(s) URL; may contain $request_uri, $uri, $is_args, $args
-    pyngress_allow_source_ranges   "10.0.0.0/8,2001:db8::/32": `allow <each>;` then `deny all;`
-    pyngress_cors_allow_origin     "*" or "https://a.example.com, https://*.example.com" (", "-separated)
-    pyngress_cors_allow_methods    "GET, PUT, POST"
-    pyngress_cors_allow_headers    "X-Api-Key, Content-Type"
-    pyngress_cors_expose_headers   "X-Request-Id" (only when given)
+    proxy_set_header    "Host app.internal:8080"   (upstream-vhost)
+    return              "301 https://new.example.com/path"   (permanent/temporal redirect: code, then URL)
+    allow               "10.0.0.0/8", one pair per network   (allowlist-source-range) ...
+    deny                "all"                                 ... always with the allows
+    pyngress_proxy_pass_scheme       "https": proxy to the backend over TLS (absent: http)
+    pyngress_cors_allow_origin       "*" or "https://a.example.com,https://*.example.com:8443"
+    pyngress_cors_allow_methods      "GET,PUT,POST"
+    pyngress_cors_allow_headers      "X-Api-Key,Content-Type"
+    pyngress_cors_expose_headers     "X-Request-Id" (only when given)
     pyngress_cors_allow_credentials  "true" | "false"
-    pyngress_cors_max_age          seconds, e.g. "1728000"
+    pyngress_cors_max_age            seconds, e.g. "1728000"
 
 All pyngress_cors_* keys but expose_headers are present together (defaults filled in) when enable-cors is
-true. Values never contain quotes, backslashes, braces, semicolons, whitespace other than single spaces
-after commas, or control characters; the template still quotes each one.
+true. Values never contain quotes, backslashes, braces, semicolons, '$', control characters or whitespace
+other than the single spaces shown above; the template still quotes each argument.
 """
 from __future__ import annotations
 
@@ -43,7 +46,8 @@ ANNOTATIONS: dict[str, Annotation] = {
 
 # Groups whose annotations mean more than one setting each (defaults, precedence, host-level flags).
 _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
-    backend_protocol.apply, redirect.apply, ssl.apply, cors.apply, ipallowlist.apply,
+    proxy.apply, backend_protocol.apply, redirect.apply, ssl.apply, cors.apply, ipallowlist.apply,
+    upstream_vhost.apply,
 )
 
 __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation", "Risk", "parse_annotations"]
@@ -73,7 +77,7 @@ def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Ris
                                     f"ConfigMap's annotations-risk-level {max_risk.name}; remove the annotation "
                                     "or raise annotations-risk-level")
         if annotation.setting:
-            parsed.location[annotation.setting] = values[name]
+            parsed.add(annotation.setting, values[name])
     for apply in _APPLY:
         apply(values, parsed)
     return parsed

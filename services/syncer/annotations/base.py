@@ -44,14 +44,18 @@ class Annotation:
 class IngressAnnotations:
     """What one Ingress's annotations mean once every value has passed its validator."""
     prefix: str
-    location: dict[str, str] = field(default_factory=dict)  # location profile setting → value
+    # Location profile settings as (setting, value) pairs; a directive such as `allow` may repeat.
+    location: list[tuple[str, str]] = field(default_factory=list)
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
     ssl_passthrough: bool = False
     warnings: list[str] = field(default_factory=list)
 
+    def add(self, setting: str, value: str) -> None:
+        self.location.append((setting, value))
+
     def warn(self, name: str, message: str) -> None:
         self.warnings.append(f"annotation {self.prefix}/{name} {message}")
 
     def profile_settings(self) -> tuple[tuple[str, str], ...]:
-        return tuple(sorted(self.location.items()))
+        return tuple(sorted(set(self.location)))

@@ -8,9 +8,9 @@ from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 from .validators import HOSTNAME, boolean, integer, is_true
 
 # ingress-nginx's defaults, so that migrated Ingresses behave the same.
-DEFAULT_METHODS = "GET, PUT, POST, DELETE, PATCH, OPTIONS"
-DEFAULT_HEADERS = ("DNT, Keep-Alive, User-Agent, X-Requested-With, If-Modified-Since, Cache-Control, "
-                   "Content-Type, Range, Authorization")
+DEFAULT_METHODS = "GET,PUT,POST,DELETE,PATCH,OPTIONS"
+DEFAULT_HEADERS = ("DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,"
+                   "Range,Authorization")
 DEFAULT_MAX_AGE = "1728000"
 
 _ORIGIN = re.compile(rf"\*|https?://(?:\*\.)?{HOSTNAME}(?::[0-9]{{1,5}})?")
@@ -19,12 +19,12 @@ _HEADER = re.compile(r"[A-Za-z0-9_-]{1,100}|\*")
 
 
 def _comma_list(item: re.Pattern[str], what: str) -> Callable[[str], str]:
-    """A comma-separated list whose items each match `item` → "a, b, c" without duplicates."""
+    """A comma-separated list whose items each match `item` → "a,b,c" without duplicates (one nginx argument)."""
     def validate(value: str) -> str:
         items = [part.strip(" ") for part in value.split(",")]
         if not all(item.fullmatch(part) for part in items):
             raise InvalidValue(f"must be a comma-separated list of {what}")
-        return ", ".join(dict.fromkeys(items))
+        return ",".join(dict.fromkeys(items))
     return validate
 
 
@@ -53,12 +53,10 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
             if name in values:
                 parsed.warn(name, "has no effect without enable-cors: \"true\"; ignored")
         return
-    parsed.location.update({
-        "pyngress_cors_allow_origin": values.get("cors-allow-origin", "*"),
-        "pyngress_cors_allow_methods": values.get("cors-allow-methods", DEFAULT_METHODS),
-        "pyngress_cors_allow_headers": values.get("cors-allow-headers", DEFAULT_HEADERS),
-        "pyngress_cors_allow_credentials": values.get("cors-allow-credentials", "true"),
-        "pyngress_cors_max_age": values.get("cors-max-age", DEFAULT_MAX_AGE),
-    })
+    parsed.add("pyngress_cors_allow_origin", values.get("cors-allow-origin", "*"))
+    parsed.add("pyngress_cors_allow_methods", values.get("cors-allow-methods", DEFAULT_METHODS))
+    parsed.add("pyngress_cors_allow_headers", values.get("cors-allow-headers", DEFAULT_HEADERS))
+    parsed.add("pyngress_cors_allow_credentials", values.get("cors-allow-credentials", "true"))
+    parsed.add("pyngress_cors_max_age", values.get("cors-max-age", DEFAULT_MAX_AGE))
     if "cors-expose-headers" in values:
-        parsed.location["pyngress_cors_expose_headers"] = values["cors-expose-headers"]
+        parsed.add("pyngress_cors_expose_headers", values["cors-expose-headers"])

@@ -8,7 +8,7 @@ from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 
 
 def _cidr_list(value: str) -> str:
-    """"10.0.0.0/8, 192.168.1.1" → "10.0.0.0/8,192.168.1.1/32": networks, deduplicated and sorted."""
+    """"10.0.0.0/8, 192.168.1.1" → "10.0.0.0/8 192.168.1.1/32": networks, deduplicated and sorted."""
     networks = set()
     for part in value.split(","):
         text = part.strip(" ")
@@ -18,7 +18,7 @@ def _cidr_list(value: str) -> str:
         except ValueError:
             raise InvalidValue(f"{text!r} is not an IP address or CIDR; write a comma-separated list "
                                "such as 10.0.0.0/8, 192.168.1.1, 2001:db8::/32") from None
-    return ",".join(str(n) for n in sorted(networks, key=lambda n: (n.version, n)))
+    return " ".join(str(n) for n in sorted(networks, key=lambda n: (n.version, n)))
 
 
 ANNOTATIONS = (
@@ -32,4 +32,8 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     if ranges:
         if "allowlist-source-range" in values and "whitelist-source-range" in values:
             parsed.warn("whitelist-source-range", "is overridden by allowlist-source-range")
-        parsed.location["pyngress_allow_source_ranges"] = ranges
+        # nginx's access module: the first matching rule wins, so every allow comes before the deny
+        # (the sorted profile settings keep "allow" before "deny").
+        for network in ranges.split(" "):
+            parsed.add("allow", network)
+        parsed.add("deny", "all")

@@ -7,16 +7,14 @@ from typing import Mapping
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 from .validators import HOSTNAME, integer
 
-# Variables nginx expands in `return`, allowed so that "https://new.example.com$request_uri" keeps the path.
-_VARIABLE = r"\$(?:request_uri|uri|is_args|args)(?![A-Za-z0-9_])"
-_URL_CHAR = r"[A-Za-z0-9\-._~%!&()*+,=:@/?#]"
-_URL = re.compile(rf"https?://{HOSTNAME}(?::[0-9]{{1,5}})?(?:(?:[/?#]|{_VARIABLE})(?:{_URL_CHAR}|{_VARIABLE})*)?")
+# No '$': nginx would expand it as a variable even inside quotes, so nginx.conf rendering refuses it.
+_URL = re.compile(rf"https?://{HOSTNAME}(?::[0-9]{{1,5}})?(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
 
 
 def _url(value: str) -> str:
     if len(value) > 2048 or not _URL.fullmatch(value):
-        raise InvalidValue("must be an absolute http:// or https:// URL without quotes, spaces, ';', '{', '}' "
-                           "or '\\' (the only variables allowed are $request_uri, $uri, $is_args and $args)")
+        raise InvalidValue("must be an absolute http:// or https:// URL without quotes, spaces, '$', ';', '{', "
+                           "'}' or '\\' (nginx variables such as $request_uri are not supported)")
     return value
 
 
@@ -39,5 +37,4 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         if "permanent-redirect-code" in values:
             parsed.warn("permanent-redirect-code", "has no effect without permanent-redirect; ignored")
         return
-    parsed.location["pyngress_redirect_url"] = url
-    parsed.location["pyngress_redirect_code"] = code
+    parsed.add("return", f"{code} {url}")

@@ -1,10 +1,16 @@
 """upstream-vhost: the Host header sent to the backend."""
 from __future__ import annotations
 
-from .base import Annotation, Risk
+from typing import Mapping
+
+from .base import Annotation, IngressAnnotations, Risk
 from .validators import host_and_port
 
 ANNOTATIONS = (
-    Annotation("upstream-vhost", host_and_port, Risk.LOW,
-               "Host header sent to the backend instead of the client's.", setting="pyngress_upstream_vhost"),
+    Annotation("upstream-vhost", host_and_port, Risk.LOW, "Host header sent to the backend instead of the client's."),
 )
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    if "upstream-vhost" in values:
+        parsed.add("proxy_set_header", f"Host {values['upstream-vhost']}")

@@ -47,20 +47,21 @@ _SIZE = re.compile(r"([0-9]{1,13})([kKmMgG]?)")
 _BYTES_PER_UNIT = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
-def size(max_bytes: int) -> Callable[[str], str]:
-    """A byte size such as 8k, 1m or 2g (lower-cased), at most `max_bytes`."""
+def size(max_bytes: int, min_bytes: int = 0) -> Callable[[str], str]:
+    """A byte size such as 8k, 1m or 2g (lower-cased), from `min_bytes` to `max_bytes`."""
     def validate(value: str) -> str:
         match = _SIZE.fullmatch(value)
         unit = match[2].lower() if match else ""
-        if not match or int(match[1]) * _BYTES_PER_UNIT[unit] > max_bytes:
-            raise InvalidValue(f"must be a size such as 512, 8k, 1m or 2g, at most {_human(max_bytes)}")
+        if not match or not min_bytes <= int(match[1]) * _BYTES_PER_UNIT[unit] <= max_bytes:
+            raise InvalidValue(f"must be a size such as 512, 8k, 1m or 2g, from {_human(min_bytes)} "
+                               f"to {_human(max_bytes)}")
         return f"{int(match[1])}{unit}"
     return validate
 
 
 def _human(nbytes: int) -> str:
     for unit in ("g", "m", "k"):
-        if nbytes % _BYTES_PER_UNIT[unit] == 0:
+        if nbytes and nbytes % _BYTES_PER_UNIT[unit] == 0:
             return f"{nbytes // _BYTES_PER_UNIT[unit]}{unit}"
     return str(nbytes)
 
