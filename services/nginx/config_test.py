@@ -1,7 +1,9 @@
-"""`nginx -t` on a configuration file, with nginx's own error lines in the exception."""
+"""`nginx -t` on a configuration file, with nginx's own error lines in the exception.
+
+`nginx -t` does not run init_by_lua: it checks the configuration, not our Lua modules (tests do).
+"""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -9,8 +11,6 @@ from pathlib import Path
 
 from services.nginx.paths import NginxPaths
 
-# Tells our init_by_lua that this is a test run: it then skips loading the dynamic tables.
-CONFIG_TEST_ENV = "PYNGRESS_NGINX_CONFIG_TEST"
 _ERROR_LINE = re.compile(r"\[(emerg|alert|crit|error)\]")
 
 
@@ -25,12 +25,8 @@ def nginx_binary() -> str:
     return found
 
 
-def test_command(paths: NginxPaths, conf: Path) -> list[str]:
+def check_command(paths: NginxPaths, conf: Path) -> list[str]:
     return [nginx_binary(), "-t", "-q", "-p", f"{paths.prefix}/", "-c", str(conf)]
-
-
-def test_environment() -> dict[str, str]:
-    return {**os.environ, CONFIG_TEST_ENV: "1"}
 
 
 def failure_message(output: str, tested: Path, shown_as: Path) -> str:
@@ -43,7 +39,7 @@ def failure_message(output: str, tested: Path, shown_as: Path) -> str:
 def check_file(paths: NginxPaths, conf: Path) -> None:
     """Run `nginx -t` on `conf` (blocking); raise NginxConfigError with nginx's message when it fails."""
     # cwd "/": the prefix directory is how processes.py recognises this instance's nginx processes.
-    result = subprocess.run(test_command(paths, conf), env=test_environment(), cwd="/",
+    result = subprocess.run(check_command(paths, conf), cwd="/",
                             capture_output=True, text=True)
     if result.returncode != 0:
         raise NginxConfigError(failure_message(result.stderr + result.stdout, conf, conf))

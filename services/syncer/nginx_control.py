@@ -34,8 +34,7 @@ from services.common import logs
 from services.common.files import atomic_write
 from services.common.settings import Settings
 from services.nginx import processes
-from services.nginx.config_test import (NginxConfigError, failure_message, test_command,
-                                        test_environment)
+from services.nginx.config_test import NginxConfigError, failure_message, check_command
 from services.nginx.paths import DYNAMIC_TABLES, NginxPaths
 from services.nginx.prefix import prepare
 
@@ -108,7 +107,7 @@ class NginxControl:
                 f.write(conf_text)
             # cwd "/": the prefix directory is how processes.py recognises this instance's processes.
             proc = await asyncio.create_subprocess_exec(
-                *test_command(self.paths, Path(tmp)), env=test_environment(), cwd="/",
+                *check_command(self.paths, Path(tmp)), cwd="/",
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
             output, _ = await proc.communicate()
         finally:

@@ -9,13 +9,9 @@ require("pyngress.api")
 
 local _M = {}
 
--- init_by_lua: runs in the master at start and at every HUP, before the workers fork.
+-- init_by_lua: runs in the master at start and at every HUP, before the workers fork (not for `nginx -t`).
 function _M.master(values)
     settings.set(values)
-    -- `nginx -t` (NginxControl sets this) needs no tables: it only checks the configuration.
-    if os.getenv("PYNGRESS_NGINX_CONFIG_TEST") then
-        return
-    end
     store.load_state_files(values.state_dir .. "/dynamic")
 end
 

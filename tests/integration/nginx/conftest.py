@@ -114,7 +114,7 @@ def echo() -> Iterator[Callable[[str], EchoBackend]]:
 
     def start(name: str, family: int = socket.AF_INET) -> EchoBackend:
         server = _Server(name, family)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         started.append(server)
         return EchoBackend(name, server)
 
@@ -185,6 +185,10 @@ class Nginx:
     def _healthy(self) -> bool:
         if self.process and self.process.poll() is not None:
             raise AssertionError(f"the launcher exited with {self.process.returncode}:\n{self.log()}")
+        # The launcher execs nginx: ready once its pid is the master's (a previous one's workers may answer).
+        master = processes.running_master(self.paths.prefix, self.paths.pid_file)
+        if not master or master.pid != self.process.pid:
+            return False
         conn = http.client.HTTPConnection("127.0.0.1", self.internal_port, timeout=2)
         try:
             conn.request("GET", "/healthz")
@@ -219,6 +223,9 @@ class Nginx:
                 self.process.kill()
                 self.process.wait()
         processes.stop_stale(self.paths.prefix, grace_seconds=2)
+
+    def close(self) -> None:
+        self.stop()
         self.loop.close()
 
     # configuration
@@ -289,7 +296,7 @@ def nginx_factory() -> Iterator[Callable[..., Nginx]]:
 
     yield start
     for instance in started:
-        instance.stop()
+        instance.close()
     for base in bases:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -304,13 +311,13 @@ def shared_nginx() -> Iterator[Nginx]:
         instance.start()
         yield instance
     finally:
-        instance.stop()
+        instance.close()
         shutil.rmtree(base, ignore_errors=True)
 
 
 # --- TLS ----------------------------------------------------------------------------------------
 
-_TRUSTED: list[Path] = []
+_TRUSTED: list[str] = []  # PEM certificates
 
 
 def client_tls_context() -> ssl.SSLContext:
@@ -318,14 +325,14 @@ def client_tls_context() -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_REQUIRED
-    for path in _TRUSTED:
-        context.load_verify_locations(cafile=str(path))
+    context.load_verify_locations(cadata="".join(_TRUSTED))
     return context
 
 
 def trust(path: Path) -> None:
-    """Accept certificates in `path` (a PEM; keys in it are ignored) in client_tls_context()."""
-    _TRUSTED.append(path)
+    """Accept the certificate in `path` (a PEM, maybe with its key) in client_tls_context()."""
+    text = path.read_text()
+    _TRUSTED.append(text[:text.index(END_CERTIFICATE) + len(END_CERTIFICATE)] + "\n")
 
 
 def common_name(peer: dict[str, Any]) -> str | None:
@@ -336,6 +343,9 @@ def common_name(peer: dict[str, Any]) -> str | None:
     return None
 
 
+END_CERTIFICATE = "-----END CERTIFICATE-----"
+
+
 @pytest.fixture(scope="session")
 def make_certificate(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, tuple[str, ...]], dict[str, str]]:
     """make_certificate(cn, dns_names) → {"cert": PEM, "key": PEM}, trusted by client_tls_context()."""
@@ -344,10 +354,10 @@ def make_certificate(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str,
 
     def make(cn: str, dns_names: tuple[str, ...] = ()) -> dict[str, str]:
         pem = make_self_signed(f"/CN={cn}", dns_names or (cn.lstrip("*."),)).decode()
-        cert_end = pem.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----\n")
         path = directory / f"cert-{next(counter)}.pem"
-        path.write_text(pem[:cert_end])
+        path.write_text(pem)
         trust(path)
+        cert_end = pem.index(END_CERTIFICATE) + len(END_CERTIFICATE) + 1
         return {"cert": pem[:cert_end], "key": pem[cert_end:]}
 
     return make
