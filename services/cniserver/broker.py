@@ -2,18 +2,19 @@
 
 Back end: a ROUTER bound at `proto.endpoints.cni_workers(run_dir)`. Each cniworker connects a DEALER
 and announces itself with `cni.worker_ready {"pid", "slots"}`: how many requests it runs at once.
-The broker keeps one *credit* per free slot in a queue, oldest first — the Guide's queue of ready
-workers — so an idle worker gets the next request; a `cni.reply` hands that worker's credit back.
-A worker that sends `cni.worker_ready` again (after a server restart, or with slots 0 when it drains
-before exiting) is re-synchronised, not counted twice.
+As in the Guide, the broker only sends work to a worker that has said it is ready, and the worker's
+`cni.reply` frees the slot again; here a worker offers several slots, and the next request goes to
+the idlest worker (most free slots, then the one that waited longest). Requests that find no free
+slot wait in arrival order. A worker that sends `cni.worker_ready` again (after a server restart,
+or with slots 0 when it drains before exiting) is updated, not counted twice.
 
 Requests for the same container never run at once: each holds its container ID's lock from before it
-takes a credit until its worker answers or dies — even when the HTTP caller gave up waiting, so a
+waits for a slot until its worker answers or dies — even when the HTTP caller gave up waiting, so a
 retried ADD cannot overtake the one still running.
 
 Workers are local processes that report their pid, so their death is detected exactly and at once
 with a pidfd (readable when the process exits): the requests it was running fail with code 11 (try
-again later) and its credits are withdrawn; later requests go to the living workers.
+again later); later requests go to the living workers.
 """
 from __future__ import annotations
 
@@ -43,8 +44,12 @@ class _Worker:
     pid: int
     slots: int
     pidfd: int
-    credits: int = 0  # granted and not yet used: in the queue, or handed to a request about to send
     in_flight: dict[str, asyncio.Future] = field(default_factory=dict)
+    last_dispatch: int = 0  # the broker's dispatch counter when this worker last got a request
+
+    @property
+    def free(self) -> int:
+        return self.slots - len(self.in_flight)
 
 
 class Job:
@@ -71,8 +76,8 @@ class Broker:
         # can go to another worker.
         self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self._workers: dict[bytes, _Worker] = {}
-        self._credits: deque[bytes] = deque()
-        self._credit_waiters: deque[asyncio.Future] = deque()
+        self._slot_waiters: deque[asyncio.Future] = deque()
+        self._dispatches = 0
         self._container_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._on_workers_changed = on_workers_changed
         self._receiver: asyncio.Task | None = None
@@ -104,18 +109,16 @@ class Broker:
     async def _call(self, job: Job, container_id: str, env: dict[str, str], config: bytes) -> dict[str, Any]:
         async with self._container_lock(container_id):
             while True:
-                identity = await self._take_credit()
-                worker = self._workers.get(identity)
-                if worker is None:
-                    continue  # it died after granting this credit
-                worker.credits -= 1
+                worker = await self._free_worker()
                 request_id = uuid.uuid4().hex
                 reply = asyncio.get_running_loop().create_future()
-                worker.in_flight[request_id] = reply
+                worker.in_flight[request_id] = reply  # takes the slot before anything else can
+                self._dispatches += 1
+                worker.last_dispatch = self._dispatches
                 payload = encode("cni.request", {"id": request_id, "env": env, "config": config})
                 job.dispatched = True
                 try:
-                    await self._router.send_multipart([identity, payload])
+                    await self._router.send_multipart([worker.identity, payload])
                 except zmq.ZMQError as err:
                     if err.errno != errno.EHOSTUNREACH:
                         raise
@@ -126,26 +129,36 @@ class Broker:
                 log.debug("dispatched", extra=kv(id=request_id, container=container_id, worker_pid=worker.pid))
                 return await reply
 
-    async def _take_credit(self) -> bytes:
-        if self._credits:
-            return self._credits.popleft()
+    async def _free_worker(self) -> _Worker:
+        """The idlest worker with a free slot, once it is this request's turn."""
+        if not self._slot_waiters and (worker := self._idlest()):
+            return worker
         waiter = asyncio.get_running_loop().create_future()
-        self._credit_waiters.append(waiter)
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._credits.appendleft(waiter.result())  # granted as we were cancelled: keep it for the next
-            raise
+        self._slot_waiters.append(waiter)
+        while True:
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake(1)  # woken as we were cancelled: pass the turn on
+                raise
+            if worker := self._idlest():
+                return worker
+            # Woken for a slot that went away (its worker died): wait again, first in line.
+            waiter = asyncio.get_running_loop().create_future()
+            self._slot_waiters.appendleft(waiter)
 
-    def _grant(self, worker: _Worker) -> None:
-        worker.credits += 1
-        while self._credit_waiters:
-            waiter = self._credit_waiters.popleft()
+    def _idlest(self) -> _Worker | None:
+        ready = [w for w in self._workers.values() if w.free > 0]
+        return min(ready, key=lambda w: (-w.free, w.last_dispatch)) if ready else None
+
+    def _wake(self, count: int) -> None:
+        """Let up to `count` waiting requests look for a free slot again."""
+        while count > 0 and self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
             if not waiter.done():
-                waiter.set_result(worker.identity)
-                return
-        self._credits.append(worker.identity)
+                waiter.set_result(None)
+                count -= 1
 
     @asynccontextmanager
     async def _container_lock(self, container_id: str) -> AsyncIterator[None]:
@@ -194,12 +207,7 @@ class Broker:
         else:
             worker.slots = max(slots, 0)
             log.info("worker re-registered", extra=kv(pid=pid, slots=slots))
-        wanted = worker.slots - len(worker.in_flight)
-        while worker.credits > wanted and identity in self._credits:
-            self._credits.remove(identity)
-            worker.credits -= 1
-        while worker.credits < wanted:
-            self._grant(worker)
+        self._wake(worker.free)
         self._on_workers_changed(self.worker_count)
 
     def _settle(self, identity: bytes, body: dict[str, Any]) -> None:
@@ -209,8 +217,8 @@ class Broker:
             # Sent to a previous server instance, or for a worker already given up on.
             log.info("ignored a reply to an unknown request", extra=kv(id=body["id"]))
             return
-        if worker.credits + len(worker.in_flight) < worker.slots:
-            self._grant(worker)
+        if worker.free > 0:
+            self._wake(1)
         if reply.done():
             return
         if body["ok"]:
@@ -227,7 +235,6 @@ class Broker:
         del self._workers[worker.identity]
         asyncio.get_running_loop().remove_reader(worker.pidfd)
         os.close(worker.pidfd)
-        self._credits = deque(i for i in self._credits if i != worker.identity)
         for reply in worker.in_flight.values():
             if not reply.done():
                 reply.set_exception(CniError(

@@ -42,7 +42,8 @@ def stub_handle(request: CniRequest, state_dir: str, pod_cidr: str | None) -> di
     _record(stub, f"end {request.container_id}")
     if request.command != "ADD":
         return {}
-    return {"cniVersion": request.config["cniVersion"], "stub": {"pid": os.getpid(), "container": request.container_id}}
+    return {"cniVersion": request.config["cniVersion"],
+            "stub": {"pid": os.getpid(), "container": request.container_id, "args": request.args}}
 
 
 def _record(stub: dict, line: str) -> None:
