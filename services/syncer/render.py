@@ -7,7 +7,7 @@ are refused with a RenderError. Values are validated by allow-lists before they 
 second line, so that a validator's bug can never add a directive or a block.
 
 Setting values (ConfigMap globals and location profile settings) are argument lists: a string is split
-on whitespace ("4 8k" → two arguments), a tuple or list gives the arguments as they are.
+on spaces ("4 8k" → two arguments), a tuple or list gives the arguments as they are.
 """
 from __future__ import annotations
 
@@ -112,8 +112,13 @@ def directive(name: str) -> str:
     return name
 
 
+def _words(value: str | Sequence[str]) -> list[str]:
+    # Split on spaces only: a tab or newline stays in its word, where quote() refuses it.
+    return [w for w in value.split(" ") if w] if isinstance(value, str) else [str(v) for v in value]
+
+
 def arguments(value: str | Sequence[str]) -> str:
-    words = value.split() if isinstance(value, str) else [str(v) for v in value]
+    words = _words(value)
     if not words:
         raise RenderError("a setting needs at least one argument")
     return " ".join(quote(w) for w in words)
@@ -139,7 +144,7 @@ def _profile(profile: LocationProfile) -> _RenderedProfile:
 
 
 def _header_name(value: str | Sequence[str]) -> str:
-    words = value.split() if isinstance(value, str) else list(value)
+    words = _words(value)
     return words[0] if words else ""
 
 

@@ -1,13 +1,11 @@
 """The launcher and reloads: bootstrap, `nginx -t` failures, HUP reloads, a SIGKILLed master, passthrough."""
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import socket
-import ssl
 import stat
-import subprocess
-import sys
-import http.client
 
 import pytest
 
@@ -15,7 +13,7 @@ from services.nginx import processes
 from services.syncer.model_types import HostRoutes, LocationProfile
 from services.syncer.nginx_control import NginxConfigError
 
-from .conftest import REPO, client_tls_context, common_name, eventually, route, trust
+from .conftest import client_tls_context, route, trust
 
 HOST = "example.test"  # what Nginx.get() sends by default
 
@@ -143,9 +141,19 @@ def test_behind_the_passthrough_proxy_nginx_takes_tls_with_a_proxy_protocol_head
     conn = http.client.HTTPConnection("127.0.0.1")
     conn.sock = tls
     conn.request("GET", "/", headers={"Host": HOST})
-    headers = __import__("json").loads(conn.getresponse().read())["headers"]
+    headers = json.loads(conn.getresponse().read())["headers"]
     conn.close()
 
     assert headers["x-real-ip"] == "203.0.113.7"
     assert headers["x-forwarded-proto"] == "https"
     assert headers["x-forwarded-port"] == str(nginx.https_port)
+
+
+def test_the_launcher_warns_when_workers_cannot_reach_their_temp_directories(nginx_factory):
+    nginx = nginx_factory()
+    nginx.stop()
+    os.chmod(nginx.state_dir, 0o700)
+
+    nginx.start()
+
+    assert "cannot reach their temp directories" in nginx.log() and str(nginx.state_dir) in nginx.log()
