@@ -65,6 +65,17 @@ def kube_configuration(settings: Settings) -> client.Configuration:
     return configuration
 
 
+def read_json(fn: Callable[..., Any], *args: Any,
+              request_timeout: tuple[float, float] = (CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
+              **kwargs: Any) -> dict[str, Any]:
+    """(Blocking.) Call a client method and return the API's JSON rather than the client's typed model."""
+    response = fn(*args, _preload_content=False, _request_timeout=request_timeout, **kwargs)
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
 @dataclass(frozen=True)
 class KindApi:
     """How the client lists one kind: the API class, and its list methods (all namespaces / one namespace)."""
@@ -308,16 +319,11 @@ class KubeSource:
         if token:
             paging["_continue"] = token
         try:
-            response = self._list_call(target)(**paging, _preload_content=False,
-                                               _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS))
+            return read_json(self._list_call(target), **paging)
         except client.ApiException as err:
             if err.status == HTTP_GONE:
                 raise Gone(str(err)) from None
             raise
-        try:
-            return json.loads(response.data)
-        finally:
-            response.release_conn()
 
     async def _watch(self, target: WatchTarget, state: _TargetState, store: StoreWriter) -> bool:
         """Watch from state.resource_version until the stream ends; True if it ended on time or showed
