@@ -1,0 +1,96 @@
+"""A pod network per test served by real processes: `pyngress cniserver`, two `pyngress cniworker`s, and
+`pyngress-cni` executed as a container runtime does. Everything is unique to the test (network name,
+bridge, subnet, namespaces, run/state dirs) and removed afterwards even when the test fails."""
+from __future__ import annotations
+
+import ipaddress
+import json
+import random
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.integration.cniserver.cni_processes import CniStack, PluginRun, pod_args, run_plugin
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+
+def free_subnet() -> ipaddress.IPv4Network:
+    """A random 10.x.y.0/24 that no route on this host overlaps (other tests run at the same time)."""
+    routed = [ipaddress.ip_network(r["dst"]) for r in json.loads(sh("ip", "-j", "route", "show", "table", "all").stdout)
+              if r.get("dst", "default") != "default" and ":" not in r["dst"]]
+    while True:
+        subnet = ipaddress.IPv4Network(f"10.{random.randint(100, 199)}.{random.randint(0, 255)}.0/24")
+        if not any(subnet.overlaps(other) for other in routed):
+            return subnet
+
+
+class PodNetwork:
+    def __init__(self, workdir: Path) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.name = f"e2e-{tag}"
+        self.bridge = f"pce{tag}"
+        self.subnet = free_subnet()
+        self.gateway = str(self.subnet.network_address + 1)
+        self.stack = CniStack(workdir)
+        self.namespaces: list[str] = []
+
+    def start(self, workers: int = 2) -> None:
+        self.stack.start_server()
+        for _ in range(workers):
+            self.stack.start_worker()
+        self.stack.wait_workers(workers)
+
+    def config(self, **extra: Any) -> dict[str, Any]:
+        return {"cniVersion": "1.1.0", "name": self.name, "type": "pyngress-cni", "bridge": self.bridge,
+                "ipam": {"subnet": str(self.subnet)}, **extra}
+
+    def netns(self) -> str:
+        name = f"{self.bridge}-{len(self.namespaces)}"
+        sh("ip", "netns", "add", name)
+        self.namespaces.append(name)
+        return f"/var/run/netns/{name}"
+
+    def call(self, command: str, container: str, netns: str = "", **extra: Any) -> PluginRun:
+        return run_plugin(command, self.config(**extra), container, netns, cni_args=pod_args(container),
+                          socket_path=self.stack.socket)
+
+    def in_pod(self, netns: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", Path(netns).name, *cmd, check=check)
+
+    def allocations(self) -> list[str]:
+        """Addresses allocated on disk (the IPAM store names one file after each)."""
+        directory = self.stack.state_dir / "cni" / "networks" / self.name
+        return sorted(p.name for p in directory.iterdir() if p.name[0].isdigit()) if directory.exists() else []
+
+    def bridge_ports(self) -> list[str]:
+        if sh("ip", "link", "show", self.bridge, check=False).returncode != 0:
+            return []
+        return [link["ifname"] for link in json.loads(sh("ip", "-j", "link", "show", "master", self.bridge).stdout)]
+
+    def cleanup(self) -> None:
+        self.stack.stop()
+        for name in self.namespaces:
+            sh("ip", "netns", "del", name, check=False)
+        for port in self.bridge_ports():
+            sh("ip", "link", "del", port, check=False)
+        sh("ip", "link", "del", self.bridge, check=False)
+
+
+@pytest.fixture
+def pod_network() -> Iterator[PodNetwork]:
+    workdir = Path(tempfile.mkdtemp(prefix="pcni-e2e-", dir="/tmp"))
+    network = PodNetwork(workdir)
+    try:
+        network.start()
+        yield network
+    finally:
+        network.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
