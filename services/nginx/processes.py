@@ -32,7 +32,13 @@ class NginxProcess:
         return self.title.startswith("nginx: master process")
 
 
+def _ppid(stat_text: str) -> int:
+    # The command name in stat is in parentheses and may hold spaces: PPID is the second field after it.
+    return int(stat_text[stat_text.rindex(")") + 2:].split()[1])
+
+
 def _read_process(pid: int, prefix: Path) -> NginxProcess | None:
+    """The process `pid` if it is an nginx process whose working directory is `prefix` (resolved)."""
     proc = Path("/proc") / str(pid)
     try:
         exe = os.readlink(proc / "exe")
@@ -43,13 +49,12 @@ def _read_process(pid: int, prefix: Path) -> NginxProcess | None:
         return None  # gone, a kernel thread, or not ours to read
     if os.path.basename(exe).split(" ")[0] != "nginx" or cwd != str(prefix):
         return None
-    # The command name in stat is in parentheses and may hold spaces: PPID is the second field after it.
-    ppid = int(stat_text[stat_text.rindex(")") + 2:].split()[1])
-    return NginxProcess(pid, ppid, title)
+    return NginxProcess(pid, _ppid(stat_text), title)
 
 
 def instance_processes(prefix: Path) -> list[NginxProcess]:
     """Every nginx process of the instance whose prefix is `prefix`."""
+    prefix = prefix.resolve()  # /proc shows working directories without symlinks
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -65,12 +70,26 @@ def running_master(prefix: Path, pid_file: Path) -> NginxProcess | None:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    process = _read_process(pid, prefix)
+    process = _read_process(pid, prefix.resolve())
     return process if process and process.is_master else None
 
 
 def workers_of(master: int, prefix: Path) -> list[NginxProcess]:
-    return [p for p in instance_processes(prefix) if p.ppid == master]
+    """The children of `master` that are processes of this instance (workers, cache processes)."""
+    prefix = prefix.resolve()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if _ppid((Path("/proc") / entry / "stat").read_text()) != master:
+                continue
+        except (OSError, ValueError):
+            continue
+        process = _read_process(int(entry), prefix)
+        if process:
+            found.append(process)
+    return found
 
 
 def send_signal(process: NginxProcess, prefix: Path, sig: int) -> bool:
@@ -81,7 +100,7 @@ def send_signal(process: NginxProcess, prefix: Path, sig: int) -> bool:
     except OSError:
         return False
     try:
-        if _read_process(process.pid, prefix) is None:
+        if _read_process(process.pid, prefix.resolve()) is None:
             return False
         signal.pidfd_send_signal(fd, sig)
         return True

@@ -41,7 +41,7 @@ from services.nginx.prefix import prepare
 log = logging.getLogger("syncer")
 
 __all__ = ["NginxControl", "NginxConfigError", "NginxReloadError", "NginxUnavailableError", "NginxPushError",
-           "PushResult", "table_version"]
+           "PushResult"]
 
 # Generous: nginx.conf stays small (routing is in Lua), so a reload normally takes well under a second.
 RELOAD_TIMEOUT_SECONDS = 60.0
@@ -70,10 +70,6 @@ class PushResult:
 
 def canonical_json(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def table_version(data: Any) -> str:
-    return hashlib.sha256(canonical_json(data)).hexdigest()
 
 
 class NginxControl:
@@ -145,7 +141,7 @@ class NginxControl:
                 return
             if not workers and processes.running_master(self.paths.prefix, self.paths.pid_file) is None:
                 raise NginxReloadError("nginx's master exited during the reload; see nginx's log")
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.05)
         raise NginxReloadError(f"nginx did not start workers for the new configuration within "
                                f"{self.reload_timeout:.0f}s; the previous configuration keeps serving "
                                "(nginx's log says why)")

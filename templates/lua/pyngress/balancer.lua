@@ -41,7 +41,21 @@ end
 
 store.define("backends", { build = build })
 
-local cursors = {}  -- backend name -> index of the endpoint this worker used last
+local cursors = {}        -- backend name -> index of the endpoint this worker used last
+local cursors_for = nil   -- the backends table `cursors` was last pruned against
+
+local function backends()
+    local current = store.get("backends")
+    if current ~= cursors_for then
+        for name in pairs(cursors) do
+            if not current[name] then
+                cursors[name] = nil
+            end
+        end
+        cursors_for = current
+    end
+    return current
+end
 
 function _M.balance()
     local ctx = ngx.ctx
@@ -52,7 +66,7 @@ function _M.balance()
         index = ctx.pyngress_index % #peers + 1
     else
         local name = ngx.var.proxy_upstream_name
-        peers = store.get("backends")[name]
+        peers = backends()[name]
         if not peers or #peers == 0 then
             -- The router answers 503 for this; only a push between the two phases gets here.
             ngx.log(ngx.ERR, "backend ", name, " has no endpoints")
