@@ -62,13 +62,15 @@ class PassthroughServer:
         # Insertion-ordered, so the first key is the connection that has waited longest for its hello.
         self.pending: dict[_HelloPhase, None] = {}
         self.spliced: set[SpliceHalf] = set()  # the client side of each established pair
+        self._forget_spliced = self.spliced.discard
         self._servers: list[asyncio.AbstractServer] = []
         self._sweeper: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
 
     async def start(self, port: int, host: str | None = None) -> None:
         """Listen on `port` (every address when `host` is None) with SO_REUSEPORT, so several proxy
         processes share it and the kernel spreads connections over them."""
-        loop = asyncio.get_running_loop()
+        self.loop = loop = asyncio.get_running_loop()
         server = await loop.create_server(lambda: _HelloPhase(self), host=host, port=port,
                                           reuse_port=True, backlog=LISTEN_BACKLOG)
         self._servers.append(server)
@@ -123,11 +125,11 @@ class PassthroughServer:
         else:
             first_bytes = bytes(conn.hello.raw)
         conn.transport.pause_reading()
-        conn.connecting = asyncio.get_running_loop().create_task(self._splice(conn, targets, first_bytes))
+        conn.connecting = self.loop.create_task(self._splice(conn, targets, first_bytes))
 
     async def _splice(self, conn: _HelloPhase, targets: tuple[Endpoint, ...], first_bytes: bytes) -> None:
-        loop = asyncio.get_running_loop()
-        client = SpliceHalf(on_closed=self.spliced.discard)
+        loop = self.loop
+        client = SpliceHalf(on_closed=self._forget_spliced)
         client.attach(conn.transport)
         for host, port in targets:
             try:
@@ -180,7 +182,7 @@ class _HelloPhase(asyncio.Protocol):
             oldest = next(iter(pending))
             server.counters.shed_pending += 1
             oldest.close()
-        self.deadline = asyncio.get_running_loop().call_later(server.options.hello_timeout, self._expire)
+        self.deadline = server.loop.call_later(server.options.hello_timeout, self._expire)
 
     def data_received(self, data: bytes) -> None:
         try:

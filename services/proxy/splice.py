@@ -22,7 +22,7 @@ WRITE_BUFFER_HIGH_WATER = 256 * 1024
 class SpliceHalf(asyncio.Protocol):
     """The receiving end of one connection of a pair: what it receives goes out through `peer`."""
 
-    __slots__ = ("transport", "peer", "quiet_ticks", "got_eof", "on_closed")
+    __slots__ = ("transport", "peer", "quiet_ticks", "got_eof", "lost", "on_closed")
 
     def __init__(self, peer: SpliceHalf | None = None,
                  on_closed: Callable[[SpliceHalf], None] | None = None) -> None:
@@ -30,6 +30,7 @@ class SpliceHalf(asyncio.Protocol):
         self.peer: SpliceHalf = peer  # type: ignore[assignment]  # linked before data can flow
         self.quiet_ticks = 0  # idle sweeps since this side last received data
         self.got_eof = False
+        self.lost = False
         self.on_closed = on_closed
 
     def attach(self, transport: asyncio.Transport) -> None:
@@ -59,12 +60,15 @@ class SpliceHalf(asyncio.Protocol):
         self.peer.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
         peer = self.peer
-        if peer is not None and peer.transport is not None:
-            if exc is None:
-                peer.transport.close()  # flushes what is still buffered for the peer first
-            else:
-                peer.transport.abort()
+        if exc is None:
+            peer.transport.close()  # flushes what is still buffered for the peer first
+        else:
+            peer.transport.abort()
+        if peer.lost:
+            # Both are gone: unlink them so reference counting frees the pair without waiting for the GC.
+            self.peer = peer.peer = None  # type: ignore[assignment]
         if self.on_closed is not None:
             self.on_closed(self)
 

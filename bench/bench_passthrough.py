@@ -1,0 +1,213 @@
+"""TLS passthrough: `pyngress proxy` beside nginx's own stream `ssl_preread` passthrough, same run.
+
+Both route the same SNI host to the same TLS backend (an nginx https server) and each runs as one
+process (one proxy process; one nginx stream worker). Measured in rounds that rotate between the paths,
+so that load from elsewhere on the machine spreads over all of them (medians, with the spread):
+- throughput of 64 MiB downloads (one at a time);
+- new TLS connections per second (GET of a 2-byte page, `Connection: close`, from several client
+  processes and threads);
+- CPU per connection and per GiB: utime+stime deltas from /proc/<pid>/stat of the proxy process and of
+  the nginx stream worker over the same phases.
+"Direct" (client → backend) is shown for reference. Run: .venv/bin/python bench/bench_passthrough.py
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import ssl
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.integration.proxy.harness import (Nginx, Pki, ProxyProcess, TablePublisher, cpu_seconds,  # noqa: E402
+                                             free_port, http_temp_paths, wait_listening)
+
+HOST = "bench.proxy.test"
+BIG = 64 * 1024 * 1024
+MIB = 1024 * 1024
+
+
+def download(port: int, ca: str) -> float:
+    """One 64 MiB download over a new TLS connection; returns MiB/s."""
+    ctx = ssl.create_default_context(cafile=ca)
+    with socket.create_connection(("127.0.0.1", port)) as raw, ctx.wrap_socket(raw, server_hostname=HOST) as tls:
+        start = time.perf_counter()
+        tls.sendall(f"GET /big HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
+        buf = bytearray(MIB)
+        received = 0
+        while n := tls.recv_into(buf):
+            received += n
+        elapsed = time.perf_counter() - start
+    if received < BIG:
+        raise RuntimeError(f"download through port {port} stopped after {received} bytes")
+    return received / MIB / elapsed
+
+
+def _connection_worker(port: int, ca: str, seconds: float, threads: int) -> int:
+    ctx = ssl.create_default_context(cafile=ca)
+    request = f"GET / HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode()
+    counts = [0] * threads
+    deadline = time.monotonic() + seconds
+
+    def loop(i: int) -> None:
+        while time.monotonic() < deadline:
+            with socket.create_connection(("127.0.0.1", port)) as raw, \
+                    ctx.wrap_socket(raw, server_hostname=HOST) as tls:
+                tls.sendall(request)
+                while tls.recv(4096):
+                    pass
+            counts[i] += 1
+
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return sum(counts)
+
+
+def connection_rate(pool: ProcessPoolExecutor, port: int, ca: str, seconds: float, processes: int,
+                    threads: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    futures = [pool.submit(_connection_worker, port, ca, seconds, threads) for _ in range(processes)]
+    total = sum(f.result() for f in futures)
+    return total / (time.perf_counter() - start), total
+
+
+class Path_:
+    """One way to the backend: its port and the process whose CPU it costs (None: direct)."""
+
+    def __init__(self, name: str, port: int, pid: int | None) -> None:
+        self.name, self.port, self.pid = name, port, pid
+        self.mibps: list[float] = []
+        self.rates: list[float] = []
+        self.cpu_download = 0.0
+        self.bytes = 0
+        self.cpu_connections = 0.0
+        self.connections = 0
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pid) if self.pid else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=6, help="rounds; each path gets one download and "
+                        "one connection-rate slice per round, in a rotating order")
+    parser.add_argument("--seconds", type=float, default=2.0, help="connection-rate slice per path per round")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        os.chmod(work, 0o755)
+        pki = Pki(work)
+        crt, key = pki.issue("backend", [HOST])
+        (work / "www").mkdir()
+        with open(work / "www" / "big", "wb") as f:
+            f.write(os.urandom(BIG))
+        os.chmod(work / "www", 0o755)
+        os.chmod(work / "www" / "big", 0o644)
+        backend_port, stream_port, proxy_port, nginx_internal = free_port(), free_port(), free_port(), free_port()
+        backend = Nginx(work / "backend", f"""
+http {{
+    access_log off;
+    {http_temp_paths(work / "backend")}
+    keepalive_timeout 0;
+    server {{
+        listen 127.0.0.1:{backend_port} ssl;
+        ssl_certificate {crt};
+        ssl_certificate_key {key};
+        ssl_session_cache off;
+        ssl_session_tickets off;
+        root {work / "www"};
+        location = / {{ return 200 "ok"; }}
+    }}
+}}
+""")
+        stream = Nginx(work / "stream", f"""
+stream {{
+    map $ssl_preread_server_name $passthrough {{
+        {HOST} 127.0.0.1:{backend_port};
+        default 127.0.0.1:{nginx_internal};
+    }}
+    server {{
+        listen 127.0.0.1:{stream_port} reuseport;
+        ssl_preread on;
+        proxy_pass $passthrough;
+    }}
+}}
+""")
+        run_dir = work / "run"
+        run_dir.mkdir(mode=0o700)
+        table = TablePublisher(run_dir)
+        seq = table.replace_all({f"host/{HOST}": [f"127.0.0.1:{backend_port}"], "config": {"use_proxy_protocol": False}})
+        proxy = ProxyProcess(proxy_port, nginx_internal, run_dir, env={"PYNGRESS_PROXY_MAX_PENDING_HELLOS": "4096"},
+                             log_path=work / "proxy.log")
+        pool = ProcessPoolExecutor(args.processes)
+        try:
+            for port in (backend_port, stream_port):
+                wait_listening(port)
+            proxy.wait_serving(seq)
+            (stream_worker,) = stream.worker_pids()
+            paths = [Path_("pyngress proxy", proxy_port, proxy.proc.pid),
+                     Path_("nginx ssl_preread", stream_port, stream_worker),
+                     Path_("direct", backend_port, None)]
+            ca = str(pki.ca)
+            for p in paths:  # warm up: first connections, page cache
+                download(p.port, ca)
+            for r in range(args.rounds):
+                # Rotate the order so that no path always runs right after the same neighbour.
+                for p in paths[r % len(paths):] + paths[:r % len(paths)]:
+                    cpu = p.cpu()
+                    p.mibps.append(download(p.port, ca))
+                    p.bytes += BIG
+                    p.cpu_download += p.cpu() - cpu
+                    cpu = p.cpu()
+                    rate, count = connection_rate(pool, p.port, ca, args.seconds, args.processes, args.threads)
+                    p.cpu_connections += p.cpu() - cpu
+                    p.rates.append(rate)
+                    p.connections += count
+                print(f"round {r + 1}/{args.rounds}: " + "; ".join(
+                    f"{p.name} {p.mibps[-1]:.0f} MiB/s {p.rates[-1]:.0f} conn/s" for p in paths), flush=True)
+            report(paths, args)
+        finally:
+            pool.shutdown()
+            proxy.stop()
+            table.close()
+            stream.stop()
+            backend.stop()
+
+
+def report(paths: list[Path_], args: argparse.Namespace) -> None:
+    print()
+    print(f"{args.rounds} rounds; per path and round: one 64 MiB download, then new connections for "
+          f"{args.seconds:g} s from {args.processes} client processes x {args.threads} threads; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'path':<20}{'MiB/s median (min-max)':>24}{'conn/s median (min-max)':>25}{'CPU µs/conn':>13}"
+          f"{'CPU s/GiB':>11}")
+    for p in paths:
+        per_conn = f"{p.cpu_connections / p.connections * 1e6:.0f}" if p.pid else "-"
+        per_gib = f"{p.cpu_download / (p.bytes / 1024 ** 3):.2f}" if p.pid else "-"
+        mibps = f"{statistics.median(p.mibps):.0f} ({min(p.mibps):.0f}-{max(p.mibps):.0f})"
+        rates = f"{statistics.median(p.rates):.0f} ({min(p.rates):.0f}-{max(p.rates):.0f})"
+        print(f"{p.name:<20}{mibps:>24}{rates:>25}{per_conn:>13}{per_gib:>11}")
+    ours, nginx = paths[0], paths[1]
+    print()
+    print(f"pyngress / nginx: throughput {statistics.median(ours.mibps) / statistics.median(nginx.mibps):.2f}x, "
+          f"connection rate {statistics.median(ours.rates) / statistics.median(nginx.rates):.2f}x, "
+          f"CPU per connection {ours.cpu_connections / ours.connections / (nginx.cpu_connections / nginx.connections):.2f}x, "
+          f"CPU per GiB {ours.cpu_download / ours.bytes / (nginx.cpu_download / nginx.bytes):.2f}x (target: >= 0.9x "
+          "on throughput and connection rate)")
+
+
+if __name__ == "__main__":
+    main()
