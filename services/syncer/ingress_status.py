@@ -1,0 +1,208 @@
+"""Ingress status: the leader writes where the controller is reached into status.loadBalancer.ingress of
+every Ingress it serves, through the status subresource, and only where it differs.
+
+The addresses, as ingress-nginx finds them:
+- --publish-status-address "A,B,...": each an IP address (→ `ip`) or a DNS name (→ `hostname`);
+- else --publish-service NS/NAME: that Service's load balancer addresses and external IPs
+  (ExternalName: its name; ClusterIP, or NodePort without external IPs: its cluster IP);
+- else --node-name: that Node's ExternalIP, else its InternalIP;
+- else nothing is written.
+--update-status=false turns all of it off.
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from typing import Any, Callable, Mapping
+
+from kubernetes import client
+
+from services.common.logs import kv
+from services.common.objects import split_key
+from services.common.settings import Settings
+from services.syncer.ingress_class import IngressClassFilter
+from services.watcher.kube_source import read_json
+
+log = logging.getLogger(__name__)
+
+Address = dict[str, str]  # {"ip": ...} or {"hostname": ...}
+RESYNC_SECONDS = 60.0  # the publish Service or Node may change without any Ingress changing
+REQUEST_TIMEOUT_SECONDS = (5.0, 15.0)
+MERGE_PATCH = "application/merge-patch+json"
+
+_HOSTNAME_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def _address(text: str) -> Address:
+    try:
+        return {"ip": str(ipaddress.ip_address(text))}
+    except ValueError:
+        pass
+    labels = text.lower().rstrip(".").split(".")
+    if len(text) > 253 or not all(
+            0 < len(label) <= 63 and set(label) <= _HOSTNAME_LABEL_CHARS and label[0] != "-" and label[-1] != "-"
+            for label in labels):
+        raise ValueError(f"--publish-status-address: {text!r} is neither an IP address nor a DNS name")
+    return {"hostname": text.lower().rstrip(".")}
+
+
+def parse_status_addresses(text: str) -> list[Address]:
+    """"192.0.2.1, lb.example.com" → [{"ip": "192.0.2.1"}, {"hostname": "lb.example.com"}] (sorted)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("--publish-status-address is empty: give IP addresses or DNS names, comma-separated")
+    return _sorted(_address(p) for p in parts)
+
+
+def _sorted(addresses: Any) -> list[Address]:
+    unique = {(a.get("ip", ""), a.get("hostname", "")): a for a in addresses}
+    return [unique[k] for k in sorted(unique)]
+
+
+def service_addresses(service: dict[str, Any]) -> list[Address]:
+    """Where a Service is reached from outside, as ingress-nginx reads it for --publish-service."""
+    spec, status = service.get("spec") or {}, service.get("status") or {}
+    kind = spec.get("type") or "ClusterIP"
+    external_ips = [{"ip": ip} for ip in spec.get("externalIPs") or []]
+    if kind == "ExternalName":
+        return [{"hostname": spec["externalName"]}] if spec.get("externalName") else []
+    if kind == "LoadBalancer":
+        balancers = [{"ip": lb["ip"]} if lb.get("ip") else {"hostname": lb["hostname"]}
+                     for lb in (status.get("loadBalancer") or {}).get("ingress") or []
+                     if lb.get("ip") or lb.get("hostname")]
+        return _sorted(balancers + external_ips)
+    if external_ips:
+        return _sorted(external_ips)
+    cluster_ip = spec.get("clusterIP")
+    return [{"ip": cluster_ip}] if cluster_ip and cluster_ip != "None" else []
+
+
+def node_addresses(node: dict[str, Any]) -> list[Address]:
+    addresses = (node.get("status") or {}).get("addresses") or []
+    for wanted in ("ExternalIP", "InternalIP"):
+        found = [{"ip": a["address"]} for a in addresses if a.get("type") == wanted and a.get("address")]
+        if found:
+            return _sorted(found)
+    return []
+
+
+def current_addresses(ingress: dict[str, Any]) -> list[Address]:
+    entries = ((ingress.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return _sorted({k: e[k] for k in ("ip", "hostname") if e.get(k)} for e in entries)
+
+
+def served_ingresses(store: Mapping[str, Any], settings: Settings) -> dict[str, dict[str, Any]]:
+    """The store's Ingresses that are ours (by class, as the model decides it), by store key."""
+    classes = [obj for key, obj in store.items() if key.startswith("IngressClass/")]
+    ours = IngressClassFilter.from_classes(classes, settings)
+    return {key: obj for key, obj in store.items() if key.startswith("Ingress/") and ours.is_ours(obj)}
+
+
+class IngressStatusUpdater:
+    """Run `run(current_store)` while leading; call `notify()` whenever the store changes."""
+
+    def __init__(self, api_client: client.ApiClient, settings: Settings, resync_seconds: float = RESYNC_SECONDS) -> None:
+        self.settings = settings
+        self.resync_seconds = resync_seconds
+        self._core = client.CoreV1Api(api_client)
+        self._networking = client.NetworkingV1Api(api_client)
+        self._poked = asyncio.Event()
+        # What we last wrote, by Ingress key: (its resourceVersion before the write, the addresses). While
+        # the store still shows that resourceVersion it has not caught up with our write yet.
+        self._written: dict[str, tuple[str, list[Address]]] = {}
+        self.disabled_reason: str | None = None
+        self._fixed: list[Address] | None = None
+        if not settings.update_status:
+            self.disabled_reason = "--update-status=false"
+        elif settings.publish_status_address:
+            try:
+                self._fixed = parse_status_addresses(settings.publish_status_address)
+            except ValueError as err:
+                self.disabled_reason = str(err)
+                log.error("Ingress status updates are off", extra=kv(reason=str(err)))
+
+    def notify(self) -> None:
+        """The store changed: compare again soon."""
+        self._poked.set()
+
+    async def run(self, current_store: Callable[[], Mapping[str, Any]]) -> None:
+        """Keep the statuses right until cancelled: on every notify(), and every resync_seconds."""
+        if self.disabled_reason:
+            log.info("Ingress status updates are off", extra=kv(reason=self.disabled_reason))
+            return
+        while True:
+            self._poked.clear()
+            try:
+                await self.update(current_store())
+            except Exception as err:  # the API unreachable: the next round tries again
+                log.warning("Ingress status update failed", extra=kv(error=f"{type(err).__name__}: {err}"))
+            try:
+                await asyncio.wait_for(self._poked.wait(), self.resync_seconds)
+            except asyncio.TimeoutError:
+                pass
+
+    async def addresses(self) -> list[Address] | None:
+        """The addresses to publish; None when there is nothing to publish (then nothing is written)."""
+        if self._fixed is not None:
+            return self._fixed
+        if self.settings.publish_service:
+            namespace, _, name = self.settings.publish_service.partition("/")
+            service = await self._get(self._core.read_namespaced_service, name, namespace)
+            if service is None:
+                log.warning("--publish-service names a Service that does not exist",
+                            extra=kv(service=self.settings.publish_service))
+                return None
+            return service_addresses(service)
+        if self.settings.node_name:
+            node = await self._get(self._core.read_node, self.settings.node_name)
+            return node_addresses(node) if node is not None else None
+        return None
+
+    async def update(self, store: Mapping[str, Any]) -> int:
+        """Write the status of every served Ingress whose addresses differ; returns how many were written."""
+        if self.disabled_reason:
+            return 0
+        wanted = await self.addresses()
+        if wanted is None:
+            return 0
+        written = 0
+        served = served_ingresses(store, self.settings)
+        for key in set(self._written) - served.keys():
+            del self._written[key]
+        for key, ingress in served.items():
+            resource_version = ingress["metadata"].get("resourceVersion", "")
+            if current_addresses(ingress) == wanted:
+                continue
+            if self._written.get(key) == (resource_version, wanted):
+                continue  # already written; the store has not shown it yet
+            if await self._write(key, wanted):
+                self._written[key] = (resource_version, wanted)
+                written += 1
+        return written
+
+    async def _write(self, key: str, addresses: list[Address]) -> bool:
+        _, namespace, name = split_key(key)
+        body = {"status": {"loadBalancer": {"ingress": addresses or None}}}
+        try:
+            await self._json(self._networking.patch_namespaced_ingress_status, name, namespace, body,
+                             _content_type=MERGE_PATCH)
+        except client.ApiException as err:
+            if err.status == 404:
+                return False  # deleted meanwhile
+            raise
+        log.info("Ingress status updated", extra=kv(ingress=f"{namespace}/{name}",
+                                                    addresses=",".join(a.get("ip") or a["hostname"] for a in addresses)))
+        return True
+
+    async def _get(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
+        try:
+            return await self._json(fn, *args)
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    @staticmethod
+    async def _json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(read_json, fn, *args, request_timeout=REQUEST_TIMEOUT_SECONDS, **kwargs)
