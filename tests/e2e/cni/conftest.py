@@ -3,9 +3,7 @@
 bridge, subnet, namespaces, run/state dirs) and removed afterwards even when the test fails."""
 from __future__ import annotations
 
-import ipaddress
 import json
-import random
 import shutil
 import subprocess
 import tempfile
@@ -15,21 +13,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.integration.cniserver.cni_processes import CniStack, PluginRun, pod_args, run_plugin
+from tests.integration.cniserver.cni_processes import CniStack, PluginRun, free_subnet, pod_args, run_plugin
 
 
 def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
-
-
-def free_subnet() -> ipaddress.IPv4Network:
-    """A random 10.x.y.0/24 that no route on this host overlaps (other tests run at the same time)."""
-    routed = [ipaddress.ip_network(r["dst"]) for r in json.loads(sh("ip", "-j", "route", "show", "table", "all").stdout)
-              if r.get("dst", "default") != "default" and ":" not in r["dst"]]
-    while True:
-        subnet = ipaddress.IPv4Network(f"10.{random.randint(100, 199)}.{random.randint(0, 255)}.0/24")
-        if not any(subnet.overlaps(other) for other in routed):
-            return subnet
 
 
 class PodNetwork:

@@ -4,8 +4,10 @@ Shared by the cniserver integration tests and the CNI end-to-end tests.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -167,3 +169,14 @@ def stub_network(name: str = "stubnet", **stub: Any) -> dict[str, Any]:
     if stub:
         config["stub"] = stub
     return config
+
+
+def free_subnet(prefix: int = 24) -> ipaddress.IPv4Network:
+    """A random 10.x.y.0/`prefix` that no route on this host overlaps (other tests run at the same time)."""
+    routes = json.loads(subprocess.run(["ip", "-j", "route", "show", "table", "all"], capture_output=True,
+                                       check=True).stdout)
+    routed = [ipaddress.ip_network(r["dst"]) for r in routes if r.get("dst", "default") != "default" and ":" not in r["dst"]]
+    while True:
+        subnet = ipaddress.IPv4Network(f"10.{random.randint(100, 199)}.{random.randint(0, 255)}.0/{prefix}", strict=False)
+        if not any(subnet.overlaps(other) for other in routed):
+            return subnet

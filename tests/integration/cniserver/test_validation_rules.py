@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
 from proto.cni import CniError
-from services.cniserver.validation import build_request, cni_version_for_reply, parse_cni_args, parse_request
+from services.cniserver.validation import (build_request, check_network_config, cni_version_for_reply, parse_cni_args,
+                                           parse_request)
 
 NETWORK = {"cniVersion": "1.1.0", "name": "pods", "type": "pyngress-cni"}
 ATTACH = {"CNI_CONTAINERID": "c0ffee", "CNI_NETNS": "/var/run/netns/p1", "CNI_IFNAME": "eth0"}
@@ -169,3 +171,10 @@ def test_version_needs_no_configuration():
 ])
 def test_errors_answer_in_the_callers_version_when_it_is_one_we_speak(body, version):
     assert cni_version_for_reply(body) == version
+
+
+def test_the_example_conflist_is_valid():
+    conflist = json.loads((Path(__file__).resolve().parents[3] / "examples/cni/10-pyngress.conflist").read_text())
+    for plugin in conflist["plugins"]:
+        # What a runtime hands each plugin of a list: the list's version and name merged in.
+        check_network_config({"cniVersion": conflist["cniVersion"], "name": conflist["name"], **plugin})
