@@ -93,8 +93,6 @@ class KubeApiServer:
         self._site: web.SockSite | None = None
         self._fail_remaining = 0
         self._fail_status = 500
-        self._refusing_until: float = 0.0
-        self.requests_served = 0
 
     # --- lifecycle ---
 
@@ -183,26 +181,20 @@ class KubeApiServer:
 
     def refuse_connections(self, seconds: float) -> None:
         """Stop listening and cut every open connection; listen again on the same port after `seconds`."""
-        self._call(self._refuse, seconds)
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._refuse(seconds), self._loop).result(10)
 
-    def _refuse(self, seconds: float) -> None:
+    async def _refuse(self, seconds: float) -> None:
         assert self._loop is not None and self._runner is not None and self._storage is not None
-        self._refusing_until = self._loop.time() + seconds
         site, self._site = self._site, None
-        if site is not None and site._server is not None:
-            site._server.close()  # stop accepting: new connections are refused
+        if site is not None:
+            await site.stop()  # the listening socket closes: new connections are refused
         self._storage.signal_watchers(DROP)
         server = self._runner.server
         for handler in server.connections if server is not None else []:
             if handler.transport is not None:
                 handler.transport.abort()
-        self._loop.call_later(seconds, lambda: asyncio.ensure_future(self._reopen(site)))
-
-    async def _reopen(self, old_site: web.SockSite | None) -> None:
-        assert self._runner is not None
-        if old_site is not None:
-            await old_site.stop()
-        await self._listen()
+        self._loop.call_later(seconds, lambda: asyncio.ensure_future(self._listen()))
 
     @property
     def refusing(self) -> bool:
@@ -271,7 +263,6 @@ class KubeApiServer:
     # --- HTTP ---
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
-        self.requests_served += 1
         if self._fail_remaining > 0:
             self._fail_remaining -= 1
             return _error_response(ApiError(self._fail_status, "InternalError",
