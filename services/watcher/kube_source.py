@@ -187,11 +187,17 @@ class KubeSource:
         self.relist_count = 0
         self.reconnect_count = 0
         self.synced = asyncio.Event()
+        self._failing: dict[WatchTarget, str] = {}  # what each failing target last failed with
         self._states = {target: _TargetState() for target in self.targets}
         self._first_lists_pending = set(self.targets)
         self._store_lock = asyncio.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._apis: dict[type, Any] = {}
+
+    @property
+    def errors(self) -> list[str]:
+        """The targets failing right now and why, for the watcher's status."""
+        return [f"{target}: {error}" for target, error in self._failing.items()]
 
     def freshness(self) -> tuple[float | None, float | None]:
         """(last_event, last_sync) as time.time() values; None until the first one."""
@@ -242,8 +248,9 @@ class KubeSource:
             except Exception as err:  # every failure of the API or the network is retried
                 delay = backoff.next_delay()
                 self.reconnect_count += 1
+                self._failing[target] = _describe(err)
                 log.warning("Kubernetes API request failed; retrying", extra=kv(
-                    target=target, error=_describe(err), retry_in=f"{delay:.1f}s", attempt=backoff.failures))
+                    target=target, error=self._failing[target], retry_in=f"{delay:.1f}s", attempt=backoff.failures))
             await asyncio.sleep(delay)
 
     def _first_list_done(self, target: WatchTarget) -> None:
@@ -291,6 +298,7 @@ class KubeSource:
             await self._set(store, key, stored)
         state.keys = set(fresh)
         state.resource_version = resource_version
+        self._failing.pop(target, None)
         self.relist_count += 1
         self.last_sync = time.time()
         log.info("listed", extra=kv(target=target, objects=len(fresh), rv=resource_version))
@@ -330,6 +338,7 @@ class KubeSource:
         progress (anything but an immediate empty end)."""
         started = time.monotonic()
         response = await self._in_thread(self._open_watch, target, state.resource_version)
+        self._failing.pop(target, None)
         progressed = False
         try:
             chunks = response.stream(amt=None, decode_content=False)

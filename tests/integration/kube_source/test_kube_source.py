@@ -157,6 +157,7 @@ def test_refused_connections_are_retried_with_backoff_and_nothing_is_republished
             await h.watching()
             assert h.publisher.seq - before == 1
             assert h.source.reconnect_count > 0
+            assert h.source.errors == []  # recovered
     asyncio.run(scenario())
 
 
