@@ -14,9 +14,10 @@ as wall time under `python3 -I`, where nothing else is pre-loaded):
   flat object of strings and is written by hand, the server's answer is passed on as it is, and json
   is imported only for VERSION, for errors, and to read `serverSocket` when stdin mentions it;
 - `_socket` rather than `socket`, whose Python layer loads selectors and enum (~2 ms).
-It imports nothing from the project either, so this one file can be installed alone in a CNI bin
-directory with `#!/usr/bin/python3 -IS` (isolated, without the site module: ~6 ms to start here,
-against ~20 ms for the venv's console script, whose editable-install import hook loads pathlib and re).
+It imports nothing from the project either, so a CNI bin directory can hold a two-line launcher
+that runs it with `python3 -IS` (isolated, without the site module: ~6 ms to start here, against
+~20 ms for the venv's console script, whose editable-install import hook loads pathlib and re);
+see examples/cni/README.md.
 """
 import os
 import sys

@@ -100,10 +100,14 @@ class Broker:
         return job
 
     async def close(self) -> None:
+        """Stop; called once the HTTP side has answered everything, so no request is left in flight."""
         if self._receiver:
             self._receiver.cancel()
-        for worker in list(self._workers.values()):
-            self._forget(worker, "the CNI server is stopping")
+        loop = asyncio.get_running_loop()
+        for worker in self._workers.values():
+            loop.remove_reader(worker.pidfd)
+            os.close(worker.pidfd)
+        self._workers.clear()
         self._router.close()
 
     async def _call(self, job: Job, container_id: str, env: dict[str, str], config: bytes) -> dict[str, Any]:

@@ -155,11 +155,10 @@ class CniApi:
                 raise
 
     async def _expect(self, http_request: web.Request) -> web.StreamResponse | None:
-        """Refuse an oversized body before the client sends it (`Expect: 100-continue`)."""
+        """`Expect: 100-continue`: invite only a body within the limit; a larger one is refused by
+        handle_cni from its Content-Length, before the client sends it."""
         if (http_request.content_length or 0) > MAX_BODY_BYTES:
-            response = _error_response(_BodyTooLarge(http_request.content_length).error, NEWEST_VERSION, 413)
-            response.force_close()
-            return response
+            return None
         expect = http_request.headers.get("Expect", "")
         if expect.lower() != "100-continue":
             return web.Response(status=417, text=f"unknown Expect: {expect}\n")

@@ -136,9 +136,10 @@ def parse_cni_args(text: str) -> dict[str, str]:
 
 
 def is_valid_ifname(name: str) -> bool:
-    """Linux's rule for interface names (net/core/dev.c dev_valid_name), which CNI_IFNAME must follow."""
+    """Linux's rule for interface names (net/core/dev.c dev_valid_name), which CNI_IFNAME must follow;
+    control characters are refused as well."""
     return (0 < len(name.encode()) <= 15 and name not in (".", "..")
-            and not any(c in "/:" or c.isspace() for c in name))
+            and not any(c in "/:" or c.isspace() or c < " " for c in name))
 
 
 def check_network_config(config: Any, command: str = "ADD") -> None:

@@ -85,7 +85,8 @@ def test_a_worker_killed_during_a_burst_costs_only_retries(pod_network):
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             burst = pool.map(lambda item: (item[0], net.call("ADD", item[0], item[1])), pods.items())
-            wait_for(lambda: net.stack.metric("pyngress_cni_requests_in_flight") == 24, what="the whole burst in flight")
+            wait_for(lambda: net.stack.metric("pyngress_cni_requests_in_flight") == 24,
+                     what="the whole burst in flight")
             os.kill(victim.pid, signal.SIGKILL)
             net.stack.start_worker()  # supervisord would; here the test does
             net.stack.wait_workers(2)

@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[3]
 STUB_WORKER = Path(__file__).with_name("stub_worker.py")
 PLUGIN = VENV_BIN / "pyngress-cni"
 # The server with a shorter request timeout than the kubelet's 2 minutes (no flag sets it).
-_SERVER_WITH_TIMEOUT = ("import sys; from services.common.settings import parse; from services.cniserver.main import run; "
+_SERVER_WITH_TIMEOUT = ("import sys; from services.common.settings import parse; "
+                        "from services.cniserver.main import run; "
                         "sys.exit(run(parse(sys.argv[2:]), request_timeout=float(sys.argv[1])))")
 
 
@@ -62,8 +63,9 @@ class Proc:
 class CniStack:
     """A cniserver and its workers in private run/state directories; `stop()` ends every process it started."""
 
-    def __init__(self, workdir: Path, pod_cidr: str | None = None) -> None:
+    def __init__(self, workdir: Path, pod_cidr: str | None = None, log_level: str = "debug") -> None:
         self.workdir = workdir
+        self.log_level = log_level
         self.run_dir = workdir / "run"
         self.state_dir = workdir / "state"
         self.socket = self.run_dir / "cni" / "cni-server.sock"
@@ -73,7 +75,7 @@ class CniStack:
         self._count = 0
 
     def flags(self) -> list[str]:
-        flags = [f"--run-dir={self.run_dir}", f"--state-dir={self.state_dir}", "--log-level=debug"]
+        flags = [f"--run-dir={self.run_dir}", f"--state-dir={self.state_dir}", f"--log-level={self.log_level}"]
         return flags + ([f"--pod-cidr={self.pod_cidr}"] if self.pod_cidr else [])
 
     def start_server(self, request_timeout: float | None = None, wait: bool = True) -> Proc:
@@ -175,8 +177,10 @@ def free_subnet(prefix: int = 24) -> ipaddress.IPv4Network:
     """A random 10.x.y.0/`prefix` that no route on this host overlaps (other tests run at the same time)."""
     routes = json.loads(subprocess.run(["ip", "-j", "route", "show", "table", "all"], capture_output=True,
                                        check=True).stdout)
-    routed = [ipaddress.ip_network(r["dst"]) for r in routes if r.get("dst", "default") != "default" and ":" not in r["dst"]]
+    routed = [ipaddress.ip_network(r["dst"]) for r in routes
+              if r.get("dst", "default") != "default" and ":" not in r["dst"]]
     while True:
-        subnet = ipaddress.IPv4Network(f"10.{random.randint(100, 199)}.{random.randint(0, 255)}.0/{prefix}", strict=False)
+        first = f"10.{random.randint(100, 199)}.{random.randint(0, 255)}.0"
+        subnet = ipaddress.IPv4Network(f"{first}/{prefix}", strict=False)
         if not any(subnet.overlaps(other) for other in routed):
             return subnet

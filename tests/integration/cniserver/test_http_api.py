@@ -62,6 +62,7 @@ def test_a_10_mib_body_is_refused_with_413_and_a_cni_error(stack: CniStack):
     error = json.loads(text)
     assert error["code"] == 7 and "over the 1048576-byte limit" in error["msg"]
     assert curl(stack.socket, "/healthz")[0] == 200
+    assert stack.metric("pyngress_cni_request_duration_seconds_count", '{command="invalid",result="7"}') == 1
 
 
 def test_the_error_answers_in_the_callers_cni_version(stack: CniStack):
@@ -71,7 +72,8 @@ def test_the_error_answers_in_the_callers_cni_version(stack: CniStack):
 
 def test_version_is_answered_by_the_server_itself(stack: CniStack):
     status, text = curl(stack.socket, "/", body({"CNI_COMMAND": "VERSION"}, {"cniVersion": "0.4.0"}))
-    assert (status, json.loads(text)) == (200, {"cniVersion": "0.4.0", "supportedVersions": ["0.4.0", "1.0.0", "1.1.0"]})
+    assert status == 200
+    assert json.loads(text) == {"cniVersion": "0.4.0", "supportedVersions": ["0.4.0", "1.0.0", "1.1.0"]}
 
 
 def test_socket_directory_and_socket_are_root_only(stack: CniStack):

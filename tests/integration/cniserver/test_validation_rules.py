@@ -27,8 +27,9 @@ def error_of(call) -> CniError:
 
 
 def test_an_add_yields_the_request_a_worker_receives():
-    req = parse_request(json.dumps({"env": {"CNI_COMMAND": "ADD", "CNI_ARGS": POD, "CNI_PATH": "/opt/cni/bin", **ATTACH},
-                                    "config": base64.b64encode(json.dumps(NETWORK).encode()).decode()}).encode())
+    env = {"CNI_COMMAND": "ADD", "CNI_ARGS": POD, "CNI_PATH": "/opt/cni/bin", **ATTACH}
+    req = parse_request(json.dumps({"env": env, "config": base64.b64encode(json.dumps(NETWORK).encode()).decode()})
+                        .encode())
     assert (req.command, req.container_id, req.netns, req.ifname, req.path) == \
         ("ADD", "c0ffee", "/var/run/netns/p1", "eth0", "/opt/cni/bin")
     assert req.args == {"K8S_POD_NAMESPACE": "default", "K8S_POD_NAME": "web-0",
@@ -74,7 +75,7 @@ def test_container_id_syntax(container_id, valid):
 @pytest.mark.parametrize("ifname, valid", [
     ("eth0", True), ("a" * 15, True), ("net1.100", True), ("é" * 7, True),
     ("a" * 16, False), ("é" * 8, False), (".", False), ("..", False), ("a/b", False), ("a:b", False),
-    ("a b", False), ("a\tb", False),
+    ("a b", False), ("a\tb", False), ("a\x00b", False), ("a\x7fb", True),
 ])
 def test_interface_name_syntax(ifname, valid):
     call = lambda: request("DEL", CNI_CONTAINERID="c1", CNI_IFNAME=ifname)  # noqa: E731
