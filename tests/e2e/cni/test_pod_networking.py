@@ -36,6 +36,7 @@ def test_three_pods_get_addresses_reach_each_other_and_are_removed_cleanly(pod_n
     assert net.in_pod(pods["pod0"], "ping", "-c1", "-W2", addresses["pod1"]).returncode == 0
     assert net.in_pod(pods["pod1"], "ping", "-c1", "-W2", addresses["pod2"]).returncode == 0
     assert net.in_pod(pods["pod2"], "ping", "-c1", "-W2", net.gateway).returncode == 0
+    assert subprocess.run(["ping", "-c1", "-W2", addresses["pod2"]], capture_output=True).returncode == 0  # host side
 
     check = net.call("CHECK", "pod0", pods["pod0"], prevResult=results["pod0"])
     assert (check.returncode, check.stdout) == (0, ""), check
@@ -44,7 +45,8 @@ def test_three_pods_get_addresses_reach_each_other_and_are_removed_cleanly(pod_n
     for _ in range(2):  # DEL is idempotent
         deleted = net.call("DEL", "pod1", pods["pod1"])
         assert (deleted.returncode, deleted.stdout) == (0, ""), deleted
-    assert host_veth not in net.bridge_ports() and addresses["pod1"] not in net.allocations()
+    assert subprocess.run(["ip", "link", "show", host_veth], capture_output=True).returncode != 0
+    assert addresses["pod1"] not in net.allocations()
 
     namespace = os.path.basename(pods["pod2"])
     subprocess.run(["ip", "netns", "del", namespace], check=True)
@@ -67,6 +69,9 @@ def test_fifty_pods_at_once_get_fifty_addresses_and_leave_nothing_behind(pod_net
         deleted = list(pool.map(lambda item: net.call("DEL", item[0], item[1]), pods.items()))
     assert [run.returncode for run in deleted] == [0] * 50
     assert net.allocations() == [] and net.bridge_ports() == []
+    links = {link["ifname"] for link in json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
+                                                                   check=True).stdout)}
+    assert not links & {run.result["interfaces"][0]["name"] for run in added.values()}
 
 
 def test_a_worker_killed_during_a_burst_costs_only_retries(pod_network):
