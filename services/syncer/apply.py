@@ -10,7 +10,7 @@ from services.common import logs
 from services.common.settings import Settings
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import Model
-from services.syncer.nginx_control import NginxConfigError, NginxControl
+from services.syncer.nginx_control import NginxConfigError, NginxControl, NginxPushError, NginxUnavailableError
 from services.syncer.render import render
 
 log = logging.getLogger("syncer")
@@ -20,7 +20,7 @@ class NginxApplier:
     def __init__(self, settings: Settings, metrics: SyncerMetrics) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.control = NginxControl(settings)
+        self.control = NginxControl.from_settings(settings)
         self.conf_path = Path(settings.state_dir) / "nginx" / "nginx.conf"
         self.applied_conf: str | None = None
         self.applied_profiles: set[str] = set()
@@ -48,7 +48,7 @@ class NginxApplier:
     async def _reload(self, conf: str, model: Model) -> None:
         started = time.monotonic()
         try:
-            await self.control.apply(conf)
+            running = await self.control.apply(conf)
         except NginxConfigError as err:
             stats = self.metrics.stats
             stats.reload_errors += 1
@@ -58,6 +58,11 @@ class NginxApplier:
                       extra=logs.kv(error=str(err)))
             return
         self.applied_conf = conf
+        if not running:
+            # No master yet: the file is in place and the next nginx start reads it; not a reload.
+            self.applied_profiles = {p.name for p in model.config.profiles}
+            self.metrics.stats.config_hash = model.config.digest()
+            return
         self.applied_profiles = {p.name for p in model.config.profiles}
         stats = self.metrics.stats
         stats.reloads += 1
@@ -84,15 +89,21 @@ class NginxApplier:
 
     async def _push(self, tables: dict[str, Any]) -> None:
         started = time.monotonic()
+        self.tables = tables
         try:
-            await self.control.push(tables["routes"], tables["backends"], tables["certificates"])
-        except OSError as err:
-            # nginx is (re)starting; repush_if_needed() retries once it answers.
+            result = await self.control.push(tables["routes"], tables["backends"], tables["certificates"])
+        except (NginxUnavailableError, OSError) as err:
+            # nginx is (re)starting: the state files hold the tables for its next start, and
+            # repush_if_needed() pushes them once it answers.
             self.nginx_serving = False
             log.warning("could not push to nginx yet", extra=logs.kv(error=str(err)))
-            self.tables = tables
             return
-        self.tables = tables
+        except NginxPushError as err:
+            self.metrics.stats.last_error = str(err)
+            log.error("nginx refused a table; it keeps the last good one", extra=logs.kv(error=str(err)))
+            return
+        for secret, reason in result.rejected_certificates.items():
+            log.error("certificate not loaded", extra=logs.kv(certificate=secret, reason=reason))
         self.nginx_serving = True
         self.metrics.endpoint_pushes.inc()
         self.metrics.sync_seconds.labels("push").observe(time.monotonic() - started)
@@ -102,7 +113,7 @@ class NginxApplier:
             return
         try:
             needed = await self.control.needs_push()
-        except OSError:
+        except (NginxUnavailableError, OSError):
             self.nginx_serving = False
             return
         if needed:

@@ -26,7 +26,7 @@ from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
 from .model_types import (CATCH_ALL_HOST, DEFAULT_PROFILE, HostRoutes, LocationProfile, Model, NginxConfig,
                           Route)
-from .tls import TlsEntry, TlsSecrets, certificate_for, hsts_header
+from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header
 
 # pathType → which HostRoutes table the path goes to. ImplementationSpecific is matched as a prefix.
 PATH_KINDS = {"Exact": "exact", "Prefix": "prefix", "ImplementationSpecific": "prefix"}
@@ -376,6 +376,7 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings) -> Mode
         backends=dict(sorted(merger.backends.items())),
         passthrough=dict(sorted(merger.passthrough.items())),
         tls_secrets=tls_secrets,
+        certificates=certificates_table(index.secrets, tls_secrets, settings.default_ssl_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
     )

@@ -93,3 +93,23 @@ def hsts_header(config: ControllerConfig) -> str | None:
     if config.hsts_preload:
         value += "; preload"
     return value
+
+
+def certificates_table(secrets: Mapping[tuple[str, str], Mapping[str, Any]], tls_secrets: Mapping[str, str],
+                       default_certificate: str | None) -> dict[str, Any]:
+    """The table nginx's SNI selection reads: PEMs by Secret, host → Secret, and the default certificate.
+
+    Hosts without an entry get the default (--default-ssl-certificate when usable, else nginx's
+    generated fake certificate). Whether a key matches its certificate is checked when nginx loads them.
+    """
+    refs = set(tls_secrets.values())
+    default = default_certificate if default_certificate and secret_problem(
+        secrets.get(tuple(default_certificate.split("/", 1)))) is None else None
+    if default:
+        refs.add(default)
+    certs = {}
+    for ref in sorted(refs):
+        data = secrets[tuple(ref.split("/", 1))]["data"]
+        certs[ref] = {"cert": base64.b64decode(data["tls.crt"]).decode("ascii", "replace"),
+                      "key": base64.b64decode(data["tls.key"]).decode("ascii", "replace")}
+    return {"certs": certs, "hosts": dict(sorted(tls_secrets.items())), "default": default}

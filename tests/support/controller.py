@@ -63,8 +63,9 @@ class Controller:
         return (self.state_dir / "nginx" / "nginx.conf").read_bytes()
 
     def supervisorctl(self, *args: str) -> str:
+        # Run from the run dir: from the repository, supervisorctl would read ./supervisord.conf.
         out = subprocess.run([str(VENV_BIN / "supervisorctl"), "-s", f"unix://{self.run_dir}/supervisor.sock", *args],
-                             capture_output=True, text=True, timeout=30)
+                             capture_output=True, text=True, timeout=30, cwd=self.run_dir)
         return out.stdout
 
     def pid(self, program: str) -> int:

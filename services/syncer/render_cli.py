@@ -1,0 +1,48 @@
+"""`pyngress render --manifests DIR`: print the nginx.conf that would be applied, and the routes.
+
+Routing lives in Lua tables pushed without a reload, so nginx.conf alone does not show where a host goes:
+the routes follow the configuration as comments, one line per host and path.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+
+from services.common.settings import Settings
+from services.syncer.model import build_model
+from services.syncer.model_types import Model
+from services.syncer.render import render
+from services.watcher.manifests import ManifestsSource
+
+
+def routes_summary(model: Model) -> list[str]:
+    lines = ["# Routes (served by Lua from pushed tables; changing them does not reload nginx):"]
+    for host, host_routes in model.routes_json().items():
+        for kind in ("exact", "prefix"):
+            entries = host_routes[kind].items() if kind == "exact" else host_routes[kind]
+            for path, route in entries:
+                target = route["backend"] or "503 (no such Service or port)"
+                endpoints = model.backends.get(route["backend"] or "", [])
+                lines.append(f"#   {host}{path} ({kind}) -> {target} [{', '.join(endpoints) or 'no endpoints'}]"
+                             f" profile={route['profile']} from {route['ingress']}")
+    for host, endpoints in model.passthrough.items():
+        lines.append(f"#   {host} (ssl-passthrough) -> {', '.join(endpoints) or 'no endpoints'}")
+    lines += [f"# Rejected: {p}" for p in model.problems if not p.startswith("warning:")]
+    lines += [f"# {p}" for p in model.problems if p.startswith("warning:")]
+    return lines
+
+
+def run(settings: Settings) -> int:
+    if not settings.manifests:
+        print("pyngress render: give the manifests directory with --manifests DIR", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as scratch:
+        # Metadata the files lack is filled in a scratch state dir: rendering must not touch a live one.
+        source = ManifestsSource(settings.manifests, settings, scratch)
+        store = source.scan() or {}
+        for error in source.errors:
+            print(f"pyngress render: {error}", file=sys.stderr)
+    model = build_model(store, settings)
+    sys.stdout.write(render(model.config))
+    print("\n".join(routes_summary(model)))
+    return 0
