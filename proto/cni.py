@@ -14,9 +14,13 @@ IO_FAILURE = 5
 DECODE_FAILURE = 6
 INVALID_NETWORK_CONFIG = 7
 TRY_AGAIN_LATER = 11
+# STATUS: the plugin cannot serve ADD; or it can, with limited connectivity.
+PLUGIN_NOT_AVAILABLE = 50
+PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY = 51
 # 100 and up are plugin-specific.
 INTERNAL = 100
 IPAM_EXHAUSTED = 101
+CHECK_FAILED = 102  # CHECK found the pod's network different from its prevResult
 
 
 @dataclass

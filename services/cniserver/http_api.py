@@ -25,7 +25,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from proto.cni import INTERNAL, INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER, CniError, CniRequest
+from proto.cni import (INTERNAL, INVALID_NETWORK_CONFIG, PLUGIN_NOT_AVAILABLE, TRY_AGAIN_LATER, CniError,
+                       CniRequest)
 from services.cniserver.broker import Broker
 from services.cniserver.metrics import CniMetrics
 from services.cniserver.validation import (COMMANDS, NEWEST_VERSION, build_request, cni_version_for_reply, decode_body,
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 REQUEST_TIMEOUT_SECONDS = 120.0
 MAX_IN_FLIGHT = 64
-# CNI 1.1, STATUS: "the plugin is not available (i.e. cannot service ADD requests)".
-PLUGIN_NOT_AVAILABLE = 50
 # Commands that set up a pod's addresses and so need a subnet from the configuration or --pod-cidr.
 _NEEDS_SUBNET = frozenset({"ADD", "CHECK", "UPDATE"})
 

@@ -15,8 +15,8 @@ from typing import Iterator
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from proto.cni import (CONTAINER_UNKNOWN, INTERNAL, INVALID_ENV, INVALID_NETWORK_CONFIG, IO_FAILURE, CniError,
-                       CniRequest)
+from proto.cni import (CHECK_FAILED, CONTAINER_UNKNOWN, INTERNAL, INVALID_ENV, INVALID_NETWORK_CONFIG, IO_FAILURE,
+                       PLUGIN_NOT_AVAILABLE, PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY, CniError, CniRequest)
 from services.common.logs import kv
 
 from . import masquerade, netlink
@@ -26,12 +26,6 @@ from .netns import NetNS, NotANetworkNamespace
 from .results import Attachment, add_result, check_version
 
 log = logging.getLogger("cniworker")
-
-# Well-known codes of CNI 1.1 for STATUS (belong in proto/cni.py beside the others).
-PLUGIN_NOT_AVAILABLE = 50
-PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY = 51
-# Plugin-specific: CHECK found the pod's network different from its prevResult.
-CHECK_FAILED = 102
 
 
 def cmd_add(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from proto.cni import CONTAINER_UNKNOWN, INVALID_NETWORK_CONFIG, CniError
-from services.cniworker.commands import CHECK_FAILED
+from proto.cni import CHECK_FAILED
 
 
 def check(pods, container_id, netns, prev, **config):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.cniworker import masquerade
-from services.cniworker.commands import CHECK_FAILED
+from proto.cni import CHECK_FAILED
 from proto.cni import CniError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from proto.cni import INVALID_NETWORK_CONFIG, CniError
-from services.cniworker.commands import PLUGIN_NOT_AVAILABLE, PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY
+from proto.cni import PLUGIN_NOT_AVAILABLE, PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY
 from services.cniworker.netlink import host_veth_name
 
 
