@@ -38,7 +38,12 @@ from services.watcher.state_files import load_json, save_json, watcher_state_dir
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.1
+# A scan may take at most this share of the time: a huge directory is polled less often.
+MAX_SCAN_SHARE = 0.2
+# A file not modified for this long is taken as complete at once; a younger one must look the same on
+# two scans in a row (it may still be being written).
+QUIET_NS = 50_000_000
 RACY_NS = 100_000_000
 LAST_GOOD_FILE = "last-good.json"
 
@@ -87,12 +92,14 @@ class ManifestsSource:
 
     async def run(self, store: StoreWriter) -> None:
         while True:
+            started = time.monotonic()
             new_state = await asyncio.to_thread(self.scan)
             if new_state is not None:
                 await store.replace_all(new_state)
             self.synced.set()
             self.last_sync = time.time()
-            await asyncio.sleep(self.poll_seconds)
+            scan_seconds = time.monotonic() - started
+            await asyncio.sleep(max(self.poll_seconds, scan_seconds / MAX_SCAN_SHARE))
 
     # -- one scan (runs in a worker thread: parsing a large file must not stall the event loop) --
 
@@ -154,15 +161,17 @@ class ManifestsSource:
         return listing
 
     def _settled_changes(self, listing: dict[str, Signature]) -> dict[str, Signature | None]:
-        """Files whose signature differs from the one last read and was the same on the previous scan."""
+        """Files whose signature differs from the one last read and that are complete: unmodified for
+        QUIET_NS, or the same as on the previous scan."""
         previous = listing if self._previous_listing is None else self._previous_listing
         self._previous_listing = listing
+        quiet_before = time.time_ns() - QUIET_NS
         changes: dict[str, Signature | None] = {}
         for name in sorted(listing.keys() | self._files.keys()):
             now = listing.get(name)
             state = self._files.get(name)
             known = state.signature if state is not None else None
-            if now != known and now == previous.get(name):
+            if now != known and (now == previous.get(name) or (now is not None and now[2] < quiet_before)):
                 changes[name] = now
             elif state is not None and state.racy and now == known:
                 changes[name] = now  # read again: the content may have changed under the same signature
