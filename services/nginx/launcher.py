@@ -61,7 +61,9 @@ def run(settings: Settings) -> int:
                     "(chmod o+x)", extra=logs.kv(directory=str(blocked)))
     ensure_config(paths, settings)
     processes.stop_stale(paths.prefix)
-    status.write_status(paths.run_dir, "nginx", state="starting", conf=str(paths.conf))
+    # This process becomes the nginx master (exec below): its pid is the master's, so "running" stays true
+    # for as long as `pyngress status` finds that pid alive.
+    status.write_status(paths.run_dir, "nginx", state="running", conf=str(paths.conf))
     binary = nginx_binary()
     # Up to the hard limit: nginx holds a descriptor per connection, two when proxying.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
