@@ -7,7 +7,9 @@ are refused with a RenderError. Values are validated by allow-lists before they 
 second line, so that a validator's bug can never add a directive or a block.
 
 Setting values (ConfigMap globals and location profile settings) are argument lists: a string is split
-on spaces ("4 8k" → two arguments), a tuple or list gives the arguments as they are.
+on spaces ("4 8k" → two arguments), a tuple or list gives the arguments as they are. Profile settings named
+`pyngress_*` are not directives (see services/syncer/annotations/__init__.py): the scheme to the backend
+chooses the profile's proxy_pass, and the CORS keys become a Lua table for templates/lua/pyngress/cors.lua.
 """
 from __future__ import annotations
 
@@ -70,11 +72,12 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
     ("Host", "$pyngress_best_http_host"),
     ("X-Request-ID", "$pyngress_request_id"),
     ("X-Real-IP", "$remote_addr"),
-    ("X-Forwarded-For", "$remote_addr"),
-    ("X-Forwarded-Host", "$pyngress_best_http_host"),
+    # The $pyngress_forwarded_* maps take a client's X-Forwarded-* only with use-forwarded-headers.
+    ("X-Forwarded-For", "$pyngress_forwarded_for"),
+    ("X-Forwarded-Host", "$pyngress_forwarded_host"),
     ("X-Forwarded-Port", "$pyngress_forwarded_port"),
-    ("X-Forwarded-Proto", "$scheme"),
-    ("X-Scheme", "$scheme"),
+    ("X-Forwarded-Proto", "$pyngress_forwarded_proto"),
+    ("X-Scheme", "$pyngress_forwarded_proto"),
     ("Upgrade", "$http_upgrade"),
     ("Connection", "$pyngress_connection_upgrade"),
     # httpoxy: a client's Proxy header must not become HTTP_PROXY in a CGI-style backend.
@@ -128,19 +131,51 @@ def _settings(pairs: Iterable[tuple[str, str | Sequence[str]]]) -> list[tuple[st
     return [(directive(name), arguments(value)) for name, value in pairs]
 
 
+# Profile keys that are not nginx directives. The CORS ones map to the option names of cors.lua.
+PROXY_PASS_SCHEME = "pyngress_proxy_pass_scheme"
+CORS_OPTIONS: dict[str, str] = {
+    "pyngress_cors_allow_origin": "allow_origin",
+    "pyngress_cors_allow_methods": "allow_methods",
+    "pyngress_cors_allow_headers": "allow_headers",
+    "pyngress_cors_expose_headers": "expose_headers",
+    "pyngress_cors_allow_credentials": "allow_credentials",
+    "pyngress_cors_max_age": "max_age",
+}
+_SCHEMES = ("http", "https")
+
+
 @dataclass(frozen=True)
 class _RenderedProfile:
     name: str
     settings: list[tuple[str, str]]
     headers: list[tuple[str, str]]
+    scheme: str  # of proxy_pass to the backend
+    cors: str | None  # a Lua table literal of cors.lua's options, when the profile answers CORS
 
 
 def _profile(profile: LocationProfile) -> _RenderedProfile:
     if not _PROFILE_NAME.fullmatch(profile.name):
         raise RenderError(f"location profile name {profile.name!r} may only hold letters, digits, '_' and '-'")
-    own_headers = {_header_name(value).lower() for name, value in profile.settings if name == "proxy_set_header"}
+    directives = [(name, value) for name, value in profile.settings if not name.startswith("pyngress_")]
+    own = {name: value for name, value in profile.settings if name.startswith("pyngress_")}
+    unknown = sorted(set(own) - set(CORS_OPTIONS) - {PROXY_PASS_SCHEME})
+    if unknown:
+        raise RenderError(f"location profile {profile.name}: unknown pyngress setting(s) {', '.join(unknown)}")
+    scheme = own.get(PROXY_PASS_SCHEME, "http")
+    if scheme not in _SCHEMES:
+        raise RenderError(f"location profile {profile.name}: {PROXY_PASS_SCHEME} must be http or https, got {scheme!r}")
+    own_headers = {_header_name(value).lower() for name, value in directives if name == "proxy_set_header"}
     headers = [(quote(h), v) for h, v in PROXY_HEADERS if h.lower() not in own_headers]
-    return _RenderedProfile(profile.name, _settings(profile.settings), headers)
+    return _RenderedProfile(profile.name, _settings(directives), headers, scheme, _cors_options(profile.name, own))
+
+
+def _cors_options(profile: str, own: dict[str, str]) -> str | None:
+    options = {CORS_OPTIONS[key]: value for key, value in own.items() if key in CORS_OPTIONS}
+    if not options:
+        return None
+    if "allow_origin" not in options:
+        raise RenderError(f"location profile {profile}: CORS settings need pyngress_cors_allow_origin")
+    return "{ " + " ".join(f"{name} = {lua_string(value)}," for name, value in sorted(options.items())) + " }"
 
 
 def _header_name(value: str | Sequence[str]) -> str:
@@ -190,6 +225,8 @@ def render(config: NginxConfig) -> str:
         lua_dir=str(LUA_DIR),
         shared_dict_size=SHARED_DICT_SIZE,
         ssl_passthrough=bool(config.ssl_passthrough),
+        use_forwarded_headers=bool(config.use_forwarded_headers),
+        use_proxy_protocol=bool(config.use_proxy_protocol),
         http_settings=http_settings,
         profiles=[_profile(p) for p in profiles],
         **ports,

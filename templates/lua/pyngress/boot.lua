@@ -5,6 +5,7 @@ local store = require("pyngress.store")
 require("pyngress.router")
 require("pyngress.balancer")
 require("pyngress.certificates")
+require("pyngress.cors")
 require("pyngress.api")
 
 local _M = {}

@@ -6,6 +6,8 @@ local _M = {
     https_port_suffix = "",
     -- The named locations this nginx.conf defines: profile name -> true.
     profiles = {},
+    -- CORS options of the profiles that have them: profile name -> options (see cors.lua).
+    cors = {},
 }
 
 function _M.set(values)
@@ -17,6 +19,7 @@ function _M.set(values)
         profiles[name] = true
     end
     _M.profiles = profiles
+    _M.cors = values.cors or {}
 end
 
 return _M
