@@ -28,9 +28,9 @@ from services.syncer.status_server import start_status_server
 
 log = logging.getLogger("syncer")
 
-# Changes arriving within this window are applied together: a `kubectl apply` of many objects
+# Changes arriving within this window are applied together: a watcher scan or a `kubectl apply` of many objects
 # becomes one sync, and one reload at most.
-COALESCE_SECONDS = 0.05
+COALESCE_SECONDS = 0.02
 # How often nginx is asked whether it still holds what was pushed (it forgets on a master restart).
 PUSH_CHECK_SECONDS = 0.5
 
