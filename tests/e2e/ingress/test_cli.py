@@ -1,0 +1,44 @@
+"""`pyngress status` and `pyngress render`, as a user runs them beside a running controller."""
+import subprocess
+
+import yaml
+
+from tests.e2e.ingress.scenarios import Stage
+from tests.support import k8s
+from tests.support.controller import VENV_BIN
+
+
+def _pyngress(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "pyngress"), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_status_shows_generation_reloads_and_each_component(manifests_controller, echo):
+    controller, cluster = manifests_controller
+    stage = Stage(controller, cluster, echo)
+    cluster.apply(*stage.backend("CLI"))
+    cluster.apply(k8s.ingress("cli", [k8s.rule("cli.example.com", ("/", "Prefix", "cli", 80))]))
+    stage.expect("cli.example.com", "/", "CLI")
+    out = _pyngress("status", f"--run-dir={controller.run_dir}", f"--status-port={controller.status_port}")
+    assert out.returncode == 0, out.stderr
+    reloads = int(controller.metric("nginx_ingress_controller_success"))
+    assert f"reloads: {reloads} (failed: 0, last successful: true)" in out.stdout
+    assert "config generation: " in out.stdout
+    for component in ("watcher", "syncer", "nginx", "crashmon"):
+        line = next(line for line in out.stdout.splitlines() if line.startswith(component))
+        assert " running " in line, line
+
+
+def test_render_prints_the_configuration_and_where_each_path_goes(tmp_path):
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "app.yaml").write_text(yaml.safe_dump_all([
+        k8s.ingress_class("nginx"), k8s.service("web"), k8s.endpoint_slice("web", ["10.1.2.3"], 8080),
+        k8s.ingress("web", [k8s.rule("web.example.com", ("/api", "Prefix", "web", 80))]),
+        k8s.ingress("bad", [k8s.rule("bad.example.com", ("/", "Prefix", "web", 80))],
+                    annotations={"nginx.ingress.kubernetes.io/proxy-read-timeout": "60s; return 200"})]))
+    out = _pyngress("render", f"--manifests={manifests}", f"--state-dir={tmp_path / 's'}", f"--run-dir={tmp_path / 'r'}")
+    assert out.returncode == 0, out.stderr
+    assert "location @profile_default" in out.stdout
+    assert "#   web.example.com/api (prefix) -> default-web-80 [10.1.2.3:8080]" in out.stdout
+    assert "# Rejected: " in out.stdout and "proxy-read-timeout" in out.stdout
+    assert "bad.example.com" not in out.stdout.split("# Rejected")[0]
