@@ -1,18 +1,28 @@
 """Which hosts terminate TLS, with which Secret, and their Strict-Transport-Security header.
 
-A host has TLS when some Ingress lists it in `spec.tls[].hosts` with a `secretName` naming a Secret of type
-kubernetes.io/tls in the Ingress's namespace whose tls.crt and tls.key are present and valid base64 (an
-entry without secretName uses --default-ssl-certificate). Whether they hold a matching certificate and key
-is checked where they are loaded, not here. A "*.example.com" entry also covers "a.example.com".
+Which certificate a host gets, as ingress-nginx chooses it (the oldest Ingress first):
+1. an Ingress lists the host in `spec.tls[].hosts`: that entry's Secret (an entry without secretName
+   uses --default-ssl-certificate); a "*.example.com" entry also covers "a.example.com";
+2. else a Secret from the same Ingress's spec.tls whose certificate names the host (its DNS
+   subjectAltNames, or its common name when it has none; "*." stands for one label);
+3. else no TLS of its own: nginx serves the default certificate (--default-ssl-certificate, else its
+   generated "Kubernetes Ingress Controller Fake Certificate").
+A Secret is usable when it has type kubernetes.io/tls, its tls.crt and tls.key are valid base64 and
+OpenSSL loads them as a certificate with its key; otherwise its hosts are served without it, with a
+problem saying why.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import os
+import ssl
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .configmap import ControllerConfig
+from .nginx_control import certificate_problem
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
 
@@ -24,13 +34,55 @@ def secret_problem(secret: Mapping[str, Any] | None) -> str | None:
     if secret.get("type") != TLS_SECRET_TYPE:
         return f"has type {secret.get('type')!r}, not {TLS_SECRET_TYPE}"
     data = secret.get("data") or {}
+    pems = []
     for key in ("tls.crt", "tls.key"):
         try:
-            if not base64.b64decode(data.get(key) or "", validate=True):
-                return f"has no {key}"
+            pems.append(base64.b64decode(data.get(key) or "", validate=True))
         except (binascii.Error, TypeError, ValueError):
             return f"has a {key} that is not valid base64"
-    return None
+        if not pems[-1]:
+            return f"has no {key}"
+    return inspect_certificate(*pems).problem
+
+
+@dataclass(frozen=True)
+class CertificateInfo:
+    """What the syncer needs from a certificate: the host names it is for, or why it cannot be served."""
+    names: tuple[str, ...]  # lower-case DNS names: subjectAltNames, else the common name
+    problem: str | None
+
+
+# Keyed by content: a Secret is inspected again only when it changes (OpenSSL takes ~1 ms per pair).
+@functools.lru_cache(maxsize=4096)
+def inspect_certificate(cert_pem: bytes, key_pem: bytes) -> CertificateInfo:
+    """The names of the first certificate in `cert_pem`, and whether `key_pem` is its private key."""
+    problem = certificate_problem(cert_pem.decode("ascii", "replace"), key_pem.decode("ascii", "replace"))
+    if problem:
+        return CertificateInfo((), f"holds a tls.crt and tls.key that OpenSSL cannot serve: {problem}")
+    fd = os.memfd_create("tls.crt")
+    try:
+        os.write(fd, cert_pem)
+        decoded = ssl._ssl._test_decode_cert(f"/proc/self/fd/{fd}")  # the stdlib's only X.509 reader
+    except (ssl.SSLError, OSError) as err:
+        return CertificateInfo((), f"has a tls.crt whose certificate cannot be read ({err})")
+    finally:
+        os.close(fd)
+    names = tuple(value.lower() for kind, value in decoded.get("subjectAltName", ()) if kind == "DNS")
+    if not names:
+        names = tuple(value.lower() for rdn in decoded.get("subject", ()) for key, value in rdn
+                      if key == "commonName")
+    return CertificateInfo(names, None)
+
+
+def names_match(host: str, names: Iterable[str]) -> bool:
+    """Whether a certificate for `names` is valid for `host` ("*.example.com" covers one label)."""
+    for name in names:
+        if name == host:
+            return True
+        if name.startswith("*.") and "." in host and not host.startswith("*."):
+            if host.split(".", 1)[1] == name[2:]:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -51,13 +103,26 @@ class TlsSecrets:
     def problem(self, ref: str) -> str | None:
         """`ref` is "namespace/name"; None when that Secret is a usable certificate."""
         if ref not in self._checked:
-            namespace, _, name = ref.partition("/")
-            self._checked[ref] = secret_problem(self._secrets.get((namespace, name)))
+            self._checked[ref] = secret_problem(self._secret(ref))
         return self._checked[ref]
 
+    def names(self, ref: str) -> tuple[str, ...]:
+        """The host names the certificate of a usable Secret `ref` is for."""
+        data = self._secret(ref)["data"]
+        return inspect_certificate(base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])).names
+
+    def _secret(self, ref: str) -> Mapping[str, Any] | None:
+        namespace, _, name = ref.partition("/")
+        return self._secrets.get((namespace, name))
+
     def for_ingress(self, namespace: str, entries: Iterable[TlsEntry]) -> tuple[dict[str, str], list[str]]:
-        """host → "namespace/name" of the Secret from one Ingress's spec.tls, and why any entry was unusable."""
+        """host → "namespace/name" of the Secret from one Ingress's spec.tls, and why any entry was unusable.
+
+        Hosts the entries list come first; then the names in their certificates (which may be wildcards),
+        so that a host the Ingress's rules name but its spec.tls forgot still finds its certificate.
+        """
         certificates: dict[str, str] = {}
+        by_name: dict[str, str] = {}
         problems: list[str] = []
         for entry in entries:
             ref = f"{namespace}/{entry.secret_name}" if entry.secret_name else self._default
@@ -70,8 +135,16 @@ class TlsSecrets:
             if problem:
                 problems.append(f"TLS Secret {ref} {problem}; {', '.join(hosts) or 'its hosts'} served without it")
                 continue
+            names = self.names(ref)
             for host in hosts:
                 certificates.setdefault(host, ref)
+                if not names_match(host, names):
+                    problems.append(f"TLS Secret {ref} holds a certificate for {', '.join(names) or 'no host name'}, "
+                                    f"not {host}; clients that check host names will refuse it")
+            for name in names:
+                by_name.setdefault(name, ref)
+        for name, ref in by_name.items():
+            certificates.setdefault(name, ref)
         return certificates, problems
 
 

@@ -1,10 +1,20 @@
-"""ssl-redirect, force-ssl-redirect, ssl-passthrough: host-level TLS behaviour (HostRoutes and passthrough)."""
+"""ssl-redirect, force-ssl-redirect, ssl-passthrough: host-level TLS behaviour (HostRoutes and passthrough).
+
+ssl-ciphers and ssl-prefer-server-ciphers are refused: every host is served by one nginx TLS server (the
+certificate is chosen in Lua by SNI), and OpenSSL fixes the cipher list per server before the SNI is known.
+The controller ConfigMap's ssl-ciphers and ssl-protocols set them for all hosts.
+"""
 from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, Risk
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 from .validators import boolean, is_true
+
+
+def _global_only(value: str) -> str:
+    raise InvalidValue("TLS ciphers cannot differ per Ingress in pyngress (all hosts share one TLS server); "
+                       "remove the annotation and set ssl-ciphers in the controller ConfigMap instead")
 
 ANNOTATIONS = (
     Annotation("ssl-redirect", boolean, Risk.LOW,
@@ -14,6 +24,9 @@ ANNOTATIONS = (
     Annotation("ssl-passthrough", boolean, Risk.MEDIUM,
                "Pass TLS connections for the Ingress's hosts untouched to the backend, chosen by SNI "
                "(needs --enable-ssl-passthrough)."),
+    Annotation("ssl-ciphers", _global_only, Risk.LOW, "Refused: ciphers are set for all hosts by the ConfigMap."),
+    Annotation("ssl-prefer-server-ciphers", _global_only, Risk.LOW,
+               "Refused: set for all hosts (on) by the controller."),
 )
 
 

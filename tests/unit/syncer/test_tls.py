@@ -1,9 +1,29 @@
+import base64
+import functools
+
 import pytest
 
+from services.nginx.prefix import make_self_signed
 from services.syncer.configmap import ControllerConfig
-from services.syncer.tls import hsts_header
+from services.syncer.tls import hsts_header, inspect_certificate, names_match
 
 HSTS = "max-age=31536000; includeSubDomains"
+END_CERTIFICATE = b"-----END CERTIFICATE-----\n"
+
+
+@functools.lru_cache(maxsize=None)
+def pems(*names: str, cn: str = "") -> tuple[bytes, bytes]:
+    """A real certificate for `names` (made once per run with the openssl CLI) and its key."""
+    pem = make_self_signed(f"/CN={cn or names[0]}", names)
+    end = pem.index(END_CERTIFICATE) + len(END_CERTIFICATE)
+    return pem[:end], pem[end:]
+
+
+def secret_data(*names: str, key_of: tuple[str, ...] | None = None) -> dict[str, str]:
+    cert, key = pems(*names)
+    if key_of:
+        key = pems(*key_of)[1]
+    return {"tls.crt": base64.b64encode(cert).decode(), "tls.key": base64.b64encode(key).decode()}
 
 
 def tls(*hosts, secret="app-tls"):
@@ -14,7 +34,7 @@ def tls(*hosts, secret="app-tls"):
 
 
 def test_a_host_listed_in_spec_tls_with_a_usable_secret_has_tls_and_hsts(cluster):
-    cluster.tls_secret("app-tls")
+    cluster.tls_secret("app-tls", data=secret_data("app.example.com"))
     cluster.app(tls=tls("App.Example.com"))
     model = cluster.build()
     routes = model.routes["app.example.com"]
@@ -48,8 +68,8 @@ def test_the_secret_must_be_in_the_ingress_namespace(cluster):
 
 
 def test_tls_from_another_ingress_and_wildcards_cover_a_host(cluster):
-    cluster.tls_secret("wild")
-    cluster.tls_secret("exact")
+    cluster.tls_secret("wild", data=secret_data("*.example.com"))
+    cluster.tls_secret("exact", data=secret_data("b.example.com"))
     cluster.app("a", host="a.example.com")
     cluster.app("b", host="b.example.com")
     cluster.app("deep", host="x.y.example.com")
@@ -61,15 +81,15 @@ def test_tls_from_another_ingress_and_wildcards_cover_a_host(cluster):
 
 
 def test_oldest_ingress_chooses_the_certificate(cluster):
-    cluster.tls_secret("old")
-    cluster.tls_secret("new")
+    cluster.tls_secret("old", data=secret_data("app.example.com"))
+    cluster.tls_secret("new", data=secret_data("app.example.com"))
     cluster.app("new", tls=tls("app.example.com", secret="new"), created=cluster.timestamp(9))
     cluster.ingress("old", rules=[], tls=tls("app.example.com", secret="old"), created=cluster.timestamp(1))
     assert cluster.build().tls_secrets == {"app.example.com": "default/old"}
 
 
 def test_an_entry_without_secret_name_uses_the_default_certificate(cluster):
-    cluster.tls_secret("fallback", ns="ingress")
+    cluster.tls_secret("fallback", ns="ingress", data=secret_data("app.example.com"))
     cluster.app(tls=tls("app.example.com", secret=None))
     assert cluster.build().routes["app.example.com"].tls is False
     assert "no secretName and there is no --default-ssl-certificate" in cluster.build().problems[0]
@@ -111,7 +131,7 @@ def test_a_host_takes_its_ssl_flags_from_its_oldest_ingress(cluster):
 ])
 def test_hsts_header_from_the_configmap(cluster, data, header):
     cluster.configmap(data)
-    cluster.tls_secret()
+    cluster.tls_secret(data=secret_data("app.example.com"))
     cluster.app(tls=tls("app.example.com"))
     cluster.app("plain", host="plain.example.com")
     routes = cluster.build().routes
@@ -121,3 +141,83 @@ def test_hsts_header_from_the_configmap(cluster, data, header):
 
 def test_hsts_header_function():
     assert hsts_header(ControllerConfig(hsts_max_age=0, hsts_include_subdomains=False)) == "max-age=0"
+
+
+def test_a_host_not_listed_in_spec_tls_takes_the_secret_whose_certificate_names_it(cluster):
+    cluster.tls_secret("multi", data=secret_data("listed.example.com", "other.example.com", "*.apps.example.com"))
+    cluster.service("web")
+    cluster.ingress("web", rules=[cluster.rule(host, ("/", "Prefix", "web", 80)) for host in
+                                  ("listed.example.com", "other.example.com", "x.apps.example.com",
+                                   "unnamed.example.com")],
+                    tls=tls("listed.example.com", secret="multi"))
+    model = cluster.build()
+    assert model.tls_secrets == {host: "default/multi" for host in
+                                 ("listed.example.com", "other.example.com", "x.apps.example.com")}
+    assert model.routes["unnamed.example.com"].tls is False  # the default certificate, no redirect
+    assert model.certificates["hosts"] == model.tls_secrets and model.problems == []
+
+
+def test_a_listed_host_the_certificate_does_not_name_is_served_with_a_warning(cluster):
+    cluster.tls_secret("app-tls", data=secret_data("elsewhere.example.com"))
+    cluster.app(tls=tls("app.example.com"))
+    model = cluster.build()
+    assert model.tls_secrets == {"app.example.com": "default/app-tls"}
+    assert model.problems == ["warning: Ingress default/web: TLS Secret default/app-tls holds a certificate for "
+                              "elsewhere.example.com, not app.example.com; clients that check host names will "
+                              "refuse it"]
+
+
+def test_a_key_that_does_not_match_its_certificate_leaves_the_host_without_tls(cluster):
+    cluster.tls_secret("app-tls", data=secret_data("app.example.com", key_of=("someone.else",)))
+    cluster.app(tls=tls("app.example.com"))
+    model = cluster.build()
+    assert model.routes["app.example.com"].tls is False and model.certificates["certs"] == {}
+    [problem] = model.problems
+    assert problem.startswith("warning: Ingress default/web: TLS Secret default/app-tls holds a tls.crt and "
+                              "tls.key that OpenSSL cannot serve: certificate and key do not load together")
+    assert problem.endswith("; app.example.com served without it")
+
+
+def test_the_default_certificate_must_be_usable_to_be_the_default(cluster):
+    cluster.tls_secret("good", ns="ingress", data=secret_data("default.example.com"))
+    cluster.tls_secret("bad", ns="ingress", data=secret_data("default.example.com", key_of=("x.example.com",)))
+    cluster.app()
+    assert cluster.build(default_ssl_certificate="ingress/good").certificates["default"] == "ingress/good"
+    assert cluster.build(default_ssl_certificate="ingress/bad").certificates == {"certs": {}, "hosts": {},
+                                                                                 "default": None}
+
+
+def test_inspect_certificate_reads_subject_alt_names_and_refuses_what_openssl_cannot_load():
+    assert inspect_certificate(*pems("A.example.com", "*.b.example.com")).names == ("a.example.com",
+                                                                                     "*.b.example.com")
+    garbage = inspect_certificate(b"-----BEGIN CERTIFICATE-----\n...", b"junk")
+    assert garbage.names == () and "OpenSSL cannot serve" in garbage.problem
+
+
+@pytest.mark.parametrize("host, names, matches", [
+    ("a.example.com", ("a.example.com",), True),
+    ("a.example.com", ("*.example.com",), True),
+    ("a.b.example.com", ("*.example.com",), False),
+    ("example.com", ("*.example.com",), False),
+    ("*.example.com", ("*.example.com",), True),
+    ("a.example.com", ("b.example.com", "*.other.com"), False),
+])
+def test_names_match(host, names, matches):
+    assert names_match(host, names) is matches
+
+
+@pytest.mark.parametrize("annotation", ["ssl-ciphers", "ssl-prefer-server-ciphers"])
+def test_per_ingress_ciphers_reject_the_ingress_and_point_to_the_configmap(cluster, annotation):
+    cluster.app(annotations={annotation: "ECDHE-RSA-AES128-GCM-SHA256"})
+    model = cluster.build()
+    assert model.routes == {}
+    [problem] = model.problems
+    assert problem.startswith(f"Ingress default/web: annotation nginx.ingress.kubernetes.io/{annotation} value")
+    assert problem.endswith("set ssl-ciphers in the controller ConfigMap instead")
+
+
+def test_configmap_ssl_protocols_and_ciphers_are_global_settings(cluster):
+    cluster.configmap({"ssl-protocols": "TLSv1.3", "ssl-ciphers": "ECDHE-RSA-AES256-GCM-SHA384"})
+    config = cluster.build().config
+    assert (config.globals["ssl_protocols"], config.globals["ssl_ciphers"]) == ("TLSv1.3",
+                                                                                "ECDHE-RSA-AES256-GCM-SHA384")
