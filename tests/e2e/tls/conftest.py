@@ -1,0 +1,50 @@
+from pathlib import Path
+
+import pytest
+
+from services.nginx.paths import NginxPaths
+
+from tests.e2e.ingress.scenarios import Stage
+from tests.support import k8s
+from tests.support.controller import Controller, EchoBackends, ManifestsCluster
+
+from .pki import TestCA
+
+# --default-ssl-certificate names this Secret; the tests create and remove it.
+DEFAULT_CERTIFICATE = "default/default-cert"
+CONFIGMAP = "default/ingress-config"
+END_CERTIFICATE = "-----END CERTIFICATE-----\n"
+
+
+@pytest.fixture(scope="session")
+def ca(tmp_path_factory) -> TestCA:
+    return TestCA(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def echo():
+    backends = EchoBackends()
+    yield backends
+    backends.stop()
+
+
+@pytest.fixture(scope="module")
+def tls_stage(tmp_path_factory, echo):
+    """A controller with --default-ssl-certificate and --configmap, on its own manifests directory."""
+    workdir = tmp_path_factory.mktemp("tls-controller")
+    cluster = ManifestsCluster(workdir / "manifests")
+    cluster.apply(k8s.ingress_class("nginx"))
+    controller = Controller(workdir, [f"--manifests={cluster.directory}"],
+                            [f"--default-ssl-certificate={DEFAULT_CERTIFICATE}", f"--configmap={CONFIGMAP}"]).start()
+    yield Stage(controller, cluster, echo)
+    controller.stop()
+
+
+@pytest.fixture(scope="module")
+def fake_certificate(tls_stage, tmp_path_factory) -> Path:
+    """nginx's generated fake certificate (without its key), for a client to trust."""
+    controller = tls_stage.controller
+    pem = NginxPaths.of(controller.state_dir, controller.run_dir).default_certificate.read_text()
+    path = tmp_path_factory.mktemp("fake") / "fake.crt"
+    path.write_text(pem[:pem.index(END_CERTIFICATE) + len(END_CERTIFICATE)])
+    return path

@@ -1,0 +1,104 @@
+"""A test certificate authority made with the openssl CLI, TLS Secrets, and TLS clients that report
+which certificate the server presented."""
+from __future__ import annotations
+
+import base64
+import http.client
+import itertools
+import socket
+import ssl
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Pair:
+    cert: str  # PEM
+    key: str   # PEM
+
+
+class TestCA:
+    """Issues leaf certificates signed by one throwaway CA (P-256 keys, valid two days)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._serial = itertools.count(1)
+        self.cert_path = directory / "ca.crt"
+        self._key_path = directory / "ca.key"
+        self._openssl("req", "-x509", *self._new_key(self._key_path), "-out", str(self.cert_path), "-days", "2",
+                      "-subj", "/O=pyngress tests/CN=pyngress test CA")
+
+    def issue(self, common_name: str, dns_names: tuple[str, ...] = (), organization: str = "pyngress") -> Pair:
+        n = next(self._serial)
+        key, csr, cert, ext = (self.directory / f"leaf-{n}.{suffix}" for suffix in ("key", "csr", "crt", "ext"))
+        ext.write_text("subjectAltName=" + ",".join(f"DNS:{name}" for name in dns_names or (common_name,)) + "\n")
+        self._openssl("req", *self._new_key(key), "-out", str(csr), "-subj", f"/O={organization}/CN={common_name}")
+        self._openssl("x509", "-req", "-in", str(csr), "-CA", str(self.cert_path), "-CAkey", str(self._key_path),
+                      "-set_serial", str(n), "-days", "2", "-extfile", str(ext), "-out", str(cert))
+        return Pair(cert.read_text(), key.read_text())
+
+    @staticmethod
+    def _new_key(path: Path) -> list[str]:
+        return ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(path)]
+
+    @staticmethod
+    def _openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def tls_secret(name: str, pair: Pair, namespace: str = "default") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {"tls.crt": base64.b64encode(pair.cert.encode()).decode(),
+                     "tls.key": base64.b64encode(pair.key.encode()).decode()}}
+
+
+def subject(peer: dict[str, Any]) -> dict[str, str]:
+    return {key: value for rdn in peer.get("subject", ()) for key, value in rdn}
+
+
+def served_certificate(port: int, sni: str | None, trusted: list[Path], check_hostname: bool = True) -> dict[str, str]:
+    """The subject of the certificate served for `sni`, verified against `trusted` (PEM files) as a
+    browser would; `check_hostname` False for certificates that are not for `sni` (the defaults)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = check_hostname
+    for path in trusted:
+        context.load_verify_locations(cafile=str(path))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=sni) as tls:
+            return subject(tls.getpeercert())
+
+
+def s_client_subject(port: int, sni: str) -> str:
+    """The subject line `openssl s_client` prints for the server's certificate."""
+    out = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", sni],
+                         input=b"", capture_output=True, timeout=20).stdout.decode(errors="replace")
+    return next(line for line in out.splitlines() if line.startswith("subject="))
+
+
+@dataclass
+class HttpsResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def https_get(port: int, host: str, path: str = "/", trusted: list[Path] = (), sni: str | None = None) -> HttpsResponse:
+    """GET over TLS with SNI `sni` (default: `host`), verifying the chain against `trusted` but not the name."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    for path_ in trusted:
+        context.load_verify_locations(cafile=str(path_))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", timeout=10)
+    conn.sock = context.wrap_socket(raw, server_hostname=sni or host)
+    try:
+        conn.request("GET", path, headers={"Host": host})
+        response = conn.getresponse()
+        return HttpsResponse(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+    finally:
+        conn.close()
