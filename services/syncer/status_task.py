@@ -1,0 +1,101 @@
+"""Ingress status in the syncer: campaign for the Lease, and while leading keep every served Ingress's
+status.loadBalancer right (services/syncer/leader.py, services/syncer/ingress_status.py).
+
+Only with a Kubernetes API (--kubeconfig or in-cluster): a manifests directory has no status to write.
+With --update-status=false this task does not campaign at all: writing status is the only thing a
+leader does in pyngress, so a Lease would only cost every replica a write every few seconds and name a
+leader of nothing. (ingress-nginx campaigns either way.)
+
+Environment (not a flag: a knob for tests and unusual clusters):
+- PYNGRESS_ELECTION_LEASE_SECONDS: the Lease duration (default 30, as ingress-nginx). A follower takes an
+  abandoned Lease over this long after it last saw it change; a leader renews every third of it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any, Callable, Mapping
+
+from services.common.logs import kv
+from services.common.settings import Settings
+
+# The Kubernetes client is imported inside run_status_updates only: in manifests mode the syncer
+# imports this module but must not pay for the client (memory, start-up time).
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS_ENV = "PYNGRESS_ELECTION_LEASE_SECONDS"
+# How often to look whether the syncer has taken a batch of store changes (see _forward_store_changes).
+CHANGE_POLL_SECONDS = 0.02
+
+
+def status_updates_enabled(settings: Settings) -> bool:
+    """Whether the syncer should run `run_status_updates` at all."""
+    return settings.update_status and not settings.manifests
+
+
+def lease_seconds_override() -> int | None:
+    """The Lease duration from the environment; None: the elector's default."""
+    text = os.environ.get(LEASE_SECONDS_ENV, "")
+    if not text:
+        return None
+    try:
+        seconds = int(text)
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise ValueError(f"{LEASE_SECONDS_ENV}={text!r}: give a whole number of seconds, at least 1 "
+                         "(or leave it unset for the default, 30)")
+    return seconds
+
+
+async def run_status_updates(settings: Settings, current_store: Callable[[], Mapping[str, Any]],
+                             store_changed: asyncio.Event) -> None:
+    """Campaign, and write Ingress status while leading, until cancelled.
+
+    current_store: the syncer's store as it is now. store_changed: the syncer's event, set on every store
+    update and cleared when its sync loop takes the batch.
+
+    It never returns on its own (the syncer stops when one of its tasks ends): a configuration that
+    cannot work is logged and status updates stay off; everything else keeps working.
+    """
+    from kubernetes import client
+
+    from services.syncer.ingress_status import IngressStatusUpdater
+    from services.syncer.leader import LeaderElector
+    from services.watcher.kube_source import KubeConfigError, kube_configuration
+
+    try:
+        duration = lease_seconds_override()
+        configuration = await asyncio.to_thread(kube_configuration, settings)
+    except (KubeConfigError, ValueError) as err:
+        log.error("Ingress status updates are off", extra=kv(reason=str(err)))
+        await asyncio.Event().wait()  # parked until the syncer stops
+        return
+    api_client = client.ApiClient(configuration)
+    updater = IngressStatusUpdater(api_client, settings)
+    elector = LeaderElector.from_settings(settings, api_client,
+                                          **({"lease_duration": duration} if duration else {}))
+    log.info("campaigning for the Ingress status lease", extra=kv(
+        lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,
+        lease_seconds=elector.lease_duration))
+    forwarder = asyncio.create_task(_forward_store_changes(store_changed, updater), name="status: store changes")
+    try:
+        await elector.run(lambda: updater.run(current_store))
+    finally:
+        forwarder.cancel()
+        api_client.close()
+
+
+async def _forward_store_changes(store_changed: asyncio.Event, updater: Any) -> None:
+    """Notify the updater once per batch the syncer takes.
+
+    The updater reads the store when notified, so the notice waits until the syncer has cleared the
+    event: the store then holds every change that set it, and any later change sets it again.
+    """
+    while True:
+        await store_changed.wait()
+        while store_changed.is_set():
+            await asyncio.sleep(CHANGE_POLL_SECONDS)
+        updater.notify()
