@@ -25,6 +25,7 @@ from services.syncer.apply import NginxApplier
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model import build_model
 from services.syncer.status_server import start_status_server
+from services.syncer.status_task import run_status_updates, status_updates_enabled
 
 log = logging.getLogger("syncer")
 
@@ -130,10 +131,13 @@ async def main_async(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     tasks = [asyncio.create_task(coro) for coro in
              (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve())]
+    if status_updates_enabled(settings):
+        tasks.append(asyncio.create_task(run_status_updates(settings, lambda: syncer.store, syncer.changed)))
     done_waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([done_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
     for task in tasks + [done_waiter]:
         task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)  # let them clean up (the status task releases its Lease)
     await runner.cleanup()
     for task in done:
         if task is not done_waiter and task.exception():
