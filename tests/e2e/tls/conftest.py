@@ -41,6 +41,17 @@ def tls_stage(tmp_path_factory, echo):
 
 
 @pytest.fixture(scope="module")
+def passthrough_stage(tmp_path_factory, echo):
+    """A controller with --enable-ssl-passthrough: the proxy processes own the HTTPS port."""
+    workdir = tmp_path_factory.mktemp("passthrough-controller")
+    cluster = ManifestsCluster(workdir / "manifests")
+    cluster.apply(k8s.ingress_class("nginx"))
+    controller = Controller(workdir, [f"--manifests={cluster.directory}"], ["--enable-ssl-passthrough"]).start()
+    yield Stage(controller, cluster, echo)
+    controller.stop()
+
+
+@pytest.fixture(scope="module")
 def fake_certificate(tls_stage, tmp_path_factory) -> Path:
     """nginx's generated fake certificate (without its key), for a client to trust."""
     controller = tls_stage.controller

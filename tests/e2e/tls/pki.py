@@ -87,13 +87,15 @@ class HttpsResponse:
     body: bytes
 
 
-def https_get(port: int, host: str, path: str = "/", trusted: list[Path] = (), sni: str | None = None) -> HttpsResponse:
-    """GET over TLS with SNI `sni` (default: `host`), verifying the chain against `trusted` but not the name."""
+def https_get(port: int, host: str, path: str = "/", trusted: list[Path] = (), sni: str | None = None,
+              source: str | None = None) -> HttpsResponse:
+    """GET over TLS with SNI `sni` (default: `host`), verifying the chain against `trusted` but not the name;
+    from the local address `source` when given."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     for path_ in trusted:
         context.load_verify_locations(cafile=str(path_))
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0) if source else None)
     conn = http.client.HTTPConnection("127.0.0.1", timeout=10)
     conn.sock = context.wrap_socket(raw, server_hostname=sni or host)
     try:
