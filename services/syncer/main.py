@@ -32,6 +32,7 @@ log = logging.getLogger("syncer")
 # Changes arriving within this window are applied together: a watcher scan or a `kubectl apply` of many objects
 # becomes one sync, and one reload at most.
 COALESCE_SECONDS = 0.02
+COALESCE_MAX_SECONDS = 1.0
 # How often nginx is asked whether it still holds what was pushed (it forgets on a master restart).
 PUSH_CHECK_SECONDS = 0.5
 
@@ -65,7 +66,12 @@ class Syncer:
     async def sync_loop(self) -> None:
         while True:
             await self.changed.wait()
-            await asyncio.sleep(COALESCE_SECONDS)
+            # Wait for a quiet moment (a relist or a big apply arrives as thousands of updates), but
+            # never longer than COALESCE_MAX_SECONDS after the first change.
+            deadline = time.monotonic() + COALESCE_MAX_SECONDS
+            while self.changed.is_set() and time.monotonic() < deadline:
+                self.changed.clear()
+                await asyncio.sleep(COALESCE_SECONDS)
             self.changed.clear()
             await self.sync_once()
 

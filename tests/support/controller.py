@@ -52,12 +52,14 @@ class Controller:
         return requests.get(f"http://127.0.0.1:{self.http_port}{path}", headers={"Host": host},
                             timeout=5, allow_redirects=False, **kwargs)
 
-    def metric(self, name: str) -> float:
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of the first sample of `name` carrying every one of `labels`."""
         text = requests.get(f"http://127.0.0.1:{self.status_port}/metrics", timeout=2).text
         for line in text.splitlines():
-            if line.startswith(name + "{") or line.startswith(name + " "):
+            if (line.startswith(name + "{") or line.startswith(name + " ")) and \
+                    all(f'{k}="{v}"' in line for k, v in labels.items()):
                 return float(line.rsplit(" ", 1)[1])
-        raise KeyError(f"metric {name} not in /metrics")
+        raise KeyError(f"metric {name} {labels or ''} not in /metrics")
 
     def nginx_conf(self) -> bytes:
         return (self.state_dir / "nginx" / "nginx.conf").read_bytes()
