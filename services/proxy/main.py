@@ -138,22 +138,26 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
             log.error("cannot listen on the HTTPS port; free it or change --https-port",
                       extra=kv(port=settings.https_port, error=err))
             return 1
-        log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port, internal_tls_port=settings.internal_tls_port,
-                                     loop=type(loop).__module__, hello_timeout=options.hello_timeout,
-                                     idle_timeout=options.idle_timeout))
+        log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port,
+                                     internal_tls_port=settings.internal_tls_port, loop=type(loop).__module__,
+                                     hello_timeout=options.hello_timeout, idle_timeout=options.idle_timeout))
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         stopping = asyncio.create_task(stop.wait())
-        tasks += [stopping, asyncio.create_task(status.run())]
+        reporting = asyncio.create_task(status.run())
+        tasks += [stopping, reporting]
         await asyncio.wait([follow, stopping], return_when=asyncio.FIRST_COMPLETED)
+        reporting.cancel()
         rc = 0
         if follow.done():
             log.error("passthrough table subscription ended; exiting so that supervisord restarts us",
                       exc_info=follow.exception())
             rc = 1
         log.info("stopping", extra=kv(active=len(server.spliced), drain_timeout=options.drain_timeout))
-        await server.stop()
+        server.stop_accepting()
+        await status.write("draining")
+        await server.drain()
         await status.write("stopped")
         return rc
     finally:

@@ -2,13 +2,15 @@
 
 They are not shared flags (no other component has them), so they are read from the environment:
 
-| variable | default | what |
-|---|---|---|
-| PYNGRESS_PROXY_HELLO_TIMEOUT | 5 | seconds from accept until the ClientHello (and any PROXY header) must be complete |
-| PYNGRESS_PROXY_MAX_PENDING_HELLOS | 1024 | connections per process still waiting for their ClientHello; past it the oldest is closed |
-| PYNGRESS_PROXY_CONNECT_TIMEOUT | 5 | seconds to connect to one upstream before trying the next |
-| PYNGRESS_PROXY_IDLE_TIMEOUT | 600 | seconds without data in either direction before an established connection is closed |
-| PYNGRESS_PROXY_DRAIN_TIMEOUT | 5 | seconds open connections may finish after SIGTERM (keep it below supervisord's stopwaitsecs) |
+- PYNGRESS_PROXY_HELLO_TIMEOUT (default 5): seconds from accept until the ClientHello, and any inbound
+  PROXY header, must be complete;
+- PYNGRESS_PROXY_MAX_PENDING_HELLOS (default 1024): connections per process still waiting for their
+  ClientHello; past it the oldest is closed;
+- PYNGRESS_PROXY_CONNECT_TIMEOUT (default 5): seconds to connect to one upstream before the next;
+- PYNGRESS_PROXY_IDLE_TIMEOUT (default 600): seconds without data in either direction before an
+  established connection is closed;
+- PYNGRESS_PROXY_DRAIN_TIMEOUT (default 5): seconds open connections may finish after SIGTERM (keep it
+  below supervisord's stopwaitsecs).
 """
 from __future__ import annotations
 

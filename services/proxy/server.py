@@ -79,14 +79,17 @@ class PassthroughServer:
     def status(self) -> dict[str, Any]:
         return {"active": len(self.spliced), "pending_hellos": len(self.pending), **asdict(self.counters)}
 
-    async def stop(self) -> None:
-        """Stop accepting, let established connections finish for the drain timeout, then cut the rest."""
+    def stop_accepting(self) -> None:
+        """Close the listeners and the connections that have not sent their ClientHello yet."""
         for server in self._servers:
             server.close()
         for conn in list(self.pending):
-            conn.transport.abort()
-        deadline = asyncio.get_running_loop().time() + self.options.drain_timeout
-        while self.spliced and asyncio.get_running_loop().time() < deadline:
+            conn.close()
+
+    async def drain(self) -> None:
+        """Let established connections finish for the drain timeout, then cut the rest."""
+        deadline = self.loop.time() + self.options.drain_timeout
+        while self.spliced and self.loop.time() < deadline:
             await asyncio.sleep(0.05)
         for half in list(self.spliced):
             half.abort_pair()
@@ -138,7 +141,8 @@ class PassthroughServer:
                 break
             except (OSError, TimeoutError) as err:
                 self.counters.connect_failures += 1
-                log.warning("cannot connect upstream", extra=kv(upstream=f"{host}:{port}", error=str(err) or "timeout"))
+                log.warning("cannot connect upstream",
+                            extra=kv(upstream=f"{host}:{port}", error=str(err) or "timeout"))
         else:
             self.counters.unreachable += 1
             conn.transport.close()

@@ -1,8 +1,9 @@
-"""Several `pyngress proxy` processes share the HTTPS port (SO_REUSEPORT): losing one loses nothing new."""
+"""Process-level behaviour of `pyngress proxy`: SO_REUSEPORT siblings, idle timeout, graceful stop."""
 import os
 import signal
+import socket
 
-from tests.integration.proxy.harness import PASS_HOST, TlsClient, free_port
+from tests.integration.proxy.harness import PASS_HOST, ProxyProcess, TlsClient, closed_by_peer, free_port, wait_for
 
 
 def test_kill_9_of_one_of_two_proxies_leaves_the_port_served(setup):
@@ -21,3 +22,42 @@ def test_kill_9_of_one_of_two_proxies_leaves_the_port_served(setup):
     finally:
         first.stop()
         second.stop()
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout(setup):
+    port = free_port()
+    proxy = ProxyProcess(port, setup.nginx_port, setup.run_dir,
+                         env={"PYNGRESS_PROXY_IDLE_TIMEOUT": "1"}).wait_serving(setup.table.publisher.seq)
+    try:
+        client = TlsClient(port, setup.pki.client_context(), PASS_HOST).handshake()
+        assert client.read_line() == b"backend-a"
+        assert closed_by_peer(client.sock, timeout=10)
+        client.close()
+    finally:
+        proxy.stop()
+
+
+def test_sigterm_lets_established_connections_finish_and_refuses_new_ones(setup):
+    port = free_port()
+    proxy = ProxyProcess(port, setup.nginx_port, setup.run_dir,
+                         env={"PYNGRESS_PROXY_DRAIN_TIMEOUT": "30"}).wait_serving(setup.table.publisher.seq)
+    try:
+        client = TlsClient(port, setup.pki.client_context(), PASS_HOST).handshake()
+        assert client.read_line() == b"backend-a"
+        proxy.proc.terminate()
+        wait_for(lambda: proxy.status().get("state") == "draining", what="the proxy draining")
+        assert not accepts(port)
+        client.send(b"after SIGTERM\n")
+        assert client.read_line() == b"after SIGTERM"
+        client.close()
+        assert proxy.proc.wait(10) == 0  # exits as soon as the last connection is gone
+    finally:
+        proxy.stop()
+
+
+def accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
