@@ -2,7 +2,8 @@
 
 Both route the same SNI host to the same TLS backend (an nginx https server) and each runs as one
 process (one proxy process; one nginx stream worker). Measured in rounds that rotate between the paths,
-so that load from elsewhere on the machine spreads over all of them (medians, with the spread):
+so that load from elsewhere on the machine spreads over all of them (medians, with the spread; the
+ratios are medians of same-round ratios):
 - throughput of 64 MiB downloads (one at a time);
 - new TLS connections per second (GET of a 2-byte page, `Connection: close`, from several client
   processes and threads);
@@ -100,7 +101,7 @@ class Path_:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=6, help="rounds; each path gets one download and "
+    parser.add_argument("--rounds", type=int, default=8, help="rounds; each path gets one download and "
                         "one connection-rate slice per round, in a rotating order")
     parser.add_argument("--seconds", type=float, default=2.0, help="connection-rate slice per path per round")
     parser.add_argument("--processes", type=int, default=2)
@@ -202,8 +203,10 @@ def report(paths: list[Path_], args: argparse.Namespace) -> None:
         rates = f"{statistics.median(p.rates):.0f} ({min(p.rates):.0f}-{max(p.rates):.0f})"
         print(f"{p.name:<20}{mibps:>24}{rates:>25}{per_conn:>13}{per_gib:>11}")
     ours, nginx = paths[0], paths[1]
-    throughput = statistics.median(ours.mibps) / statistics.median(nginx.mibps)
-    rate = statistics.median(ours.rates) / statistics.median(nginx.rates)
+    # Ratios of the same round, then their median: both paths of a round ran within seconds of each
+    # other, under the same load from the rest of the machine.
+    throughput = statistics.median(a / b for a, b in zip(ours.mibps, nginx.mibps))
+    rate = statistics.median(a / b for a, b in zip(ours.rates, nginx.rates))
     cpu_conn = (ours.cpu_connections / ours.connections) / (nginx.cpu_connections / nginx.connections)
     cpu_gib = (ours.cpu_download / ours.bytes) / (nginx.cpu_download / nginx.bytes)
     print()
