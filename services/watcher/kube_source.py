@@ -231,7 +231,7 @@ class KubeSource:
                 if state.resource_version is None:
                     await self._relist(target, state, store)
                     self._first_list_done(target)
-                progressed = await self._watch(target, state, store)
+                progressed = await self._watch(target, state, store, backoff)
                 if progressed:
                     backoff.reset()
                     continue
@@ -333,7 +333,7 @@ class KubeSource:
                 raise Gone(str(err)) from None
             raise
 
-    async def _watch(self, target: WatchTarget, state: _TargetState, store: StoreWriter) -> bool:
+    async def _watch(self, target: WatchTarget, state: _TargetState, store: StoreWriter, backoff: Backoff) -> bool:
         """Watch from state.resource_version until the stream ends; True if it ended on time or showed
         progress (anything but an immediate empty end)."""
         started = time.monotonic()
@@ -344,6 +344,10 @@ class KubeSource:
             chunks = response.stream(amt=None, decode_content=False)
             async for line in self._lines(chunks):
                 await self._apply(target, state, store, json.loads(line))
+                if not progressed:
+                    # The watch works again: a failure after this starts a new series of retries from the
+                    # shortest delay (an outage then a burst of 410s must not inherit the outage's delay).
+                    backoff.reset()
                 progressed = True
             self.last_sync = time.time()
         except BaseException:
