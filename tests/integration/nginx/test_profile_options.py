@@ -3,6 +3,7 @@ use-forwarded-headers / use-proxy-protocol, through a real nginx."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 import threading
@@ -11,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from services.syncer.model_types import HostRoutes, LocationProfile
+from services.syncer.render import RenderError, render
 
 from .conftest import route
 
@@ -169,3 +171,13 @@ def test_use_proxy_protocol_takes_the_client_address_from_the_proxy_header(nginx
     with socket.create_connection(("127.0.0.1", instance.http_port), timeout=10) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: pp.test\r\n\r\n")
         assert sock.recv(100) == b""  # without a PROXY header nginx closes the connection
+
+
+@pytest.mark.parametrize("settings, message", [
+    ((("pyngress_unknown", "x"),), "unknown pyngress setting(s) pyngress_unknown"),
+    ((("pyngress_proxy_pass_scheme", "ftp"),), "pyngress_proxy_pass_scheme must be http or https"),
+    ((("pyngress_cors_max_age", "5"),), "CORS settings need pyngress_cors_allow_origin"),
+])
+def test_pyngress_settings_outside_the_contract_are_refused(shared_nginx, settings, message):
+    with pytest.raises(RenderError, match=re.escape(message)):
+        render(shared_nginx.config(profiles=[LocationProfile("bad", settings)]))
