@@ -8,17 +8,30 @@ from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
 from tests.support.controller import Controller, EchoBackends, ManifestsCluster
 
-from .pki import TestCA
+from .pki import TestCA, start_tls_echo
 
 # --default-ssl-certificate names this Secret; the tests create and remove it.
 DEFAULT_CERTIFICATE = "default/default-cert"
 CONFIGMAP = "default/ingress-config"
 END_CERTIFICATE = "-----END CERTIFICATE-----\n"
+# The HTTPS backend: its own address, and a certificate no Secret holds.
+BACKEND_IP = "127.0.30.2"
+BACKEND_NAME = "tls backend"
 
 
 @pytest.fixture(scope="session")
 def ca(tmp_path_factory) -> TestCA:
     return TestCA(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def tls_backend(ca, tmp_path_factory) -> int:
+    """The port of an HTTPS echo server on BACKEND_IP with certificate BACKEND_NAME (also for pt.tls.example)."""
+    server = start_tls_echo((BACKEND_IP, 0), ca.issue(BACKEND_NAME, ("pt.tls.example",)),
+                            tmp_path_factory.mktemp("tls-backend"))
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture(scope="session")

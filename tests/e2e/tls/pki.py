@@ -5,9 +5,12 @@ from __future__ import annotations
 import base64
 import http.client
 import itertools
+import json
 import socket
 import ssl
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,8 +91,8 @@ class HttpsResponse:
 
 
 def https_get(port: int, host: str, path: str = "/", trusted: list[Path] = (), sni: str | None = None,
-              source: str | None = None) -> HttpsResponse:
-    """GET over TLS with SNI `sni` (default: `host`), verifying the chain against `trusted` but not the name;
+              source: str | None = None, method: str = "GET", headers: dict[str, str] | None = None) -> HttpsResponse:
+    """A request over TLS with SNI `sni` (default: `host`), verifying the chain against `trusted` but not the name;
     from the local address `source` when given."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
@@ -99,8 +102,45 @@ def https_get(port: int, host: str, path: str = "/", trusted: list[Path] = (), s
     conn = http.client.HTTPConnection("127.0.0.1", timeout=10)
     conn.sock = context.wrap_socket(raw, server_hostname=sni or host)
     try:
-        conn.request("GET", path, headers={"Host": host})
+        conn.request(method, path, headers={"Host": host, **(headers or {})})
         response = conn.getresponse()
         return HttpsResponse(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
     finally:
         conn.close()
+
+
+class _TlsEchoHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self) -> None:
+        body = json.dumps({"backend": "tls-backend", "client": self.client_address[0], "method": self.command,
+                           "sni": getattr(self.request, "sni", None),
+                           "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_OPTIONS = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def start_tls_echo(address: tuple[str, int], pair: Pair, directory: Path) -> ThreadingHTTPServer:
+    """An HTTPS server with its own certificate that answers with the SNI and headers it received."""
+    pem = directory / "tls-echo.pem"
+    pem.write_text(pair.cert + pair.key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pem)
+
+    def remember_sni(sock: ssl.SSLObject, name: str | None, _context: ssl.SSLContext) -> None:
+        sock.sni = name
+
+    context.sni_callback = remember_sni
+    server = ThreadingHTTPServer(address, _TlsEchoHandler)
+    server.daemon_threads = True
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server

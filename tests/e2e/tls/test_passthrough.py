@@ -2,60 +2,28 @@
 ssl-passthrough untouched to their TLS backend by SNI, and hand every other connection to nginx with a
 PROXY protocol header, so that terminated hosts still see the client's address."""
 import json
-import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-import pytest
+import os
 
 from tests.support import k8s
-from tests.support.net import free_port, wait_for
+from tests.support.net import wait_for
 
+from .conftest import BACKEND_IP, BACKEND_NAME
 from .pki import https_get, served_certificate, tls_secret
 
 PASSTHROUGH = {"nginx.ingress.kubernetes.io/ssl-passthrough": "true"}
-BACKEND_IP = "127.0.30.2"
 CLIENT_IP = "127.0.30.77"
 
 
-class _Hello(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        body = json.dumps({"backend": "passthrough", "client": self.client_address[0]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def tls_backend(ca, tmp_path_factory):
-    """An HTTPS server with its own certificate, on a loopback address of its own."""
-    pair = ca.issue("passthrough backend", ("pt.tls.example",))
-    pem = tmp_path_factory.mktemp("pt-backend") / "backend.pem"
-    pem.write_text(pair.cert + pair.key)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(pem)
-    server = ThreadingHTTPServer((BACKEND_IP, free_port()), _Hello)
-    server.daemon_threads = True
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
-
-
-def _dead(pid: int) -> bool:
+def _gone(pid: int) -> bool:
+    """True once the kernel has closed the process's sockets: every thread has exited, not only the
+    main one (a SIGKILLed leader shows as a zombie while its other threads still hold the descriptors)."""
     try:
+        tasks = os.listdir(f"/proc/{pid}/task")
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            state = stat.read().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return True
+    return tasks == [str(pid)] and state in ("Z", "X")
 
 
 def serve_both(stage, ca, backend_port) -> None:
@@ -68,7 +36,7 @@ def serve_both(stage, ca, backend_port) -> None:
         k8s.ingress("term", [k8s.rule("term.tls.example", ("/", "Prefix", "tls-t", 80))],
                     tls=[{"hosts": ["term.tls.example"], "secretName": "term-cert"}]))
     trusted = [ca.cert_path]
-    wait_for(lambda: served_certificate(port, "pt.tls.example", trusted)["commonName"] == "passthrough backend",
+    wait_for(lambda: served_certificate(port, "pt.tls.example", trusted)["commonName"] == BACKEND_NAME,
              15, what="pt.tls.example passed through to its backend")
     wait_for(lambda: served_certificate(port, "term.tls.example", trusted)["commonName"] == "term.tls.example",
              15, what="term.tls.example terminated by nginx")
@@ -81,7 +49,8 @@ def test_passthrough_and_terminated_hosts_share_the_https_port(passthrough_stage
     serve_both(stage, ca, tls_backend)
 
     passed = https_get(port, "pt.tls.example", "/", trusted, source=CLIENT_IP)
-    assert json.loads(passed.body) == {"backend": "passthrough", "client": "127.0.0.1"}  # spliced by the proxy
+    seen = json.loads(passed.body)
+    assert (seen["backend"], seen["client"], seen["sni"]) == ("tls-backend", "127.0.0.1", "pt.tls.example")
     terminated = json.loads(https_get(port, "term.tls.example", "/", trusted, source=CLIENT_IP).body)
     assert terminated["backend"] == "TLS-T"
     assert (terminated["headers"]["x-real-ip"], terminated["headers"]["x-forwarded-for"]) == (CLIENT_IP, CLIENT_IP)
@@ -96,13 +65,13 @@ def test_a_killed_proxy_process_is_restarted_and_connections_keep_being_accepted
     port = stage.controller.https_port
     serve_both(stage, ca, tls_backend)
     killed = stage.controller.kill9("proxy:proxy-0")
-    # Connections the kernel queued at the killed process before it died are reset with it.
-    wait_for(lambda: _dead(killed), 5, what=f"process {killed} gone")
+    # Until then the kernel still hands connections to the dead process's socket, and resets them with it.
+    wait_for(lambda: _gone(killed), 5, what=f"process {killed} gone")
 
     for _ in range(20):  # every new connection finds a live proxy process
-        assert served_certificate(port, "pt.tls.example", [ca.cert_path])["commonName"] == "passthrough backend"
+        assert served_certificate(port, "pt.tls.example", [ca.cert_path])["commonName"] == BACKEND_NAME
     wait_for(lambda: "RUNNING" in stage.controller.supervisorctl("status", "proxy:proxy-0")
              and stage.controller.pid("proxy:proxy-0") != killed, 15, what="proxy-0 restarted by supervisord")
     wait_for(lambda: served_certificate(port, "pt.tls.example", [ca.cert_path])["commonName"]
-             == "passthrough backend", 10, what="passthrough after the restart")
+             == BACKEND_NAME, 10, what="passthrough after the restart")
     assert served_certificate(port, "term.tls.example", [ca.cert_path])["commonName"] == "term.tls.example"

@@ -1,14 +1,19 @@
 """TLS termination through the whole controller (manifests → watcher → syncer → nginx), with real TLS
 clients: certificates by SNI, the default and fake certificates, rotation without a reload, HTTPS
 redirects and HSTS as ingress-nginx applies them."""
+import json
+import socket
+import ssl
+
 from tests.support import k8s
 from tests.support.net import wait_for
 
-from .conftest import CONFIGMAP
+from .conftest import BACKEND_IP, CONFIGMAP
 from .pki import https_get, s_client_subject, served_certificate, tls_secret
 
 FAKE = "Kubernetes Ingress Controller Fake Certificate"
 RELOADS = "nginx_ingress_controller_success"
+PREFIX = "nginx.ingress.kubernetes.io"
 
 
 def common_name(stage, sni, trusted, check_hostname=True):
@@ -137,3 +142,62 @@ def test_redirects_and_hsts_follow_annotations_and_the_configmap(tls_stage, ca):
         stage.cluster.delete(configmap)
     wait_for(lambda: stage.controller.get("/", "secure.tls.example").status_code == 308, 10,
              what="the ConfigMap's defaults back")
+
+
+def test_an_https_backend_with_cors_behind_a_tls_host(tls_stage, ca, tls_backend):
+    stage = tls_stage
+    port = stage.controller.https_port
+    stage.cluster.apply(
+        k8s.service("https-app", port=443), k8s.endpoint_slice("https-app", [BACKEND_IP], tls_backend),
+        tls_secret("api-cert", ca.issue("api.tls.example")),
+        k8s.ingress("api", [k8s.rule("api.tls.example", ("/", "Prefix", "https-app", 443))],
+                    tls=[{"hosts": ["api.tls.example"], "secretName": "api-cert"}],
+                    annotations={f"{PREFIX}/backend-protocol": "HTTPS", f"{PREFIX}/enable-cors": "true",
+                                 f"{PREFIX}/cors-allow-origin": "https://app.tls.example"}))
+    wait_served(stage, "api.tls.example", [ca.cert_path], "api.tls.example")
+
+    response = https_get(port, "api.tls.example", "/data", [ca.cert_path], headers={"Origin": "https://app.tls.example"})
+    seen = json.loads(response.body)
+    assert (seen["backend"], seen["sni"]) == ("tls-backend", "api.tls.example")  # nginx → backend over TLS
+    assert response.headers["access-control-allow-origin"] == "https://app.tls.example"
+    preflight = https_get(port, "api.tls.example", "/data", [ca.cert_path], method="OPTIONS",
+                          headers={"Origin": "https://app.tls.example", "Access-Control-Request-Method": "PUT"})
+    assert preflight.status == 204 and preflight.body == b""
+    assert preflight.headers["access-control-allow-methods"] == "GET,PUT,POST,DELETE,PATCH,OPTIONS"
+
+
+def test_configmap_ssl_protocols_apply_to_every_host(tls_stage, ca):
+    stage = tls_stage
+    stage.cluster.apply(tls_secret("proto-cert", ca.issue("proto.tls.example")),
+                        k8s.ingress("proto", [k8s.rule("proto.tls.example", ("/", "Prefix", "tls-d", 80))],
+                                    tls=[{"hosts": ["proto.tls.example"], "secretName": "proto-cert"}]))
+    wait_served(stage, "proto.tls.example", [ca.cert_path], "proto.tls.example")
+    assert handshake_version(stage, ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"namespace": CONFIGMAP.split("/")[0], "name": CONFIGMAP.split("/")[1]},
+                 "data": {"ssl-protocols": "TLSv1.3"}}
+    stage.cluster.apply(configmap)
+    try:
+        wait_for(lambda: _refused(stage), 15, what="TLS 1.2 refused after ssl-protocols TLSv1.3")
+        assert handshake_version(stage, ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+    finally:
+        stage.cluster.delete(configmap)
+    wait_for(lambda: handshake_version(stage, ssl.TLSVersion.TLSv1_2) == "TLSv1.2", 15, what="TLS 1.2 back")
+
+
+def handshake_version(stage, highest: ssl.TLSVersion) -> str:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    context.maximum_version = highest
+    with socket.create_connection(("127.0.0.1", stage.controller.https_port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname="proto.tls.example") as tls:
+            return tls.version()
+
+
+def _refused(stage) -> bool:
+    try:
+        handshake_version(stage, ssl.TLSVersion.TLSv1_2)
+    except ssl.SSLError:
+        return True
+    return False
