@@ -70,6 +70,10 @@ class CniApi:
         self.shutting_down = False
         self._in_flight_limit = asyncio.Semaphore(max_in_flight)
 
+    def set_pod_cidr(self, cidr: str | None) -> None:
+        """The node's pod subnet changed (its Node's spec.podCIDR, when no --pod-cidr was given)."""
+        self.pod_cidr = cidr
+
     def application(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/", self.handle_cni, expect_handler=self._expect)

@@ -21,6 +21,7 @@ from services.cniserver.metrics import CniMetrics
 from services.cniserver.socket_dir import SocketDirError, bind_private_socket, prepare_socket_dir, socket_dir, \
     socket_path
 from services.common import logs
+from services.common.node_pod_cidr import NodePodCidr
 from services.common.settings import Settings
 from services.common.status import write_status
 
@@ -59,6 +60,8 @@ async def serve(settings: Settings, request_timeout: float) -> None:
     broker = Broker(ctx, endpoints.cni_workers(settings.run_dir), workers_changed)
     broker.start()
     api = CniApi(broker, metrics, settings.pod_cidr, request_timeout)
+    pod_cidr = NodePodCidr(settings, on_change=api.set_pod_cidr)
+    follow_node = asyncio.get_running_loop().create_task(pod_cidr.follow(ctx)) if pod_cidr.needs_following else None
     # In-flight requests may take up to their timeout; shutdown waits that long for them.
     runner = web.AppRunner(api.application(), access_log=None, shutdown_timeout=request_timeout + 1)
     await runner.setup()
@@ -69,6 +72,8 @@ async def serve(settings: Settings, request_timeout: float) -> None:
     await stop.wait()
     log.info("stopping: finishing the requests in flight")
     api.shutting_down = True
+    if follow_node:
+        follow_node.cancel()
     await runner.cleanup()
     await broker.close()
     ctx.term()

@@ -27,6 +27,7 @@ from proto import ProtocolError, decode, encode, endpoints
 from proto.cni import INTERNAL, TRY_AGAIN_LATER, CniError, CniRequest
 from services.cniserver.validation import build_request
 from services.common import logs
+from services.common.node_pod_cidr import NodePodCidr
 from services.common.settings import Settings
 from services.common.status import write_status
 
@@ -59,6 +60,7 @@ class WorkerLoop:
         self.name = os.environ.get("SUPERVISOR_PROCESS_NAME") or f"cniworker-{os.getpid()}"
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="cni")
         self._running: set[asyncio.Task] = set()
+        self.pod_cidr = NodePodCidr(settings)
         self._ctx = zmq.asyncio.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 1000)  # let the last replies out on exit
@@ -76,6 +78,8 @@ class WorkerLoop:
         log.info("started", extra=logs.kv(broker=endpoint, slots=self.slots))
         self._status("connecting")
         tasks = [loop.create_task(self._watch_connection(monitor)), loop.create_task(self._receive())]
+        if self.pod_cidr.needs_following:
+            tasks.append(loop.create_task(self.pod_cidr.follow(self._ctx)))
         await stop.wait()
 
         log.info("stopping: finishing the requests in flight", extra=logs.kv(in_flight=len(self._running)))
@@ -131,7 +135,7 @@ class WorkerLoop:
                 raise CniError(TRY_AGAIN_LATER, "the cniworker is stopping", "retry: another worker will take it")
             request = build_request(body["env"], body["config"])
             result = await asyncio.get_running_loop().run_in_executor(
-                self._pool, self.handle, request, self.settings.state_dir, self.settings.pod_cidr)
+                self._pool, self.handle, request, self.settings.state_dir, self.pod_cidr.value)
             reply: dict[str, Any] = {"id": request_id, "ok": True, "result": result or {}}
         except CniError as err:
             reply = {"id": request_id, "ok": False, "error": err.to_json()}

@@ -63,8 +63,10 @@ class Proc:
 class CniStack:
     """A cniserver and its workers in private run/state directories; `stop()` ends every process it started."""
 
-    def __init__(self, workdir: Path, pod_cidr: str | None = None, log_level: str = "debug") -> None:
+    def __init__(self, workdir: Path, pod_cidr: str | None = None, log_level: str = "debug",
+                 extra_flags: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
+        self.extra_flags = list(extra_flags)
         self.log_level = log_level
         self.run_dir = workdir / "run"
         self.state_dir = workdir / "state"
@@ -75,7 +77,8 @@ class CniStack:
         self._count = 0
 
     def flags(self) -> list[str]:
-        flags = [f"--run-dir={self.run_dir}", f"--state-dir={self.state_dir}", f"--log-level={self.log_level}"]
+        flags = [f"--run-dir={self.run_dir}", f"--state-dir={self.state_dir}", f"--log-level={self.log_level}",
+                 *self.extra_flags]
         return flags + ([f"--pod-cidr={self.pod_cidr}"] if self.pod_cidr else [])
 
     def start_server(self, request_timeout: float | None = None, wait: bool = True) -> Proc:
