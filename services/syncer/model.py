@@ -357,7 +357,11 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings) -> Mode
     for plan in http_plans:
         merger.add_http(plan)
 
-    tls_secrets = _tls_secrets(http_plans, merger, TlsSecrets(index.secrets, settings.default_ssl_certificate))
+    secrets = TlsSecrets(index.secrets, settings.default_ssl_certificate)
+    tls_secrets = _tls_secrets(http_plans, merger, secrets)
+    if settings.default_ssl_certificate and (problem := secrets.problem(settings.default_ssl_certificate)):
+        problems.append(f"warning: --default-ssl-certificate {settings.default_ssl_certificate} {problem}; "
+                        "serving the generated fake certificate instead")
     hsts = hsts_header(config)
     for host, secret in tls_secrets.items():
         host_routes = merger.routes[host]

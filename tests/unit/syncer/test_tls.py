@@ -221,3 +221,10 @@ def test_configmap_ssl_protocols_and_ciphers_are_global_settings(cluster):
     config = cluster.build().config
     assert (config.globals["ssl_protocols"], config.globals["ssl_ciphers"]) == ("TLSv1.3",
                                                                                 "ECDHE-RSA-AES256-GCM-SHA384")
+
+
+def test_an_unusable_default_certificate_is_reported_not_silently_replaced():
+    from services.common.settings import Settings
+    from services.syncer.model import build_model
+    model = build_model({}, Settings(default_ssl_certificate="ingress/missing"))
+    assert any("--default-ssl-certificate ingress/missing not found" in p for p in model.problems)
