@@ -1,14 +1,7 @@
 import pytest
 
 from tests.support import k8s
-from tests.support.controller import Controller, EchoBackends, ManifestsCluster
-
-
-@pytest.fixture(scope="session")
-def echo():
-    backends = EchoBackends()
-    yield backends
-    backends.stop()
+from tests.support.controller import Controller, ManifestsCluster
 
 
 @pytest.fixture(scope="module")

@@ -9,15 +9,7 @@ from kubernetes import client
 
 from tests.kube_api import KubeApiServer
 from tests.support import k8s
-from tests.support.controller import EchoBackends
 from tests.support.kube_cluster import ApiCluster
-
-
-@pytest.fixture(scope="session")
-def echo() -> Iterator[EchoBackends]:
-    backends = EchoBackends()
-    yield backends
-    backends.stop()
 
 
 @pytest.fixture(scope="module")

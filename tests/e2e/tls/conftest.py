@@ -6,7 +6,7 @@ from services.nginx.paths import NginxPaths
 
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
-from tests.support.controller import Controller, EchoBackends, ManifestsCluster
+from tests.support.controller import Controller, ManifestsCluster
 
 from .pki import TestCA, start_tls_echo
 
@@ -32,13 +32,6 @@ def tls_backend(ca, tmp_path_factory) -> int:
     yield server.server_address[1]
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture(scope="session")
-def echo():
-    backends = EchoBackends()
-    yield backends
-    backends.stop()
 
 
 @pytest.fixture(scope="module")
