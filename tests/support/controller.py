@@ -7,10 +7,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import requests
 import yaml
 
+from tests.support import k8s
 from tests.support.net import free_port, wait_for
 
 VENV_BIN = Path(sys.executable).parent
@@ -20,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 class Controller:
     """`pyngress up` in its own run/state dirs on free ports; `stop()` (or the fixture) tears it down."""
 
-    def __init__(self, workdir: Path, source_args: list[str], extra_args: list[str] = ()) -> None:
+    def __init__(self, workdir: Path, source_args: list[str], extra_args: Sequence[str] = ()) -> None:
         self.workdir = workdir
         self.run_dir = workdir / "run"
         self.state_dir = workdir / "state"
@@ -132,6 +134,13 @@ class ManifestsCluster:
         os.replace(tmp, self.directory / filename)
         # The watcher compares mtimes: make sure two writes within one clock tick still differ.
         time.sleep(0.01)
+
+
+def start_manifests_controller(workdir: Path, extra_args: Sequence[str] = ()) -> tuple[Controller, ManifestsCluster]:
+    """A running controller watching its own manifests directory, which holds IngressClass "nginx"."""
+    cluster = ManifestsCluster(workdir / "manifests")
+    cluster.apply(k8s.ingress_class("nginx"))
+    return Controller(workdir, [f"--manifests={cluster.directory}"], extra_args).start(), cluster
 
 
 class EchoBackends:

@@ -5,7 +5,7 @@ import pytest
 
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
-from tests.support.controller import Controller, ManifestsCluster
+from tests.support.controller import start_manifests_controller
 from tests.support.net import wait_for
 
 HOSTS = [f"crash{i}.example.com" for i in range(3)]
@@ -13,11 +13,9 @@ HOSTS = [f"crash{i}.example.com" for i in range(3)]
 
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory, echo):
-    workdir = tmp_path_factory.mktemp("crash")
-    cluster = ManifestsCluster(workdir / "manifests")
-    controller = Controller(workdir, [f"--manifests={cluster.directory}"]).start()
+    controller, cluster = start_manifests_controller(tmp_path_factory.mktemp("crash"))
     stage = Stage(controller, cluster, echo)
-    cluster.apply(k8s.ingress_class("nginx"), *stage.backend("CRASH"))
+    cluster.apply(*stage.backend("CRASH"))
     cluster.apply(k8s.ingress("crash", [k8s.rule(h, ("/", "Prefix", "crash", 80)) for h in HOSTS]))
     for host in HOSTS:
         stage.expect(host, "/", "CRASH")

@@ -3,8 +3,7 @@ import pytest
 
 from tests.e2e.ingress import scenarios
 from tests.e2e.ingress.scenarios import Stage
-from tests.support import k8s
-from tests.support.controller import Controller, ManifestsCluster
+from tests.support.controller import start_manifests_controller
 
 
 @pytest.fixture
@@ -44,9 +43,7 @@ def test_ingress_class_matrix(stage):
 
 
 def test_ingress_class_matrix_with_watch_ingress_without_class(tmp_path, echo):
-    cluster = ManifestsCluster(tmp_path / "manifests")
-    cluster.apply(k8s.ingress_class("nginx"))
-    controller = Controller(tmp_path, [f"--manifests={cluster.directory}", "--watch-ingress-without-class"]).start()
+    controller, cluster = start_manifests_controller(tmp_path, ["--watch-ingress-without-class"])
     try:
         scenarios.ingress_class_matrix(Stage(controller, cluster, echo), watch_without_class=True)
     finally:

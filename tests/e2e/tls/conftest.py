@@ -5,8 +5,7 @@ import pytest
 from services.nginx.paths import NginxPaths
 
 from tests.e2e.ingress.scenarios import Stage
-from tests.support import k8s
-from tests.support.controller import Controller, ManifestsCluster
+from tests.support.controller import start_manifests_controller
 
 from .pki import TestCA, start_tls_echo
 
@@ -37,11 +36,9 @@ def tls_backend(ca, tmp_path_factory) -> int:
 @pytest.fixture(scope="module")
 def tls_stage(tmp_path_factory, echo):
     """A controller with --default-ssl-certificate and --configmap, on its own manifests directory."""
-    workdir = tmp_path_factory.mktemp("tls-controller")
-    cluster = ManifestsCluster(workdir / "manifests")
-    cluster.apply(k8s.ingress_class("nginx"))
-    controller = Controller(workdir, [f"--manifests={cluster.directory}"],
-                            [f"--default-ssl-certificate={DEFAULT_CERTIFICATE}", f"--configmap={CONFIGMAP}"]).start()
+    controller, cluster = start_manifests_controller(
+        tmp_path_factory.mktemp("tls-controller"),
+        [f"--default-ssl-certificate={DEFAULT_CERTIFICATE}", f"--configmap={CONFIGMAP}"])
     yield Stage(controller, cluster, echo)
     controller.stop()
 
@@ -49,10 +46,8 @@ def tls_stage(tmp_path_factory, echo):
 @pytest.fixture(scope="module")
 def passthrough_stage(tmp_path_factory, echo):
     """A controller with --enable-ssl-passthrough: the proxy processes own the HTTPS port."""
-    workdir = tmp_path_factory.mktemp("passthrough-controller")
-    cluster = ManifestsCluster(workdir / "manifests")
-    cluster.apply(k8s.ingress_class("nginx"))
-    controller = Controller(workdir, [f"--manifests={cluster.directory}"], ["--enable-ssl-passthrough"]).start()
+    controller, cluster = start_manifests_controller(tmp_path_factory.mktemp("passthrough-controller"),
+                                                     ["--enable-ssl-passthrough"])
     yield Stage(controller, cluster, echo)
     controller.stop()
 
