@@ -13,6 +13,7 @@ import logging
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 import zmq.asyncio
 
@@ -24,6 +25,7 @@ from services.common.settings import Settings
 from services.syncer.apply import NginxApplier
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model import build_model
+from services.syncer.model_types import Model
 from services.syncer.status_server import start_status_server
 from services.syncer.status_task import run_status_updates, status_updates_enabled
 
@@ -43,6 +45,8 @@ class Syncer:
         self.store: dict[str, dict] = {}
         self.store_ready = False
         self.changed = asyncio.Event()
+        # Called after every sync (the Ingress status updater re-reads the store then).
+        self.after_sync: list[Callable[[], None]] = []
         self.metrics = SyncerMetrics(settings.controller_class, settings.run_dir)
         self.applier = NginxApplier(settings, self.metrics)
         self.subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(settings.run_dir),
@@ -88,6 +92,8 @@ class Syncer:
         await self.passthrough.replace_all(passthrough_table(model))
         self.metrics.sync_seconds.labels("total").observe(time.monotonic() - started)
         self._write_status()
+        for callback in self.after_sync:
+            callback()
 
     async def watch_nginx(self) -> None:
         """Re-push the dynamic tables whenever nginx no longer holds them (a restarted master)."""
@@ -105,7 +111,7 @@ class Syncer:
         return ok, detail
 
 
-def passthrough_table(model) -> dict[str, object]:
+def passthrough_table(model: Model) -> dict[str, object]:
     """What the proxy processes need: SNI host → endpoints, and how to read inbound connections."""
     table: dict[str, object] = {f"host/{host}": endpoints for host, endpoints in model.passthrough.items()}
     table["config"] = {"use_proxy_protocol": model.use_proxy_protocol}
@@ -138,7 +144,7 @@ async def main_async(settings: Settings) -> None:
     tasks = [asyncio.create_task(coro) for coro in
              (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve())]
     if status_updates_enabled(settings):
-        tasks.append(asyncio.create_task(run_status_updates(settings, lambda: syncer.store, syncer.changed)))
+        tasks.append(asyncio.create_task(run_status_updates(settings, lambda: syncer.store, syncer.after_sync)))
     done_waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([done_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
     for task in tasks + [done_waiter]:

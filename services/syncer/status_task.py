@@ -26,8 +26,6 @@ from services.common.settings import Settings
 log = logging.getLogger(__name__)
 
 LEASE_SECONDS_ENV = "PYNGRESS_ELECTION_LEASE_SECONDS"
-# How often to look whether the syncer has taken a batch of store changes (see _forward_store_changes).
-CHANGE_POLL_SECONDS = 0.02
 
 
 def status_updates_enabled(settings: Settings) -> bool:
@@ -51,11 +49,11 @@ def lease_seconds_override() -> int | None:
 
 
 async def run_status_updates(settings: Settings, current_store: Callable[[], Mapping[str, Any]],
-                             store_changed: asyncio.Event) -> None:
+                             after_sync: list[Callable[[], None]]) -> None:
     """Campaign, and write Ingress status while leading, until cancelled.
 
-    current_store: the syncer's store as it is now. store_changed: the syncer's event, set on every store
-    update and cleared when its sync loop takes the batch.
+    current_store: the syncer's store as it is now. after_sync: the syncer's callbacks, called after each
+    sync; the updater joins them to be told when the store has changed.
 
     It never returns on its own (the syncer stops when one of its tasks ends): a configuration that
     cannot work is logged and status updates stay off; everything else keeps working.
@@ -80,22 +78,10 @@ async def run_status_updates(settings: Settings, current_store: Callable[[], Map
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,
         lease_seconds=elector.lease_duration))
-    forwarder = asyncio.create_task(_forward_store_changes(store_changed, updater), name="status: store changes")
+    after_sync.append(updater.notify)
     try:
         await elector.run(lambda: updater.run(current_store))
     finally:
-        forwarder.cancel()
+        after_sync.remove(updater.notify)
         api_client.close()
 
-
-async def _forward_store_changes(store_changed: asyncio.Event, updater: Any) -> None:
-    """Notify the updater once per batch the syncer takes.
-
-    The updater reads the store when notified, so the notice waits until the syncer has cleared the
-    event: the store then holds every change that set it, and any later change sets it again.
-    """
-    while True:
-        await store_changed.wait()
-        while store_changed.is_set():
-            await asyncio.sleep(CHANGE_POLL_SECONDS)
-        updater.notify()
