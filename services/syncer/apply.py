@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from services.syncer.render import render
 
 log = logging.getLogger("syncer")
 
+# Each location profile is a named location in nginx.conf (templates/nginx.conf.j2).
+PROFILE_LOCATION = re.compile(r"^\s*location @profile_(\S+) \{", re.MULTILINE)
+
 
 class NginxApplier:
     def __init__(self, settings: Settings, metrics: SyncerMetrics) -> None:
@@ -23,23 +27,28 @@ class NginxApplier:
         self.control = NginxControl.from_settings(settings)
         self.conf_path = Path(settings.state_dir) / "nginx" / "nginx.conf"
         self.applied_conf: str | None = None
-        self.applied_profiles: set[str] = set()
+        self.applied_profiles: set[str] = set()  # the named locations of applied_conf
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
         self.nginx_serving = False
 
     async def start(self) -> None:
         # After a syncer restart, the file on disk is what nginx runs: an identical render needs no reload.
         try:
-            self.applied_conf = self.conf_path.read_text()
+            self._set_applied(self.conf_path.read_text())
         except FileNotFoundError:
-            self.applied_conf = None
+            self._set_applied(None)
+
+    def _set_applied(self, conf: str | None) -> None:
+        # Read from the text itself: after a restart whose first render fails `nginx -t`, the routes that
+        # the running configuration can serve are still known and still pushed.
+        self.applied_conf = conf
+        self.applied_profiles = set(PROFILE_LOCATION.findall(conf or ""))
 
     async def apply(self, model: Model) -> None:
         conf = render(model.config)
         if conf != self.applied_conf:
             await self._reload(conf, model)
-        elif not self.applied_profiles:
-            self.applied_profiles = {p.name for p in model.config.profiles}
+        elif not self.metrics.stats.config_hash:
             self.metrics.stats.config_hash = model.config.digest()
         tables = self._tables(model)
         if tables != self.tables:
@@ -57,20 +66,16 @@ class NginxApplier:
             log.error("nginx rejected the new configuration; the last good one keeps serving",
                       extra=logs.kv(error=str(err)))
             return
-        self.applied_conf = conf
-        if not running:
-            # No master yet: the file is in place and the next nginx start reads it; not a reload.
-            self.applied_profiles = {p.name for p in model.config.profiles}
-            self.metrics.stats.config_hash = model.config.digest()
-            return
-        self.applied_profiles = {p.name for p in model.config.profiles}
+        self._set_applied(conf)
         stats = self.metrics.stats
+        stats.config_hash = model.config.digest()
+        if not running:
+            return  # no master yet: the file is in place and the next nginx start reads it; not a reload
         stats.reloads += 1
         stats.generation += 1
         stats.last_reload_ok = True
         stats.last_reload_time = time.time()
         stats.last_error = ""
-        stats.config_hash = model.config.digest()
         self.metrics.generation.set(stats.generation)
         self.metrics.sync_seconds.labels("reload").observe(time.monotonic() - started)
         log.info("nginx reloaded", extra=logs.kv(generation=stats.generation, hash=stats.config_hash[:12]))
