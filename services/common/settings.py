@@ -41,10 +41,13 @@ class Settings:
     kubeconfig: str | None = None
     http_port: int = 80
     https_port: int = 443
-    status_port: int = 10254
-    # nginx's internal ports: the Lua configuration API and the TLS port behind the passthrough proxy.
-    internal_port: int = 10246
-    internal_tls_port: int = 442
+    # ingress-nginx's ports and meanings: /healthz, /metrics and the dashboard on the healthz port (on
+    # --healthz-host, every address when empty); nginx's internal status and configuration API on the
+    # status port; nginx's TLS port behind the passthrough proxy.
+    healthz_port: int = 10254
+    healthz_host: str = ""
+    status_port: int = 10246
+    ssl_passthrough_proxy_port: int = 442
     state_dir: str = DEFAULT_STATE_DIR
     run_dir: str = DEFAULT_RUN_DIR
     enable_ssl_passthrough: bool = False
@@ -62,6 +65,8 @@ class Settings:
     election_id: str = "ingress-controller-leader"
     watch_namespace: str | None = None
     annotations_prefix: str = "nginx.ingress.kubernetes.io"
+    # As ingress-nginx: refuse every ExternalName Service as an Ingress backend.
+    disable_svc_external_name: bool = False
     node_name: str | None = None
     pod_cidr: str | None = None
     proxy_processes: int = 2
@@ -80,8 +85,8 @@ class Settings:
 
 
 _TYPES: dict[str, Any] = {
-    "http_port": parse_port, "https_port": parse_port, "status_port": parse_port,
-    "internal_port": parse_port, "internal_tls_port": parse_port,
+    "http_port": parse_port, "https_port": parse_port, "healthz_port": parse_port,
+    "status_port": parse_port, "ssl_passthrough_proxy_port": parse_port,
     "proxy_processes": int, "cni_workers": int,
 }
 

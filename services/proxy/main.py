@@ -80,7 +80,7 @@ class _StatusReporter:
     def fields(self, state: str) -> dict[str, Any]:
         table = self.server.table
         return {"state": state, "https_port": self.settings.https_port,
-                "internal_tls_port": self.settings.internal_tls_port,
+                "ssl_passthrough_proxy_port": self.settings.ssl_passthrough_proxy_port,
                 "table_hosts": len(table), "table_seq": self.table_seq, "table_epoch": self.table_epoch,
                 "use_proxy_protocol": table.use_proxy_protocol, **self.server.status()}
 
@@ -120,7 +120,7 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
     subscriber = CloneSubscriber(ctx, endpoints.syncer_updates(settings.run_dir),
                                  endpoints.syncer_snapshot(settings.run_dir))
     table = RoutingTable()
-    server = PassthroughServer(table, settings.internal_tls_port, options)
+    server = PassthroughServer(table, settings.ssl_passthrough_proxy_port, options)
     status = _StatusReporter(settings, server)
     first_table = asyncio.Event()
     follow = asyncio.create_task(_follow_table(subscriber, table, status, first_table))
@@ -139,7 +139,7 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
                       extra=kv(port=settings.https_port, error=err))
             return 1
         log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port,
-                                     internal_tls_port=settings.internal_tls_port, loop=type(loop).__module__,
+                                     ssl_passthrough_proxy_port=settings.ssl_passthrough_proxy_port, loop=type(loop).__module__,
                                      hello_timeout=options.hello_timeout, idle_timeout=options.idle_timeout))
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -53,11 +53,11 @@ class Counters:
 
 
 class PassthroughServer:
-    def __init__(self, table: RoutingTable, internal_tls_port: int, options: ProxyOptions = ProxyOptions(),
+    def __init__(self, table: RoutingTable, ssl_passthrough_proxy_port: int, options: ProxyOptions = ProxyOptions(),
                  nginx_host: str = "127.0.0.1") -> None:
         self.table = table
         self.options = options
-        self.nginx: tuple[Endpoint, ...] = ((nginx_host, internal_tls_port),)
+        self.nginx: tuple[Endpoint, ...] = ((nginx_host, ssl_passthrough_proxy_port),)
         self.counters = Counters()
         # Insertion-ordered, so the first key is the connection that has waited longest for its hello.
         self.pending: dict[_HelloPhase, None] = {}

@@ -24,12 +24,14 @@ def _pid_alive(pid: int) -> bool:
 
 
 def run(settings: Settings) -> int:
+    # /status answers loopback clients only: ask on the healthz host when it is a loopback address.
+    host = settings.healthz_host if settings.healthz_host.startswith("127.") else "127.0.0.1"
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{settings.status_port}/status", timeout=3) as resp:
+        with urllib.request.urlopen(f"http://{host}:{settings.healthz_port}/status", timeout=3) as resp:
             syncer = json.load(resp)
     except (urllib.error.URLError, OSError, ValueError) as err:
         syncer = None
-        print(f"syncer: not answering on 127.0.0.1:{settings.status_port} ({err})")
+        print(f"syncer: not answering on {host}:{settings.healthz_port} ({err})")
     if syncer is not None:
         print(f"config generation: {syncer['generation']}")
         print(f"reloads: {syncer['reloads']} (failed: {syncer['reload_errors']}, "

@@ -4,14 +4,16 @@ from __future__ import annotations
 import logging
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from services.common import logs
 from services.common.settings import Settings
 from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import Model
-from services.syncer.nginx_control import NginxConfigError, NginxControl, NginxPushError, NginxUnavailableError
+from services.syncer.model_types import DEFAULT_PROFILE, LocationProfile, Model, NginxConfig
+from services.syncer.nginx_control import (NginxConfigError, NginxControl, NginxPushError, NginxReloadError,
+                                           NginxUnavailableError)
 from services.syncer.render import render
 
 log = logging.getLogger("syncer")
@@ -44,33 +46,67 @@ class NginxApplier:
         self.applied_conf = conf
         self.applied_profiles = set(PROFILE_LOCATION.findall(conf or ""))
 
-    async def apply(self, model: Model) -> None:
+    async def apply(self, model: Model) -> dict[str, str]:
+        """Bring nginx to `model`. Returns the new location profiles that `nginx -t` refused (name → nginx's
+        message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
         conf = render(model.config)
         if conf != self.applied_conf:
-            await self._reload(conf, model)
+            refused = await self._reload(conf, model)
+            if refused:
+                return refused
         elif not self.metrics.stats.config_hash:
             self.metrics.stats.config_hash = model.config.digest()
         tables = self._tables(model)
         if tables != self.tables:
             await self._push(tables)
+        return {}
 
-    async def _reload(self, conf: str, model: Model) -> None:
+    async def _refused_profiles(self, config: NginxConfig) -> dict[str, str]:
+        """The new profiles of `config` that fail `nginx -t` on their own, found by halving the new ones.
+
+        Empty when the configuration fails without any of them (a global setting): that is no tenant's doing.
+        """
+        async def failure(profiles: list[LocationProfile]) -> str | None:
+            try:
+                await self.control.test(render(replace(config, profiles=profiles)))
+                return None
+            except NginxConfigError as err:
+                return str(err)
+
+        async def refused_among(profiles: list[LocationProfile]) -> dict[str, str]:
+            message = await failure(profiles)
+            if message is None:
+                return {}
+            if len(profiles) == 1:
+                return {profiles[0].name: message}
+            half = len(profiles) // 2
+            return {**await refused_among(profiles[:half]), **await refused_among(profiles[half:])}
+
+        new = [p for p in config.profiles if p.name not in self.applied_profiles and p.name != DEFAULT_PROFILE]
+        if not new or await failure([]) is not None:
+            return {}
+        return await refused_among(new)
+
+    async def _reload(self, conf: str, model: Model) -> dict[str, str]:
         started = time.monotonic()
         try:
             running = await self.control.apply(conf)
+        except NginxReloadError as err:
+            self._reload_failed(err)
+            return {}
         except NginxConfigError as err:
-            stats = self.metrics.stats
-            stats.reload_errors += 1
-            stats.last_reload_ok = False
-            stats.last_error = str(err)
-            log.error("nginx rejected the new configuration; the last good one keeps serving",
-                      extra=logs.kv(error=str(err)))
-            return
+            refused = await self._refused_profiles(model.config)
+            if refused:
+                log.warning("nginx -t refused the location settings of some Ingresses; applying the others",
+                            extra=logs.kv(profiles=",".join(sorted(refused))))
+            else:
+                self._reload_failed(err)
+            return refused
         self._set_applied(conf)
         stats = self.metrics.stats
         stats.config_hash = model.config.digest()
         if not running:
-            return  # no master yet: the file is in place and the next nginx start reads it; not a reload
+            return {}  # no master yet: the file is in place and the next nginx start reads it; not a reload
         stats.reloads += 1
         stats.generation += 1
         stats.last_reload_ok = True
@@ -79,6 +115,15 @@ class NginxApplier:
         self.metrics.generation.set(stats.generation)
         self.metrics.sync_seconds.labels("reload").observe(time.monotonic() - started)
         log.info("nginx reloaded", extra=logs.kv(generation=stats.generation, hash=stats.config_hash[:12]))
+        return {}
+
+    def _reload_failed(self, err: NginxConfigError) -> None:
+        stats = self.metrics.stats
+        stats.reload_errors += 1
+        stats.last_reload_ok = False
+        stats.last_error = str(err)
+        log.error("nginx rejected the new configuration; the last good one keeps serving",
+                  extra=logs.kv(error=str(err)))
 
     def _tables(self, model: Model) -> dict[str, Any]:
         routes = model.routes_json()

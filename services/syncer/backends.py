@@ -9,9 +9,15 @@ ready, per the API).
 
 An ExternalName Service resolves to the single endpoint "<externalName>:<port>": a host name, not an
 address, so whatever balances on these endpoints must resolve it (Lua's balancer takes addresses only).
+An ExternalName that names this node itself (localhost, a loopback, unspecified or link-local address, in
+any spelling the resolver takes, such as "127.1" or "2130706433") is refused, as ingress-nginx refuses
+localhost: through it a tenant's Ingress would reach the controller's own ports or the cloud metadata
+service. Names that only resolve to such addresses are left out again after resolution
+(`forbidden_address`). `--disable-svc-external-name` refuses every ExternalName Service.
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from dataclasses import dataclass
@@ -36,10 +42,35 @@ class ServiceRef:
 
 @dataclass(frozen=True)
 class ResolvedBackend:
-    """`name` None means no such Service or port: the route answers 503, and `problem` says why."""
+    """`name` None means no such Service or port: the route answers 503, and `problem` says why.
+
+    `refused` means the backend may not be served at all (a forbidden ExternalName): the Ingress naming it
+    is rejected rather than routed.
+    """
     name: str | None
     endpoints: tuple[str, ...] = ()
     problem: str | None = None
+    refused: bool = False
+
+
+def forbidden_address(address: str) -> bool:
+    """Whether `address` (an IP address in any form inet_aton or inet_pton takes) is this node itself or
+    link-local: loopback, unspecified, link-local (169.254.0.0/16 holds cloud metadata services)."""
+    try:
+        ip = ipaddress.ip_address(socket.inet_aton(address))  # also "127.1", "2130706433", "0x7f.1"
+    except OSError:
+        try:
+            ip = ipaddress.ip_address(address.split("%", 1)[0])
+        except ValueError:
+            return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified or ip.is_link_local
+
+
+def _names_this_node(host: str) -> bool:
+    name = host.rstrip(".").lower()
+    return name == "localhost" or name.endswith(".localhost") or forbidden_address(name)
 
 
 def index_endpoint_slices(slices: Iterable[tuple[str, dict[str, Any]]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -98,9 +129,10 @@ class BackendResolver:
     """Resolves ServiceRefs against one store snapshot, each distinct ref once."""
 
     def __init__(self, services: Mapping[tuple[str, str], dict[str, Any]],
-                 slices: Mapping[tuple[str, str], list[dict[str, Any]]]) -> None:
+                 slices: Mapping[tuple[str, str], list[dict[str, Any]]], *, allow_external_name: bool = True) -> None:
         self._services = services
         self._slices = slices
+        self._allow_external_name = allow_external_name
         self._cache: dict[ServiceRef, ResolvedBackend] = {}
         # One Service port is often named by number in one Ingress and by name in another.
         self._endpoints: dict[tuple[str, str, str], tuple[str, ...]] = {}
@@ -128,6 +160,9 @@ class BackendResolver:
         else:
             service_port = next((p for p in ports if p.get("name") == ref.port), None)
         if spec.get("type") == "ExternalName":
+            if not self._allow_external_name:
+                return ResolvedBackend(None, problem=f"{where} has type ExternalName, and ExternalName backends "
+                                                     "are disabled (--disable-svc-external-name)", refused=True)
             return self._external_name(ref, spec.get("externalName"), service_port, where)
         if service_port is None:
             return ResolvedBackend(None, problem=f"{where} has no port {ref.port!r}")
@@ -142,6 +177,11 @@ class BackendResolver:
         if not isinstance(host, str) or not _DNS_NAME.fullmatch(host):
             return ResolvedBackend(None, problem=f"{where} has type ExternalName but externalName {host!r} "
                                                  "is not a DNS name")
+        if _names_this_node(host):
+            return ResolvedBackend(None, problem=f"{where} has type ExternalName with externalName {host!r}, "
+                                                 "which names the node itself (localhost, a loopback, unspecified "
+                                                 "or link-local address); point it at a host outside the node",
+                                   refused=True)
         # A number may name any port of an external host; a port name needs the Service to define it.
         port = ref.port if isinstance(ref.port, int) else (service_port or {}).get("port")
         if not _is_port(port):

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -47,6 +48,9 @@ class Syncer:
         self.changed = asyncio.Event()
         # Called after every sync (the Ingress status updater re-reads the store then).
         self.after_sync: list[Callable[[], None]] = []
+        # Location profiles nginx -t refused (name → its message) under the global settings `refused_for`.
+        self.refused_profiles: dict[str, str] = {}
+        self.refused_for = ""
         self.metrics = SyncerMetrics(settings.controller_class, settings.run_dir)
         self.applier = NginxApplier(settings, self.metrics)
         self.subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(settings.run_dir),
@@ -80,20 +84,41 @@ class Syncer:
             await self.sync_once()
 
     async def sync_once(self) -> None:
+        """One sync; an unexpected error is logged and the last applied configuration keeps serving, so one
+        object can never stop the syncer for everyone (the next change or a restart tries again)."""
         started = time.monotonic()
-        store = dict(self.store)  # the model is built in a thread while updates keep arriving
-        model = await asyncio.to_thread(build_model, store, self.settings)
-        self.metrics.objects.set(len(store))
+        try:
+            model = await self._apply_model(dict(self.store))  # a copy: updates keep arriving meanwhile
+        except Exception as err:  # noqa: BLE001 - the loop must survive whatever one object does
+            self.metrics.stats.last_error = f"sync failed: {err}"
+            log.exception("sync failed; the last applied configuration keeps serving")
+            return
+        self.metrics.objects.set(len(self.store))
         self.metrics.rejected.set(sum(1 for p in model.problems if not p.startswith("warning:")))
         for problem in sorted(set(model.problems) - set(self.metrics.stats.problems)):
             log.warning("object rejected or ignored", extra=logs.kv(problem=problem))
         self.metrics.stats.problems = model.problems
-        await self.applier.apply(model)
         await self.passthrough.replace_all(passthrough_table(model))
         self.metrics.sync_seconds.labels("total").observe(time.monotonic() - started)
         self._write_status()
         for callback in self.after_sync:
             callback()
+
+    async def _apply_model(self, store: dict[str, dict]) -> Model:
+        """Build the model and apply it; when `nginx -t` refuses new location profiles, reject the Ingresses
+        that use them (remembered until the global settings change) and apply the rest."""
+        while True:
+            model = await asyncio.to_thread(build_model, store, self.settings, self.refused_profiles)
+            globals_key = replace(model.config, profiles=[]).digest()
+            if globals_key != self.refused_for and self.refused_profiles:
+                # Under other global settings the refused profiles may pass: try them again.
+                self.refused_profiles, self.refused_for = {}, globals_key
+                continue
+            self.refused_for = globals_key
+            refused = await self.applier.apply(model)
+            if not refused:
+                return model
+            self.refused_profiles.update(refused)
 
     async def watch_nginx(self) -> None:
         """Re-push the dynamic tables whenever nginx no longer holds them (a restarted master)."""

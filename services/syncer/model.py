@@ -26,7 +26,8 @@ from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
 from .model_types import (CATCH_ALL_HOST, DEFAULT_PROFILE, HostRoutes, LocationProfile, Model, NginxConfig,
                           Route)
-from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header
+from .render import RenderError, check_profile
+from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
 
 # pathType → which HostRoutes table the path goes to. ImplementationSpecific is matched as a prefix.
 PATH_KINDS = {"Exact": "exact", "Prefix": "prefix", "ImplementationSpecific": "prefix"}
@@ -232,7 +233,25 @@ class _Merger:
     def warn(self, plan: IngressPlan, message: str) -> None:
         self.problems.append(f"warning: Ingress {plan.ref}: {message}")
 
-    def add_passthrough(self, plan: IngressPlan) -> None:
+    def refused_backend(self, plan: IngressPlan) -> str | None:
+        """Why `plan` may not be served at all (a backend that must never be proxied to), or None."""
+        refs = [rule.service for rule in plan.paths]
+        if plan.default_backend is not None:
+            refs.append(plan.default_backend)
+        return next((resolved.problem for ref in refs if (resolved := self.resolver.resolve(ref)).refused), None)
+
+    def add_passthrough(self, plan: IngressPlan) -> bool:
+        """Claim the plan's hosts for SNI passthrough; False (and a problem) when an older Ingress routes one.
+
+        The oldest claim on a host wins whether it is HTTP routing or passthrough: a newer passthrough
+        Ingress must not take a host, and all its TLS traffic, from the Ingress that already serves it.
+        """
+        taken = [host for host in plan.hosts if host in self.host_owner]
+        if taken:
+            owners = ", ".join(f"{host} (Ingress {self.host_owner[host].ref})" for host in taken)
+            self.problems.append(f"Ingress {plan.ref}: ssl-passthrough refused: {owners} is already routed by an "
+                                 "older Ingress, and the oldest Ingress keeps its host; use another host")
+            return False
         for host in plan.hosts:
             if host == CATCH_ALL_HOST:
                 self.warn(plan, "ssl-passthrough needs a host to match the TLS SNI; the rule without host is ignored")
@@ -243,6 +262,7 @@ class _Merger:
                 target = self._passthrough_target(plan, host)
                 self.passthrough[host] = list(self._resolve(plan, target).endpoints) if target else []
                 self.passthrough_owner[host] = plan.ref
+        return True
 
     @staticmethod
     def _passthrough_target(plan: IngressPlan, host: str) -> ServiceRef | None:
@@ -317,45 +337,60 @@ def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str
 
 
 def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], parser: AnnotationParser,
-           problems: list[str]) -> list[IngressPlan]:
+           problems: list[str], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
     plans = []
     for namespace, name, ingress in ingresses:
         try:
             annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
             plan = plan_ingress(namespace, name, ingress, annotations)
-        except (IngressRejected, InvalidAnnotation) as err:
+            # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
+            check_profile(plan.profile)
+        except (IngressRejected, InvalidAnnotation, RenderError) as err:
             problems.append(f"Ingress {namespace}/{name}: {err}")
             continue
         except (AttributeError, TypeError) as err:  # a manifest whose spec does not have the API's shape
             problems.append(f"Ingress {namespace}/{name}: malformed spec ({err}); compare it with "
                             "`kubectl explain ingress.spec`")
             continue
+        if plan.profile.name in refused_profiles:
+            problems.append(f"Ingress {plan.ref}: nginx refused the location settings its annotations make "
+                            f"({refused_profiles[plan.profile.name]}); change the annotations")
+            continue
         problems.extend(f"warning: Ingress {plan.ref}: {w}" for w in annotations.warnings)
         plans.append(plan)
     return plans
 
 
-def build_model(store: Mapping[str, dict[str, Any]], settings: Settings) -> Model:
-    """Build the Model from the watcher's store ("Kind/namespace/name" → object as the API shows it)."""
+def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
+                refused_profiles: Mapping[str, str] | None = None) -> Model:
+    """Build the Model from the watcher's store ("Kind/namespace/name" → object as the API shows it).
+
+    `refused_profiles` (profile name → nginx's message) are location profiles that `nginx -t` refused:
+    the Ingresses that would use one are rejected with that message, so the others can be applied.
+    """
     index = StoreIndex.of(store)
     config, problems = load_controller_config(store, settings.configmap)
     parser = AnnotationParser(settings.annotations_prefix, config.annotations_risk_level)
-    plans = _plans(_our_ingresses(index, settings), parser, problems)
+    plans = _plans(_our_ingresses(index, settings), parser, problems, refused_profiles or {})
 
-    merger = _Merger(config, BackendResolver(index.services, index_endpoint_slices(index.endpoint_slices)), problems)
+    resolver = BackendResolver(index.services, index_endpoint_slices(index.endpoint_slices),
+                               allow_external_name=not settings.disable_svc_external_name)
+    merger = _Merger(config, resolver, problems)
     http_plans = []
+    # One pass, oldest first: whoever claims a host first keeps it, by HTTP routing or by passthrough.
     for plan in plans:
-        if not plan.annotations.ssl_passthrough:
+        if (refusal := merger.refused_backend(plan)) is not None:
+            problems.append(f"Ingress {plan.ref}: {refusal}")
+        elif not plan.annotations.ssl_passthrough:
+            merger.add_http(plan)
             http_plans.append(plan)
         elif settings.enable_ssl_passthrough:
             merger.add_passthrough(plan)
         else:
             merger.warn(plan, f"annotation {settings.annotations_prefix}/ssl-passthrough is ignored: the "
                               "controller runs without --enable-ssl-passthrough")
+            merger.add_http(plan)
             http_plans.append(plan)
-    # Passthrough first, so that a passed-through host takes no HTTP routes whatever the Ingresses' ages.
-    for plan in http_plans:
-        merger.add_http(plan)
 
     secrets = TlsSecrets(index.secrets, settings.default_ssl_certificate)
     tls_secrets = _tls_secrets(http_plans, merger, secrets)
@@ -369,8 +404,8 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings) -> Mode
 
     return Model(
         config=NginxConfig(
-            http_port=settings.http_port, https_port=settings.https_port, internal_port=settings.internal_port,
-            internal_tls_port=settings.internal_tls_port, status_port=settings.status_port,
+            http_port=settings.http_port, https_port=settings.https_port, status_port=settings.status_port,
+            ssl_passthrough_proxy_port=settings.ssl_passthrough_proxy_port, healthz_port=settings.healthz_port,
             state_dir=settings.state_dir, run_dir=settings.run_dir,
             profiles=[merger.profiles[name] for name in sorted(merger.profiles)],
             globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.enable_ssl_passthrough,
@@ -387,13 +422,25 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings) -> Mode
 
 
 def _tls_secrets(plans: Iterable[IngressPlan], merger: _Merger, secrets: TlsSecrets) -> dict[str, str]:
-    """Routed host → the Secret of the oldest Ingress that lists it (or a wildcard over it) in spec.tls."""
+    """Routed host → the Secret that serves it, as ingress-nginx chooses it.
+
+    An Ingress's spec.tls (its listed hosts, and the names in its certificates) applies only to the hosts
+    of that same Ingress's rules: another tenant's TLS section can neither turn on the redirect and HSTS
+    for a host it does not route nor replace its certificate. Among the Ingresses that route a host, the
+    oldest with a certificate for it wins, as for paths.
+    """
     certificates: dict[str, str] = {}
     for plan in plans:
         found, problems = secrets.for_ingress(plan.namespace, plan.tls)
         for problem in problems:
             merger.warn(plan, problem)
-        for host, secret in found.items():
-            certificates.setdefault(host, secret)
-    found_for = {host: certificate_for(host, certificates) for host in sorted(merger.routes)}
-    return {host: secret for host, secret in found_for.items() if secret}
+        for entry in plan.tls:
+            for host in entry.hosts:
+                if not any(names_match(own, [host]) for own in plan.hosts):
+                    merger.warn(plan, f"spec.tls lists {host}, which none of this Ingress's rules name; ignored "
+                                      "(TLS applies only to the hosts of the same Ingress)")
+        for host in plan.hosts:
+            secret = certificate_for(host, found) if host in merger.routes and host != CATCH_ALL_HOST else None
+            if secret:
+                certificates.setdefault(host, secret)
+    return dict(sorted(certificates.items()))

@@ -33,6 +33,7 @@ import aiohttp
 from services.common import logs
 from services.common.files import atomic_write
 from services.common.settings import Settings
+from services.syncer.backends import forbidden_address
 from services.nginx import processes
 from services.nginx.config_test import NginxConfigError, failure_message, check_command
 from services.nginx.paths import DYNAMIC_TABLES, NginxPaths
@@ -73,10 +74,10 @@ def canonical_json(data: Any) -> bytes:
 
 
 class NginxControl:
-    def __init__(self, state_dir: str | Path, run_dir: str | Path, internal_port: int,
+    def __init__(self, state_dir: str | Path, run_dir: str | Path, status_port: int,
                  reload_timeout: float = RELOAD_TIMEOUT_SECONDS) -> None:
         self.paths = NginxPaths.of(state_dir, run_dir)
-        self.internal_port = internal_port
+        self.status_port = status_port
         self.reload_timeout = reload_timeout
         self._apply_lock = asyncio.Lock()
         self._push_lock = asyncio.Lock()
@@ -86,7 +87,7 @@ class NginxControl:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> NginxControl:
-        return cls(settings.state_dir, settings.run_dir, settings.internal_port)
+        return cls(settings.state_dir, settings.run_dir, settings.status_port)
 
     @property
     def conf_path(self) -> Path:
@@ -204,7 +205,7 @@ class NginxControl:
 
     def _session(self) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
-            base_url=f"http://127.0.0.1:{self.internal_port}",
+            base_url=f"http://127.0.0.1:{self.status_port}",
             timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS))
 
     async def _get_versions(self, session: aiohttp.ClientSession) -> dict[str, str | None]:
@@ -214,7 +215,7 @@ class NginxControl:
                     raise NginxUnavailableError(f"nginx answered {response.status} for its table versions")
                 return await response.json()
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
-            raise NginxUnavailableError(f"nginx's internal port {self.internal_port} does not answer: {err}") from err
+            raise NginxUnavailableError(f"nginx's internal port {self.status_port} does not answer: {err}") from err
 
     async def _post(self, session: aiohttp.ClientSession, name: str, body: bytes) -> None:
         try:
@@ -315,6 +316,12 @@ async def _resolve(endpoint: str) -> list[str]:
         return []
     addresses = []
     for family, _, _, _, sockaddr in infos:
+        if forbidden_address(sockaddr[0]):
+            # The model refuses such names written out; one that only resolves to the node itself (a DNS
+            # record pointing at 127.0.0.1, say) must not reach the controller's own ports either.
+            log.warning("endpoint address left out: the name resolves to the node itself",
+                        extra=logs.kv(endpoint=endpoint, address=sockaddr[0]))
+            continue
         address = f"[{sockaddr[0]}]:{sockaddr[1]}" if family == socket.AF_INET6 else f"{sockaddr[0]}:{sockaddr[1]}"
         if address not in addresses:
             addresses.append(address)

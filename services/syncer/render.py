@@ -13,6 +13,7 @@ chooses the profile's proxy_pass, and the CORS keys become a Lua table for templ
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,7 +154,9 @@ class _RenderedProfile:
     cors: str | None  # a Lua table literal of cors.lua's options, when the profile answers CORS
 
 
-def _profile(profile: LocationProfile) -> _RenderedProfile:
+@functools.lru_cache(maxsize=4096)  # thousands of Ingresses share a handful of profiles
+def check_profile(profile: LocationProfile) -> _RenderedProfile:
+    """`profile` as the template writes it; raises RenderError naming what cannot be written safely."""
     if not _PROFILE_NAME.fullmatch(profile.name):
         raise RenderError(f"location profile name {profile.name!r} may only hold letters, digits, '_' and '-'")
     directives = [(name, value) for name, value in profile.settings if not name.startswith("pyngress_")]
@@ -209,8 +212,8 @@ _ENV = _environment()
 def render(config: NginxConfig) -> str:
     """The nginx.conf for `config`. Raises RenderError naming any value that cannot be written safely."""
     ports = {name: _port(name, getattr(config, name))
-             for name in ("http_port", "https_port", "internal_port", "internal_tls_port")}
-    in_use = ["http_port", "internal_port", "internal_tls_port" if config.ssl_passthrough else "https_port"]
+             for name in ("http_port", "https_port", "status_port", "ssl_passthrough_proxy_port")}
+    in_use = ["http_port", "status_port", "ssl_passthrough_proxy_port" if config.ssl_passthrough else "https_port"]
     if len({ports[name] for name in in_use}) != len(in_use):
         raise RenderError(f"nginx needs distinct ports for {', '.join(in_use)}: got {[ports[n] for n in in_use]}")
     profiles = list(config.profiles)
@@ -228,6 +231,6 @@ def render(config: NginxConfig) -> str:
         use_forwarded_headers=bool(config.use_forwarded_headers),
         use_proxy_protocol=bool(config.use_proxy_protocol),
         http_settings=http_settings,
-        profiles=[_profile(p) for p in profiles],
+        profiles=[check_profile(p) for p in profiles],
         **ports,
     )

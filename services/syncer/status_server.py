@@ -1,6 +1,13 @@
-"""The status port: /healthz (with detail), /metrics (Prometheus text) and /status (JSON)."""
+"""The healthz port: /healthz, /metrics (Prometheus text) and /status (JSON).
+
+It listens on --healthz-host (every address when empty), because the kubelet probes /healthz and
+Prometheus scrapes /metrics from outside the pod. What names other tenants' objects or nginx's error
+messages (the /status record, the detail of /healthz) is only for clients on the loopback interface: a
+remote client gets /healthz's status code and a bare {"healthy": ...}.
+"""
 from __future__ import annotations
 
+import ipaddress
 from typing import Callable
 
 from aiohttp import web
@@ -11,16 +18,30 @@ from services.syncer.metrics import SyncerMetrics
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 
+def is_loopback_peer(request: web.Request) -> bool:
+    try:
+        address = ipaddress.ip_address((request.remote or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
 async def start_status_server(settings: Settings, healthy: Callable[[], tuple[bool, dict]],
                               metrics: SyncerMetrics) -> web.AppRunner:
-    async def healthz(_: web.Request) -> web.Response:
+    async def healthz(request: web.Request) -> web.Response:
         ok, detail = healthy()
-        return web.json_response({"healthy": ok, **detail}, status=200 if ok else 503)
+        body = {"healthy": ok, **detail} if is_loopback_peer(request) else {"healthy": ok}
+        return web.json_response(body, status=200 if ok else 503)
 
     async def metrics_handler(_: web.Request) -> web.Response:
         return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_METRICS})
 
-    async def status_handler(_: web.Request) -> web.Response:
+    async def status_handler(request: web.Request) -> web.Response:
+        if not is_loopback_peer(request):
+            return web.json_response({"error": "/status is served to loopback clients only; run "
+                                               "`pyngress status` on the node"}, status=403)
         return web.json_response(metrics.status_json())
 
     app = web.Application()
@@ -29,5 +50,5 @@ async def start_status_server(settings: Settings, healthy: Callable[[], tuple[bo
     app.router.add_get("/status", status_handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, "0.0.0.0", settings.status_port, reuse_address=True).start()
+    await web.TCPSite(runner, settings.healthz_host or None, settings.healthz_port, reuse_address=True).start()
     return runner

@@ -26,12 +26,12 @@ class Controller:
         self.workdir = workdir
         self.run_dir = workdir / "run"
         self.state_dir = workdir / "state"
-        self.http_port, self.https_port, self.status_port = free_port(), free_port(), free_port()
-        self.internal_port, self.internal_tls_port = free_port(), free_port()
+        self.http_port, self.https_port, self.healthz_port = free_port(), free_port(), free_port()
+        self.status_port, self.ssl_passthrough_proxy_port = free_port(), free_port()
         self.args = [
             *source_args, f"--http-port={self.http_port}", f"--https-port={self.https_port}",
-            f"--status-port={self.status_port}", f"--internal-port={self.internal_port}",
-            f"--internal-tls-port={self.internal_tls_port}", f"--run-dir={self.run_dir}",
+            f"--healthz-port={self.healthz_port}", f"--status-port={self.status_port}",
+            f"--ssl-passthrough-proxy-port={self.ssl_passthrough_proxy_port}", f"--run-dir={self.run_dir}",
             f"--state-dir={self.state_dir}", *extra_args]
         self.log_path = workdir / "controller.log"
         self.proc: subprocess.Popen | None = None
@@ -48,7 +48,7 @@ class Controller:
         wait_for(lambda: self.health().status_code == 200, timeout, what=f"/healthz 200 (log: {self.log_path})")
 
     def health(self) -> requests.Response:
-        return requests.get(f"http://127.0.0.1:{self.status_port}/healthz", timeout=2)
+        return requests.get(f"http://127.0.0.1:{self.healthz_port}/healthz", timeout=2)
 
     def get(self, path: str, host: str = "example.com", **kwargs) -> requests.Response:
         return requests.get(f"http://127.0.0.1:{self.http_port}{path}", headers={"Host": host},
@@ -56,7 +56,7 @@ class Controller:
 
     def metric(self, name: str, **labels: str) -> float:
         """The value of the first sample of `name` carrying every one of `labels`."""
-        text = requests.get(f"http://127.0.0.1:{self.status_port}/metrics", timeout=2).text
+        text = requests.get(f"http://127.0.0.1:{self.healthz_port}/metrics", timeout=2).text
         for line in text.splitlines():
             if (line.startswith(name + "{") or line.startswith(name + " ")) and \
                     all(f'{k}="{v}"' in line for k, v in labels.items()):

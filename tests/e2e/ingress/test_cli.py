@@ -18,7 +18,7 @@ def test_status_shows_generation_reloads_and_each_component(manifests_controller
     cluster.apply(*stage.backend("CLI"))
     cluster.apply(k8s.ingress("cli", [k8s.rule("cli.example.com", ("/", "Prefix", "cli", 80))]))
     stage.expect("cli.example.com", "/", "CLI")
-    out = _pyngress("status", f"--run-dir={controller.run_dir}", f"--status-port={controller.status_port}")
+    out = _pyngress("status", f"--run-dir={controller.run_dir}", f"--healthz-port={controller.healthz_port}")
     assert out.returncode == 0, out.stderr
     reloads = int(controller.metric("nginx_ingress_controller_success"))
     assert f"reloads: {reloads} (failed: 0, last successful: true)" in out.stdout

@@ -153,9 +153,9 @@ class Nginx:
     base: Path
     http_port: int = field(default_factory=free_port)
     https_port: int = field(default_factory=free_port)
-    internal_port: int = field(default_factory=free_port)
-    internal_tls_port: int = field(default_factory=free_port)
     status_port: int = field(default_factory=free_port)
+    ssl_passthrough_proxy_port: int = field(default_factory=free_port)
+    healthz_port: int = field(default_factory=free_port)
     ssl_passthrough: bool = False
     process: subprocess.Popen | None = None
     log_path: Path = field(init=False)
@@ -166,15 +166,15 @@ class Nginx:
         self.paths = NginxPaths.of(self.state_dir, self.run_dir)
         self.log_path = self.base / "nginx.log"
         self.loop = asyncio.new_event_loop()
-        self.control = NginxControl(self.state_dir, self.run_dir, self.internal_port, reload_timeout=20)
+        self.control = NginxControl(self.state_dir, self.run_dir, self.status_port, reload_timeout=20)
 
     # lifecycle
 
     def start(self) -> None:
         args = [sys.executable, "-m", "services.cli", "nginx", f"--state-dir={self.state_dir}",
                 f"--run-dir={self.run_dir}", f"--http-port={self.http_port}", f"--https-port={self.https_port}",
-                f"--internal-port={self.internal_port}", f"--internal-tls-port={self.internal_tls_port}",
-                f"--status-port={self.status_port}", f"--enable-ssl-passthrough={str(self.ssl_passthrough).lower()}"]
+                f"--status-port={self.status_port}", f"--ssl-passthrough-proxy-port={self.ssl_passthrough_proxy_port}",
+                f"--healthz-port={self.healthz_port}", f"--enable-ssl-passthrough={str(self.ssl_passthrough).lower()}"]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -189,7 +189,7 @@ class Nginx:
         master = processes.running_master(self.paths.prefix, self.paths.pid_file)
         if not master or master.pid != self.process.pid:
             return False
-        conn = http.client.HTTPConnection("127.0.0.1", self.internal_port, timeout=2)
+        conn = http.client.HTTPConnection("127.0.0.1", self.status_port, timeout=2)
         try:
             conn.request("GET", "/healthz")
             return conn.getresponse().status == 200
@@ -232,8 +232,8 @@ class Nginx:
 
     def config(self, profiles: list[LocationProfile] | None = None, globals_: dict[str, str] | None = None,
                **overrides: Any) -> NginxConfig:
-        values = dict(http_port=self.http_port, https_port=self.https_port, internal_port=self.internal_port,
-                      internal_tls_port=self.internal_tls_port, status_port=self.status_port,
+        values = dict(http_port=self.http_port, https_port=self.https_port, status_port=self.status_port,
+                      ssl_passthrough_proxy_port=self.ssl_passthrough_proxy_port, healthz_port=self.healthz_port,
                       state_dir=str(self.state_dir), run_dir=str(self.run_dir), profiles=profiles or [],
                       globals=globals_ or {}, ssl_passthrough=self.ssl_passthrough)
         values.update(overrides)

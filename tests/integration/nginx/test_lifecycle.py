@@ -134,7 +134,7 @@ def test_behind_the_passthrough_proxy_nginx_takes_tls_with_a_proxy_protocol_head
 
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", nginx.https_port), timeout=5)  # the proxy's port, not nginx's
-    sock = socket.create_connection(("127.0.0.1", nginx.internal_tls_port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", nginx.ssl_passthrough_proxy_port), timeout=10)
     sock.sendall(f"PROXY TCP4 203.0.113.7 127.0.0.1 40000 {nginx.https_port}\r\n".encode())
     trust(nginx.paths.default_certificate)
     tls = client_tls_context().wrap_socket(sock, server_hostname=HOST)

@@ -16,7 +16,7 @@ from .conftest import route
 
 
 def config(state_dir: str = "/var/lib/pyngress", **overrides) -> NginxConfig:
-    values = dict(http_port=80, https_port=443, internal_port=10246, internal_tls_port=442, status_port=10254,
+    values = dict(http_port=80, https_port=443, status_port=10246, ssl_passthrough_proxy_port=442, healthz_port=10254,
                   state_dir=state_dir, run_dir="/var/run/pyngress")
     values.update(overrides)
     return NginxConfig(**values)
@@ -52,7 +52,7 @@ def test_profile_names_must_be_plain():
 
 def test_ports_nginx_listens_on_must_differ():
     with pytest.raises(RenderError, match="distinct ports"):
-        render(config(http_port=8080, internal_port=8080))
+        render(config(http_port=8080, status_port=8080))
 
 
 def test_globals_replace_the_defaults_and_the_output_is_stable():

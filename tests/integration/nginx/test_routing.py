@@ -202,6 +202,6 @@ def test_endpoint_host_names_are_resolved_and_unresolvable_ones_left_out(nginx, 
 
 
 def post_raw(nginx, path, body):
-    conn = http.client.HTTPConnection("127.0.0.1", nginx.internal_port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", nginx.status_port, timeout=10)
     conn.request("POST", path, body=body)
     return conn.getresponse()

@@ -316,13 +316,13 @@ class TablePublisher:
 class ProxyProcess:
     """`pyngress proxy` as a real process."""
 
-    def __init__(self, https_port: int, internal_tls_port: int, run_dir: Path, env: dict[str, str] | None = None,
+    def __init__(self, https_port: int, ssl_passthrough_proxy_port: int, run_dir: Path, env: dict[str, str] | None = None,
                  log_path: Path | None = None) -> None:
         self.run_dir = run_dir
         self.log_path = log_path or run_dir / f"proxy-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
         command = [str(REPO / ".venv/bin/pyngress"), "proxy", f"--https-port={https_port}",
-                   f"--internal-tls-port={internal_tls_port}", f"--run-dir={run_dir}", "--log-level=info"]
+                   f"--ssl-passthrough-proxy-port={ssl_passthrough_proxy_port}", f"--run-dir={run_dir}", "--log-level=info"]
         self.proc = subprocess.Popen(command, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
         self.status_path = run_dir / "status" / f"proxy-{self.proc.pid}.json"

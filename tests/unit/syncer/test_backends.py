@@ -1,3 +1,10 @@
+import asyncio
+
+import pytest
+
+from services.syncer.nginx_control import resolve_backends
+
+
 def route_backend(model, host="app.example.com", path="/"):
     return model.routes[host].prefix[path].backend
 
@@ -106,3 +113,38 @@ def test_a_malformed_service_gives_a_503_route_not_a_failed_build(cluster):
     model = cluster.build()
     assert route_backend(model) is None
     assert "malformed" in model.problems[0]
+
+
+@pytest.mark.parametrize("external_name", [
+    "localhost", "LOCALHOST.", "api.localhost", "127.0.0.1", "127.1", "2130706433", "0x7f000001", "0.0.0.0", "0",
+    "169.254.169.254",
+])
+def test_an_external_name_naming_the_node_itself_rejects_its_ingress(cluster, external_name):
+    # Security first, attack 1: through such a Service a tenant's Ingress reached nginx's internal API.
+    cluster.service("ext", type="ExternalName", external_name=external_name, ports=[("http", 10246)])
+    cluster.ingress("tenant", host="x.tenant.example", paths=[("/", "Prefix", "ext", 10246)])
+    cluster.app("other", host="other.example.com")
+    model = cluster.build()
+    assert list(model.routes) == ["other.example.com"]
+    assert "default-ext-10246" not in model.backends
+    assert cluster.rejections(model) == [
+        f"Ingress default/tenant: Service default/ext has type ExternalName with externalName {external_name!r}, "
+        "which names the node itself (localhost, a loopback, unspecified or link-local address); point it at a "
+        "host outside the node"]
+
+
+def test_disable_svc_external_name_rejects_every_external_name_backend(cluster):
+    cluster.service("ext", type="ExternalName", external_name="api.example.org", ports=[("http", 80)])
+    cluster.ingress("a", paths=[("/", "Prefix", "ext", 80)])
+    assert "default/a" in cluster.build().routes["app.example.com"].prefix["/"].ingress
+    model = cluster.build(disable_svc_external_name=True)
+    assert model.routes == {}
+    assert cluster.rejections(model) == [
+        "Ingress default/a: Service default/ext has type ExternalName, and ExternalName backends are disabled "
+        "(--disable-svc-external-name)"]
+
+
+def test_a_name_that_resolves_to_the_node_itself_is_left_out_when_pushed():
+    # What the model cannot see: a DNS name whose address is a loopback one (here from /etc/hosts).
+    resolved = asyncio.run(resolve_backends({"default-ext-80": ["localhost:80"], "default-ok-80": ["10.0.0.1:80"]}))
+    assert resolved == {"default-ext-80": [], "default-ok-80": ["10.0.0.1:80"]}

@@ -17,14 +17,27 @@ def test_passthrough_hosts_get_their_root_backend_endpoints_and_no_http_routes(c
     assert model.problems == []
 
 
-def test_a_passthrough_host_takes_no_http_routes_from_other_ingresses_whatever_their_age(cluster):
-    cluster.app("older-http", host="secure.example.com", created=cluster.timestamp(1))
-    cluster.app("pt", host="secure.example.com", annotations=PASSTHROUGH, created=cluster.timestamp(2))
+def test_an_older_passthrough_ingress_keeps_its_host_against_newer_http_rules(cluster):
+    cluster.app("pt", host="secure.example.com", annotations=PASSTHROUGH, created=cluster.timestamp(1))
+    cluster.app("newer-http", host="secure.example.com", created=cluster.timestamp(2))
     model = cluster.build(enable_ssl_passthrough=True)
     assert list(model.passthrough) == ["secure.example.com"]
     assert model.routes == {}
-    assert model.problems == ["warning: Ingress default/older-http: host secure.example.com is passed through by SNI "
+    assert model.problems == ["warning: Ingress default/newer-http: host secure.example.com is passed through by SNI "
                               "for Ingress default/pt; its HTTP rules here are ignored"]
+
+
+def test_a_newer_passthrough_ingress_cannot_take_a_host_an_older_ingress_routes(cluster):
+    # Security first, attack 4: the newer Ingress must not receive the older one's TLS traffic.
+    cluster.app("bank", host="bank.example.com", created=cluster.timestamp(1))
+    cluster.app("thief", host="bank.example.com", annotations=PASSTHROUGH, addresses=["10.9.9.9"],
+                created=cluster.timestamp(2))
+    model = cluster.build(enable_ssl_passthrough=True)
+    assert model.passthrough == {}
+    assert model.routes["bank.example.com"].prefix["/"].ingress == "default/bank"
+    assert model.problems == ["Ingress default/thief: ssl-passthrough refused: bank.example.com (Ingress "
+                              "default/bank) is already routed by an older Ingress, and the oldest Ingress keeps "
+                              "its host; use another host"]
 
 
 def test_the_oldest_passthrough_ingress_wins_a_host(cluster):

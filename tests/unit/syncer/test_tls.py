@@ -67,24 +67,39 @@ def test_the_secret_must_be_in_the_ingress_namespace(cluster):
     assert cluster.build().routes["app.example.com"].tls is False
 
 
-def test_tls_from_another_ingress_and_wildcards_cover_a_host(cluster):
+def test_wildcard_tls_hosts_cover_one_label_of_the_ingresses_own_hosts(cluster):
     cluster.tls_secret("wild", data=secret_data("*.example.com"))
     cluster.tls_secret("exact", data=secret_data("b.example.com"))
-    cluster.app("a", host="a.example.com")
-    cluster.app("b", host="b.example.com")
-    cluster.app("deep", host="x.y.example.com")
-    cluster.ingress("certs-only", rules=[],
+    cluster.ingress("apps", rules=[cluster.rule(h, ("/", "Prefix", "web", 80))
+                                   for h in ("a.example.com", "b.example.com", "x.y.example.com")],
                     tls=tls("*.example.com", secret="wild") + tls("b.example.com", secret="exact"))
     model = cluster.build()
     assert model.tls_secrets == {"a.example.com": "default/wild", "b.example.com": "default/exact"}
     assert model.routes["x.y.example.com"].tls is False  # a wildcard covers one label only
 
 
-def test_oldest_ingress_chooses_the_certificate(cluster):
+def test_tls_of_another_ingress_does_not_apply_to_a_host_it_does_not_route(cluster):
+    # Security first, attack 3: neither an older nor a newer Ingress's spec.tls reaches the victim's host.
+    cluster.tls_secret("victim", data=secret_data("shop.example.com"))
+    cluster.tls_secret("thief", data=secret_data("shop.example.com"))
+    cluster.ingress("older-thief", rules=[], tls=tls("shop.example.com", secret="thief"),
+                    created=cluster.timestamp(1))
+    cluster.app("shop", host="shop.example.com", created=cluster.timestamp(5))
+    cluster.app("newer-thief", host="other.example.com", tls=tls("shop.example.com", secret="thief"),
+                created=cluster.timestamp(9))
+    model = cluster.build()
+    assert model.tls_secrets == {}
+    assert model.routes["shop.example.com"].tls is False and model.routes["shop.example.com"].hsts is None
+    assert ("warning: Ingress default/newer-thief: spec.tls lists shop.example.com, which none of this Ingress's "
+            "rules name; ignored (TLS applies only to the hosts of the same Ingress)") in model.problems
+
+
+def test_oldest_ingress_routing_the_host_chooses_the_certificate(cluster):
     cluster.tls_secret("old", data=secret_data("app.example.com"))
     cluster.tls_secret("new", data=secret_data("app.example.com"))
     cluster.app("new", tls=tls("app.example.com", secret="new"), created=cluster.timestamp(9))
-    cluster.ingress("old", rules=[], tls=tls("app.example.com", secret="old"), created=cluster.timestamp(1))
+    cluster.ingress("old", rules=[cluster.rule("app.example.com", ("/old", "Prefix", "web", 80))],
+                    tls=tls("app.example.com", secret="old"), created=cluster.timestamp(1))
     assert cluster.build().tls_secrets == {"app.example.com": "default/old"}
 
 
