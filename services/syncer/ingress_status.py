@@ -22,7 +22,7 @@ from services.common.logs import kv
 from services.common.objects import split_key
 from services.common.settings import Settings
 from services.syncer.ingress_class import IngressClassFilter
-from services.watcher.kube_source import read_json
+from services.common.kube import read_json
 
 log = logging.getLogger(__name__)
 

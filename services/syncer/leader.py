@@ -23,7 +23,7 @@ from kubernetes import client
 
 from services.common.logs import kv
 from services.common.settings import Settings
-from services.watcher.kube_source import read_json
+from services.common.kube import read_json
 
 log = logging.getLogger(__name__)
 

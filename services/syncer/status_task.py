@@ -62,7 +62,7 @@ async def run_status_updates(settings: Settings, current_store: Callable[[], Map
 
     from services.syncer.ingress_status import IngressStatusUpdater
     from services.syncer.leader import LeaderElector
-    from services.watcher.kube_source import KubeConfigError, kube_configuration
+    from services.common.kube import KubeConfigError, kube_configuration
 
     try:
         duration = lease_seconds_override()

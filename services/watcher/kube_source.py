@@ -6,13 +6,10 @@ resourceVersion with bookmarks, and re-watch from the last resourceVersion seen 
 A 410 Gone means the history since that resourceVersion is gone: the target relists. A lost connection
 is retried with capped exponential backoff and jitter, resuming the watch where it stopped.
 
-Why the official client in threads rather than an async HTTP client: it brings every way a kubeconfig
-or a pod authenticates (client certificates, exec plugins, token files that rotate), proxies and TLS
-settings, exactly as kubectl does. Its calls block, so they run in a thread pool of our own, one thread
-per target (the loop's default pool is small and shared); the asyncio side keeps all the logic, and only
-raw I/O (opening a request, reading the next chunk of a watch stream) crosses into a thread. Responses
-are read with `_preload_content=False` and parsed with `json`: the typed models are slow and rename
-fields, and the store wants the objects exactly as the API serves them.
+The official client (services/common/kube.py says why) blocks, so its calls run in a thread pool of our
+own, one thread per target (the loop's default pool is small and shared); the asyncio side keeps all the
+logic, and only raw I/O (opening a request, reading the next chunk of a watch stream) crosses into a
+thread.
 """
 from __future__ import annotations
 
@@ -27,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 
+from services.common.kube import CONNECT_TIMEOUT_SECONDS, kube_configuration, read_json
 from services.common.logs import kv
 from services.common.objects import object_key
 from services.common.settings import Settings
@@ -38,42 +36,9 @@ from services.watcher.source import StoreWriter
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 500
-CONNECT_TIMEOUT_SECONDS = 10.0
-LIST_READ_TIMEOUT_SECONDS = 60.0
 # A watch with no bytes for this long after its own timeoutSeconds is dead (a peer gone without a FIN).
 WATCH_READ_MARGIN_SECONDS = 30.0
 HTTP_GONE = 410
-
-
-class KubeConfigError(RuntimeError):
-    """No usable way to reach the API server."""
-
-
-def kube_configuration(settings: Settings) -> client.Configuration:
-    """The client configuration from --kubeconfig, else the pod's in-cluster service account."""
-    configuration = client.Configuration()
-    try:
-        if settings.kubeconfig:
-            config.load_kube_config(config_file=settings.kubeconfig, client_configuration=configuration,
-                                    persist_config=False)
-        else:
-            config.load_incluster_config(client_configuration=configuration)
-    except (config.ConfigException, OSError, ValueError) as err:
-        where = f"kubeconfig {settings.kubeconfig}" if settings.kubeconfig else "the in-cluster service account"
-        raise KubeConfigError(f"cannot load the API server configuration from {where}: {err}; give "
-                              "--kubeconfig PATH (or --manifests DIR to run without a cluster)") from err
-    return configuration
-
-
-def read_json(fn: Callable[..., Any], *args: Any,
-              request_timeout: tuple[float, float] = (CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
-              **kwargs: Any) -> dict[str, Any]:
-    """(Blocking.) Call a client method and return the API's JSON rather than the client's typed model."""
-    response = fn(*args, _preload_content=False, _request_timeout=request_timeout, **kwargs)
-    try:
-        return json.loads(response.data)
-    finally:
-        response.release_conn()
 
 
 @dataclass(frozen=True)

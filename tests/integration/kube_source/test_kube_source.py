@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from services.common.settings import Settings
-from services.watcher.kube_source import KubeConfigError, WatchTarget, kube_configuration, watch_targets
+from services.common.kube import KubeConfigError, kube_configuration
+from services.watcher.kube_source import WatchTarget, watch_targets
 
 TLS = {"tls.crt": base64.b64encode(b"cert").decode(), "tls.key": base64.b64encode(b"key").decode()}
 
