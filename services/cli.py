@@ -7,6 +7,7 @@ import sys
 from typing import Callable, Sequence
 
 from services.common import settings as settings_mod
+from services.common.files import NotPrivateError
 
 # command → (module, help). Each module has `run(settings) -> int | None`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -18,8 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cniserver": ("services.cniserver.main", "the CNI server on its root-only Unix socket"),
     "cniworker": ("services.cniworker.main", "a CNI worker: pod network setup and teardown"),
     "crashmon": ("services.crashmon.main", "supervisord event listener recording process exits"),
-    "render": ("services.syncer.render_cli", "print the nginx.conf that would be applied"),
-    "status": ("services.supervisor.status_cli", "show each running component's state"),
+    "render": ("services.tools.render", "print the nginx.conf that would be applied"),
+    "status": ("services.tools.status", "show each running component's state"),
 }
 
 
@@ -35,7 +36,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[ns.command][0])
     run: Callable[[settings_mod.Settings], int | None] = module.run
-    return run(settings_mod.from_namespace(ns)) or 0
+    try:
+        return run(settings_mod.from_namespace(ns)) or 0
+    except NotPrivateError as err:
+        # A directory or socket that is not private is the user's to fix: the message says how, and a
+        # traceback would bury it.
+        print(f"pyngress {ns.command}: refusing to start: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -42,3 +42,11 @@ def test_render_prints_the_configuration_and_where_each_path_goes(tmp_path):
     assert "#   web.example.com/api (prefix) -> default-web-80 [10.1.2.3:8080]" in out.stdout
     assert "# Rejected: " in out.stdout and "proxy-read-timeout" in out.stdout
     assert "bad.example.com" not in out.stdout.split("# Rejected")[0]
+
+
+def test_render_of_a_directory_that_does_not_exist_says_so_and_fails(tmp_path):
+    out = _pyngress("render", f"--manifests={tmp_path / 'nowhere'}", f"--state-dir={tmp_path / 's'}",
+                    f"--run-dir={tmp_path / 'r'}")
+    assert out.returncode == 2
+    assert f"{tmp_path / 'nowhere'} is not a directory" in out.stderr
+    assert out.stdout == ""

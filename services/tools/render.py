@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from pathlib import Path
 
 from services.common.settings import Settings
 from services.syncer.model import build_model
@@ -35,6 +36,10 @@ def routes_summary(model: Model) -> list[str]:
 def run(settings: Settings) -> int:
     if not settings.manifests:
         print("pyngress render: give the manifests directory with --manifests DIR", file=sys.stderr)
+        return 2
+    if not Path(settings.manifests).is_dir():
+        print(f"pyngress render: {settings.manifests} is not a directory; give the directory that holds the "
+              "manifests with --manifests DIR", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as scratch:
         # Metadata the files lack is filled in a scratch state dir: rendering must not touch a live one.
