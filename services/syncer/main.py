@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from proto import endpoints
 from services.common import logs, status
 from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot
 from services.common.files import ensure_private_dir
+from services.common.runner import run_process
 from services.common.settings import Settings
 from services.syncer.apply import NginxApplier
 from services.syncer.metrics import SyncerMetrics
@@ -158,36 +158,22 @@ def watcher_freshness(settings: Settings) -> dict:
 
 async def main_async(settings: Settings) -> None:
     ensure_private_dir(settings.run_dir)
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
     ctx = zmq.asyncio.Context()
     syncer = Syncer(settings, ctx)
     await syncer.applier.start()
     runner = await start_status_server(settings, syncer.healthy, syncer.metrics)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(coro) for coro in
-             (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve())]
-    if status_updates_enabled(settings):
-        tasks.append(asyncio.create_task(run_status_updates(settings, lambda: syncer.store, syncer.after_sync)))
-    done_waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([done_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    for task in tasks + [done_waiter]:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)  # let them clean up (the status task releases its Lease)
-    await runner.cleanup()
-    for task in done:
-        if task is not done_waiter and task.exception():
-            raise task.exception()
+    try:
+        # Cancelled on SIGTERM: the TaskGroup cancels and awaits every task (the status task releases its Lease).
+        async with asyncio.TaskGroup() as tasks:
+            for coro in (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve()):
+                tasks.create_task(coro)
+            if status_updates_enabled(settings):
+                tasks.create_task(run_status_updates(settings, lambda: syncer.store, syncer.after_sync))
+    finally:
+        await runner.cleanup()
+        ctx.destroy(linger=0)
 
 
 def run(settings: Settings) -> int:
-    logs.setup("syncer", settings.log_level)
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
-    try:
-        import uvloop
-        uvloop.install()
-    except ImportError:
-        pass
-    asyncio.run(main_async(settings))
-    return 0
+    return run_process("syncer", settings, lambda: main_async(settings))

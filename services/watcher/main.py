@@ -6,9 +6,7 @@ proto.endpoints; snapshots are served once the source's first listing is complet
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from proto import endpoints
 from services.common import logs
 from services.common.clone import ClonePublisher
 from services.common.files import ensure_private_dir
+from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
 from services.common.status import write_status
 from services.watcher.source import Source
@@ -73,7 +72,6 @@ async def _serve_once_synced(source: Source, publisher: ClonePublisher, store: T
 
 async def _main(settings: Settings) -> None:
     source, source_name = _make_source(settings)
-    ensure_private_dir(settings.run_dir)
     ctx = zmq.asyncio.Context()
     publisher = ClonePublisher(ctx, endpoints.watcher_updates(settings.run_dir),
                                endpoints.watcher_snapshot(settings.run_dir))
@@ -90,38 +88,12 @@ async def _main(settings: Settings) -> None:
         ctx.term()
 
 
-def _event_loop_factory() -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def _main_until_signalled(settings: Settings) -> None:
-    """SIGTERM and SIGINT cancel the watcher, which then closes its sockets and exits cleanly."""
-    main = asyncio.current_task()
-    assert main is not None
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, main.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await _main(settings)
-
-
 def run(settings: Settings) -> int:
-    logs.setup("watcher", settings.log_level)
-    if settings.manifests and not Path(settings.manifests).is_dir():
-        log.error(f"--manifests {settings.manifests}: no such directory; give the directory holding the "
-                  "manifest files")
-        return 2
-    try:
-        with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
-            runner.run(_main_until_signalled(settings))
-    except Exception as failure:
-        # The task group wraps what failed in an ExceptionGroup: report each cause on its own.
-        for err in failure.exceptions if isinstance(failure, ExceptionGroup) else [failure]:
-            log.error(f"watcher stopped: {err}", exc_info=err)
-        return 1
-    log.info("watcher stopped")
-    return 0
+    async def main() -> int | None:
+        if settings.manifests and not Path(settings.manifests).is_dir():
+            raise StartupError(f"--manifests {settings.manifests}: no such directory; give the directory "
+                               "holding the manifest files")
+        ensure_private_dir(settings.run_dir)
+        await _main(settings)
+        return None
+    return run_process("watcher", settings, main)
