@@ -8,7 +8,9 @@ publisher.
 Subscriber: subscribes first, then asks for a snapshot, then applies only updates newer than it. A gap in
 the sequence, or a new epoch, makes it fetch a fresh snapshot. Both sides set the high-water marks to 0
 (unbounded): PUB/SUB silently drops messages at the default mark under load, and a dropped update here
-would be a wrong route, not a slow one.
+would be a wrong route, not a slow one. Every socket bounds what it accepts (`proto.limits`): libzmq
+drops a message over the limit with the connection it came on, and the subscriber, hearing nothing more,
+reconnects and re-snapshots.
 """
 from __future__ import annotations
 
@@ -22,23 +24,17 @@ import zmq
 import zmq.asyncio
 
 from proto import ProtocolError, decode, encode
+from proto.limits import CLONE_MAX_MESSAGE_BYTES, CLONE_REQUEST_MAX_MESSAGE_BYTES
+from services.common.ipc import bind_private
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 1.0
 SNAPSHOT_TIMEOUT_SECONDS = 3.0
-
-
-def _bind(sock: zmq.Socket, endpoint: str) -> None:
-    if endpoint.startswith("ipc://"):
-        path = endpoint[len("ipc://"):]
-        # A socket file left by a killed predecessor would make bind fail or leave a dead endpoint.
-        if os.path.exists(path):
-            os.unlink(path)
-        sock.bind(endpoint)
-        os.chmod(path, 0o600)
-    else:
-        sock.bind(endpoint)
+# Without a message for this long (heartbeats come every second) the subscriber reconnects: the publisher
+# may be gone, or our connection is, for good: libzmq does not reconnect a SUB that received a message over
+# its size limit (a protocol error). Generous, so that a publisher busy for a few seconds costs nothing.
+SILENCE_SECONDS = 5 * HEARTBEAT_SECONDS
 
 
 class ClonePublisher:
@@ -51,11 +47,13 @@ class ClonePublisher:
         self._pub = ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.SNDHWM, 0)
         self._pub.setsockopt(zmq.LINGER, 0)
-        _bind(self._pub, updates_endpoint)
+        self._pub.setsockopt(zmq.MAXMSGSIZE, CLONE_REQUEST_MAX_MESSAGE_BYTES)  # it receives subscriptions
+        bind_private(self._pub, updates_endpoint)
         self._router = ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.SNDHWM, 0)
         self._router.setsockopt(zmq.LINGER, 0)
-        _bind(self._router, snapshot_endpoint)
+        self._router.setsockopt(zmq.MAXMSGSIZE, CLONE_REQUEST_MAX_MESSAGE_BYTES)
+        bind_private(self._router, snapshot_endpoint)
 
     async def set(self, key: str, value: Any) -> None:
         """Set `key` to `value` (None deletes it) and publish the change; unchanged values are not sent."""
@@ -93,8 +91,12 @@ class ClonePublisher:
                     log.warning("rejected message of type %s on the snapshot socket", env.type)
                     continue
                 items = [[k, v] for k, v in self.state.items()]
-                await self._router.send_multipart(
-                    [identity, encode("clone.snapshot", {"epoch": self.epoch, "items": items}, self.seq)])
+                snapshot = encode("clone.snapshot", {"epoch": self.epoch, "items": items}, self.seq)
+                if len(snapshot) > CLONE_MAX_MESSAGE_BYTES:
+                    log.error("the snapshot (%d bytes, %d keys) is over the %d bytes subscribers accept: they will "
+                              "drop it; raise CLONE_MAX_MESSAGE_BYTES in proto/limits.py",
+                              len(snapshot), len(items), CLONE_MAX_MESSAGE_BYTES)
+                await self._router.send_multipart([identity, snapshot])
         finally:
             heartbeat.cancel()
 
@@ -124,22 +126,31 @@ class Update:
 class CloneSubscriber:
     """Follows a ClonePublisher: yields a Snapshot first (and after any gap), then Updates in order."""
 
-    def __init__(self, ctx: zmq.asyncio.Context, updates_endpoint: str, snapshot_endpoint: str) -> None:
+    def __init__(self, ctx: zmq.asyncio.Context, updates_endpoint: str, snapshot_endpoint: str, *,
+                 max_message_bytes: int = CLONE_MAX_MESSAGE_BYTES) -> None:
         self._ctx = ctx
+        self._updates_endpoint = updates_endpoint
         self._snapshot_endpoint = snapshot_endpoint
-        self._sub = ctx.socket(zmq.SUB)
-        self._sub.setsockopt(zmq.RCVHWM, 0)
-        self._sub.setsockopt(zmq.LINGER, 0)
-        self._sub.setsockopt(zmq.SUBSCRIBE, b"")
-        self._sub.connect(updates_endpoint)
+        self._max_message_bytes = max_message_bytes
+        self._sub = self._subscribe()
         self.epoch: str | None = None
         self.seq = 0
+
+    def _subscribe(self) -> zmq.asyncio.Socket:
+        sub = self._ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.RCVHWM, 0)
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(self._updates_endpoint)
+        return sub
 
     async def _fetch_snapshot(self) -> Snapshot:
         while True:
             dealer = self._ctx.socket(zmq.DEALER)
             dealer.setsockopt(zmq.LINGER, 0)
             dealer.setsockopt(zmq.RCVHWM, 0)
+            dealer.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
             dealer.connect(self._snapshot_endpoint)
             try:
                 await dealer.send(encode("clone.snapshot_request", {}))
@@ -149,7 +160,9 @@ class CloneSubscriber:
                         self.epoch = env.body["epoch"]
                         self.seq = env.seq
                         return Snapshot({k: v for k, v in env.body["items"]})
-                log.info("no snapshot from %s yet; asking again", self._snapshot_endpoint)
+                log.info("no snapshot from %s within %s s (none is served before the publisher is ready, and one "
+                         "over %d bytes is dropped); asking again",
+                         self._snapshot_endpoint, SNAPSHOT_TIMEOUT_SECONDS, self._max_message_bytes)
             except ProtocolError as err:
                 log.warning("rejected snapshot: %s", err)
             finally:
@@ -158,6 +171,14 @@ class CloneSubscriber:
     async def events(self) -> AsyncIterator[Snapshot | Update]:
         yield await self._fetch_snapshot()
         while True:
+            if not await self._sub.poll(SILENCE_SECONDS * 1000):
+                log.warning("nothing from %s for %s s (the publisher is down, or a message over %d bytes cut the "
+                            "connection); reconnecting and fetching a new snapshot",
+                            self._updates_endpoint, SILENCE_SECONDS, self._max_message_bytes)
+                self._sub.close()
+                self._sub = self._subscribe()  # subscribed again before the snapshot: no update falls between
+                yield await self._fetch_snapshot()
+                continue
             try:
                 env = decode(await self._sub.recv())
             except ProtocolError as err:
