@@ -34,6 +34,8 @@ import zmq.asyncio
 
 from proto import ProtocolError, decode, encode
 from proto.cni import INTERNAL, TRY_AGAIN_LATER, CniError
+from proto.limits import CNI_MAX_MESSAGE_BYTES
+from services.common.ipc import bind_private
 from services.common.logs import kv
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class Broker:
         # A send to a worker that is gone raises EHOSTUNREACH instead of vanishing, so the request
         # can go to another worker.
         self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self._router.setsockopt(zmq.MAXMSGSIZE, CNI_MAX_MESSAGE_BYTES)
         self._workers: dict[bytes, _Worker] = {}
         self._slot_waiters: deque[asyncio.Future] = deque()
         self._dispatches = 0
@@ -256,15 +259,3 @@ def _error_from_reply(error: dict[str, Any], pid: int) -> CniError:
         return CniError(code, msg, details)
     return CniError(INTERNAL, f"the cniworker (pid {pid}) sent a malformed error", repr(error)[:500])
 
-
-def bind_private(sock: zmq.Socket, endpoint: str) -> None:
-    """Bind an ipc:// endpoint, replacing a stale socket file, with no moment more open than 0600."""
-    path = endpoint.removeprefix("ipc://")
-    if os.path.lexists(path):
-        os.unlink(path)  # left by a killed predecessor: binding over it would fail
-    old_umask = os.umask(0o077)
-    try:
-        sock.bind(endpoint)
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)

@@ -25,8 +25,10 @@ from zmq.utils.monitor import parse_monitor_message
 
 from proto import ProtocolError, decode, encode, endpoints
 from proto.cni import INTERNAL, TRY_AGAIN_LATER, CniError, CniRequest
+from proto.limits import CNI_MAX_MESSAGE_BYTES
 from services.cniserver.validation import build_request
 from services.common import logs
+from services.common.files import ensure_private_dir
 from services.common.node_pod_cidr import NodePodCidr
 from services.common.settings import Settings
 from services.common.status import write_status
@@ -42,6 +44,7 @@ SLOTS = 8
 def run(settings: Settings, *, handle: Handler | None = None) -> int:
     """Serve until SIGTERM; `handle` replaces the pod-networking core (tests use a stand-in)."""
     logs.setup("cniworker", settings.log_level)
+    ensure_private_dir(settings.run_dir)  # the broker's socket is in it: whoever binds it there gets root's work done
     if handle is None:
         from services.cniworker.handler import handle
     # At debug, pyroute2 logs every netlink message: megabytes of log, and ~5 ms more per ADD. (Set
@@ -64,6 +67,7 @@ class WorkerLoop:
         self._ctx = zmq.asyncio.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 1000)  # let the last replies out on exit
+        self._sock.setsockopt(zmq.MAXMSGSIZE, CNI_MAX_MESSAGE_BYTES)
         # A fixed identity keeps this worker the same one to the broker across reconnections.
         self._sock.setsockopt(zmq.ROUTING_ID, f"{os.getpid()}-{os.urandom(4).hex()}".encode())
 

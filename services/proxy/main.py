@@ -19,6 +19,7 @@ import zmq.asyncio
 from proto import endpoints
 from services.common import logs
 from services.common.clone import CloneSubscriber
+from services.common.files import ensure_private_dir
 from services.common.logs import kv
 from services.common.settings import Settings
 from services.common.status import write_status
@@ -37,6 +38,7 @@ STATUS_PERIOD_SECONDS = 2.0
 
 def run(settings: Settings) -> int:
     logs.setup("proxy", settings.log_level)
+    ensure_private_dir(settings.run_dir)  # the syncer's table arrives over sockets in it
     try:
         options = ProxyOptions.from_environ()
     except OptionError as err:
