@@ -1,7 +1,7 @@
 """CNI error codes (CNI specification 1.1, "Error") and the error type every CNI component raises."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SUPPORTED_VERSIONS = ("0.4.0", "1.0.0", "1.1.0")
 
@@ -27,7 +27,7 @@ CHECK_FAILED = 102  # CHECK found the pod's network different from its prevResul
 class CniError(Exception):
     code: int
     msg: str
-    details: str = ""
+    details: str = field(default="", kw_only=True)  # what to change, when the message does not say it
 
     def to_json(self, cni_version: str = "1.1.0") -> dict:
         return {"cniVersion": cni_version, "code": self.code, "msg": self.msg, "details": self.details}
@@ -35,14 +35,3 @@ class CniError(Exception):
     def __str__(self) -> str:
         return f"CNI error {self.code}: {self.msg}" + (f" ({self.details})" if self.details else "")
 
-
-@dataclass
-class CniRequest:
-    """One validated CNI call, as the cniworker receives it (built by the cniserver's validation)."""
-    command: str                 # ADD, DEL, CHECK, UPDATE, STATUS, GC (VERSION never reaches a worker)
-    container_id: str            # CNI_CONTAINERID ("" for STATUS and GC)
-    netns: str                   # CNI_NETNS, a path such as /var/run/netns/NAME ("" when absent, e.g. DEL)
-    ifname: str                  # CNI_IFNAME
-    args: dict[str, str]         # CNI_ARGS parsed; ADD has K8S_POD_NAMESPACE and K8S_POD_NAME, maybe K8S_POD_UID
-    config: dict                 # the network configuration (the plugin's stdin), parsed and validated
-    path: str = ""               # CNI_PATH

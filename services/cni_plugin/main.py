@@ -44,17 +44,17 @@ def main() -> int:
     try:
         status, payload = post(socket_path, body)
     except PermissionError as err:
-        return _error(stdin, IO_FAILURE, f"cannot connect to the CNI server at {socket_path}: {err.strerror}",
-                      "the socket is root-only: the container runtime must run pyngress-cni as root")
+        return _error(stdin, code=IO_FAILURE, msg=f"cannot connect to the CNI server at {socket_path}: {err.strerror}",
+                      details="the socket is root-only: the container runtime must run pyngress-cni as root")
     except (OSError, ValueError) as err:
-        return _error(stdin, TRY_AGAIN_LATER,
-                      f"the CNI server at {socket_path} is not answering: {getattr(err, 'strerror', None) or err}",
-                      "start `pyngress cniserver` (or point serverSocket / $PYNGRESS_CNI_SOCKET at its socket)")
+        return _error(stdin, code=TRY_AGAIN_LATER,
+                      msg=f"the CNI server at {socket_path} is not answering: {getattr(err, 'strerror', None) or err}",
+                      details="start `pyngress cniserver` (or point serverSocket / $PYNGRESS_CNI_SOCKET at its socket)")
     if status == 200:
         if payload.strip():
             sys.stdout.buffer.write(payload.rstrip(b"\n") + b"\n")
         return 0
-    return _server_error(stdin, socket_path, status, payload)
+    return _server_error(stdin, socket_path=socket_path, status=status, payload=payload)
 
 
 def quote(text: str) -> str:
@@ -110,19 +110,19 @@ def _network_config(stdin: bytes) -> dict:
     return config if isinstance(config, dict) else {}
 
 
-def _server_error(stdin: bytes, socket_path: str, status: int, payload: bytes) -> int:
+def _server_error(stdin: bytes, *, socket_path: str, status: int, payload: bytes) -> int:
     import json
     try:
         error = json.loads(payload)
     except ValueError:
         error = None
     if not isinstance(error, dict) or not isinstance(error.get("code"), int):
-        return _error(stdin, INTERNAL, f"the CNI server at {socket_path} answered HTTP {status} without a CNI error",
-                      payload[:500].decode("utf-8", "replace"))
+        return _error(stdin, code=INTERNAL, msg=f"the CNI server at {socket_path} answered HTTP {status} without a "
+                      "CNI error", details=payload[:500].decode("utf-8", "replace"))
     return _print(error, 1)
 
 
-def _error(stdin: bytes, code: int, msg: str, details: str) -> int:
+def _error(stdin: bytes, *, code: int, msg: str, details: str) -> int:
     version = _network_config(stdin).get("cniVersion")
     return _print({"cniVersion": version if version in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[-1],
                    "code": code, "msg": msg, "details": details}, 1)

@@ -41,7 +41,7 @@ from services.common.logs import kv
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Worker:
     identity: bytes
     pid: int
@@ -70,7 +70,7 @@ class Job:
 
 
 class Broker:
-    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str,
+    def __init__(self, ctx: zmq.asyncio.Context, *, endpoint: str,
                  on_workers_changed: Callable[[int], None] = lambda count: None) -> None:
         self._endpoint = endpoint
         self._router = ctx.socket(zmq.ROUTER)
@@ -95,10 +95,11 @@ class Broker:
         """Workers that accept requests (a draining worker, with 0 slots, does not count)."""
         return sum(1 for w in self._workers.values() if w.slots > 0)
 
-    def submit(self, container_id: str, env: dict[str, str], config: bytes) -> Job:
+    def submit(self, container_id: str, *, env: dict[str, str], config: bytes) -> Job:
         """Queue one request; its Job resolves with the result or raises CniError."""
         job = Job()
-        job.task = asyncio.get_running_loop().create_task(self._call(job, container_id, env, config))
+        job.task = asyncio.get_running_loop().create_task(self._call(job, container_id=container_id, env=env,
+                                                                     config=config))
         # A job abandoned after dispatch still ends, unread by anyone: fetch its outcome so asyncio does not warn.
         job.task.add_done_callback(lambda task: task.cancelled() or task.exception())
         return job
@@ -114,7 +115,7 @@ class Broker:
         self._workers.clear()
         self._router.close()
 
-    async def _call(self, job: Job, container_id: str, env: dict[str, str], config: bytes) -> dict[str, Any]:
+    async def _call(self, job: Job, *, container_id: str, env: dict[str, str], config: bytes) -> dict[str, Any]:
         async with self._container_lock(container_id):
             while True:
                 worker = await self._free_worker()
@@ -195,13 +196,13 @@ class Broker:
                 log.warning("dropped a message from a worker: %s", err)
                 continue
             if message.type == "cni.worker_ready":
-                self._register(identity, message.body["pid"], message.body.get("slots", 1))
+                self._register(identity, pid=message.body["pid"], slots=message.body.get("slots", 1))
             elif message.type == "cni.reply":
                 self._settle(identity, message.body)
             else:
                 log.warning("dropped a %s message on the worker socket", message.type)
 
-    def _register(self, identity: bytes, pid: int, slots: int) -> None:
+    def _register(self, identity: bytes, *, pid: int, slots: int) -> None:
         worker = self._workers.get(identity)
         if worker is None:
             try:
@@ -209,7 +210,7 @@ class Broker:
             except OSError as err:
                 log.warning("ignored a worker that is not a live local process", extra=kv(pid=pid, error=err))
                 return
-            worker = self._workers[identity] = _Worker(identity, pid, max(slots, 0), pidfd)
+            worker = self._workers[identity] = _Worker(identity=identity, pid=pid, slots=max(slots, 0), pidfd=pidfd)
             asyncio.get_running_loop().add_reader(pidfd, self._on_exit, identity)
             log.info("worker registered", extra=kv(pid=pid, slots=slots))
         else:
@@ -247,7 +248,7 @@ class Broker:
             if not reply.done():
                 reply.set_exception(CniError(
                     TRY_AGAIN_LATER, f"the cniworker (pid {worker.pid}) running this request is gone: {reason}",
-                    "the request may have been partly applied; retry it (ADD and DEL are safe to repeat)"))
+                    details="the request may have been partly applied; retry it (ADD and DEL are safe to repeat)"))
         log.warning("worker gone", extra=kv(pid=worker.pid, reason=reason, failed_requests=len(worker.in_flight)))
         worker.in_flight.clear()
         self._on_workers_changed(self.worker_count)
@@ -256,6 +257,5 @@ class Broker:
 def _error_from_reply(error: dict[str, Any], pid: int) -> CniError:
     code, msg, details = error.get("code"), error.get("msg"), error.get("details", "")
     if isinstance(code, int) and not isinstance(code, bool) and isinstance(msg, str) and isinstance(details, str):
-        return CniError(code, msg, details)
-    return CniError(INTERNAL, f"the cniworker (pid {pid}) sent a malformed error", repr(error)[:500])
-
+        return CniError(code, msg, details=details)
+    return CniError(INTERNAL, f"the cniworker (pid {pid}) sent a malformed error", details=repr(error)[:500])

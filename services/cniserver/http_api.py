@@ -25,12 +25,14 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from proto.cni import (INTERNAL, INVALID_NETWORK_CONFIG, PLUGIN_NOT_AVAILABLE, TRY_AGAIN_LATER, CniError,
-                       CniRequest)
+from proto.cni import INTERNAL, INVALID_NETWORK_CONFIG, PLUGIN_NOT_AVAILABLE, TRY_AGAIN_LATER, CniError
 from services.cniserver.broker import Broker
 from services.cniserver.metrics import CniMetrics
-from services.cniserver.validation import (COMMANDS, NEWEST_VERSION, build_request, cni_version_for_reply, decode_body,
-                                           version_result)
+from services.common.cni_config.ipam import no_pod_subnet
+from services.common.cni_config.network import parse_network_config
+from services.common.cni_config.request import (NEWEST_VERSION, CniRequest, cni_version_for_reply, decode_body,
+                                                version_result)
+from services.common.cni_config.runtime_env import COMMANDS, RuntimeEnv, parse_runtime_env
 from services.common.logs import kv
 
 log = logging.getLogger(__name__)
@@ -47,21 +49,21 @@ class _BodyTooLarge(Exception):
         super().__init__()
         shown = f"{size} bytes" if size is not None else "larger"
         self.error = CniError(INVALID_NETWORK_CONFIG, f"request body is {shown}, over the {MAX_BODY_BYTES}-byte limit",
-                              "the network configuration on the plugin's stdin must stay well under 768 KiB "
-                              "(it travels base64-encoded)")
+                              details="the network configuration on the plugin's stdin must stay well under "
+                                      "768 KiB (it travels base64-encoded)")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Outcome:
     response: web.Response
     command: str  # a known CNI command, or "invalid": metric labels stay a small set
     result: str  # "success" or the CNI error code
-    request: CniRequest | None = None
+    env: RuntimeEnv | None = None  # once the CNI environment is valid
     error: CniError | None = None
 
 
 class CniApi:
-    def __init__(self, broker: Broker, metrics: CniMetrics, pod_cidr: str | None,
+    def __init__(self, *, broker: Broker, metrics: CniMetrics, pod_cidr: str | None,
                  request_timeout: float = REQUEST_TIMEOUT_SECONDS, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.broker = broker
         self.metrics = metrics
@@ -91,18 +93,19 @@ class CniApi:
             self.metrics.requests_in_flight.dec()
         elapsed = time.monotonic() - started
         self.metrics.request_duration.labels(outcome.command, outcome.result).observe(elapsed)
-        request = outcome.request
+        env = outcome.env
         fields = {"command": outcome.command, "result": outcome.result, "ms": round(elapsed * 1000, 1)}
-        if request and request.container_id:
-            fields["container"] = request.container_id
-        if request and "K8S_POD_NAME" in request.args:
-            fields["pod"] = f"{request.args.get('K8S_POD_NAMESPACE', '')}/{request.args['K8S_POD_NAME']}"
+        if env and env.container_id:
+            fields["container"] = env.container_id
+        if env and "K8S_POD_NAME" in env.args:
+            fields["pod"] = f"{env.args.get('K8S_POD_NAMESPACE', '')}/{env.args['K8S_POD_NAME']}"
         if outcome.error:
             fields["error"] = outcome.error.msg
         log.info("cni request", extra=kv(**fields))
         return outcome.response
 
     async def _answer(self, http_request: web.Request) -> _Outcome:
+        runtime_env: RuntimeEnv | None = None
         request: CniRequest | None = None
         body, command = b"", "invalid"
         try:
@@ -110,47 +113,52 @@ class CniApi:
             env, config = decode_body(body)
             if env.get("CNI_COMMAND") in COMMANDS:
                 command = env["CNI_COMMAND"]
-            request = build_request(env, config)
-            result = await self._run(request, env, config)
-            return _Outcome(_result_response(result), command, "success", request)
+            runtime_env = parse_runtime_env(env)
+            if runtime_env.command == "VERSION":
+                result = version_result(config)
+            else:
+                request = CniRequest(runtime_env, parse_network_config(config, command=runtime_env.command))
+                result = await self._run(request, env=env, config=config)
+            return _Outcome(response=_result_response(result), command=command, result="success", env=runtime_env)
         except _BodyTooLarge as too_large:
-            response = _error_response(too_large.error, NEWEST_VERSION, 413)
+            response = _error_response(too_large.error, cni_version=NEWEST_VERSION, status=413)
             response.force_close()  # the rest of the body is never read
-            return _Outcome(response, command, str(too_large.error.code), request, too_large.error)
+            return _Outcome(response=response, command=command, result=str(too_large.error.code), env=runtime_env,
+                            error=too_large.error)
         except CniError as err:
-            version = request.config["cniVersion"] if request and request.command != "VERSION" else \
-                cni_version_for_reply(body)
-            return _Outcome(_error_response(err, version, 400), command, str(err.code), request, err)
+            version = request.network.cni_version if request else cni_version_for_reply(body)
+            return _Outcome(response=_error_response(err, cni_version=version, status=400), command=command,
+                            result=str(err.code), env=runtime_env, error=err)
         except Exception:
             log.exception("CNI request failed unexpectedly")
-            err = CniError(INTERNAL, "the CNI server failed unexpectedly", "see the cniserver log")
-            return _Outcome(_error_response(err, NEWEST_VERSION, 500), command, str(INTERNAL), request, err)
+            err = CniError(INTERNAL, "the CNI server failed unexpectedly", details="see the cniserver log")
+            return _Outcome(response=_error_response(err, cni_version=NEWEST_VERSION, status=500), command=command,
+                            result=str(INTERNAL), env=runtime_env, error=err)
 
-    async def _run(self, request: CniRequest, env: dict[str, str], config: bytes) -> dict[str, Any]:
-        if request.command == "VERSION":
-            return version_result(request)
-        if request.command in _NEEDS_SUBNET and not (request.config.get("ipam") or {}).get("subnet") \
-                and not self.pod_cidr:
-            raise CniError(INVALID_NETWORK_CONFIG, "ipam.subnet is not set and the CNI server has no --pod-cidr",
-                           "set ipam.subnet in the network configuration, or start cniserver with --pod-cidr")
-        if request.command == "STATUS" and self.broker.worker_count == 0:
+    async def _run(self, request: CniRequest, *, env: dict[str, str], config: bytes) -> dict[str, Any]:
+        """Sends `request` to a worker as it came: its CNI variables and the network configuration's bytes."""
+        command = request.env.command
+        if command in _NEEDS_SUBNET and request.network.ipam.subnet is None and not self.pod_cidr:
+            raise no_pod_subnet()
+        if command == "STATUS" and self.broker.worker_count == 0:
             raise CniError(PLUGIN_NOT_AVAILABLE, "no cniworker is registered with the CNI server",
-                           "start `pyngress cniworker` (supervisord does when --enable-cni is set)")
+                           details="start `pyngress cniworker` (supervisord does when --enable-cni is set)")
         # Only the CNI variables travel on: shims that forward their whole environment leak nothing further.
         cni_env = {k: v for k, v in env.items() if k.startswith("CNI_")}
         try:
-            return await asyncio.wait_for(self._forward(request.container_id, cni_env, config), self.request_timeout)
+            return await asyncio.wait_for(self._forward(request.env.container_id, env=cni_env, config=config),
+                                          self.request_timeout)
         except TimeoutError:
             if self.broker.worker_count == 0:
                 raise CniError(TRY_AGAIN_LATER, f"no cniworker registered within {self.request_timeout:g}s",
-                               "start `pyngress cniworker`; the runtime will retry") from None
+                               details="start `pyngress cniworker`; the runtime will retry") from None
             raise CniError(TRY_AGAIN_LATER, f"no answer within {self.request_timeout:g}s",
-                           "the workers are busy or the request is slow; it may still complete, and a retry "
-                           "runs after it") from None
+                           details="the workers are busy or the request is slow; it may still complete, and a "
+                                   "retry runs after it") from None
 
-    async def _forward(self, container_id: str, env: dict[str, str], config: bytes) -> dict[str, Any]:
+    async def _forward(self, container_id: str, *, env: dict[str, str], config: bytes) -> dict[str, Any]:
         async with self._in_flight_limit:
-            job = self.broker.submit(container_id, env, config)
+            job = self.broker.submit(container_id, env=env, config=config)
             try:
                 return await asyncio.shield(job.task)
             except asyncio.CancelledError:
@@ -200,6 +208,6 @@ def _result_response(result: dict[str, Any]) -> web.Response:
     return web.Response(body=json.dumps(result).encode(), content_type="application/json")
 
 
-def _error_response(err: CniError, cni_version: str, status: int) -> web.Response:
+def _error_response(err: CniError, *, cni_version: str, status: int) -> web.Response:
     return web.Response(status=status, body=json.dumps(err.to_json(cni_version)).encode(),
                         content_type="application/json")

@@ -21,7 +21,7 @@ from services.cniserver.metrics import CniMetrics
 from services.cniserver.socket_dir import SocketDirError, bind_private_socket, prepare_socket_dir, socket_dir, \
     socket_path
 from services.common import logs
-from services.common.node_pod_cidr import NodePodCidr
+from services.common.cni_config.node_pod_cidr import NodePodCidr
 from services.common.settings import Settings
 from services.common.status import write_status
 
@@ -57,10 +57,11 @@ async def serve(settings: Settings, request_timeout: float) -> None:
         metrics.workers_registered.set(count)
         write_status(settings.run_dir, "cniserver", state="serving", socket=str(path), workers=count)
 
-    broker = Broker(ctx, endpoints.cni_workers(settings.run_dir), workers_changed)
+    broker = Broker(ctx, endpoint=endpoints.cni_workers(settings.run_dir), on_workers_changed=workers_changed)
     broker.start()
-    api = CniApi(broker, metrics, settings.pod_cidr, request_timeout)
-    pod_cidr = NodePodCidr(settings, on_change=api.set_pod_cidr)
+    api = CniApi(broker=broker, metrics=metrics, pod_cidr=settings.pod_cidr, request_timeout=request_timeout)
+    pod_cidr = NodePodCidr(run_dir=settings.run_dir, node_name=settings.node_name, pod_cidr=settings.pod_cidr,
+                           on_change=api.set_pod_cidr)
     follow_node = asyncio.get_running_loop().create_task(pod_cidr.follow(ctx)) if pod_cidr.needs_following else None
     # In-flight requests may take up to their timeout; shutdown waits that long for them.
     runner = web.AppRunner(api.application(), access_log=None, shutdown_timeout=request_timeout + 1)

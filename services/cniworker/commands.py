@@ -16,65 +16,73 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from proto.cni import (CHECK_FAILED, CONTAINER_UNKNOWN, INTERNAL, INVALID_ENV, INVALID_NETWORK_CONFIG, IO_FAILURE,
-                       PLUGIN_NOT_AVAILABLE, PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY, CniError, CniRequest)
+                       PLUGIN_NOT_AVAILABLE, PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY, CniError)
+from services.common.cni_config.ipam import IpamConfig
+from services.common.cni_config.network import NetworkConfig
+from services.common.cni_config.request import CniRequest
+from services.common.cni_config.runtime_env import AttachmentId, RuntimeEnv
 from services.common.logs import kv
 
 from . import masquerade, netlink
-from .ipam import AllocationStore, IpAllocator, IpamConfig, Owner, release, release_where, resolve_ipam
-from .netconf import NetworkConfig, parse_network
+from .ipam.allocator import IpAllocator, release, release_where
+from .ipam.disk_store import DiskStore
+from .ipam.store import AllocationStore
 from .netns import NetNS, NotANetworkNamespace
-from .results import Attachment, add_result, check_version
+from .results import Attachment, add_result
 
 log = logging.getLogger("cniworker")
 
 
-def cmd_add(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
-    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
-    owner, host_name = _owner(req), netlink.host_veth_name(req.container_id, req.ifname)
-    store = AllocationStore(state_dir, net.name)
-    with _pod_netns(req) as ns, netlink.open_rtnl() as ipr:
+def cmd_add(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
+    env, net = req.env, req.network
+    ipam = net.ipam.resolve(pod_cidr)
+    host_name = netlink.host_veth_name(env.container_id, env.ifname)
+    store = DiskStore(state_dir, net.name)
+    with _pod_netns(env) as ns, netlink.open_rtnl() as ipr:
         with _doing(f"setting up bridge {net.bridge}"):
-            bridge = netlink.ensure_bridge(ipr, net.bridge, _gateway_interface(ipam), net.mtu)
+            bridge = netlink.ensure_bridge(ipr, net.bridge, gateway=_gateway_interface(ipam), mtu=net.mtu)
         with _doing(f"allocating an address in {ipam.subnet}"):
-            address = IPv4Interface(f"{IpAllocator(store, ipam, net.name).allocate(owner)}/{ipam.subnet.prefixlen}")
+            ip = IpAllocator(store, config=ipam, network=net.name).allocate(env.attachment)
+            address = IPv4Interface(f"{ip}/{ipam.subnet.prefixlen}")
         try:
-            with _doing(f"creating veth pair {host_name} / {req.ifname}"):
+            with _doing(f"creating veth pair {host_name} / {env.ifname}"):
                 netlink.delete_link(ipr, host_name)  # left by an earlier attempt
-                host_mac = netlink.create_veth(ipr, host_name, req.ifname, ns.fd, bridge, net.mtu)
-            with _doing(f"configuring {req.ifname} in {req.netns}"):
+                host_mac = netlink.create_veth(ipr, host_name=host_name, pod_ifname=env.ifname, netns_fd=ns.fd,
+                                               bridge_index=bridge, mtu=net.mtu)
+            with _doing(f"configuring {env.ifname} in {env.netns}"):
                 pod_mac = ns.run(lambda: netlink.configure_pod_interface(
-                    req.ifname, address, ipam.gateway, net.mtu, replace_default_route=False))
+                    env.ifname, address=address, gateway=ipam.gateway, mtu=net.mtu, replace_default_route=False))
             if net.ip_masq:
                 _ensure_masquerade(net, ipam)
         except BaseException:
-            _undo_add(ipr, host_name, store, owner)
+            _undo_add(ipr, host_name=host_name, store=store, owner=env.attachment)
             raise
-    return add_result(net.cni_version, Attachment(host_name, host_mac, req.ifname, pod_mac, req.netns, address,
-                                                  ipam.gateway, net.mtu), net.dns)
+    return _add_result(req, ipam=ipam, host_name=host_name, host_mac=host_mac, pod_mac=pod_mac, address=address)
 
 
-def cmd_del(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+def cmd_del(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     # Deleting the host end takes the pod end with it, so the pod's namespace (maybe gone
     # already, maybe an empty path) is never needed.
-    net = parse_network(req.config)
+    env = req.env
     with netlink.open_rtnl() as ipr, _doing("deleting the host veth"):
-        netlink.delete_link(ipr, netlink.host_veth_name(req.container_id, req.ifname))
+        netlink.delete_link(ipr, netlink.host_veth_name(env.container_id, env.ifname))
     with _doing("releasing the address"):
-        release(AllocationStore(state_dir, net.name), _owner(req))
+        release(DiskStore(state_dir, req.network.name), env.attachment)
     return {}
 
 
-def cmd_check(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
-    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
+def cmd_check(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
+    env, net = req.env, req.network
+    ipam = net.ipam.resolve(pod_cidr)
     expected = _expectations(req)
-    host_name = netlink.host_veth_name(req.container_id, req.ifname)
-    with _pod_netns(req) as ns, netlink.open_rtnl() as ipr, _doing("inspecting the pod's network"):
-        pod = ns.run(lambda: netlink.describe_pod_interface(req.ifname))
+    host_name = netlink.host_veth_name(env.container_id, env.ifname)
+    with _pod_netns(env) as ns, netlink.open_rtnl() as ipr, _doing("inspecting the pod's network"):
+        pod = ns.run(lambda: netlink.describe_pod_interface(env.ifname))
         port = netlink.describe_host_port(ipr, host_name)
         bridge = netlink.find_link(ipr, net.bridge)
-        held = IpAllocator(AllocationStore(state_dir, net.name), ipam, net.name).find(_owner(req))
+        held = IpAllocator(DiskStore(state_dir, net.name), config=ipam, network=net.name).find(env.attachment)
         masquerading = net.ip_masq and masquerade.is_present(net.name, ipam.subnet)
-    problems = _pod_problems(req, expected, pod)
+    problems = _pod_problems(env, expected=expected, pod=pod)
     if port is None:
         problems.append(f"host veth {host_name} is missing")
     elif bridge is None or port.master != bridge["index"]:
@@ -86,43 +94,44 @@ def cmd_check(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
     if net.ip_masq and not masquerading:
         problems.append(f"the masquerade rule of network {net.name} is missing")
     if problems:
-        raise CniError(CHECK_FAILED, f"pod network of container {req.container_id} differs from its ADD result: "
+        raise CniError(CHECK_FAILED, f"pod network of container {env.container_id} differs from its ADD result: "
                        + "; ".join(problems))
     return {}
 
 
-def cmd_update(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+def cmd_update(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     """Re-applies what ADD set up (bridge port, hairpin, MTU, address, default route, masquerade)
     to a pod that has it already; changes nothing when all is in place."""
-    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
-    host_name = netlink.host_veth_name(req.container_id, req.ifname)
-    held = IpAllocator(AllocationStore(state_dir, net.name), ipam, net.name).find(_owner(req))
+    env, net = req.env, req.network
+    ipam = net.ipam.resolve(pod_cidr)
+    host_name = netlink.host_veth_name(env.container_id, env.ifname)
+    held = IpAllocator(DiskStore(state_dir, net.name), config=ipam, network=net.name).find(env.attachment)
     if held is None:
-        raise CniError(CONTAINER_UNKNOWN, f"container {req.container_id} ({req.ifname}) holds no address in "
+        raise CniError(CONTAINER_UNKNOWN, f"container {env.container_id} ({env.ifname}) holds no address in "
                        f"network {net.name}: ADD it before UPDATE")
     address = IPv4Interface(f"{held}/{ipam.subnet.prefixlen}")
-    with _pod_netns(req) as ns, netlink.open_rtnl() as ipr:
+    with _pod_netns(env) as ns, netlink.open_rtnl() as ipr:
         with _doing(f"setting up bridge {net.bridge}"):
-            bridge = netlink.ensure_bridge(ipr, net.bridge, _gateway_interface(ipam), net.mtu)
+            bridge = netlink.ensure_bridge(ipr, net.bridge, gateway=_gateway_interface(ipam), mtu=net.mtu)
         if netlink.find_link(ipr, host_name) is None:
-            raise CniError(CONTAINER_UNKNOWN, f"host veth {host_name} of container {req.container_id} is gone",
-                           "DEL and ADD the pod again to recreate its interface")
+            raise CniError(CONTAINER_UNKNOWN, f"host veth {host_name} of container {env.container_id} is gone",
+                           details="DEL and ADD the pod again to recreate its interface")
         with _doing(f"re-applying host veth {host_name}"):
-            netlink.set_host_port(ipr, host_name, bridge, net.mtu)
+            netlink.set_host_port(ipr, host_name, bridge_index=bridge, mtu=net.mtu)
             host_mac = netlink.find_link(ipr, host_name).get("address")
-        with _doing(f"re-applying {req.ifname} in {req.netns}"):
+        with _doing(f"re-applying {env.ifname} in {env.netns}"):
             pod_mac = ns.run(lambda: netlink.configure_pod_interface(
-                req.ifname, address, ipam.gateway, net.mtu, replace_default_route=True))
+                env.ifname, address=address, gateway=ipam.gateway, mtu=net.mtu, replace_default_route=True))
     if net.ip_masq:
         _ensure_masquerade(net, ipam)
-    return add_result(net.cni_version, Attachment(host_name, host_mac, req.ifname, pod_mac, req.netns, address,
-                                                  ipam.gateway, net.mtu), net.dns)
+    return _add_result(req, ipam=ipam, host_name=host_name, host_mac=host_mac, pod_mac=pod_mac, address=address)
 
 
-def cmd_status(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+def cmd_status(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     """Succeeds when an ADD could succeed now: the IPAM store is writable and has a free address."""
-    net, ipam = _network(req), resolve_ipam(req.config.get("ipam"), pod_cidr)
-    store = AllocationStore(state_dir, net.name)
+    net = req.network
+    ipam = net.ipam.resolve(pod_cidr)
+    store = DiskStore(state_dir, net.name)
     try:
         with store.locked():
             writable, allocated = store.writable(), bool(store.allocations())
@@ -130,7 +139,7 @@ def cmd_status(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
         raise CniError(PLUGIN_NOT_AVAILABLE, f"the IPAM store {store.directory} cannot be used: {e}") from e
     if not writable:
         raise CniError(PLUGIN_NOT_AVAILABLE, f"the IPAM store {store.directory} is not writable")
-    if IpAllocator(store, ipam, net.name).free_count() == 0:
+    if IpAllocator(store, config=ipam, network=net.name).free_count() == 0:
         raise CniError(PLUGIN_NOT_AVAILABLE, f"no free address left in subnet {ipam.subnet} of network {net.name}")
     if allocated:
         with netlink.open_rtnl() as ipr:
@@ -141,12 +150,12 @@ def cmd_status(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
     return {}
 
 
-def cmd_gc(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+def cmd_gc(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     """Releases every allocation of the network that is not a valid attachment, and deletes its host veth."""
-    net = parse_network(req.config)
-    valid = _valid_attachments(req.config)
+    net = req.network
+    valid = net.valid_attachments or frozenset()
     with _doing("releasing stale addresses"):
-        stale = release_where(AllocationStore(state_dir, net.name), lambda holder: holder not in valid)
+        stale = release_where(DiskStore(state_dir, net.name), lambda holder: holder not in valid)
     with netlink.open_rtnl() as ipr, _doing("deleting stale host veths"):
         for holder in stale.values():
             netlink.delete_link(ipr, netlink.host_veth_name(holder.container_id, holder.ifname))
@@ -158,14 +167,13 @@ def cmd_gc(req: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
 
 # --- helpers -------------------------------------------------------------------------------------
 
-def _network(req: CniRequest) -> NetworkConfig:
-    net = parse_network(req.config)
-    check_version(net.cni_version)
-    return net
-
-
-def _owner(req: CniRequest) -> Owner:
-    return Owner(req.container_id, req.ifname)
+def _add_result(req: CniRequest, *, ipam: IpamConfig, host_name: str, host_mac: str, pod_mac: str,
+                address: IPv4Interface) -> dict:
+    """ADD's result, which UPDATE answers too."""
+    env, net = req.env, req.network
+    attachment = Attachment(host_ifname=host_name, host_mac=host_mac, pod_ifname=env.ifname, pod_mac=pod_mac,
+                            sandbox=env.netns, address=address, gateway=ipam.gateway, mtu=net.mtu)
+    return add_result(cni_version=net.cni_version, attachment=attachment, dns=net.dns)
 
 
 def _gateway_interface(ipam: IpamConfig) -> IPv4Interface:
@@ -173,17 +181,17 @@ def _gateway_interface(ipam: IpamConfig) -> IPv4Interface:
 
 
 @contextmanager
-def _pod_netns(req: CniRequest) -> Iterator[NetNS]:
-    if not req.netns:
-        raise CniError(INVALID_ENV, f"CNI_NETNS is required for {req.command}")
+def _pod_netns(env: RuntimeEnv) -> Iterator[NetNS]:
+    if not env.netns:
+        raise CniError(INVALID_ENV, f"CNI_NETNS is required for {env.command}")
     try:
-        ns = NetNS(req.netns)
+        ns = NetNS(env.netns)
     except FileNotFoundError:
-        raise CniError(CONTAINER_UNKNOWN, f"network namespace {req.netns} does not exist") from None
+        raise CniError(CONTAINER_UNKNOWN, f"network namespace {env.netns} does not exist") from None
     except NotANetworkNamespace as e:
         raise CniError(INVALID_ENV, f"CNI_NETNS: {e}") from None
     except OSError as e:
-        raise CniError(INVALID_ENV, f"cannot open network namespace {req.netns}: {e.strerror}") from None
+        raise CniError(INVALID_ENV, f"cannot open network namespace {env.netns}: {e.strerror}") from None
     with ns:
         yield ns
 
@@ -198,7 +206,7 @@ def _doing(what: str) -> Iterator[None]:
     except NetlinkError as e:
         raise CniError(INTERNAL, f"{what} failed: {os.strerror(e.code) if e.code else e}") from e
     except masquerade.NftError as e:
-        raise CniError(INTERNAL, f"{what} failed", str(e)) from e
+        raise CniError(INTERNAL, f"{what} failed", details=str(e)) from e
     except OSError as e:
         raise CniError(IO_FAILURE, f"{what} failed: {e}") from e
     except LookupError as e:
@@ -211,7 +219,7 @@ def _ensure_masquerade(net: NetworkConfig, ipam: IpamConfig) -> None:
         masquerade.ensure(net.name, ipam.subnet)
 
 
-def _undo_add(ipr: IPRoute, host_name: str, store: AllocationStore, owner: Owner) -> None:
+def _undo_add(ipr: IPRoute, *, host_name: str, store: AllocationStore, owner: AttachmentId) -> None:
     """Rolls back a failed ADD; its own failures are logged, the original error is what the caller sees."""
     try:
         netlink.delete_link(ipr, host_name)
@@ -224,7 +232,7 @@ def _undo_add(ipr: IPRoute, host_name: str, store: AllocationStore, owner: Owner
         log.warning("rollback could not release the address", extra=kv(owner=owner, error=e))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Expected:
     """What the prevResult of CHECK promises about the pod interface."""
     addresses: set[IPv4Interface]
@@ -233,48 +241,38 @@ class _Expected:
 
 
 def _expectations(req: CniRequest) -> _Expected:
-    prev = req.config.get("prevResult")
+    prev, ifname = req.network.prev_result, req.env.ifname
     if not isinstance(prev, dict):
         raise CniError(INVALID_NETWORK_CONFIG, "CHECK needs prevResult (the result of the ADD) in the configuration")
     interfaces = prev.get("interfaces") or []
     try:
         addresses = {IPv4Interface(ip["address"]) for ip in prev.get("ips") or []
-                     if _is_pod_interface(interfaces, ip.get("interface"), req.ifname)}
+                     if _is_pod_interface(interfaces, index=ip.get("interface"), ifname=ifname)}
         routes = {(str(IPv4Interface(r["dst"]).network), r.get("gw")) for r in prev.get("routes") or []}
-        mac = next((i.get("mac") for i in interfaces if i.get("name") == req.ifname and i.get("sandbox")), None)
+        mac = next((i.get("mac") for i in interfaces if i.get("name") == ifname and i.get("sandbox")), None)
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise CniError(INVALID_NETWORK_CONFIG, f"prevResult is malformed: {e!r}") from None
-    return _Expected(addresses, routes, mac)
+    return _Expected(addresses=addresses, routes=routes, mac=mac)
 
 
-def _pod_problems(req: CniRequest, expected: _Expected, pod: netlink.PodInterface | None) -> list[str]:
+def _pod_problems(env: RuntimeEnv, *, expected: _Expected, pod: netlink.PodInterface | None) -> list[str]:
     if pod is None:
-        return [f"interface {req.ifname} is missing from {req.netns}"]
-    problems = [f"{req.ifname} lacks address {a}" for a in sorted(expected.addresses - pod.addresses)]
-    problems += [f"{req.ifname} lacks route to {dst}" + (f" via {gw}" if gw else "")
+        return [f"interface {env.ifname} is missing from {env.netns}"]
+    problems = [f"{env.ifname} lacks address {a}" for a in sorted(expected.addresses - pod.addresses)]
+    problems += [f"{env.ifname} lacks route to {dst}" + (f" via {gw}" if gw else "")
                  for dst, gw in sorted(expected.routes, key=str)
                  if not any(d == dst and (gw is None or g == gw) for d, g in pod.routes)]
     if expected.mac and expected.mac.lower() != pod.mac:
-        problems.append(f"{req.ifname} has MAC {pod.mac}, not {expected.mac}")
+        problems.append(f"{env.ifname} has MAC {pod.mac}, not {expected.mac}")
     if not pod.up:
-        problems.append(f"{req.ifname} is down")
+        problems.append(f"{env.ifname} is down")
     return problems
 
 
-def _is_pod_interface(interfaces: list, index: int | None, ifname: str) -> bool:
+def _is_pod_interface(interfaces: list, *, index: int | None, ifname: str) -> bool:
     if index is None:
         return True
     if not isinstance(index, int) or not 0 <= index < len(interfaces):
         return False
     return interfaces[index].get("name") == ifname and bool(interfaces[index].get("sandbox"))
 
-
-def _valid_attachments(config: dict) -> set[Owner]:
-    # libcni passes the list under both names (the spec once named it "cni.dev/attachments").
-    entries = config.get("cni.dev/valid-attachments", config.get("cni.dev/attachments")) or []
-    if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("containerID"), str) and isinstance(e.get("ifname"), str)
-            for e in entries):
-        raise CniError(INVALID_NETWORK_CONFIG,
-                       'cni.dev/valid-attachments must be a list of {"containerID": ..., "ifname": ...}')
-    return {Owner(e["containerID"], e["ifname"]) for e in entries}

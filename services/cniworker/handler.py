@@ -10,14 +10,16 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from proto.cni import INTERNAL, INVALID_ENV, CniError, CniRequest
+from proto.cni import INTERNAL, INVALID_ENV, CniError
+from services.common.cni_config.request import CniRequest
 from services.common.logs import kv
 
 from .commands import cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, cmd_update
 
 log = logging.getLogger("cniworker")
 
-_COMMANDS: dict[str, Callable[[CniRequest, str, str | None], dict]] = {
+
+_COMMANDS: dict[str, Callable[..., dict]] = {
     "ADD": cmd_add,
     "DEL": cmd_del,
     "CHECK": cmd_check,
@@ -27,18 +29,19 @@ _COMMANDS: dict[str, Callable[[CniRequest, str, str | None], dict]] = {
 }
 
 
-def handle(request: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
+def handle(request: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     """Performs `request`; returns the CNI result, {} when the command has no output (DEL, CHECK,
     STATUS, GC). Raises CniError, whose code and message are meant for the runtime's user."""
-    command = _COMMANDS.get(request.command)
+    command_name = request.env.command
+    command = _COMMANDS.get(command_name)
     if command is None:
-        raise CniError(INVALID_ENV, f"CNI_COMMAND {request.command!r} is not handled by the worker",
-                       f"expected one of {', '.join(_COMMANDS)}")
+        raise CniError(INVALID_ENV, f"CNI_COMMAND {command_name!r} is not handled by the worker",
+                       details=f"expected one of {', '.join(_COMMANDS)}")
     try:
-        return command(request, state_dir, pod_cidr)
+        return command(request, state_dir=state_dir, pod_cidr=pod_cidr)
     except CniError:
         raise
     except Exception as e:
-        log.exception("unexpected failure", extra=kv(command=request.command, container=request.container_id))
-        raise CniError(INTERNAL, f"{request.command} failed unexpectedly: {e}",
-                       "this is a bug in pyngress's CNI worker; the worker log has the traceback") from e
+        log.exception("unexpected failure", extra=kv(command=command_name, container=request.env.container_id))
+        raise CniError(INTERNAL, f"{command_name} failed unexpectedly: {e}",
+                       details="this is a bug in pyngress's CNI worker; the worker log has the traceback") from e

@@ -16,7 +16,8 @@ import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Protocol
 
 import uvloop
 import zmq
@@ -24,18 +25,24 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from proto import ProtocolError, decode, encode, endpoints
-from proto.cni import INTERNAL, TRY_AGAIN_LATER, CniError, CniRequest
+from proto.cni import INTERNAL, TRY_AGAIN_LATER, CniError
 from proto.limits import CNI_MAX_MESSAGE_BYTES
-from services.cniserver.validation import build_request
 from services.common import logs
+from services.common.cni_config.node_pod_cidr import NodePodCidr
+from services.common.cni_config.request import CniRequest, parse_request
 from services.common.files import ensure_private_dir
-from services.common.node_pod_cidr import NodePodCidr
 from services.common.settings import Settings
 from services.common.status import write_status
 
 log = logging.getLogger("cniworker")
 
-Handler = Callable[[CniRequest, str, str | None], dict]
+
+class Handler(Protocol):
+    """What serves one request: `handler.handle`, or a stand-in in tests."""
+
+    def __call__(self, request: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict: ...
+
+
 # Requests one worker runs at once. A 50-pod burst took as long with 2 as with 8 on 2 cores (the plugin
 # processes use the CPU); more slots keep one slow request (a busy netns, a slow disk) from holding up others.
 SLOTS = 8
@@ -50,12 +57,12 @@ def run(settings: Settings, *, handle: Handler | None = None) -> int:
     # At debug, pyroute2 logs every netlink message: megabytes of log, and ~5 ms more per ADD. (Set
     # after the import above: importing pyroute2 resets its logger's level.)
     logging.getLogger("pyroute2").setLevel(max(logging.getLogger().level, logging.INFO))
-    uvloop.run(WorkerLoop(settings, handle).serve())
+    uvloop.run(WorkerLoop(settings, handle=handle).serve())
     return 0
 
 
 class WorkerLoop:
-    def __init__(self, settings: Settings, handle: Handler, slots: int = SLOTS) -> None:
+    def __init__(self, settings: Settings, *, handle: Handler, slots: int = SLOTS) -> None:
         self.settings = settings
         self.handle = handle
         self.slots = slots
@@ -63,7 +70,8 @@ class WorkerLoop:
         self.name = os.environ.get("SUPERVISOR_PROCESS_NAME") or f"cniworker-{os.getpid()}"
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="cni")
         self._running: set[asyncio.Task] = set()
-        self.pod_cidr = NodePodCidr(settings)
+        self.pod_cidr = NodePodCidr(run_dir=settings.run_dir, node_name=settings.node_name,
+                                    pod_cidr=settings.pod_cidr)
         self._ctx = zmq.asyncio.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 1000)  # let the last replies out on exit
@@ -136,17 +144,18 @@ class WorkerLoop:
         command, container = body["env"].get("CNI_COMMAND", ""), body["env"].get("CNI_CONTAINERID", "")
         try:
             if self.stopping:
-                raise CniError(TRY_AGAIN_LATER, "the cniworker is stopping", "retry: another worker will take it")
-            request = build_request(body["env"], body["config"])
-            result = await asyncio.get_running_loop().run_in_executor(
-                self._pool, self.handle, request, self.settings.state_dir, self.pod_cidr.value)
+                raise CniError(TRY_AGAIN_LATER, "the cniworker is stopping",
+                               details="retry: another worker will take it")
+            request = parse_request(body["env"], body["config"])
+            result = await asyncio.get_running_loop().run_in_executor(self._pool, partial(
+                self.handle, request, state_dir=self.settings.state_dir, pod_cidr=self.pod_cidr.value))
             reply: dict[str, Any] = {"id": request_id, "ok": True, "result": result or {}}
         except CniError as err:
             reply = {"id": request_id, "ok": False, "error": err.to_json()}
         except Exception as err:
             log.exception("request failed unexpectedly", extra=logs.kv(id=request_id))
             reply = {"id": request_id, "ok": False, "error": CniError(
-                INTERNAL, f"the cniworker failed unexpectedly: {err}", "see the cniworker log").to_json()}
+                INTERNAL, f"the cniworker failed unexpectedly: {err}", details="see the cniworker log").to_json()}
         await self._sock.send(encode("cni.reply", reply))
         log.debug("answered", extra=logs.kv(command=command, container=container, ok=reply["ok"],
                                             ms=round((time.monotonic() - started) * 1000, 1)))

@@ -33,7 +33,7 @@ def ensure(network: str, subnet: IPv4Network) -> bool:
     if is_present(network, subnet):
         return False
     chain = {"family": FAMILY, "table": TABLE, "name": chain_name(network)}
-    _run(["-f", "-"], {"nftables": [
+    _run(["-f", "-"], stdin={"nftables": [
         {"add": {"table": {"family": FAMILY, "name": TABLE}}},
         {"add": {"chain": {**chain, "type": "nat", "hook": "postrouting", "prio": 100, "policy": "accept"}}},
         {"flush": {"chain": chain}},
@@ -59,16 +59,16 @@ def remove(network: str) -> None:
 
 
 def _rule_expr(subnet: IPv4Network) -> list[dict]:
-    return [_match("==", "saddr", subnet), _match("!=", "daddr", subnet), _match("!=", "daddr", _MULTICAST),
-            {"masquerade": None}]
+    return [_match("==", field="saddr", net=subnet), _match("!=", field="daddr", net=subnet),
+            _match("!=", field="daddr", net=_MULTICAST), {"masquerade": None}]
 
 
-def _match(op: str, field: str, net: IPv4Network) -> dict:
+def _match(op: str, *, field: str, net: IPv4Network) -> dict:
     return {"match": {"op": op, "left": {"payload": {"protocol": "ip", "field": field}},
                       "right": {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}}}
 
 
-def _run(args: list[str], stdin: dict | None = None, missing_ok: bool = False) -> dict | None:
+def _run(args: list[str], *, stdin: dict | None = None, missing_ok: bool = False) -> dict | None:
     """Runs `nft -j <args>`; returns its JSON output (None when missing_ok and the object does not exist)."""
     proc = subprocess.run(["nft", "-j", *args], input=json.dumps(stdin) if stdin is not None else None,
                           capture_output=True, text=True, check=False)

@@ -35,7 +35,7 @@ class HostPort:
     hairpin: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PodInterface:
     mac: str
     up: bool
@@ -53,7 +53,7 @@ def find_link(ipr: IPRoute, name: str) -> ifinfmsg | None:
     return link
 
 
-def ensure_bridge(ipr: IPRoute, name: str, gateway: IPv4Interface, mtu: int) -> int:
+def ensure_bridge(ipr: IPRoute, name: str, *, gateway: IPv4Interface, mtu: int) -> int:
     """The bridge's index, after making sure it exists, is up and carries the gateway address.
 
     Safe when several workers run it at once: whoever loses the race to create the bridge gets
@@ -76,7 +76,7 @@ def ensure_bridge(ipr: IPRoute, name: str, gateway: IPv4Interface, mtu: int) -> 
     index = link["index"]
     if not link["flags"] & 1:  # IFF_UP
         ipr.link("set", index=index, state="up")
-    _add_address(ipr, index, gateway)
+    _add_address(ipr, index, address=gateway)
     return index
 
 
@@ -99,7 +99,7 @@ def delete_link(ipr: IPRoute, name: str) -> bool:
     return True
 
 
-def create_veth(ipr: IPRoute, host_name: str, pod_ifname: str, netns_fd: int, bridge_index: int, mtu: int) -> str:
+def create_veth(ipr: IPRoute, *, host_name: str, pod_ifname: str, netns_fd: int, bridge_index: int, mtu: int) -> str:
     """A veth pair whose host end is up on the bridge with hairpin on, and whose other end is
     created directly inside the pod's namespace (so `eth0` never clashes with a host interface).
     Returns the host end's MAC."""
@@ -112,7 +112,7 @@ def create_veth(ipr: IPRoute, host_name: str, pod_ifname: str, netns_fd: int, br
         # The caller deleted any stale host end first, so the clash is inside the pod.
         raise CniError(INVALID_ENV, f"cannot create interface {pod_ifname} in the pod: an interface with that "
                                     "name exists there already",
-                       "choose another CNI_IFNAME, or DEL the attachment that created it") from None
+                       details="choose another CNI_IFNAME, or DEL the attachment that created it") from None
     link = find_link(ipr, host_name)
     if link is None:
         raise LookupError(f"veth {host_name} vanished right after it was created")
@@ -138,7 +138,7 @@ def describe_host_port(ipr: IPRoute, name: str) -> HostPort | None:
     return HostPort(master=master, hairpin=hairpin)
 
 
-def set_host_port(ipr: IPRoute, name: str, bridge_index: int, mtu: int) -> None:
+def set_host_port(ipr: IPRoute, name: str, *, bridge_index: int, mtu: int) -> None:
     """Puts an existing host end back on the bridge, up, with the MTU and hairpin (UPDATE)."""
     index = _index(ipr, name)
     ipr.link("set", index=index, mtu=mtu, master=bridge_index, state="up")
@@ -147,7 +147,7 @@ def set_host_port(ipr: IPRoute, name: str, bridge_index: int, mtu: int) -> None:
 
 # --- inside the pod's namespace (call through NetNS.run) -------------------------------------------
 
-def configure_pod_interface(ifname: str, address: IPv4Interface, gateway: IPv4Address, mtu: int,
+def configure_pod_interface(ifname: str, *, address: IPv4Interface, gateway: IPv4Address, mtu: int,
                             replace_default_route: bool) -> str:
     """Brings `ifname` and `lo` up with the address, MTU and a default route via the gateway; returns the MAC.
 
@@ -158,7 +158,7 @@ def configure_pod_interface(ifname: str, address: IPv4Interface, gateway: IPv4Ad
             raise LookupError(f"interface {ifname} does not exist in the pod")
         index = link["index"]
         ipr.link("set", index=index, mtu=mtu, state="up")
-        _add_address(ipr, index, address)
+        _add_address(ipr, index, address=address)
         ipr.link("set", index=_LOOPBACK_INDEX, state="up")
         route = {"dst": "0.0.0.0/0", "gateway": str(gateway), "oif": index}
         if replace_default_route:
@@ -195,7 +195,7 @@ def _index(ipr: IPRoute, name: str) -> int:
     return link["index"]
 
 
-def _add_address(ipr: IPRoute, index: int, address: IPv4Interface) -> None:
+def _add_address(ipr: IPRoute, index: int, *, address: IPv4Interface) -> None:
     try:
         ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
     except NetlinkError as e:

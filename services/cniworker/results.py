@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface
+from typing import Any, Mapping
 
-from proto.cni import INCOMPATIBLE_VERSION, SUPPORTED_VERSIONS, CniError
+from services.common.cni_config.network import check_cni_version
 
 DEFAULT_ROUTE = "0.0.0.0/0"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Attachment:
     """What ADD built for one pod interface: everything its result reports."""
     host_ifname: str
@@ -26,14 +27,8 @@ class Attachment:
     mtu: int
 
 
-def check_version(cni_version: str) -> None:
-    if cni_version not in SUPPORTED_VERSIONS:
-        raise CniError(INCOMPATIBLE_VERSION, f"cniVersion {cni_version!r} is not supported",
-                       f"use one of {', '.join(SUPPORTED_VERSIONS)}")
-
-
-def add_result(cni_version: str, attachment: Attachment, dns: dict) -> dict:
-    check_version(cni_version)
+def add_result(*, cni_version: str, attachment: Attachment, dns: Mapping[str, Any]) -> dict:
+    check_cni_version(cni_version)
     host = {"name": attachment.host_ifname, "mac": attachment.host_mac}
     pod = {"name": attachment.pod_ifname, "mac": attachment.pod_mac, "sandbox": attachment.sandbox}
     if cni_version == "1.1.0":

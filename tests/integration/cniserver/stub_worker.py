@@ -18,14 +18,15 @@ import sys
 import time
 from pathlib import Path
 
-from proto.cni import CniError, CniRequest
+from proto.cni import CniError
 from services.cniworker.main import run
+from services.common.cni_config.request import CniRequest
 from services.common.settings import parse
 
 
-def stub_handle(request: CniRequest, state_dir: str, pod_cidr: str | None) -> dict:
-    stub = request.config.get("stub", {})
-    _record(stub, f"start {request.container_id}")
+def stub_handle(request: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
+    env, stub = request.env, request.network.raw.get("stub", {})
+    _record(stub, f"start {env.container_id}")
     if "touch" in stub:
         Path(stub["touch"]).write_text(str(os.getpid()))
     if "wait_for" in stub:
@@ -39,11 +40,11 @@ def stub_handle(request: CniRequest, state_dir: str, pod_cidr: str | None) -> di
         time.sleep(1)
     if "fail" in stub:
         raise CniError(stub["fail"]["code"], stub["fail"]["msg"])
-    _record(stub, f"end {request.container_id}")
-    if request.command != "ADD":
+    _record(stub, f"end {env.container_id}")
+    if env.command != "ADD":
         return {}
-    return {"cniVersion": request.config["cniVersion"],
-            "stub": {"pid": os.getpid(), "container": request.container_id, "args": request.args}}
+    return {"cniVersion": request.network.cni_version,
+            "stub": {"pid": os.getpid(), "container": env.container_id, "args": env.args}}
 
 
 def _record(stub: dict, line: str) -> None:

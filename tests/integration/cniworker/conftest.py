@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from proto.cni import CniRequest
 from services.cniworker import masquerade
 from services.cniworker.handler import handle
+from services.common.cni_config.request import CniRequest, parse_request
 
 
 def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -53,13 +53,15 @@ class PodNetwork:
 
     def request(self, command: str, container_id: str = "", netns: str = "", ifname: str = "eth0",
                 **config) -> CniRequest:
-        return CniRequest(command=command, container_id=container_id, netns=netns, ifname=ifname,
-                          args={"K8S_POD_NAMESPACE": "default", "K8S_POD_NAME": container_id},
-                          config=self.config(**config))
+        """The request as a worker gets it: parsed from the CNI variables and the configuration's bytes."""
+        env = {"CNI_COMMAND": command, "CNI_CONTAINERID": container_id, "CNI_NETNS": netns, "CNI_IFNAME": ifname,
+               "CNI_ARGS": f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={container_id}"}
+        return parse_request({k: v for k, v in env.items() if v}, json.dumps(self.config(**config)).encode())
 
     def call(self, command: str, container_id: str = "", netns: str = "", ifname: str = "eth0",
              pod_cidr: str | None = None, **config) -> dict:
-        return handle(self.request(command, container_id, netns, ifname, **config), self.state_dir, pod_cidr)
+        return handle(self.request(command, container_id, netns, ifname, **config), state_dir=self.state_dir,
+                      pod_cidr=pod_cidr)
 
     def add(self, container_id: str, netns: str | None = None, **config) -> dict:
         return self.call("ADD", container_id, netns or self.netns(), **config)

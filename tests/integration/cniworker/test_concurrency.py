@@ -14,12 +14,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 _WORKER = """
 import json, sys
 from concurrent.futures import ThreadPoolExecutor
-from proto.cni import CniRequest
 from services.cniworker.handler import handle
-state_dir, config, pods = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+from services.common.cni_config.request import parse_request
+state_dir, config, pods = sys.argv[1], sys.argv[2].encode(), json.loads(sys.argv[3])
 def add(pod):
     cid, netns = pod
-    return handle(CniRequest("ADD", cid, netns, "eth0", {}, config), state_dir, None)["ips"][0]["address"]
+    env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": cid, "CNI_NETNS": netns, "CNI_IFNAME": "eth0",
+           "CNI_ARGS": f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={cid}"}
+    return handle(parse_request(env, config), state_dir=state_dir, pod_cidr=None)["ips"][0]["address"]
 with ThreadPoolExecutor(len(pods)) as pool:
     print(json.dumps(list(pool.map(add, pods))))
 """

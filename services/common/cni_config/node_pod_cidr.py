@@ -1,7 +1,9 @@
 """The pod subnet of this node: `--pod-cidr`, else the `spec.podCIDR` of the Node named by `--node-name`.
 
 The Node comes from the watcher's store (clone pattern), so the CNI processes learn a node's subnet the
-moment the API assigns it, without a restart; `--pod-cidr` given on the command line always wins.
+moment the API assigns it, without a restart; `--pod-cidr` given on the command line always wins. The
+value is kept as text in CIDR form: `IpamSection.resolve` checks it when an ADD needs it and names the
+problem there.
 """
 from __future__ import annotations
 
@@ -13,26 +15,28 @@ import zmq.asyncio
 
 from proto import endpoints
 from services.common.clone import CloneSubscriber, Snapshot
-from services.common.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 class NodePodCidr:
-    def __init__(self, settings: Settings, on_change: Callable[[str | None], None] | None = None) -> None:
-        self.settings = settings
+    def __init__(self, *, run_dir: str, node_name: str | None, pod_cidr: str | None,
+                 on_change: Callable[[str | None], None] | None = None) -> None:
+        self.run_dir = run_dir
+        self.node_name = node_name
+        self.value: str | None = pod_cidr
+        self._fixed = pod_cidr is not None
         self._on_change = on_change
-        self.value: str | None = settings.pod_cidr
-        self._key = f"Node//{settings.node_name}" if settings.node_name else None
+        self._key = f"Node//{node_name}" if node_name else None
 
     @property
     def needs_following(self) -> bool:
-        return self.settings.pod_cidr is None and self._key is not None
+        return not self._fixed and self._key is not None
 
     async def follow(self, ctx: zmq.asyncio.Context) -> None:
         """Keep `value` equal to the Node's spec.podCIDR until cancelled (only when needs_following)."""
-        subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(self.settings.run_dir),
-                                     endpoints.watcher_snapshot(self.settings.run_dir))
+        subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(self.run_dir),
+                                     endpoints.watcher_snapshot(self.run_dir))
         try:
             async for event in subscriber.events():
                 if isinstance(event, Snapshot):
@@ -46,12 +50,14 @@ class NodePodCidr:
         cidr = ((node or {}).get("spec") or {}).get("podCIDR")
         if cidr is not None:
             try:
+                if not isinstance(cidr, str):
+                    raise ValueError("not a string")
                 cidr = str(ipaddress.ip_network(cidr))
             except ValueError:
-                log.error("Node %s has an invalid spec.podCIDR %r; ignoring it", self.settings.node_name, cidr)
+                log.error("Node %s has an invalid spec.podCIDR %r; ignoring it", self.node_name, cidr)
                 cidr = None
         if cidr != self.value:
-            log.info("pod subnet from Node %s: %s", self.settings.node_name, cidr)
+            log.info("pod subnet from Node %s: %s", self.node_name, cidr)
             self.value = cidr
             if self._on_change:
                 self._on_change(cidr)

@@ -1,4 +1,4 @@
-"""The CNI 1.1 rules `parse_request` applies, one case each (pure functions: no processes)."""
+"""The CNI 1.1 rules a request is parsed by (in the cniserver and again in the cniworker), one case each."""
 from __future__ import annotations
 
 import base64
@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from proto.cni import CniError
-from services.cniserver.validation import (build_request, check_network_config, cni_version_for_reply, parse_cni_args,
-                                           parse_request)
+from services.common.cni_config.network import parse_network
+from services.common.cni_config.request import cni_version_for_reply, decode_body, parse_request, version_result
+from services.common.cni_config.runtime_env import AttachmentId, parse_cni_args
 
 NETWORK = {"cniVersion": "1.1.0", "name": "pods", "type": "pyngress-cni"}
 ATTACH = {"CNI_CONTAINERID": "c0ffee", "CNI_NETNS": "/var/run/netns/p1", "CNI_IFNAME": "eth0"}
@@ -17,7 +18,7 @@ POD = "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_UID=6f1d0c1e-8a49-4d
 
 
 def request(command: str, config: dict | None = None, **env: str):
-    return build_request({"CNI_COMMAND": command, **env}, json.dumps(NETWORK if config is None else config).encode())
+    return parse_request({"CNI_COMMAND": command, **env}, json.dumps(NETWORK if config is None else config).encode())
 
 
 def error_of(call) -> CniError:
@@ -28,13 +29,14 @@ def error_of(call) -> CniError:
 
 def test_an_add_yields_the_request_a_worker_receives():
     env = {"CNI_COMMAND": "ADD", "CNI_ARGS": POD, "CNI_PATH": "/opt/cni/bin", **ATTACH}
-    req = parse_request(json.dumps({"env": env, "config": base64.b64encode(json.dumps(NETWORK).encode()).decode()})
-                        .encode())
-    assert (req.command, req.container_id, req.netns, req.ifname, req.path) == \
+    req = parse_request(*decode_body(json.dumps({"env": env, "config": base64.b64encode(json.dumps(NETWORK).encode())
+                                                 .decode()}).encode()))
+    assert (req.env.command, req.env.container_id, req.env.netns, req.env.ifname, req.env.path) == \
         ("ADD", "c0ffee", "/var/run/netns/p1", "eth0", "/opt/cni/bin")
-    assert req.args == {"K8S_POD_NAMESPACE": "default", "K8S_POD_NAME": "web-0",
-                        "K8S_POD_UID": "6f1d0c1e-8a49-4d2c-9f3e-1b2a3c4d5e6f"}
-    assert req.config == NETWORK
+    assert req.env.args == {"K8S_POD_NAMESPACE": "default", "K8S_POD_NAME": "web-0",
+                            "K8S_POD_UID": "6f1d0c1e-8a49-4d2c-9f3e-1b2a3c4d5e6f"}
+    assert req.network.raw == NETWORK
+    assert (req.network.cni_version, req.network.name, req.network.type) == ("1.1.0", "pods", "pyngress-cni")
 
 
 @pytest.mark.parametrize("command, env", [
@@ -45,7 +47,7 @@ def test_an_add_yields_the_request_a_worker_receives():
     ("VERSION", {}),
 ])
 def test_each_command_needs_only_its_own_variables(command, env):
-    assert request(command, **env).command == command
+    assert request(command, **env).env.command == command
 
 
 @pytest.mark.parametrize("command, env, missing", [
@@ -67,7 +69,7 @@ def test_missing_variables_are_code_4_and_named(command, env, missing):
 def test_container_id_syntax(container_id, valid):
     call = lambda: request("DEL", CNI_CONTAINERID=container_id, CNI_IFNAME="eth0")  # noqa: E731
     if valid:
-        assert call().container_id == container_id
+        assert call().env.container_id == container_id
     else:
         assert error_of(call).code == 4
 
@@ -80,7 +82,7 @@ def test_container_id_syntax(container_id, valid):
 def test_interface_name_syntax(ifname, valid):
     call = lambda: request("DEL", CNI_CONTAINERID="c1", CNI_IFNAME=ifname)  # noqa: E731
     if valid:
-        assert call().ifname == ifname
+        assert call().env.ifname == ifname
     else:
         assert error_of(call).code == 4
 
@@ -153,16 +155,34 @@ def test_a_full_configuration_passes():
     config = {**NETWORK, "bridge": "pyngress0", "mtu": 1450, "ipMasq": True, "prevResult": {}, "dns": {},
               "ipam": {"type": "pyngress", "subnet": "10.88.0.0/16", "gateway": "10.88.0.1",
                        "rangeStart": "10.88.1.0", "rangeEnd": "10.88.1.255"}}
-    assert request("ADD", config, CNI_ARGS=POD, **ATTACH).config == config
+    network = request("ADD", config, CNI_ARGS=POD, **ATTACH).network
+    assert network.raw == config
+    assert (network.bridge, network.mtu, network.ip_masq, network.prev_result, network.dns) == \
+        ("pyngress0", 1450, True, {}, {})
+    assert (str(network.ipam.subnet), str(network.ipam.gateway), str(network.ipam.range_start),
+            str(network.ipam.range_end)) == ("10.88.0.0/16", "10.88.0.1", "10.88.1.0", "10.88.1.255")
 
 
-def test_gc_attachments_must_be_objects_with_a_container_id():
-    assert request("GC", {**NETWORK, "cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "eth0"}]})
+def test_gc_attachments_must_be_objects_with_a_container_id_and_an_ifname():
+    gc = request("GC", {**NETWORK, "cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "eth0"}]})
+    assert gc.network.valid_attachments == {AttachmentId("c1", "eth0")}
     assert error_of(lambda: request("GC", {**NETWORK, "cni.dev/valid-attachments": ["c1"]})).code == 7
+    # The server once let an entry without ifname through to the worker, which refused it: one rule now.
+    missing_ifname = error_of(lambda: request("GC", {**NETWORK, "cni.dev/valid-attachments": [{"containerID": "c1"}]}))
+    assert missing_ifname.code == 7 and '"ifname"' in missing_ifname.msg
+    # libcni's older name for the list, and no list at all: nothing is valid
+    older = request("GC", {**NETWORK, "cni.dev/attachments": [{"containerID": "c2", "ifname": "net1"}]})
+    assert older.network.valid_attachments == {AttachmentId("c2", "net1")}
+    assert request("GC").network.valid_attachments == frozenset()
+    # only GC reads the list
+    assert request("DEL", {**NETWORK, "cni.dev/valid-attachments": ["c1"]}, CNI_CONTAINERID="c1",
+                   CNI_IFNAME="eth0").network.valid_attachments is None
 
 
 def test_version_needs_no_configuration():
-    assert build_request({"CNI_COMMAND": "VERSION"}, b"").config == {}
+    assert version_result(b"") == {"cniVersion": "1.1.0", "supportedVersions": ["0.4.0", "1.0.0", "1.1.0"]}
+    assert version_result(b'{"cniVersion": "0.4.0"}')["cniVersion"] == "0.4.0"
+    assert error_of(lambda: version_result(b"[]")).code == 7
 
 
 @pytest.mark.parametrize("body, version", [
@@ -178,4 +198,4 @@ def test_the_example_conflist_is_valid():
     conflist = json.loads((Path(__file__).resolve().parents[3] / "examples/cni/10-pyngress.conflist").read_text())
     for plugin in conflist["plugins"]:
         # What a runtime hands each plugin of a list: the list's version and name merged in.
-        check_network_config({"cniVersion": conflist["cniVersion"], "name": conflist["name"], **plugin})
+        parse_network({"cniVersion": conflist["cniVersion"], "name": conflist["name"], **plugin})
