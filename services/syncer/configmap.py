@@ -5,12 +5,16 @@ reported; the rest of the ConfigMap still applies. Unknown keys are ignored with
 """
 from __future__ import annotations
 
+import functools
 import re
+import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .annotations.base import InvalidValue, Risk
+from .annotations.renderable import check_renders
 from .annotations.validators import boolean, duration, integer, is_true, one_of, size
+from .render import RenderError
 
 DEFAULT_SSL_CIPHERS = (
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
@@ -31,7 +35,21 @@ def _ssl_protocols(value: str) -> str:
 def _ssl_ciphers(value: str) -> str:
     if not _CIPHERS.fullmatch(value):
         raise InvalidValue("must be an OpenSSL cipher list such as ECDHE-RSA-AES128-GCM-SHA256:!aNULL")
+    if not _openssl_selects_a_cipher(value):
+        raise InvalidValue("selects no cipher OpenSSL knows, so nginx would refuse it; name at least one TLS 1.2 "
+                           "cipher such as ECDHE-RSA-AES128-GCM-SHA256 (TLS 1.3 suites cannot be set here)")
     return value
+
+
+@functools.lru_cache(maxsize=64)  # the model is rebuilt on every change; the ConfigMap rarely changes
+def _openssl_selects_a_cipher(value: str) -> bool:
+    # nginx's ssl_ciphers makes the same SSL_CTX_set_cipher_list call, with the same system libssl, and
+    # `nginx -t` fails when it selects nothing (e.g. "!aNULL" alone, or a TLS 1.3 suite name).
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(value)
+    except ssl.SSLError:
+        return False
+    return True
 
 
 # ConfigMap key → (nginx directive in NginxConfig.globals, validator, default).
@@ -105,8 +123,11 @@ def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[Contr
         try:
             if not isinstance(raw, str):
                 raise InvalidValue("ConfigMap values must be strings; quote it in the manifest")
-            store[target] = validate(raw)
-        except InvalidValue as err:
+            value = validate(raw)
+            if store is globals_:
+                check_renders(target, value)  # a value render() refuses would stop every configuration
+            store[target] = value
+        except (InvalidValue, RenderError) as err:
             problems.append(f"{source}: key {key} value {raw!r}: {err}; the default applies")
     return ControllerConfig(globals=globals_, **typed), problems
 

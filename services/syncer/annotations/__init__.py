@@ -29,14 +29,19 @@ the prefix are not directives and need the template's own code:
 
 All pyngress_cors_* keys but expose_headers are present together (defaults filled in) when enable-cors is
 true. Values never contain quotes, backslashes, braces, semicolons, '$', control characters or whitespace
-other than the single spaces shown above; the template still quotes each argument.
+other than the single spaces shown above; the template still quotes each argument, and parse_annotations
+checks with render.py's own quoting that it can (renderable.py; the CORS values, written as Lua strings, are
+also kept short enough for nginx to read).
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from services.syncer.render import RenderError
+
 from . import backend_protocol, cors, ipallowlist, proxy, redirect, snippets, ssl, upstream_vhost
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
+from .renderable import check_renders
 
 ANNOTATIONS: dict[str, Annotation] = {
     a.name: a
@@ -54,7 +59,10 @@ __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation
 
 
 def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Risk = Risk.HIGH) -> IngressAnnotations:
-    """Validate and interpret the annotations under `prefix`; raise InvalidAnnotation for the first bad one."""
+    """Validate and interpret the annotations under `prefix`; raise InvalidAnnotation for the first bad one.
+
+    Last, every location setting must pass render.py's quoting, blamed on the annotation it came from.
+    """
     parsed = IngressAnnotations(prefix=prefix)
     values: dict[str, str] = {}
     start = prefix + "/"
@@ -77,7 +85,13 @@ def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Ris
                                     f"ConfigMap's annotations-risk-level {max_risk.name}; remove the annotation "
                                     "or raise annotations-risk-level")
         if annotation.setting:
-            parsed.add(annotation.setting, values[name])
+            parsed.add(annotation.setting, values[name], name)
     for apply in _APPLY:
         apply(values, parsed)
+    for setting in parsed.location:
+        try:
+            check_renders(setting.name, setting.value)
+        except RenderError as err:
+            full_name = start + setting.source
+            raise InvalidAnnotation(full_name, annotations[full_name], str(err)) from None
     return parsed

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 
 class Risk(enum.IntEnum):
@@ -40,22 +40,30 @@ class Annotation:
     setting: str | None = None
 
 
+class LocationSetting(NamedTuple):
+    """One location profile setting and the annotation (without prefix) whose value it carries."""
+    name: str
+    value: str
+    source: str
+
+
 @dataclass
 class IngressAnnotations:
     """What one Ingress's annotations mean once every value has passed its validator."""
     prefix: str
-    # Location profile settings as (setting, value) pairs; a directive such as `allow` may repeat.
-    location: list[tuple[str, str]] = field(default_factory=list)
+    # Location profile settings; a directive such as `allow` may repeat.
+    location: list[LocationSetting] = field(default_factory=list)
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
     ssl_passthrough: bool = False
     warnings: list[str] = field(default_factory=list)
 
-    def add(self, setting: str, value: str) -> None:
-        self.location.append((setting, value))
+    def add(self, setting: str, value: str, source: str) -> None:
+        """Add a profile setting; `source` names the annotation to blame if its value cannot be rendered."""
+        self.location.append(LocationSetting(setting, value, source))
 
     def warn(self, name: str, message: str) -> None:
         self.warnings.append(f"annotation {self.prefix}/{name} {message}")
 
     def profile_settings(self) -> tuple[tuple[str, str], ...]:
-        return tuple(sorted(set(self.location)))
+        return tuple(sorted({(s.name, s.value) for s in self.location}))

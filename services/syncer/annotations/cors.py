@@ -5,7 +5,7 @@ import re
 from typing import Callable, Mapping
 
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
-from .validators import HOSTNAME, boolean, integer, is_true
+from .validators import HOSTNAME, PORT, boolean, integer, is_true
 
 # ingress-nginx's defaults, so that migrated Ingresses behave the same.
 DEFAULT_METHODS = "GET,PUT,POST,DELETE,PATCH,OPTIONS"
@@ -13,7 +13,7 @@ DEFAULT_HEADERS = ("DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since
                    "Range,Authorization")
 DEFAULT_MAX_AGE = "1728000"
 
-_ORIGIN = re.compile(rf"\*|https?://(?:\*\.)?{HOSTNAME}(?::[0-9]{{1,5}})?")
+_ORIGIN = re.compile(rf"\*|https?://(?:\*\.)?{HOSTNAME}(?::{PORT})?")
 _METHOD = re.compile(r"[A-Za-z]{1,20}")
 _HEADER = re.compile(r"[A-Za-z0-9_-]{1,100}|\*")
 
@@ -31,7 +31,7 @@ def _comma_list(item: re.Pattern[str], what: str) -> Callable[[str], str]:
 ANNOTATIONS = (
     Annotation("enable-cors", boolean, Risk.LOW, "Add CORS headers and answer preflight requests."),
     Annotation("cors-allow-origin", _comma_list(_ORIGIN, "origins such as https://app.example.com, "
-                                                         "https://*.example.com or *"),
+                                                         "https://*.example.com:8443 (port 1-65535) or *"),
                Risk.LOW, 'Allowed origins (default "*").'),
     Annotation("cors-allow-methods", _comma_list(_METHOD, "HTTP methods such as GET, POST"),
                Risk.LOW, f'Access-Control-Allow-Methods (default "{DEFAULT_METHODS}").'),
@@ -45,6 +45,15 @@ ANNOTATIONS = (
 )
 
 _OPTIONS = tuple(a.name for a in ANNOTATIONS if a.name != "enable-cors")
+# Option annotation → its profile setting and the default that enable-cors alone means (None: no setting).
+_SETTINGS: tuple[tuple[str, str, str | None], ...] = (
+    ("cors-allow-origin", "pyngress_cors_allow_origin", "*"),
+    ("cors-allow-methods", "pyngress_cors_allow_methods", DEFAULT_METHODS),
+    ("cors-allow-headers", "pyngress_cors_allow_headers", DEFAULT_HEADERS),
+    ("cors-expose-headers", "pyngress_cors_expose_headers", None),
+    ("cors-allow-credentials", "pyngress_cors_allow_credentials", "true"),
+    ("cors-max-age", "pyngress_cors_max_age", DEFAULT_MAX_AGE),
+)
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
@@ -53,10 +62,8 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
             if name in values:
                 parsed.warn(name, "has no effect without enable-cors: \"true\"; ignored")
         return
-    parsed.add("pyngress_cors_allow_origin", values.get("cors-allow-origin", "*"))
-    parsed.add("pyngress_cors_allow_methods", values.get("cors-allow-methods", DEFAULT_METHODS))
-    parsed.add("pyngress_cors_allow_headers", values.get("cors-allow-headers", DEFAULT_HEADERS))
-    parsed.add("pyngress_cors_allow_credentials", values.get("cors-allow-credentials", "true"))
-    parsed.add("pyngress_cors_max_age", values.get("cors-max-age", DEFAULT_MAX_AGE))
-    if "cors-expose-headers" in values:
-        parsed.add("pyngress_cors_expose_headers", values["cors-expose-headers"])
+    for name, setting, default in _SETTINGS:
+        if name in values:
+            parsed.add(setting, values[name], name)
+        elif default is not None:
+            parsed.add(setting, default, "enable-cors")

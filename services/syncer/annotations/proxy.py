@@ -37,4 +37,4 @@ ANNOTATIONS = (
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     # Without it, a proxy_buffer_size above the inherited proxy_buffers ("4 4k") fails `nginx -t`.
     if "proxy-buffer-size" in values:
-        parsed.add("proxy_buffers", f"{BUFFERS_NUMBER} {values['proxy-buffer-size']}")
+        parsed.add("proxy_buffers", f"{BUFFERS_NUMBER} {values['proxy-buffer-size']}", "proxy-buffer-size")

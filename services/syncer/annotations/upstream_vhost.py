@@ -13,4 +13,4 @@ ANNOTATIONS = (
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     if "upstream-vhost" in values:
-        parsed.add("proxy_set_header", f"Host {values['upstream-vhost']}")
+        parsed.add("proxy_set_header", f"Host {values['upstream-vhost']}", "upstream-vhost")

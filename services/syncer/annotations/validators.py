@@ -6,6 +6,7 @@ whole string, so a newline, quote, brace or semicolon can never ride along into 
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Callable
 
@@ -92,11 +93,32 @@ def one_of(*choices: str) -> Callable[[str], str]:
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
-_HOST_AND_PORT = re.compile(rf"{HOSTNAME}(?::[0-9]{{1,5}})?")
+# A TCP port 1-65535 without leading zeros: a pattern, so that URL and origin patterns can embed it.
+PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+_HOST_AND_PORT = re.compile(rf"{HOSTNAME}(?::{PORT})?")
 
 
 def host_and_port(value: str) -> str:
-    """A DNS name (or IPv4 address), optionally with ":port"."""
+    """A DNS name (or IPv4 address), optionally with ":port" (1-65535)."""
     if len(value) > 253 or not _HOST_AND_PORT.fullmatch(value):
-        raise InvalidValue("must be a host name such as app.example.com, optionally with :port")
+        raise InvalidValue("must be a host name such as app.example.com, optionally with a port 1-65535 "
+                           "such as app.example.com:8080")
     return value
+
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def ip_network(text: str) -> IPNetwork:
+    """An IP address or CIDR ("10.0.0.0/8", "192.168.1.1", "2001:db8::/32"); host bits are cleared."""
+    if "%" in text:
+        # Python's ipaddress takes "fe80::1%<anything>" (any characters), Go's net.ParseCIDR and nginx's
+        # allow/deny take no zone at all: a zone names an interface of this host, not a client network.
+        raise InvalidValue(f"{text!r} has an IPv6 zone id (the part from '%'), which cannot match a client "
+                           "address; write the address without it, such as fe80::1 or fe80::/64")
+    try:
+        # strict=False: "10.1.2.3/8" means its network, as Go's net.ParseCIDR (ingress-nginx) reads it.
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        raise InvalidValue(f"{text!r} is not an IP address or CIDR such as 10.0.0.0/8, 192.168.1.1 or "
+                           "2001:db8::/32") from None

@@ -1,0 +1,366 @@
+"""Property tests: no value in one tenant's objects can stop the configuration of the others.
+
+For every annotation, every ConfigMap key and the Ingress/Service spec fields, hypothesis generates values
+that mix valid forms with hostile ones (nginx syntax, quotes, '$', control characters, non-ASCII, Lua
+directive names, IPv6 zone ids, huge numbers). Each goes into a store beside one good Ingress on its own
+host, and:
+- build_model never raises;
+- the fuzzed Ingress is either rejected (a problem names it and it has no routes) or served;
+- either way render() writes an nginx.conf that the real `nginx -t` accepts, and the tables pushed to
+  nginx's Lua serialize;
+- the good Ingress is routed.
+Runs are derandomized and database-less so that CI sees the same examples every time; `nginx -t` runs once
+per distinct nginx.conf.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.nginx.config_test import NginxConfigError, check_file
+from services.nginx.paths import NginxPaths
+from services.nginx.prefix import make_self_signed, prepare
+from services.syncer.annotations import ANNOTATIONS
+from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES
+from services.syncer.model_types import Model
+from services.syncer.render import render
+from tests.unit.syncer.conftest import Cluster
+
+FUZZ = settings(deadline=None, derandomize=True, database=None, max_examples=40)
+GOOD, FUZZED = "default/good", "default/fuzz"
+GOOD_HOST, FUZZED_HOST = "good.example.com", "fuzz.example.com"
+
+
+# --- values -------------------------------------------------------------------------------------
+
+HOSTILE_WORDS = (
+    ";", "{", "}", "#", '"', "'", "\\", "$", "$host", "${x}", "\n", "\r\n", "\x00", "\t", " ", ",", "*", "%",
+    "é", "\u212a", "\u017f", "\u0130", "\u2603", "\U0001f4a5", "\ufeff",
+    "content_by_lua_block", "access_by_lua", "}; content_by_lua_block { os.execute('id') } #",
+    "\"; return 200 \"x", "include /etc/passwd;", "--[[", "]]",
+    "%eth0", "%$x", "%x;y", "%25", "99999999999999999999", "18446744073709551616", "2147483648", "-1", "0",
+)
+_HOSTILE_CHARS = list(";{}#\"'\\$\n\r\x00\t é%,*:/.-_=+@!()[]<>`|~^?&aZ09") + ["\u212a", "\U0001f4a5"]
+hostile = st.one_of(st.sampled_from(HOSTILE_WORDS), st.text(st.sampled_from(_HOSTILE_CHARS), max_size=12),
+                    st.text(max_size=8))
+
+
+def _splice(valid: str, bad: str, at: int) -> str:
+    return valid[:at] + bad + valid[at:]
+
+
+def fuzzed(valid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """Valid values, valid values with something hostile spliced in, and hostile values alone."""
+    return st.one_of(valid, st.builds(_splice, valid, hostile, st.integers(0, 80)), hostile,
+                     st.lists(st.one_of(valid, hostile), min_size=2, max_size=4).map(",".join))
+
+
+def _number() -> st.SearchStrategy[int]:
+    return st.one_of(st.integers(0, 10**4), st.sampled_from([2**31 - 1, 2**31, 2**32, 2**63, 10**20]),
+                     st.integers(0, 10**22))
+
+
+def _with_unit(units: list[str]) -> st.SearchStrategy[str]:
+    return st.builds(lambda n, unit, zeros: "0" * zeros + f"{n}{unit}", _number(), st.sampled_from(units),
+                     st.integers(0, 2))
+
+
+durations = _with_unit(["", "ms", "s", "m", "h", "d", "y", "S", "M"])
+sizes = _with_unit(["", "k", "m", "g", "K", "M", "G", "t", "mb"])
+booleans = st.sampled_from(["true", "false", "1", "0", "t", "f", "TRUE", "False", "yes", "on"])
+numbers = st.one_of(_number().map(str), st.integers(-10, 1000).map(str))
+_label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+hostnames = st.one_of(
+    st.lists(_label, min_size=1, max_size=4).map(".".join),
+    st.sampled_from(["EXAMPLE.com", "a" * 63 + ".example.com", "a" * 64 + ".example.com", "x." * 126 + "io",
+                     "10.0.0.1", "999.1.1.1", "localhost", "-a.example.com", "a_b.example.com"]),
+)
+ports = st.one_of(st.integers(0, 70000), st.sampled_from([65535, 65536, 99999, 0])).map(str)
+host_and_ports = st.builds(lambda host, port: f"{host}:{port}" if port else host, hostnames, st.none() | ports)
+_url_tail = st.text(st.sampled_from(list("abcXYZ019-._~%!&()*+,=:@/?#")), max_size=40)
+urls = st.builds(lambda scheme, host, tail: f"{scheme}://{host}{'/' + tail if tail else ''}",
+                 st.sampled_from(["http", "https", "HTTPS", "ftp", "javascript"]), host_and_ports, _url_tail)
+origins = st.one_of(st.just("*"), st.builds(lambda scheme, star, host: f"{scheme}://{star}{host}",
+                                            st.sampled_from(["http", "https"]), st.sampled_from(["", "*."]),
+                                            host_and_ports))
+_token = st.from_regex(r"[A-Za-z0-9_-]{1,30}", fullmatch=True)
+
+
+def _letters(number: int) -> str:
+    """A distinct run of letters for each number (list validators drop repeated items)."""
+    text = ""
+    while True:
+        number, digit = divmod(number, 26)
+        text += chr(ord("a") + digit)
+        if not number:
+            return text
+
+
+def comma_lists(item: st.SearchStrategy[str], template: str) -> st.SearchStrategy[str]:
+    """Short lists of `item`, and long lists of `template` with {} a distinct word each: long enough that,
+    written as one Lua string, some exceed what nginx reads as one token of a Lua block."""
+    short = st.lists(item, min_size=1, max_size=5).map(",".join)
+    long = st.integers(20, 400).map(lambda n: ",".join(template.format(_letters(i)) for i in range(n)))
+    return st.one_of(short, long)
+
+
+_zone = st.sampled_from(["%eth0", "%$x", "%x;y", "%1", "%"])
+networks = st.one_of(
+    st.ip_addresses().map(str),
+    st.builds(lambda address, bits: f"{address}/{bits}", st.ip_addresses().map(str), st.integers(0, 130)),
+    st.builds(lambda address, zone, bits: f"{address}{zone}{bits}", st.ip_addresses(v=6).map(str), _zone,
+              st.sampled_from(["", "", "/128", "/64"])),
+)
+network_lists = st.lists(networks, min_size=1, max_size=6).map(", ".join)
+nginx_text = st.sampled_from(["more_set_headers 'X: y';", "return 200;", "content_by_lua_block { ngx.say(1) }"])
+ciphers = st.lists(st.sampled_from(["ECDHE-RSA-AES128-GCM-SHA256", "HIGH", "!aNULL", "@SECLEVEL=0", "ALL",
+                                    "TLS_AES_128_GCM_SHA256", "FOO", "DEFAULT", "+RSA", "-ALL"]),
+                   min_size=1, max_size=4).map(":".join)
+
+# Valid forms of each annotation's value; `fuzzed` mixes hostile ones in. Every annotation needs one here.
+ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
+    "proxy-connect-timeout": durations, "proxy-send-timeout": durations, "proxy-read-timeout": durations,
+    "proxy-body-size": sizes, "proxy-buffer-size": sizes,
+    "proxy-buffering": st.sampled_from(["on", "off", "ON", "yes"]),
+    "proxy-request-buffering": st.sampled_from(["on", "off", "Off"]),
+    "proxy-http-version": st.sampled_from(["1.0", "1.1", "2", "1"]),
+    "backend-protocol": st.sampled_from(["HTTP", "HTTPS", "https", "GRPC", "AJP", "FCGI"]),
+    "permanent-redirect": urls, "temporal-redirect": urls, "permanent-redirect-code": numbers,
+    "ssl-redirect": booleans, "force-ssl-redirect": booleans, "ssl-passthrough": booleans,
+    "ssl-ciphers": ciphers, "ssl-prefer-server-ciphers": booleans,
+    "enable-cors": booleans, "cors-allow-origin": comma_lists(origins, "https://*.{}.example.com:8443"),
+    "cors-allow-methods": comma_lists(st.sampled_from(["GET", "POST", "PUT", "OPTIONS", "PROPFIND"]), "X{}"),
+    "cors-allow-headers": comma_lists(st.one_of(_token, st.just("*")), "X_{}"),
+    "cors-expose-headers": comma_lists(_token, "X-Long-{}"), "cors-allow-credentials": booleans,
+    "cors-max-age": numbers,
+    "allowlist-source-range": network_lists, "whitelist-source-range": network_lists,
+    "upstream-vhost": host_and_ports,
+    **{name: nginx_text for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
+                                     "modsecurity-snippet")},
+}
+
+_protocols = st.lists(st.sampled_from(["TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3", "SSLv3", ""]), min_size=1,
+                      max_size=4).map(" ".join)
+CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
+    "proxy-connect-timeout": durations, "proxy-read-timeout": durations, "proxy-send-timeout": durations,
+    "proxy-body-size": sizes, "keep-alive": durations, "keep-alive-requests": numbers,
+    "client-header-timeout": durations, "client-body-timeout": durations,
+    "ssl-protocols": _protocols, "ssl-ciphers": ciphers,
+    "ssl-redirect": booleans, "force-ssl-redirect": booleans, "hsts": booleans, "hsts-max-age": numbers,
+    "hsts-include-subdomains": booleans, "hsts-preload": booleans, "use-forwarded-headers": booleans,
+    "use-proxy-protocol": booleans,
+    "annotations-risk-level": st.sampled_from(["Low", "Medium", "High", "Critical", "critical", "none"]),
+}
+
+
+def test_every_annotation_and_configmap_key_has_a_value_strategy():
+    assert set(ANNOTATION_VALUES) == set(ANNOTATIONS)
+    assert set(CONFIGMAP_VALUES) == set(GLOBAL_DIRECTIVES) | set(FIELDS)
+
+
+def annotation_values(name: str) -> st.SearchStrategy[str]:
+    return fuzzed(ANNOTATION_VALUES[name])
+
+
+# Annotations that mean nothing without another one: the fuzzed Ingress gets it too (unless fuzzed itself).
+_NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.startswith("cors-")},
+          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"}}
+
+
+def with_companions(annotations: dict[str, str]) -> dict[str, str]:
+    companions = {k: v for name in annotations for k, v in _NEEDS.get(name, {}).items()}
+    return {**companions, **annotations}
+
+
+# --- the store, the model and nginx -t -----------------------------------------------------------
+
+class NginxCheck:
+    """`nginx -t` on rendered configurations, once per distinct text."""
+
+    def __init__(self, base: Path) -> None:
+        self.paths = NginxPaths.of(base / "state", base / "run")
+        prepare(self.paths)
+        self._verdicts: dict[str, str | None] = {}
+
+    def error(self, text: str) -> str | None:
+        if text not in self._verdicts:
+            conf = self.paths.prefix / "fuzz.conf"
+            conf.write_text(text)
+            try:
+                check_file(self.paths, conf)
+                self._verdicts[text] = None
+            except NginxConfigError as err:
+                self._verdicts[text] = str(err)
+        return self._verdicts[text]
+
+
+@pytest.fixture(scope="module")
+def nginx_check() -> Iterator[NginxCheck]:
+    # Not under pytest's tmp_path, whose parents are 0700 (see conftest.py's nginx_factory).
+    base = Path(tempfile.mkdtemp(prefix="pyngress-fuzz-", dir="/tmp"))
+    os.chmod(base, 0o711)
+    try:
+        yield NginxCheck(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def certificate() -> dict[str, str]:
+    """Secret data of a real certificate for the fuzzed host (so that TLS code paths run)."""
+    pem = make_self_signed("/CN=fuzz.example.com", ("fuzz.example.com",)).decode()
+    end = pem.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----\n")
+    return {"tls.crt": base64.b64encode(pem[:end].encode()).decode(),
+            "tls.key": base64.b64encode(pem[end:].encode()).decode()}
+
+
+def cluster_with_good_ingress() -> Cluster:
+    cluster = Cluster()
+    cluster.ingress_class()
+    # The oldest Ingress: conflicts are won by it, so only a bug can take its host away.
+    cluster.app("good", host=GOOD_HOST, created=cluster.timestamp(0))
+    return cluster
+
+
+def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
+    model = cluster.build(state_dir=str(nginx_check.paths.state_dir), run_dir=str(nginx_check.paths.run_dir))
+    good = model.routes.get(GOOD_HOST)
+    assert good is not None and good.prefix["/"].ingress == GOOD and good.prefix["/"].backend, model.problems
+    routed_by = {route.ingress for host_routes in model.routes.values()
+                 for route in [*host_routes.exact.values(), *host_routes.prefix.values(), host_routes.default]
+                 if route is not None}
+    if any(p.startswith(f"Ingress {FUZZED}: ") for p in model.problems):
+        assert FUZZED not in routed_by, model.problems
+    text = render(model.config)
+    error = nginx_check.error(text)
+    assert error is None, f"nginx -t refused the configuration: {error}\nproblems: {model.problems}"
+    json.dumps([model.routes_json(), model.backends, model.certificates, model.passthrough])
+    return model
+
+
+# --- annotations --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(ANNOTATIONS))
+def test_one_annotation_never_breaks_the_configuration(name, nginx_check):
+    @settings(FUZZ, max_examples=50)
+    @given(value=annotation_values(name))
+    def check(value: str) -> None:
+        cluster = cluster_with_good_ingress()
+        cluster.app("fuzz", host=FUZZED_HOST, annotations=with_companions({name: value}))
+        check_isolation(cluster, nginx_check)
+    check()
+
+
+_annotation_sets = st.lists(st.sampled_from(sorted(ANNOTATIONS)), min_size=2, max_size=6, unique=True).flatmap(
+    lambda names: st.fixed_dictionaries({name: annotation_values(name) for name in names}))
+
+
+@settings(FUZZ, max_examples=80)
+@given(annotations=_annotation_sets)
+def test_annotations_together_never_break_the_configuration(annotations, nginx_check):
+    cluster = cluster_with_good_ingress()
+    cluster.app("fuzz", host=FUZZED_HOST, annotations=with_companions(annotations))
+    check_isolation(cluster, nginx_check)
+
+
+# --- the controller ConfigMap -------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", sorted(CONFIGMAP_VALUES))
+def test_a_configmap_value_never_breaks_the_configuration(key, nginx_check):
+    @FUZZ
+    @given(value=fuzzed(CONFIGMAP_VALUES[key]))
+    def check(value: str) -> None:
+        cluster = cluster_with_good_ingress()
+        cluster.configmap({key: value})
+        model = check_isolation(cluster, nginx_check)
+        assert not any(p.startswith(f"Ingress {GOOD}") for p in model.problems), model.problems
+    check()
+
+
+# --- Ingress and Service spec fields ------------------------------------------------------------
+
+_json_like = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**64) | hostile,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["name", "port", "number", "x"]),
+                                                                inner, max_size=3),
+    max_leaves=6)
+_paths = st.one_of(st.from_regex(r"/[A-Za-z0-9\-._~%!$&()*+,=:@/]{0,20}", fullmatch=True),
+                   st.sampled_from(["/", "//", "/a/../b", "/a/", "/%00", "/a?b", "/a#b", "/a b", "a", "", "/${x}"]))
+_path_types = st.sampled_from(["Exact", "Prefix", "ImplementationSpecific", "prefix", "Regex", ""])
+_names = st.one_of(_label, st.sampled_from(["a" * 63, "a" * 64, "web", "Web", "web.x", "-web", "0"]))
+_port_numbers = st.one_of(st.integers(-1, 70000), st.sampled_from([0, 65535, 65536, 2**63]))
+_service_types = st.sampled_from(["ClusterIP", "NodePort", "LoadBalancer", "ExternalName", "Headless", ""])
+_addresses = st.one_of(st.ip_addresses().map(str), st.builds(lambda a, z: f"{a}{z}", st.ip_addresses(v=6).map(str),
+                                                             _zone))
+
+BACKEND = ("spec", "rules", 0, "http", "paths", 0, "backend")
+# What to replace in the fuzzed Ingress, its Service or its EndpointSlice, and the values to try there. The
+# test adds JSON values of any shape to each, except under metadata, whose shape the watcher checks
+# (services/watcher/manifest_objects.py; an API server does too).
+SPEC_FIELDS: dict[str, tuple[str, tuple[Any, ...], st.SearchStrategy[Any]]] = {
+    "host": ("Ingress", ("spec", "rules", 0, "host"),
+             fuzzed(st.one_of(hostnames, hostnames.map(lambda h: "*." + h)))),
+    "path": ("Ingress", ("spec", "rules", 0, "http", "paths", 0, "path"), fuzzed(_paths)),
+    "pathType": ("Ingress", ("spec", "rules", 0, "http", "paths", 0, "pathType"), fuzzed(_path_types)),
+    "rules": ("Ingress", ("spec", "rules"), st.lists(st.fixed_dictionaries({"host": hostnames}), max_size=2)),
+    "paths": ("Ingress", ("spec", "rules", 0, "http", "paths"), st.lists(st.fixed_dictionaries({"path": _paths}))),
+    "spec": ("Ingress", ("spec",), st.fixed_dictionaries({"ingressClassName": st.just("nginx")})),
+    "ingressClassName": ("Ingress", ("spec", "ingressClassName"), fuzzed(st.sampled_from(["nginx", "other"]))),
+    "annotations": ("Ingress", ("metadata", "annotations"),
+                    st.dictionaries(fuzzed(st.sampled_from(["kubernetes.io/ingress.class", "x/y"])), hostile)),
+    "backend": ("Ingress", BACKEND, st.fixed_dictionaries({"service": st.fixed_dictionaries({"name": _names})})),
+    "service name": ("Ingress", (*BACKEND, "service", "name"), fuzzed(_names)),
+    "service port number": ("Ingress", (*BACKEND, "service", "port", "number"), _port_numbers),
+    "service port name": ("Ingress", (*BACKEND, "service", "port"), st.fixed_dictionaries({"name": fuzzed(_names)})),
+    "defaultBackend": ("Ingress", ("spec", "defaultBackend"),
+                       st.fixed_dictionaries({"service": st.fixed_dictionaries(
+                           {"name": _names, "port": st.fixed_dictionaries({"number": _port_numbers})})})),
+    "tls host": ("Ingress", ("spec", "tls", 0, "hosts", 0), fuzzed(st.one_of(hostnames, st.just(FUZZED_HOST)))),
+    "tls hosts": ("Ingress", ("spec", "tls", 0, "hosts"), st.lists(fuzzed(hostnames), max_size=3)),
+    "tls secretName": ("Ingress", ("spec", "tls", 0, "secretName"), fuzzed(_names)),
+    "Service type": ("Service", ("spec", "type"), fuzzed(_service_types)),
+    "Service externalName": ("Service", ("spec", "externalName"), fuzzed(hostnames)),
+    "Service ports": ("Service", ("spec", "ports"), st.lists(st.fixed_dictionaries(
+        {"name": _names, "port": _port_numbers}), max_size=3)),
+    "Service port": ("Service", ("spec", "ports", 0, "port"), _port_numbers),
+    "Service port name": ("Service", ("spec", "ports", 0, "name"), fuzzed(_names)),
+    "endpoint address": ("EndpointSlice", ("endpoints", 0, "addresses", 0), fuzzed(_addresses)),
+}
+
+
+def _replace(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    for step in path[:-1]:
+        obj = obj[step]
+    obj[path[-1]] = value
+
+
+@pytest.mark.parametrize("field", sorted(SPEC_FIELDS))
+def test_a_spec_field_never_breaks_the_configuration(field, nginx_check, certificate):
+    kind, path, valid = SPEC_FIELDS[field]
+    noise = st.nothing() if path[0] == "metadata" else _json_like
+
+    @FUZZ
+    @given(value=st.one_of(valid, noise))
+    def check(value: Any) -> None:
+        cluster = cluster_with_good_ingress()
+        cluster.add({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                     "metadata": {"name": "fuzz-tls", "namespace": "default"}, "data": dict(certificate)})
+        objects = {
+            "Service": cluster.service("fuzz", ports=(("http", 80),), type="ClusterIP"),
+            "EndpointSlice": cluster.endpoint_slice("fuzz", addresses=("10.0.0.2",)),
+            "Ingress": cluster.ingress("fuzz", host=FUZZED_HOST, paths=(("/", "Prefix", "fuzz", 80),),
+                                       tls=[{"hosts": [FUZZED_HOST], "secretName": "fuzz-tls"}]),
+        }
+        _replace(objects[kind], path, copy.deepcopy(value))
+        check_isolation(cluster, nginx_check)
+    check()
