@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A directory or socket that is not private is the user's to fix: the message says how, and a
         # traceback would bury it.
         print(f"pyngress {ns.command}: refusing to start: {err}", file=sys.stderr)
-        return 1
+        return 2  # as run_process does for a StartupError
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from services.common.runner import StartupError
+
 
 def atomic_write(path: str | Path, data: bytes, mode: int = 0o644) -> None:
     """Replace `path` with `data` so that readers see the old or the new file, never a partial one."""
@@ -26,8 +28,10 @@ def atomic_write(path: str | Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
-class NotPrivateError(RuntimeError):
-    """A path that must be private to this user is not, and is left alone; the message says what to change."""
+class NotPrivateError(StartupError):
+    """A path that must be private to this user is not, and is left alone; the message says what to change.
+
+    A StartupError, so that a process run by `run_process` reports it as one line and exits 2."""
 
 
 def ensure_private_dir(path: str | Path) -> Path:
