@@ -37,10 +37,14 @@ class IngressClassFilter:
         )
 
     def is_ours(self, ingress: dict[str, Any]) -> bool:
-        class_name = (ingress.get("spec") or {}).get("ingressClassName")
+        """Whether the Ingress is ours. A hand-written manifest may have any shape: one whose class fields
+        are not strings is not ours (the model reports its spec when it is)."""
+        spec = ingress.get("spec")
+        class_name = spec.get("ingressClassName") if isinstance(spec, dict) else None
         if class_name:
-            return class_name in self.our_classes
-        legacy = ((ingress.get("metadata") or {}).get("annotations") or {}).get(LEGACY_CLASS_ANNOTATION)
+            return isinstance(class_name, str) and class_name in self.our_classes
+        annotations = (ingress.get("metadata") or {}).get("annotations")
+        legacy = annotations.get(LEGACY_CLASS_ANNOTATION) if isinstance(annotations, dict) else None
         if legacy:
             return legacy == self.legacy_class
         return self.take_classless
