@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\.?",
-                       re.IGNORECASE)
+                       re.IGNORECASE | re.ASCII)  # ASCII: no Unicode case folding (the Kelvin sign is not a "k")
 
 
 @dataclass(frozen=True)

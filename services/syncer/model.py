@@ -113,7 +113,8 @@ def _host(rule: Mapping[str, Any]) -> str:
     host = rule.get("host")
     if not host:
         return CATCH_ALL_HOST
-    lowered = host.lower() if isinstance(host, str) else ""
+    # ASCII first: str.lower() folds some non-ASCII letters into ASCII ones (the Kelvin sign becomes "k").
+    lowered = host.lower() if isinstance(host, str) and host.isascii() else ""
     if len(lowered) > 253 or not _HOST.fullmatch(lowered):
         raise IngressRejected(f"host {host!r} must be a DNS name such as app.example.com or *.example.com")
     return lowered

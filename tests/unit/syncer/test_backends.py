@@ -148,3 +148,11 @@ def test_a_name_that_resolves_to_the_node_itself_is_left_out_when_pushed():
     # What the model cannot see: a DNS name whose address is a loopback one (here from /etc/hosts).
     resolved = asyncio.run(resolve_backends({"default-ext-80": ["localhost:80"], "default-ok-80": ["10.0.0.1:80"]}))
     assert resolved == {"default-ext-80": [], "default-ok-80": ["10.0.0.1:80"]}
+
+
+def test_an_external_name_with_non_ascii_letters_is_not_a_dns_name(cluster):
+    cluster.service("ext", type="ExternalName", external_name="\u017f.example.com", ports=[("http", 80)])
+    cluster.ingress("a", paths=[("/", "Prefix", "ext", 80)])
+    model = cluster.build()
+    assert route_backend(model) is None
+    assert "is not a DNS name" in model.problems[0]

@@ -54,7 +54,8 @@ def test_unsafe_or_relative_paths_reject_the_ingress_and_others_keep_working(clu
 
 
 @pytest.mark.parametrize("host", ["bad host", "a;b.example.com", "*", "foo.*.example.com", "a_b.example.com",
-                                  "example.com.", "-a.example.com", "a\n.example.com"])
+                                  "example.com.", "-a.example.com", "a\n.example.com",
+                                  "\u212aube.example.com"])  # the Kelvin sign lowercases to "k"
 def test_invalid_hosts_reject_the_ingress(cluster, host):
     cluster.app(host=host)
     model = cluster.build()
