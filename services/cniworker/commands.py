@@ -39,8 +39,7 @@ def cmd_add(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     host_name = netlink.host_veth_name(env.container_id, env.ifname)
     store = DiskStore(state_dir, net.name)
     with _pod_netns(env) as ns, netlink.open_rtnl() as ipr:
-        with _doing(f"setting up bridge {net.bridge}"):
-            bridge = netlink.ensure_bridge(ipr, net.bridge, gateway=_gateway_interface(ipam), mtu=net.mtu)
+        bridge = _ensure_bridge(ipr, net=net, ipam=ipam)
         with _doing(f"allocating an address in {ipam.subnet}"):
             ip = IpAllocator(store, config=ipam, network=net.name).allocate(env.attachment)
             address = IPv4Interface(f"{ip}/{ipam.subnet.prefixlen}")
@@ -49,9 +48,7 @@ def cmd_add(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
                 netlink.delete_link(ipr, host_name)  # left by an earlier attempt
                 host_mac = netlink.create_veth(ipr, host_name=host_name, pod_ifname=env.ifname, netns_fd=ns.fd,
                                                bridge_index=bridge, mtu=net.mtu)
-            with _doing(f"configuring {env.ifname} in {env.netns}"):
-                pod_mac = ns.run(lambda: netlink.configure_pod_interface(
-                    env.ifname, address=address, gateway=ipam.gateway, mtu=net.mtu, replace_default_route=False))
+            pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, replace_default_route=False)
             if net.ip_masq:
                 _ensure_masquerade(net, ipam)
         except BaseException:
@@ -111,17 +108,14 @@ def cmd_update(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict
                        f"network {net.name}: ADD it before UPDATE")
     address = IPv4Interface(f"{held}/{ipam.subnet.prefixlen}")
     with _pod_netns(env) as ns, netlink.open_rtnl() as ipr:
-        with _doing(f"setting up bridge {net.bridge}"):
-            bridge = netlink.ensure_bridge(ipr, net.bridge, gateway=_gateway_interface(ipam), mtu=net.mtu)
+        bridge = _ensure_bridge(ipr, net=net, ipam=ipam)
         if netlink.find_link(ipr, host_name) is None:
             raise CniError(CONTAINER_UNKNOWN, f"host veth {host_name} of container {env.container_id} is gone",
                            details="DEL and ADD the pod again to recreate its interface")
         with _doing(f"re-applying host veth {host_name}"):
             netlink.set_host_port(ipr, host_name, bridge_index=bridge, mtu=net.mtu)
             host_mac = netlink.find_link(ipr, host_name).get("address")
-        with _doing(f"re-applying {env.ifname} in {env.netns}"):
-            pod_mac = ns.run(lambda: netlink.configure_pod_interface(
-                env.ifname, address=address, gateway=ipam.gateway, mtu=net.mtu, replace_default_route=True))
+        pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, replace_default_route=True)
     if net.ip_masq:
         _ensure_masquerade(net, ipam)
     return _add_result(req, ipam=ipam, host_name=host_name, host_mac=host_mac, pod_mac=pod_mac, address=address)
@@ -176,8 +170,20 @@ def _add_result(req: CniRequest, *, ipam: IpamConfig, host_name: str, host_mac: 
     return add_result(cni_version=net.cni_version, attachment=attachment, dns=net.dns)
 
 
-def _gateway_interface(ipam: IpamConfig) -> IPv4Interface:
-    return IPv4Interface(f"{ipam.gateway}/{ipam.subnet.prefixlen}")
+def _ensure_bridge(ipr: IPRoute, *, net: NetworkConfig, ipam: IpamConfig) -> int:
+    with _doing(f"setting up bridge {net.bridge}"):
+        gateway = IPv4Interface(f"{ipam.gateway}/{ipam.subnet.prefixlen}")
+        return netlink.ensure_bridge(ipr, net.bridge, gateway=gateway, mtu=net.mtu)
+
+
+def _configure_pod_interface(ns: NetNS, req: CniRequest, *, ipam: IpamConfig, address: IPv4Interface,
+                             replace_default_route: bool) -> str:
+    """The pod end's address, MTU and default route; its MAC. ADD leaves a default route another network
+    set alone; UPDATE puts its own back."""
+    env, mtu = req.env, req.network.mtu
+    with _doing(f"{'re-applying' if replace_default_route else 'configuring'} {env.ifname} in {env.netns}"):
+        return ns.run(lambda: netlink.configure_pod_interface(
+            env.ifname, address=address, gateway=ipam.gateway, mtu=mtu, replace_default_route=replace_default_route))
 
 
 @contextmanager

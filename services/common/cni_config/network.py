@@ -42,15 +42,19 @@ class NetworkConfig:
     raw: Mapping[str, Any] = field(default_factory=dict)  # the whole document, unknown keys included
 
 
+def decode_json(data: bytes, *, what: str, details: str) -> Any:
+    """`data` as JSON; code 6 (decode failure) naming `what` when it is not JSON at all."""
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise CniError(DECODE_FAILURE, f"{what} is not JSON ({err})", details=details) from None
+
+
 def decode_network_config(config: bytes) -> dict[str, Any]:
     """The plugin's stdin as a JSON object."""
-    try:
-        document = json.loads(config)
-    except (UnicodeDecodeError, ValueError) as err:
-        raise CniError(DECODE_FAILURE, f"network configuration is not JSON ({err})",
-                       details="pass the network configuration (a JSON object) on the plugin's stdin")
-    if not isinstance(document, dict):
-        raise _invalid(f"network configuration must be a JSON object, got {type(document).__name__}", _EXAMPLE)
+    document = decode_json(config, what="network configuration",
+                           details="pass the network configuration (a JSON object) on the plugin's stdin")
+    _require_object(document)
     return document
 
 
@@ -60,8 +64,7 @@ def parse_network_config(config: bytes, *, command: str) -> NetworkConfig:
 
 def parse_network(document: Any, *, command: str = "ADD") -> NetworkConfig:
     """The typed network configuration of a `command` call (GC's reads its valid attachments too)."""
-    if not isinstance(document, dict):
-        raise _invalid(f"network configuration must be a JSON object, got {type(document).__name__}", _EXAMPLE)
+    _require_object(document)
     version = document.get("cniVersion")
     if not isinstance(version, str) or not version:
         raise _invalid('network configuration lacks "cniVersion"', f"set it to one of {_versions()}")
@@ -103,6 +106,11 @@ def check_cni_version(version: str) -> None:
     if version not in SUPPORTED_VERSIONS:
         raise CniError(INCOMPATIBLE_VERSION, f"cniVersion {version!r} is not supported",
                        details=f"pyngress-cni supports {_versions()}")
+
+
+def _require_object(document: Any) -> None:
+    if not isinstance(document, dict):
+        raise _invalid(f"network configuration must be a JSON object, got {type(document).__name__}", _EXAMPLE)
 
 
 def _valid_attachments(document: Mapping[str, Any]) -> frozenset[AttachmentId]:

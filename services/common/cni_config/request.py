@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from proto.cni import DECODE_FAILURE, SUPPORTED_VERSIONS, CniError
 
-from .network import NetworkConfig, decode_network_config, parse_network_config
+from .network import NetworkConfig, decode_json, decode_network_config, parse_network_config
 from .runtime_env import RuntimeEnv, parse_runtime_env
 
 NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
@@ -35,10 +35,7 @@ def parse_request(env: Mapping[str, str], config: bytes) -> CniRequest:
 
 def decode_body(body: bytes) -> tuple[dict[str, str], bytes]:
     """The body's environment and the raw network configuration (the plugin's stdin)."""
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as err:
-        raise CniError(DECODE_FAILURE, f"request body is not JSON ({err})",
+    data = decode_json(body, what="request body",
                        details='send {"env": {"CNI_COMMAND": ...}, "config": "<base64 of the network configuration>"}')
     if not isinstance(data, dict):
         raise CniError(DECODE_FAILURE, f"request body must be a JSON object, got {type(data).__name__}",

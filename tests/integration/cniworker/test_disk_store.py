@@ -36,8 +36,11 @@ def test_allocations_are_files_named_by_address_holding_id_and_ifname_like_host_
         assert stat.S_IMODE((directory / name).stat().st_mode) == 0o600
 
 
-@pytest.mark.parametrize("make_store", [lambda tmp_path: DiskStore(tmp_path, "net1"), lambda tmp_path: MemoryStore()],
-                         ids=["disk", "memory"])
+STORES = pytest.mark.parametrize("make_store", [lambda tmp_path: DiskStore(tmp_path, "net1"),
+                                                lambda tmp_path: MemoryStore()], ids=["disk", "memory"])
+
+
+@STORES
 def test_the_memory_store_behaves_as_the_disk_store(tmp_path, make_store):
     store = make_store(tmp_path)
     a, b = IPv4Address("10.0.0.2"), IPv4Address("10.0.0.3")
@@ -61,8 +64,10 @@ def test_allocations_survive_a_restart(tmp_path):
     assert after.free_count() == 253 - 4
 
 
-def test_threads_never_get_the_same_address(tmp_path):
-    alloc = allocator(tmp_path)
+@STORES
+def test_threads_never_get_the_same_address(tmp_path, make_store):
+    config = parse_ipam({"subnet": "10.20.30.0/24"}).resolve(None)
+    alloc = IpAllocator(make_store(tmp_path), config=config, network="net1")
     got: list[IPv4Address] = []
 
     def grab(n):

@@ -1,6 +1,6 @@
 """The IP allocator over an in-memory store (as host-local tests its allocator with a fake store):
-round robin, limits, the gateway, release. The disk store's own tests are in tests/integration."""
-import threading
+round robin, limits, the gateway, release. The stores' own tests (files, flock, threads, processes) are
+in tests/integration/cniworker/test_disk_store.py."""
 from ipaddress import IPv4Address
 
 import pytest
@@ -92,18 +92,3 @@ def test_release_frees_only_that_attachment_and_release_where_reports_what_it_fr
     assert stale == {other: Owner("c2", "eth0")}
     assert alloc.find(Owner("c1", "eth0")) == keep
 
-
-def test_threads_never_get_the_same_address():
-    alloc = allocator()
-    got: list[IPv4Address] = []
-
-    def grab(n):
-        for i in range(10):
-            got.append(alloc.allocate(Owner(f"t{n}-{i}", "eth0")))
-
-    threads = [threading.Thread(target=grab, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(got) == 80 and len(set(got)) == 80
