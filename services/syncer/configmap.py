@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from .annotations.base import InvalidValue, Risk
 from .annotations.renderable import check_renders
 from .annotations.validators import boolean, duration, integer, is_true, one_of, size
+from .problems import Problem
 from .render import RenderError
 
 DEFAULT_SSL_CIPHERS = (
@@ -104,9 +105,9 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
-def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[ControllerConfig, list[str]]:
+def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[ControllerConfig, list[Problem]]:
     """`data` is the ConfigMap's `data`; `source` names it in problems ("ConfigMap ns/name")."""
-    problems: list[str] = []
+    problems: list[Problem] = []
     globals_ = ControllerConfig().globals
     typed: dict[str, Any] = {}
     for key in sorted(data):
@@ -118,7 +119,7 @@ def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[Contr
             target, validate = FIELDS[key]
             store = typed
         else:
-            problems.append(f"warning: {source}: key {key} is not supported by pyngress; ignored")
+            problems.append(Problem.warning(source, f"key {key} is not supported by pyngress; ignored"))
             continue
         try:
             if not isinstance(raw, str):
@@ -128,21 +129,23 @@ def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[Contr
                 check_renders(target, value)  # a value render() refuses would stop every configuration
             store[target] = value
         except (InvalidValue, RenderError) as err:
-            problems.append(f"{source}: key {key} value {raw!r}: {err}; the default applies")
+            problems.append(Problem.error(source, f"key {key} value {raw!r}: {err}; the default applies"))
     return ControllerConfig(globals=globals_, **typed), problems
 
 
-def load_controller_config(store: Mapping[str, dict], configmap: str | None) -> tuple[ControllerConfig, list[str]]:
+def load_controller_config(store: Mapping[str, dict], configmap: str | None) -> tuple[ControllerConfig, list[Problem]]:
     """The controller ConfigMap named by --configmap ("NS/NAME") from `store`; defaults when unset or absent."""
     if not configmap:
         return ControllerConfig(), []
     namespace, _, name = configmap.partition("/")
     if not namespace or not name:
-        return ControllerConfig(), [f"--configmap {configmap!r} must be NAMESPACE/NAME; using the defaults"]
+        return ControllerConfig(), [Problem.error(f"--configmap {configmap!r}",
+                                                  "must be NAMESPACE/NAME; using the defaults")]
     obj = store.get(f"ConfigMap/{namespace}/{name}")
     if obj is None:
         return ControllerConfig(), []
     data = obj.get("data") or {}
     if not isinstance(data, dict):
-        return ControllerConfig(), [f"ConfigMap {configmap}: data must be a map of strings; using the defaults"]
+        return ControllerConfig(), [Problem.error(f"ConfigMap {configmap}",
+                                                  "data must be a map of strings; using the defaults")]
     return parse_controller_config(data, f"ConfigMap {configmap}")

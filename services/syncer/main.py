@@ -94,10 +94,11 @@ class Syncer:
             log.exception("sync failed; the last applied configuration keeps serving")
             return
         self.metrics.objects.set(len(self.store))
-        self.metrics.rejected.set(sum(1 for p in model.problems if not p.startswith("warning:")))
-        for problem in sorted(set(model.problems) - set(self.metrics.stats.problems)):
+        self.metrics.rejected.set(sum(1 for p in model.problems if p.is_error))
+        lines = model.problem_lines()
+        for problem in sorted(set(lines) - set(self.metrics.stats.problems)):
             log.warning("object rejected or ignored", extra=logs.kv(problem=problem))
-        self.metrics.stats.problems = model.problems
+        self.metrics.stats.problems = lines
         await self.passthrough.replace_all(passthrough_table(model))
         self.metrics.sync_seconds.labels("total").observe(time.monotonic() - started)
         self._write_status()

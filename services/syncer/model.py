@@ -6,7 +6,7 @@ the syncer compares models to decide what to reload or push. Semantics follow in
   "namespace/name"), and on a conflict (same host, path and path kind) the oldest keeps it;
 - an Ingress with anything invalid (annotation value, host, path, backend) is dropped whole, with a
   problem saying what to change, and the others keep working;
-- problems starting with "warning:" are informational: the object is served.
+- a WARNING problem (problems.py) is informational: the object is served.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
 from .model_types import (CATCH_ALL_HOST, DEFAULT_PROFILE, HostRoutes, LocationProfile, Model, NginxConfig,
                           Route)
+from .problems import Problem
 from .render import RenderError, check_profile
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
 
@@ -219,7 +220,7 @@ class StoreIndex:
 class _Merger:
     """Merges valid Ingresses, oldest first, into routes, backends and passthrough hosts."""
 
-    def __init__(self, config: ControllerConfig, resolver: BackendResolver, problems: list[str]) -> None:
+    def __init__(self, config: ControllerConfig, resolver: BackendResolver, problems: list[Problem]) -> None:
         self.config = config
         self.resolver = resolver
         self.problems = problems
@@ -232,7 +233,7 @@ class _Merger:
         self._reported: set[tuple[str, ServiceRef]] = set()
 
     def warn(self, plan: IngressPlan, message: str) -> None:
-        self.problems.append(f"warning: Ingress {plan.ref}: {message}")
+        self.problems.append(Problem.warning(f"Ingress {plan.ref}", message))
 
     def refused_backend(self, plan: IngressPlan) -> str | None:
         """Why `plan` may not be served at all (a backend that must never be proxied to), or None."""
@@ -250,8 +251,8 @@ class _Merger:
         taken = [host for host in plan.hosts if host in self.host_owner]
         if taken:
             owners = ", ".join(f"{host} (Ingress {self.host_owner[host].ref})" for host in taken)
-            self.problems.append(f"Ingress {plan.ref}: ssl-passthrough refused: {owners} is already routed by an "
-                                 "older Ingress, and the oldest Ingress keeps its host; use another host")
+            self.problems.append(Problem.error(f"Ingress {plan.ref}", f"ssl-passthrough refused: {owners} is already routed by "
+                                               "an older Ingress, and the oldest Ingress keeps its host; use another host"))
             return False
         for host in plan.hosts:
             if host == CATCH_ALL_HOST:
@@ -338,7 +339,7 @@ def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str
 
 
 def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], parser: AnnotationParser,
-           problems: list[str], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
+           problems: list[Problem], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
     plans = []
     for namespace, name, ingress in ingresses:
         try:
@@ -347,17 +348,17 @@ def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], parser: Annotat
             # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
             check_profile(plan.profile)
         except (IngressRejected, InvalidAnnotation, RenderError) as err:
-            problems.append(f"Ingress {namespace}/{name}: {err}")
+            problems.append(Problem.error(f"Ingress {namespace}/{name}", str(err)))
             continue
         except (AttributeError, TypeError) as err:  # a manifest whose spec does not have the API's shape
-            problems.append(f"Ingress {namespace}/{name}: malformed spec ({err}); compare it with "
-                            "`kubectl explain ingress.spec`")
+            problems.append(Problem.error(f"Ingress {namespace}/{name}", f"malformed spec ({err}); compare it with "
+                                                                          "`kubectl explain ingress.spec`"))
             continue
         if plan.profile.name in refused_profiles:
-            problems.append(f"Ingress {plan.ref}: nginx refused the location settings its annotations make "
-                            f"({refused_profiles[plan.profile.name]}); change the annotations")
+            problems.append(Problem.error(f"Ingress {plan.ref}", "nginx refused the location settings its annotations make "
+                                          f"({refused_profiles[plan.profile.name]}); change the annotations"))
             continue
-        problems.extend(f"warning: Ingress {plan.ref}: {w}" for w in annotations.warnings)
+        problems.extend(Problem.warning(f"Ingress {plan.ref}", w) for w in annotations.warnings)
         plans.append(plan)
     return plans
 
@@ -381,7 +382,7 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
     # One pass, oldest first: whoever claims a host first keeps it, by HTTP routing or by passthrough.
     for plan in plans:
         if (refusal := merger.refused_backend(plan)) is not None:
-            problems.append(f"Ingress {plan.ref}: {refusal}")
+            problems.append(Problem.error(f"Ingress {plan.ref}", refusal))
         elif not plan.annotations.ssl_passthrough:
             merger.add_http(plan)
             http_plans.append(plan)
@@ -396,8 +397,8 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
     secrets = TlsSecrets(index.secrets, settings.default_ssl_certificate)
     tls_secrets = _tls_secrets(http_plans, merger, secrets)
     if settings.default_ssl_certificate and (problem := secrets.problem(settings.default_ssl_certificate)):
-        problems.append(f"warning: --default-ssl-certificate {settings.default_ssl_certificate} {problem}; "
-                        "serving the generated fake certificate instead")
+        problems.append(Problem.warning(f"--default-ssl-certificate {settings.default_ssl_certificate}",
+                                        f"{problem}; serving the generated fake certificate instead"))
     hsts = hsts_header(config)
     for host, secret in tls_secrets.items():
         host_routes = merger.routes[host]

@@ -16,6 +16,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .problems import Problem
+
 DEFAULT_PROFILE = "default"
 
 
@@ -102,8 +104,12 @@ class Model:
     certificates: dict[str, Any] = field(default_factory=dict)
     # Inbound PROXY protocol on the public ports (ConfigMap use-proxy-protocol); the proxy needs it too.
     use_proxy_protocol: bool = False
-    # Objects rejected while building the model, each "Kind namespace/name: what to change".
-    problems: list[str] = field(default_factory=list)
+    # What was refused or ignored while building the model, each saying what to change.
+    problems: list[Problem] = field(default_factory=list)
+
+    def problem_lines(self) -> list[str]:
+        """The problems as text, as logs and `pyngress render` show them."""
+        return [str(p) for p in self.problems]
 
     def routes_json(self) -> dict[str, Any]:
         return {host: hr.to_json() for host, hr in sorted(self.routes.items())}

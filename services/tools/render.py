@@ -28,8 +28,8 @@ def routes_summary(model: Model) -> list[str]:
                              f" profile={route['profile']} from {route['ingress']}")
     for host, endpoints in model.passthrough.items():
         lines.append(f"#   {host} (ssl-passthrough) -> {', '.join(endpoints) or 'no endpoints'}")
-    lines += [f"# Rejected: {p}" for p in model.problems if not p.startswith("warning:")]
-    lines += [f"# {p}" for p in model.problems if p.startswith("warning:")]
+    lines += [f"# Rejected: {p}" for p in model.problems if p.is_error]
+    lines += [f"# {p}" for p in model.problems if not p.is_error]
     return lines
 
 

@@ -235,15 +235,15 @@ def cluster_with_good_ingress() -> Cluster:
 def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
     model = cluster.build(state_dir=str(nginx_check.paths.state_dir), run_dir=str(nginx_check.paths.run_dir))
     good = model.routes.get(GOOD_HOST)
-    assert good is not None and good.prefix["/"].ingress == GOOD and good.prefix["/"].backend, model.problems
+    assert good is not None and good.prefix["/"].ingress == GOOD and good.prefix["/"].backend, model.problem_lines()
     routed_by = {route.ingress for host_routes in model.routes.values()
                  for route in [*host_routes.exact.values(), *host_routes.prefix.values(), host_routes.default]
                  if route is not None}
-    if any(p.startswith(f"Ingress {FUZZED}: ") for p in model.problems):
-        assert FUZZED not in routed_by, model.problems
+    if any(p.startswith(f"Ingress {FUZZED}: ") for p in model.problem_lines()):
+        assert FUZZED not in routed_by, model.problem_lines()
     text = render(model.config)
     error = nginx_check.error(text)
-    assert error is None, f"nginx -t refused the configuration: {error}\nproblems: {model.problems}"
+    assert error is None, f"nginx -t refused the configuration: {error}\nproblems: {model.problem_lines()}"
     json.dumps([model.routes_json(), model.backends, model.certificates, model.passthrough])
     return model
 
@@ -283,7 +283,7 @@ def test_a_configmap_value_never_breaks_the_configuration(key, nginx_check):
         cluster = cluster_with_good_ingress()
         cluster.configmap({key: value})
         model = check_isolation(cluster, nginx_check)
-        assert not any(p.startswith(f"Ingress {GOOD}") for p in model.problems), model.problems
+        assert not any(p.startswith(f"Ingress {GOOD}") for p in model.problem_lines()), model.problem_lines()
     check()
 
 

@@ -139,11 +139,11 @@ class Cluster:
 
     @staticmethod
     def rejections(model: Model) -> list[str]:
-        return [p for p in model.problems if not p.startswith("warning:")]
+        return [str(p) for p in model.problems if p.is_error]
 
     @staticmethod
     def warnings(model: Model) -> list[str]:
-        return [p for p in model.problems if p.startswith("warning:")]
+        return [str(p) for p in model.problems if not p.is_error]
 
 
 @pytest.fixture

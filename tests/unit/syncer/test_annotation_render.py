@@ -130,7 +130,7 @@ def test_cipher_lists_that_select_no_cipher_are_refused(cluster, value):
     cluster.configmap({"ssl-ciphers": value})
     model = cluster.build()
     assert model.config.globals["ssl_ciphers"] == DEFAULT_SSL_CIPHERS
-    assert model.problems == [f"ConfigMap ingress/ingress-nginx-controller: key ssl-ciphers value {value!r}: "
+    assert model.problem_lines() == [f"ConfigMap ingress/ingress-nginx-controller: key ssl-ciphers value {value!r}: "
                               "selects no cipher OpenSSL knows, so nginx would refuse it; name at least one TLS "
                               "1.2 cipher such as ECDHE-RSA-AES128-GCM-SHA256 (TLS 1.3 suites cannot be set "
                               "here); the default applies"]
@@ -140,7 +140,7 @@ def test_cipher_lists_that_select_no_cipher_are_refused(cluster, value):
 def test_cipher_lists_that_select_a_cipher_are_accepted(cluster, value):
     cluster.configmap({"ssl-ciphers": value})
     model = cluster.build()
-    assert model.problems == [] and model.config.globals["ssl_ciphers"] == value
+    assert model.problem_lines() == [] and model.config.globals["ssl_ciphers"] == value
 
 
 @pytest.mark.parametrize("key, value", [("proxy-read-timeout", "60s$x"), ("keep-alive", "75s\n"),
@@ -151,6 +151,6 @@ def test_a_configmap_value_render_refuses_keeps_the_default(cluster, monkeypatch
     cluster.configmap({key: value})
     model = cluster.build()
     assert model.config.globals[directive] == default
-    [problem] = model.problems
+    [problem] = model.problem_lines()
     assert problem.startswith(f"ConfigMap ingress/ingress-nginx-controller: key {key} value {value!r}: ")
     assert "cannot be written into nginx.conf" in problem and problem.endswith("; the default applies")

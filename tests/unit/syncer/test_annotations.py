@@ -66,7 +66,7 @@ def route_settings(model) -> list[tuple[str, str]]:
 def test_valid_annotations_become_location_settings(cluster, annotations, settings):
     cluster.app(annotations=annotations)
     model = cluster.build()
-    assert model.problems == []
+    assert model.problem_lines() == []
     assert route_settings(model) == (sorted(settings.items()) if isinstance(settings, dict) else settings)
 
 
@@ -155,7 +155,7 @@ def test_unknown_annotations_under_our_prefix_are_ignored_with_a_warning(cluster
     cluster.app(annotations={"rewrite-target": "/$2", "example.com/other": "x", "kubectl.kubernetes.io/x": "y"})
     model = cluster.build()
     assert route_settings(model) == []
-    assert model.problems == [f"warning: Ingress default/web: annotation {PREFIX}/rewrite-target is not supported "
+    assert model.problem_lines() == [f"warning: Ingress default/web: annotation {PREFIX}/rewrite-target is not supported "
                               "by pyngress; ignored"]
 
 
@@ -163,7 +163,7 @@ def test_options_without_their_switch_are_ignored_with_a_warning(cluster):
     cluster.app(annotations={"cors-max-age": "10", "permanent-redirect-code": "308"})
     model = cluster.build()
     assert route_settings(model) == []
-    assert model.problems == [
+    assert model.problem_lines() == [
         f"warning: Ingress default/web: annotation {PREFIX}/permanent-redirect-code has no effect without "
         "permanent-redirect; ignored",
         f"warning: Ingress default/web: annotation {PREFIX}/cors-max-age has no effect without enable-cors: "

@@ -67,7 +67,7 @@ def test_a_missing_service_or_port_gives_a_503_route_and_a_warning(cluster):
     routes = model.routes["app.example.com"].prefix
     assert [routes[p].backend for p in ("/gone", "/noport", "/noname", "/again")] == [None, None, None, None]
     assert model.backends == {}
-    assert model.problems == [  # once per Ingress and backend
+    assert model.problem_lines() == [  # once per Ingress and backend
         "warning: Ingress default/a: Service default/nope not found; requests for it answer 503",
         "warning: Ingress default/a: Service default/web has no port 81; requests for it answer 503",
         "warning: Ingress default/a: Service default/web has no port 'grpc'; requests for it answer 503",
@@ -81,7 +81,7 @@ def test_a_service_without_ready_endpoints_has_an_empty_backend(cluster):
     model = cluster.build()
     assert route_backend(model) == "default-web-80"
     assert model.backends == {"default-web-80": []}
-    assert model.problems == []
+    assert model.problem_lines() == []
 
 
 def test_only_backends_that_routes_use_are_listed(cluster):
@@ -104,7 +104,7 @@ def test_external_name_that_is_not_a_dns_name_gives_a_503_route(cluster):
     cluster.ingress("a", paths=[("/", "Prefix", "ext", 80)])
     model = cluster.build()
     assert route_backend(model) is None
-    assert "externalName 'evil.example.org;rm' is not a DNS name" in model.problems[0]
+    assert "externalName 'evil.example.org;rm' is not a DNS name" in model.problem_lines()[0]
 
 
 def test_a_malformed_service_gives_a_503_route_not_a_failed_build(cluster):
@@ -112,7 +112,7 @@ def test_a_malformed_service_gives_a_503_route_not_a_failed_build(cluster):
     cluster.ingress("a")
     model = cluster.build()
     assert route_backend(model) is None
-    assert "malformed" in model.problems[0]
+    assert "malformed" in model.problem_lines()[0]
 
 
 @pytest.mark.parametrize("external_name", [
@@ -155,4 +155,4 @@ def test_an_external_name_with_non_ascii_letters_is_not_a_dns_name(cluster):
     cluster.ingress("a", paths=[("/", "Prefix", "ext", 80)])
     model = cluster.build()
     assert route_backend(model) is None
-    assert "is not a DNS name" in model.problems[0]
+    assert "is not a DNS name" in model.problem_lines()[0]

@@ -24,7 +24,7 @@ def test_configmap_keys_become_nginx_globals(cluster):
         "use-forwarded-headers": "true", "use-proxy-protocol": "true",
     })
     model = cluster.build()
-    assert model.problems == []
+    assert model.problem_lines() == []
     assert model.config.globals == {
         "client_body_timeout": "7s", "client_header_timeout": "5s", "client_max_body_size": "64m",
         "keepalive_requests": "500", "keepalive_timeout": "30s", "proxy_connect_timeout": "10s",
@@ -50,25 +50,25 @@ def test_a_bad_value_is_ignored_and_reported_while_the_rest_applies(cluster, key
     cluster.configmap({key: value, "proxy-connect-timeout": "9"})
     model = cluster.build()
     assert model.config.globals == {**DEFAULT_GLOBALS, "proxy_connect_timeout": "9s"}
-    [problem] = model.problems
+    [problem] = model.problem_lines()
     assert problem.startswith(f"ConfigMap ingress/ingress-nginx-controller: key {key} value {value!r}: ")
     assert problem.endswith("; the default applies")
 
 
 def test_unknown_keys_are_ignored_with_a_warning(cluster):
     cluster.configmap({"allow-snippet-annotations": "true"})
-    assert cluster.build().problems == ["warning: ConfigMap ingress/ingress-nginx-controller: key "
+    assert cluster.build().problem_lines() == ["warning: ConfigMap ingress/ingress-nginx-controller: key "
                                         "allow-snippet-annotations is not supported by pyngress; ignored"]
 
 
 def test_a_configmap_that_is_named_but_absent_means_defaults(cluster):
     model = cluster.build(configmap="ingress/missing")
-    assert model.config.globals == DEFAULT_GLOBALS and model.problems == []
+    assert model.config.globals == DEFAULT_GLOBALS and model.problem_lines() == []
 
 
 def test_a_configmap_flag_that_is_not_namespace_slash_name_is_reported(cluster):
-    assert cluster.build(configmap="just-a-name").problems == [
-        "--configmap 'just-a-name' must be NAMESPACE/NAME; using the defaults"]
+    assert cluster.build(configmap="just-a-name").problem_lines() == [
+        "--configmap 'just-a-name': must be NAMESPACE/NAME; using the defaults"]
 
 
 def test_typed_values_for_the_rest_of_the_model():

@@ -24,7 +24,7 @@ def test_which_ingresses_are_ours(cluster, class_name, legacy, settings, expecte
     cluster.app(class_name=class_name, annotations={LEGACY: legacy} if legacy else None)
     model = cluster.build(**settings)
     assert ("app.example.com" in model.routes) is expected
-    assert model.problems == []
+    assert model.problem_lines() == []
 
 
 @pytest.mark.parametrize("default_controller, expected", [
@@ -47,4 +47,4 @@ def test_ingresses_of_other_classes_are_not_even_validated(cluster):
     cluster.ingress_class("other", controller="example.com/other")
     cluster.app(class_name="other", annotations={"configuration-snippet": "return 200;"})
     model = cluster.build()
-    assert model.routes == {} and model.problems == []
+    assert model.routes == {} and model.problem_lines() == []

@@ -26,7 +26,7 @@ def test_rendered_profiles_and_globals_pass_nginx_t(cluster, tmp_path):
     for i, annotations in enumerate(DIRECTIVE_ANNOTATIONS):
         cluster.app(f"app{i}", host=f"app{i}.example.com", annotations=annotations)
     model = cluster.build(state_dir=str(tmp_path / "state"), run_dir=str(tmp_path / "run"))
-    assert model.problems == [] and len(model.config.profiles) == 1 + len(DIRECTIVE_ANNOTATIONS)
+    assert model.problem_lines() == [] and len(model.config.profiles) == 1 + len(DIRECTIVE_ANNOTATIONS)
     paths = NginxPaths.of(model.config.state_dir, model.config.run_dir)
     prepare(paths)
     paths.conf.write_text(render(model.config))

@@ -14,7 +14,7 @@ def test_passthrough_hosts_get_their_root_backend_endpoints_and_no_http_routes(c
                                  "secure.example.com": ["10.0.0.1:8443", "10.0.0.2:8443"]}
     assert model.routes == {} and model.backends == {}
     assert model.config.ssl_passthrough is True
-    assert model.problems == []
+    assert model.problem_lines() == []
 
 
 def test_an_older_passthrough_ingress_keeps_its_host_against_newer_http_rules(cluster):
@@ -23,7 +23,7 @@ def test_an_older_passthrough_ingress_keeps_its_host_against_newer_http_rules(cl
     model = cluster.build(enable_ssl_passthrough=True)
     assert list(model.passthrough) == ["secure.example.com"]
     assert model.routes == {}
-    assert model.problems == ["warning: Ingress default/newer-http: host secure.example.com is passed through by SNI "
+    assert model.problem_lines() == ["warning: Ingress default/newer-http: host secure.example.com is passed through by SNI "
                               "for Ingress default/pt; its HTTP rules here are ignored"]
 
 
@@ -35,7 +35,7 @@ def test_a_newer_passthrough_ingress_cannot_take_a_host_an_older_ingress_routes(
     model = cluster.build(enable_ssl_passthrough=True)
     assert model.passthrough == {}
     assert model.routes["bank.example.com"].prefix["/"].ingress == "default/bank"
-    assert model.problems == ["Ingress default/thief: ssl-passthrough refused: bank.example.com (Ingress "
+    assert model.problem_lines() == ["Ingress default/thief: ssl-passthrough refused: bank.example.com (Ingress "
                               "default/bank) is already routed by an older Ingress, and the oldest Ingress keeps "
                               "its host; use another host"]
 
@@ -47,7 +47,7 @@ def test_the_oldest_passthrough_ingress_wins_a_host(cluster):
                 created=cluster.timestamp(1))
     model = cluster.build(enable_ssl_passthrough=True)
     assert model.passthrough == {"secure.example.com": ["10.0.0.1:8080"]}
-    assert "already passed through for Ingress default/a" in model.problems[0]
+    assert "already passed through for Ingress default/a" in model.problem_lines()[0]
 
 
 def test_passthrough_without_the_flag_is_ignored_with_a_warning(cluster):
@@ -55,7 +55,7 @@ def test_passthrough_without_the_flag_is_ignored_with_a_warning(cluster):
     model = cluster.build()
     assert model.passthrough == {}
     assert "app.example.com" in model.routes
-    assert model.problems == ["warning: Ingress default/web: annotation nginx.ingress.kubernetes.io/ssl-passthrough "
+    assert model.problem_lines() == ["warning: Ingress default/web: annotation nginx.ingress.kubernetes.io/ssl-passthrough "
                               "is ignored: the controller runs without --enable-ssl-passthrough"]
 
 
@@ -63,11 +63,11 @@ def test_passthrough_needs_a_host(cluster):
     cluster.app(host=None, annotations=PASSTHROUGH)
     model = cluster.build(enable_ssl_passthrough=True)
     assert model.passthrough == {} and model.routes == {}
-    assert "ssl-passthrough needs a host" in model.problems[0]
+    assert "ssl-passthrough needs a host" in model.problem_lines()[0]
 
 
 def test_passthrough_to_a_missing_service_has_no_endpoints(cluster):
     cluster.ingress("pt", host="secure.example.com", annotations=PASSTHROUGH)
     model = cluster.build(enable_ssl_passthrough=True)
     assert model.passthrough == {"secure.example.com": []}
-    assert "Service default/web not found" in model.problems[0]
+    assert "Service default/web not found" in model.problem_lines()[0]

@@ -116,7 +116,7 @@ def test_on_a_conflict_the_oldest_ingress_wins_and_the_loser_is_reported(cluster
     routes = model.routes["app.example.com"]
     assert routes.prefix["/x"].ingress == "default/z-old"
     assert routes.prefix["/y"].ingress == "default/a-new"  # the loser keeps its other paths
-    assert model.problems == ["warning: Ingress default/a-new: host app.example.com prefix path /x is already "
+    assert model.problem_lines() == ["warning: Ingress default/a-new: host app.example.com prefix path /x is already "
                               "served by Ingress default/z-old; ignored here"]
 
 
@@ -155,7 +155,7 @@ def test_conflicting_default_backends_oldest_wins(cluster):
     cluster.ingress("first", rules=[], default_backend=cluster.backend("one", 80), created=cluster.timestamp(1))
     model = cluster.build()
     assert model.routes[CATCH_ALL_HOST].default.backend == "default-one-80"
-    assert model.problems == ["warning: Ingress default/second: host _ already has the defaultBackend of Ingress "
+    assert model.problem_lines() == ["warning: Ingress default/second: host _ already has the defaultBackend of Ingress "
                               "default/first; ignored here"]
 
 

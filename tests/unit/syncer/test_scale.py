@@ -8,4 +8,4 @@ def test_ten_thousand_ingresses_services_and_endpoint_slices_build(cluster):
     model = cluster.build()
     assert len(model.routes) == 10_000 and len(model.backends) == 10_000
     assert len(model.config.profiles) == 6
-    assert model.problems == []
+    assert model.problem_lines() == []

@@ -40,7 +40,7 @@ def test_a_host_listed_in_spec_tls_with_a_usable_secret_has_tls_and_hsts(cluster
     routes = model.routes["app.example.com"]
     assert (routes.tls, routes.ssl_redirect, routes.force_ssl_redirect, routes.hsts) == (True, True, False, HSTS)
     assert model.tls_secrets == {"app.example.com": "default/app-tls"}
-    assert model.problems == []
+    assert model.problem_lines() == []
 
 
 @pytest.mark.parametrize("secret, problem", [
@@ -58,7 +58,7 @@ def test_without_a_usable_secret_the_host_is_served_without_tls(cluster, secret,
     routes = model.routes["app.example.com"]
     assert (routes.tls, routes.hsts) == (False, None)
     assert model.tls_secrets == {}
-    assert model.problems == [f"warning: Ingress default/web: {problem}; app.example.com served without it"]
+    assert model.problem_lines() == [f"warning: Ingress default/web: {problem}; app.example.com served without it"]
 
 
 def test_the_secret_must_be_in_the_ingress_namespace(cluster):
@@ -91,7 +91,7 @@ def test_tls_of_another_ingress_does_not_apply_to_a_host_it_does_not_route(clust
     assert model.tls_secrets == {}
     assert model.routes["shop.example.com"].tls is False and model.routes["shop.example.com"].hsts is None
     assert ("warning: Ingress default/newer-thief: spec.tls lists shop.example.com, which none of this Ingress's "
-            "rules name; ignored (TLS applies only to the hosts of the same Ingress)") in model.problems
+            "rules name; ignored (TLS applies only to the hosts of the same Ingress)") in model.problem_lines()
 
 
 def test_oldest_ingress_routing_the_host_chooses_the_certificate(cluster):
@@ -107,16 +107,16 @@ def test_an_entry_without_secret_name_uses_the_default_certificate(cluster):
     cluster.tls_secret("fallback", ns="ingress", data=secret_data("app.example.com"))
     cluster.app(tls=tls("app.example.com", secret=None))
     assert cluster.build().routes["app.example.com"].tls is False
-    assert "no secretName and there is no --default-ssl-certificate" in cluster.build().problems[0]
+    assert "no secretName and there is no --default-ssl-certificate" in cluster.build().problem_lines()[0]
     model = cluster.build(default_ssl_certificate="ingress/fallback")
-    assert model.tls_secrets == {"app.example.com": "ingress/fallback"} and model.problems == []
+    assert model.tls_secrets == {"app.example.com": "ingress/fallback"} and model.problem_lines() == []
 
 
 def test_a_malformed_tls_entry_rejects_the_ingress(cluster):
     cluster.app(tls=[{"hosts": "app.example.com", "secretName": "app-tls"}])
     model = cluster.build()
     assert model.routes == {}
-    assert "hosts must be a list of host names" in model.problems[0]
+    assert "hosts must be a list of host names" in model.problem_lines()[0]
 
 
 def test_ssl_redirect_annotations_and_configmap_defaults(cluster):
@@ -134,7 +134,7 @@ def test_a_host_takes_its_ssl_flags_from_its_oldest_ingress(cluster):
     cluster.ingress("new", paths=[("/new", "Prefix", "web", 80)], annotations={"ssl-redirect": "false"})
     model = cluster.build()
     assert model.routes["app.example.com"].ssl_redirect is True
-    assert model.problems == ["warning: Ingress default/new: ssl-redirect/force-ssl-redirect for host app.example.com "
+    assert model.problem_lines() == ["warning: Ingress default/new: ssl-redirect/force-ssl-redirect for host app.example.com "
                               "come from the older Ingress default/old; this Ingress's differ and are ignored"]
 
 
@@ -169,7 +169,7 @@ def test_a_host_not_listed_in_spec_tls_takes_the_secret_whose_certificate_names_
     assert model.tls_secrets == {host: "default/multi" for host in
                                  ("listed.example.com", "other.example.com", "x.apps.example.com")}
     assert model.routes["unnamed.example.com"].tls is False  # the default certificate, no redirect
-    assert model.certificates["hosts"] == model.tls_secrets and model.problems == []
+    assert model.certificates["hosts"] == model.tls_secrets and model.problem_lines() == []
 
 
 def test_a_listed_host_the_certificate_does_not_name_is_served_with_a_warning(cluster):
@@ -177,7 +177,7 @@ def test_a_listed_host_the_certificate_does_not_name_is_served_with_a_warning(cl
     cluster.app(tls=tls("app.example.com"))
     model = cluster.build()
     assert model.tls_secrets == {"app.example.com": "default/app-tls"}
-    assert model.problems == ["warning: Ingress default/web: TLS Secret default/app-tls holds a certificate for "
+    assert model.problem_lines() == ["warning: Ingress default/web: TLS Secret default/app-tls holds a certificate for "
                               "elsewhere.example.com, not app.example.com; clients that check host names will "
                               "refuse it"]
 
@@ -187,7 +187,7 @@ def test_a_key_that_does_not_match_its_certificate_leaves_the_host_without_tls(c
     cluster.app(tls=tls("app.example.com"))
     model = cluster.build()
     assert model.routes["app.example.com"].tls is False and model.certificates["certs"] == {}
-    [problem] = model.problems
+    [problem] = model.problem_lines()
     assert problem.startswith("warning: Ingress default/web: TLS Secret default/app-tls holds a tls.crt and "
                               "tls.key that OpenSSL cannot serve: certificate and key do not load together")
     assert problem.endswith("; app.example.com served without it")
@@ -226,7 +226,7 @@ def test_per_ingress_ciphers_reject_the_ingress_and_point_to_the_configmap(clust
     cluster.app(annotations={annotation: "ECDHE-RSA-AES128-GCM-SHA256"})
     model = cluster.build()
     assert model.routes == {}
-    [problem] = model.problems
+    [problem] = model.problem_lines()
     assert problem.startswith(f"Ingress default/web: annotation nginx.ingress.kubernetes.io/{annotation} value")
     assert problem.endswith("set ssl-ciphers in the controller ConfigMap instead")
 
@@ -242,4 +242,4 @@ def test_an_unusable_default_certificate_is_reported_not_silently_replaced():
     from services.common.settings import Settings
     from services.syncer.model import build_model
     model = build_model({}, Settings(default_ssl_certificate="ingress/missing"))
-    assert any("--default-ssl-certificate ingress/missing not found" in p for p in model.problems)
+    assert "warning: --default-ssl-certificate ingress/missing: not found; serving the generated fake certificate instead" in model.problem_lines()
