@@ -2,8 +2,9 @@
 
 Modelled on ingress-nginx's annotations package: one module per group, each listing its annotations with
 their allow-list validator and risk level side by side; `ANNOTATIONS` below is the one table of them all.
-A value outside its allow-list rejects the whole Ingress (`InvalidAnnotation`); an unknown annotation under
-the prefix is ignored with a warning.
+A value outside its allow-list rejects the whole Ingress (`InvalidAnnotation`). An unknown annotation under
+the prefix is ignored with a warning, unless it controls access (access_control.py): then the Ingress is
+refused, never served open.
 
 Location profile settings (LocationProfile.settings): sorted (setting, value) pairs, the exact keys below.
 Keys without the `pyngress_` prefix are nginx directives: render `<key> <value split on spaces>;` in the
@@ -39,7 +40,8 @@ from typing import Any, Callable, Mapping
 
 from services.syncer.render import RenderError
 
-from . import backend_protocol, cors, ipallowlist, proxy, redirect, snippets, ssl, upstream_vhost
+from . import access_control, backend_protocol, cors, ipallowlist, proxy, redirect, snippets, ssl, upstream_vhost
+from .access_control import is_access_control
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
 from .renderable import check_renders
 
@@ -72,6 +74,8 @@ def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Ris
         name, raw = full_name[len(start):], annotations[full_name]
         annotation = ANNOTATIONS.get(name)
         if annotation is None:
+            if is_access_control(name):
+                raise InvalidAnnotation(full_name, raw, access_control.REFUSAL)
             parsed.warnings.append(f"annotation {full_name} is not supported by pyngress; ignored")
             continue
         if not isinstance(raw, str):

@@ -159,6 +159,25 @@ def test_unknown_annotations_under_our_prefix_are_ignored_with_a_warning(cluster
                               "by pyngress; ignored"]
 
 
+@pytest.mark.parametrize("name, value", [
+    ("auth-type", "basic"), ("auth-secret", "basic-auth"), ("auth-url", "https://auth.example.com/check"),
+    ("auth-tls-secret", "default/ca"), ("limit-rps", "5"), ("limit-connections", "2"),
+    ("denylist-source-range", "10.0.0.0/8"), ("blacklist-source-range", "10.0.0.0/8"), ("satisfy", "any"),
+    ("enable-modsecurity", "true"), ("enable-owasp-core-rules", "true"), ("modsecurity-transaction-id", "x"),
+    ("auth-some-future-option", "x"),
+])
+def test_access_control_annotations_pyngress_lacks_refuse_the_ingress(cluster, name, value):
+    # Fail closed: an Ingress protected by ingress-nginx must never be served open by pyngress.
+    cluster.app(annotations={name: value})
+    cluster.app("other", host="other.example.com")
+    model = cluster.build()
+    assert list(model.routes) == ["other.example.com"]
+    assert cluster.rejections(model) == [
+        f"Ingress default/web: annotation {PREFIX}/{name} value {value!r}: controls access, and pyngress does not "
+        "implement it yet: the Ingress is refused rather than served without that protection; remove the "
+        "annotation only if the backend needs no such protection"]
+
+
 def test_options_without_their_switch_are_ignored_with_a_warning(cluster):
     cluster.app(annotations={"cors-max-age": "10", "permanent-redirect-code": "308"})
     model = cluster.build()

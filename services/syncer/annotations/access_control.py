@@ -1,0 +1,20 @@
+"""Fail closed: access-control annotations pyngress does not implement refuse their Ingress.
+
+An Ingress that was protected behind ingress-nginx's basic auth, external auth, client certificates,
+rate limits, deny lists or ModSecurity must never be served open because pyngress ignores the annotation.
+This rule covers every name of those families, also ones ingress-nginx adds later; an annotation of them
+that pyngress does implement is in ANNOTATIONS and never reaches this check.
+"""
+from __future__ import annotations
+
+_FAMILIES = ("auth-", "limit-", "denylist-", "blacklist-", "modsecurity-")
+_NAMES = frozenset({"satisfy", "enable-modsecurity", "enable-owasp-core-rules"})
+
+
+def is_access_control(name: str) -> bool:
+    """Whether the annotation `name` (without the prefix) restricts who may reach the backend."""
+    return name in _NAMES or name.startswith(_FAMILIES)
+
+
+REFUSAL = ("controls access, and pyngress does not implement it yet: the Ingress is refused rather than served "
+           "without that protection; remove the annotation only if the backend needs no such protection")
