@@ -63,6 +63,12 @@ class RuntimeEnv:
 
 def parse_runtime_env(env: Mapping[str, str]) -> RuntimeEnv:
     """Validate the CNI environment of one call (only the CNI_* variables are read)."""
+    for name, value in env.items():
+        if name.startswith("CNI_") and not _is_utf8(value):
+            # JSON can carry a lone surrogate that no process could put in its environment; it would only
+            # fail later, when the request is packed for a worker.
+            raise CniError(INVALID_ENV, f"{name} is not valid UTF-8 text",
+                           details="pass the runtime's CNI_* variables as UTF-8 strings")
     command = _command(env)
     missing = [name for name in REQUIRED_ENV[command] if not env.get(name)]
     if missing:
@@ -93,6 +99,14 @@ def parse_runtime_env(env: Mapping[str, str]) -> RuntimeEnv:
     _check_pod_identity(args)
     return RuntimeEnv(command=command, container_id=container_id, netns=netns, ifname=ifname, args=args,
                       path=env.get("CNI_PATH", ""))
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode()
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def parse_cni_args(text: str) -> dict[str, str]:

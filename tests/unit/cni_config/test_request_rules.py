@@ -61,6 +61,14 @@ def test_missing_variables_are_code_4_and_named(command, env, missing):
     assert err.code == 4 and missing in err.msg
 
 
+@pytest.mark.parametrize("name", ["CNI_ARGS", "CNI_NETNS", "CNI_PATH"])
+def test_a_value_that_is_not_utf8_is_code_4(name):
+    # JSON carries lone surrogates ("\udcff"); they used to pass and fail later, packing the request (a 500).
+    env = {"CNI_ARGS": POD, **ATTACH, name: "/x\udcff"}
+    err = error_of(lambda: request("ADD", **env))
+    assert (err.code, err.msg) == (4, f"{name} is not valid UTF-8 text")
+
+
 @pytest.mark.parametrize("container_id, valid", [
     ("abc", True), ("A1_b.c-d", True), ("9" * 255, True),
     ("_abc", False), ("-abc", False), (".abc", False), ("a/b", False), ("a b", False), ("a;b", False),
