@@ -153,7 +153,7 @@ stream {{
         table = TablePublisher(run_dir)
         seq = table.replace_all({f"host/{HOST}": [f"127.0.0.1:{backend_port}"],
                                  "config": {"use_proxy_protocol": False}})
-        proxy = ProxyProcess(proxy_port, nginx_internal, run_dir, log_path=work / "proxy.log")
+        proxy = ProxyProcess(proxy_port, run_dir, log_path=work / "proxy.log")
         pool = ProcessPoolExecutor(args.processes)
         try:
             for port in (backend_port, stream_port):

@@ -4,12 +4,14 @@ supervisord runs this as the `nginx` program; the process becomes the nginx mast
 supervisord's signals reach nginx directly (QUIT stops it gracefully, HUP reloads).
 
 Before exec:
-- the prefix directory, temp directories and the fallback certificate are created when missing;
+- the prefix directory, temp directories, the root-only socket directory and the fallback certificate
+  are created when missing (paths.py says what lives where);
 - without an nginx.conf, or with one that fails `nginx -t` (written by another version, say), a bootstrap
   configuration is written: the same template with no profiles and no routes, so nginx answers 404 for
-  everything and /healthz on the internal port until the syncer applies the real one;
+  everything and /healthz on its configuration socket until the syncer applies the real one;
 - nginx processes left by a previous master of this instance (workers of a SIGKILLed master keep the
-  listening sockets) are stopped: see processes.py.
+  listening sockets) are stopped: see processes.py; then the Unix socket files such a master left are
+  removed, or the new master could not bind them.
 """
 from __future__ import annotations
 
@@ -19,11 +21,12 @@ import resource
 
 from services.common import logs, status
 from services.common.files import atomic_write
+from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginx import processes
 from services.nginx.config_test import NginxConfigError, check_file, nginx_binary
 from services.nginx.paths import NginxPaths
-from services.nginx.prefix import WORKER_USER, prepare, unreachable_by_workers
+from services.nginx.prefix import WORKER_USER, prepare, remove_stale_sockets, unreachable_by_workers
 from services.syncer.model_types import NginxConfig
 from services.syncer.render import render
 
@@ -53,14 +56,11 @@ def ensure_config(paths: NginxPaths, settings: Settings) -> None:
 def run(settings: Settings) -> int:
     logs.setup("nginx", settings.log_level)
     paths = NginxPaths.of(settings.state_dir, settings.run_dir)
-    prepare(paths)
-    blocked = unreachable_by_workers(paths.temp)
-    if blocked:
-        log.warning(f"nginx's workers (user {WORKER_USER}) cannot reach their temp directories: request bodies "
-                    "and responses larger than their buffers will fail; make the directory traversable "
-                    "(chmod o+x)", extra=logs.kv(directory=str(blocked)))
-    ensure_config(paths, settings)
-    processes.stop_stale(paths.prefix)
+    try:
+        _prepare_instance(paths, settings)
+    except StartupError as err:  # as run_process reports one: a line saying what to change, exit code 2
+        log.error(f"nginx cannot start: {err}")
+        return 2
     # This process becomes the nginx master (exec below): its pid is the master's, so "running" stays true
     # for as long as `pyngress status` finds that pid alive.
     status.write_status(paths.run_dir, "nginx", state="running", conf=str(paths.conf))
@@ -71,3 +71,15 @@ def run(settings: Settings) -> int:
     # The prefix as working directory names this instance's processes (processes.py).
     os.chdir(paths.prefix)
     os.execv(binary, [binary, "-p", f"{paths.prefix}/", "-c", str(paths.conf)])
+
+
+def _prepare_instance(paths: NginxPaths, settings: Settings) -> None:
+    prepare(paths)
+    blocked = unreachable_by_workers(paths.temp)
+    if blocked:
+        log.warning(f"nginx's workers (user {WORKER_USER}) cannot reach their temp directories: request bodies "
+                    "and responses larger than their buffers will fail; make the directory traversable "
+                    "(chmod o+x)", extra=logs.kv(directory=str(blocked)))
+    ensure_config(paths, settings)
+    processes.stop_stale(paths.prefix)
+    remove_stale_sockets(paths)

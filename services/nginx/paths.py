@@ -6,6 +6,11 @@
 - `<state-dir>/dynamic/` (0700) holds the tables last pushed to nginx's Lua (routes, backends,
   certificates), read by the root master when it starts with empty shared dictionaries.
 - `<run-dir>/nginx.pid` is the master's pid file.
+- `<run-dir>/nginx/` (0700, root) holds nginx's Unix listening sockets: `config.sock`, the configuration
+  API the syncer pushes tables to (and nginx's /healthz and /nginx_status), and `passthrough-tls.sock`,
+  nginx's TLS listener behind the passthrough proxy. nginx makes its Unix sockets 0666 itself, so this
+  directory is what keeps every other user out. No internal listener is on TCP: a tenant's Ingress (say
+  to an ExternalName Service naming 127.0.0.1) or another user of the node cannot reach a Unix socket.
 """
 from __future__ import annotations
 
@@ -52,3 +57,19 @@ class NginxPaths:
     @property
     def pid_file(self) -> Path:
         return self.run_dir / "nginx.pid"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.run_dir / "nginx"
+
+    @property
+    def config_socket(self) -> Path:
+        return self.socket_dir / "config.sock"
+
+    @property
+    def passthrough_tls_socket(self) -> Path:
+        return self.socket_dir / "passthrough-tls.sock"
+
+    @property
+    def sockets(self) -> tuple[Path, ...]:
+        return self.config_socket, self.passthrough_tls_socket

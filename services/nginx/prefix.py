@@ -1,19 +1,22 @@
-"""Makes an nginx prefix directory ready: its directories and the fallback certificate.
+"""Makes an nginx prefix directory ready: its directories, its socket directory and the fallback certificate.
 
 Called by the launcher before nginx starts and by NginxControl before `nginx -t`, so that either may
-run first.
+run first (`nginx -t` binds the listening sockets too, so their directory must exist).
 """
 from __future__ import annotations
 
 import logging
 import os
 import pwd
+import socket
 import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
-from services.common.files import atomic_write
+from services.common import logs
+from services.common.files import atomic_write, ensure_private_dir
+from services.common.runner import StartupError
 from services.nginx.paths import NginxPaths
 
 log = logging.getLogger(__name__)
@@ -22,17 +25,54 @@ log = logging.getLogger(__name__)
 FAKE_CERTIFICATE_SUBJECT = "/O=Acme Co/CN=Kubernetes Ingress Controller Fake Certificate"
 # nginx's workers run as this user when the master runs as root without a `user` directive.
 WORKER_USER = "nobody"
+# The longest path a Unix socket may have: sun_path holds 108 bytes with the terminating NUL.
+UNIX_PATH_MAX = 107
+
+
+class PrefixError(StartupError):
+    """nginx's files cannot be made ready; the message says what to change."""
 
 
 def prepare(paths: NginxPaths) -> None:
-    """Create the prefix, temp and state directories and the fallback certificate when missing."""
+    """Create the prefix, temp, state and socket directories and the fallback certificate when missing.
+
+    Raises PrefixError, or NotPrivateError for a run or socket directory that is not ours (both StartupErrors).
+    """
     # Readable by root only except for traversal: the workers must reach the temp directories.
     for directory in (paths.state_dir, paths.prefix, paths.temp):
         _mkdir(directory, 0o711)
     _mkdir(paths.dynamic, 0o700)
-    _mkdir(paths.run_dir, 0o700)
+    ensure_private_dir(paths.run_dir)
+    for path in paths.sockets:
+        if len(os.fsencode(path)) > UNIX_PATH_MAX:
+            raise PrefixError(f"nginx's socket path {path} is longer than the {UNIX_PATH_MAX} bytes a Unix socket "
+                              "path may have: choose a shorter --run-dir")
+    # nginx makes its Unix sockets 0666: this directory (0700, ours, checked also when it exists) is the guard.
+    ensure_private_dir(paths.socket_dir)
     if not paths.default_certificate.exists():
         atomic_write(paths.default_certificate, make_self_signed(FAKE_CERTIFICATE_SUBJECT), mode=0o600)
+
+
+def remove_stale_sockets(paths: NginxPaths) -> None:
+    """Remove the socket files a killed nginx left behind (nginx removes its own only when it exits
+    cleanly, and a new master cannot bind over them). Call once no nginx of this instance runs.
+
+    Raises PrefixError when something still listens on one: another instance with the same run dir.
+    """
+    for path in paths.sockets:
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(str(path))
+            except FileNotFoundError:
+                continue
+            except ConnectionRefusedError:  # nothing listens: left by a killed nginx
+                path.unlink(missing_ok=True)
+                log.info("removed a stale nginx socket", extra=logs.kv(path=str(path)))
+                continue
+            except OSError:
+                pass  # a listener whose backlog is full
+        raise PrefixError(f"another process listens on {path}: give each pyngress instance its own --run-dir")
 
 
 def _mkdir(path: Path, mode: int) -> None:

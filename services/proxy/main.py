@@ -23,6 +23,7 @@ from services.common.files import ensure_private_dir
 from services.common.logs import kv
 from services.common.settings import Settings
 from services.common.status import write_status
+from services.nginx.paths import NginxPaths
 from services.proxy.options import OptionError, ProxyOptions
 from services.proxy.server import PassthroughServer
 from services.proxy.table import RoutingTable
@@ -82,7 +83,7 @@ class _StatusReporter:
     def fields(self, state: str) -> dict[str, Any]:
         table = self.server.table
         return {"state": state, "https_port": self.settings.https_port,
-                "ssl_passthrough_proxy_port": self.settings.ssl_passthrough_proxy_port,
+                "nginx_socket": self.server.nginx[0],
                 "table_hosts": len(table), "table_seq": self.table_seq, "table_epoch": self.table_epoch,
                 "use_proxy_protocol": table.use_proxy_protocol, **self.server.status()}
 
@@ -122,7 +123,9 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
     subscriber = CloneSubscriber(ctx, endpoints.syncer_updates(settings.run_dir),
                                  endpoints.syncer_snapshot(settings.run_dir))
     table = RoutingTable()
-    server = PassthroughServer(table, settings.ssl_passthrough_proxy_port, options)
+    # nginx's TLS listener is a Unix socket (--ssl-passthrough-proxy-port is accepted but opens no port).
+    server = PassthroughServer(table, NginxPaths.of(settings.state_dir, settings.run_dir).passthrough_tls_socket,
+                               options)
     status = _StatusReporter(settings, server)
     first_table = asyncio.Event()
     follow = asyncio.create_task(_follow_table(subscriber, table, status, first_table))
@@ -140,9 +143,9 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
             log.error("cannot listen on the HTTPS port; free it or change --https-port",
                       extra=kv(port=settings.https_port, error=err))
             return 1
-        log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port,
-                                     ssl_passthrough_proxy_port=settings.ssl_passthrough_proxy_port, loop=type(loop).__module__,
-                                     hello_timeout=options.hello_timeout, idle_timeout=options.idle_timeout))
+        log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port, nginx_socket=server.nginx[0],
+                                     loop=type(loop).__module__, hello_timeout=options.hello_timeout,
+                                     idle_timeout=options.idle_timeout))
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)

@@ -2,8 +2,8 @@
 
 Inbound, when the controller ConfigMap sets `use-proxy-protocol`, the load balancer in front of us
 starts every connection with a version 1 (text) or version 2 (binary) header; both are accepted.
-Outbound, connections handed to nginx's internal TLS port start with a version 1 header, which nginx
-reads with `listen ... proxy_protocol` and `real_ip_header proxy_protocol`.
+Outbound, connections handed to nginx's passthrough TLS socket start with a version 1 header, which nginx
+reads with `listen unix:... proxy_protocol` and `real_ip_header proxy_protocol`.
 """
 from __future__ import annotations
 

@@ -7,8 +7,10 @@ Per connection:
    connections still waiting for theirs are capped per process: past the cap the oldest is closed, so a
    flood of idle connections cannot crowd out clients that do send a hello;
 3. a passthrough host goes to its endpoints (round robin, the next one on connect failure); any other
-   host, no SNI, or not TLS at all goes to nginx's internal TLS port behind a PROXY v1 header that
-   carries the real client address, where nginx terminates TLS or answers with its default server;
+   host, no SNI, or not TLS at all goes to nginx's passthrough TLS socket behind a PROXY v1 header that
+   carries the real client address, where nginx terminates TLS or answers with its default server. That
+   is a Unix socket in a root-only directory (services/nginx/paths.py): nginx trusts the address in the
+   header, so nobody but this proxy may connect there;
 4. the bytes read so far are replayed upstream and both connections are spliced (splice.py).
 
 The table is looked up per connection, so table changes apply to new connections and never touch
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from services.common.logs import kv
@@ -34,6 +37,9 @@ LISTEN_BACKLOG = 4096
 # An established connection is closed after this many idle sweeps without data either way; sweeps run
 # every idle_timeout / IDLE_SWEEPS, so the cut comes between 1 and 1.25 idle timeouts.
 IDLE_SWEEPS = 4
+
+# Where a connection is spliced to: a passthrough endpoint (address, port), or nginx's Unix socket (its path).
+Upstream = Endpoint | str
 
 
 @dataclass
@@ -53,11 +59,10 @@ class Counters:
 
 
 class PassthroughServer:
-    def __init__(self, table: RoutingTable, ssl_passthrough_proxy_port: int, options: ProxyOptions = ProxyOptions(),
-                 nginx_host: str = "127.0.0.1") -> None:
+    def __init__(self, table: RoutingTable, nginx_socket: str | Path, options: ProxyOptions = ProxyOptions()) -> None:
         self.table = table
         self.options = options
-        self.nginx: tuple[Endpoint, ...] = ((nginx_host, ssl_passthrough_proxy_port),)
+        self.nginx: tuple[Upstream, ...] = (str(nginx_socket),)
         self.counters = Counters()
         # Insertion-ordered, so the first key is the connection that has waited longest for its hello.
         self.pending: dict[_HelloPhase, None] = {}
@@ -111,7 +116,8 @@ class PassthroughServer:
     def route(self, conn: _HelloPhase, hello: Hello) -> None:
         """Pick the upstream for a connection whose ClientHello is complete, then connect and splice."""
         counters = self.counters
-        targets = self.table.endpoints_for(hello.server_name) if hello.kind is HelloKind.SNI else None
+        targets: tuple[Upstream, ...] | None = (
+            self.table.endpoints_for(hello.server_name) if hello.kind is HelloKind.SNI else None)
         if targets is None:
             if hello.kind is HelloKind.NOT_TLS:
                 counters.not_tls += 1
@@ -130,19 +136,23 @@ class PassthroughServer:
         conn.transport.pause_reading()
         conn.connecting = self.loop.create_task(self._splice(conn, targets, first_bytes))
 
-    async def _splice(self, conn: _HelloPhase, targets: tuple[Endpoint, ...], first_bytes: bytes) -> None:
+    async def _splice(self, conn: _HelloPhase, targets: tuple[Upstream, ...], first_bytes: bytes) -> None:
         loop = self.loop
         client = SpliceHalf(on_closed=self._forget_spliced)
         client.attach(conn.transport)
-        for host, port in targets:
+        for target in targets:
             try:
                 async with asyncio.timeout(self.options.connect_timeout):
-                    _, upstream = await loop.create_connection(lambda: SpliceHalf(peer=client), host, port)
+                    if isinstance(target, str):
+                        _, upstream = await loop.create_unix_connection(lambda: SpliceHalf(peer=client), target)
+                    else:
+                        _, upstream = await loop.create_connection(lambda: SpliceHalf(peer=client), *target)
                 break
             except (OSError, TimeoutError) as err:
                 self.counters.connect_failures += 1
-                log.warning("cannot connect upstream",
-                            extra=kv(upstream=f"{host}:{port}", error=str(err) or "timeout"))
+                log.warning("cannot connect upstream", extra=kv(
+                    upstream=target if isinstance(target, str) else f"{target[0]}:{target[1]}",
+                    error=str(err) or "timeout"))
         else:
             self.counters.unreachable += 1
             conn.transport.close()

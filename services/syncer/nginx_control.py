@@ -5,8 +5,9 @@
   the master runs workers of the new configuration and the old ones no longer accept connections.
 - `push(routes, backends, certificates)`: each table goes to `<state-dir>/dynamic/<table>.json` (0600,
   read by a freshly started master) and, when nginx does not hold that version yet, to
-  `POST /configuration/<table>` on the internal port. A table's version is the SHA-256 of its canonical
-  JSON, so an unchanged table is never sent twice and a restarted nginx reports what it loaded.
+  `POST /configuration/<table>` on nginx's configuration socket (a Unix socket, see paths.py). A table's
+  version is the SHA-256 of its canonical JSON, so an unchanged table is never sent twice and a restarted
+  nginx reports what it loaded.
 - `needs_push()`: whether nginx holds something other than the last push (it restarted, say).
 
 The formats of the three tables are documented in templates/lua/pyngress/{router,balancer,certificates}.lua.
@@ -55,7 +56,7 @@ class NginxReloadError(NginxConfigError):
 
 
 class NginxUnavailableError(ConnectionError):
-    """nginx's internal port does not answer (nginx is starting or stopped); the state files are written."""
+    """nginx's configuration socket does not answer (nginx is starting or stopped); the state files are written."""
 
 
 class NginxPushError(RuntimeError):
@@ -74,10 +75,9 @@ def canonical_json(data: Any) -> bytes:
 
 
 class NginxControl:
-    def __init__(self, state_dir: str | Path, run_dir: str | Path, status_port: int,
+    def __init__(self, state_dir: str | Path, run_dir: str | Path,
                  reload_timeout: float = RELOAD_TIMEOUT_SECONDS) -> None:
         self.paths = NginxPaths.of(state_dir, run_dir)
-        self.status_port = status_port
         self.reload_timeout = reload_timeout
         self._apply_lock = asyncio.Lock()
         self._push_lock = asyncio.Lock()
@@ -87,7 +87,7 @@ class NginxControl:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> NginxControl:
-        return cls(settings.state_dir, settings.run_dir, settings.status_port)
+        return cls(settings.state_dir, settings.run_dir)
 
     @property
     def conf_path(self) -> Path:
@@ -204,8 +204,9 @@ class NginxControl:
         atomic_write(self.paths.table_file(name), body, mode=0o600)
 
     def _session(self) -> aiohttp.ClientSession:
+        # The API is on a Unix socket only root can open (paths.py), never on TCP: the host name is unused.
         return aiohttp.ClientSession(
-            base_url=f"http://127.0.0.1:{self.status_port}",
+            base_url="http://nginx", connector=aiohttp.UnixConnector(path=str(self.paths.config_socket)),
             timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS))
 
     async def _get_versions(self, session: aiohttp.ClientSession) -> dict[str, str | None]:
@@ -215,7 +216,7 @@ class NginxControl:
                     raise NginxUnavailableError(f"nginx answered {response.status} for its table versions")
                 return await response.json()
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
-            raise NginxUnavailableError(f"nginx's internal port {self.status_port} does not answer: {err}") from err
+            raise NginxUnavailableError(f"nginx does not answer on {self.paths.config_socket}: {err}") from err
 
     async def _post(self, session: aiohttp.ClientSession, name: str, body: bytes) -> None:
         try:

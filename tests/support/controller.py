@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import requests
 import yaml
@@ -51,8 +51,12 @@ class Controller:
         return requests.get(f"http://127.0.0.1:{self.healthz_port}/healthz", timeout=2)
 
     def get(self, path: str, host: str = "example.com", **kwargs) -> requests.Response:
-        return requests.get(f"http://127.0.0.1:{self.http_port}{path}", headers={"Host": host},
-                            timeout=5, allow_redirects=False, **kwargs)
+        return self.request("GET", path, host, **kwargs)
+
+    def request(self, method: str, path: str, host: str = "example.com", **kwargs) -> requests.Response:
+        """One request to the HTTP port with `host` as its Host header."""
+        return requests.request(method, f"http://127.0.0.1:{self.http_port}{path}", headers={"Host": host},
+                                timeout=5, allow_redirects=False, **kwargs)
 
     def metric(self, name: str, **labels: str) -> float:
         """The value of the first sample of `name` carrying every one of `labels`."""
@@ -74,6 +78,11 @@ class Controller:
 
     def pid(self, program: str) -> int:
         return int(self.supervisorctl("pid", program).strip())
+
+    def pids(self) -> list[int]:
+        """Every process of this controller: supervisord and everything it started (one session)."""
+        assert self.proc is not None, "the controller was not started"
+        return _pids_in_session(self.proc.pid)
 
     def kill9(self, program: str) -> int:
         pid = self.pid(program)
@@ -107,6 +116,31 @@ def _pids_in_session(sid: int) -> list[int]:
             except (ProcessLookupError, PermissionError):
                 pass
     return pids
+
+
+def tcp_ports_listened_by(pids: Iterable[int]) -> set[int]:
+    """The TCP ports (IPv4 and IPv6) on which any of `pids` holds a listening socket."""
+    inodes = set()
+    for pid in pids:
+        fd_dir = Path(f"/proc/{pid}/fd")
+        try:
+            fds = list(fd_dir.iterdir())
+        except OSError:
+            continue  # exited meanwhile
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN; fields[9]: the socket's inode
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 class ManifestsCluster:

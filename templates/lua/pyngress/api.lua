@@ -1,5 +1,6 @@
 --[[
-The configuration API on nginx's internal port (loopback only), used by the syncer:
+The configuration API, used by the syncer; nginx serves it on a Unix socket in a root-only directory
+(<run-dir>/nginx/config.sock), never on TCP, because whoever reaches it can re-route every host:
 
   POST /configuration/routes|backends|certificates   body {"version": "...", "data": {...}}
        201 when kept; 400 with the reason when refused (nothing of it is applied)

@@ -166,17 +166,19 @@ class Nginx:
         self.paths = NginxPaths.of(self.state_dir, self.run_dir)
         self.log_path = self.base / "nginx.log"
         self.loop = asyncio.new_event_loop()
-        self.control = NginxControl(self.state_dir, self.run_dir, self.status_port, reload_timeout=20)
+        self.control = NginxControl(self.state_dir, self.run_dir, reload_timeout=20)
 
     # lifecycle
 
-    def start(self) -> None:
-        args = [sys.executable, "-m", "services.cli", "nginx", f"--state-dir={self.state_dir}",
+    def launcher_command(self) -> list[str]:
+        return [sys.executable, "-m", "services.cli", "nginx", f"--state-dir={self.state_dir}",
                 f"--run-dir={self.run_dir}", f"--http-port={self.http_port}", f"--https-port={self.https_port}",
                 f"--status-port={self.status_port}", f"--ssl-passthrough-proxy-port={self.ssl_passthrough_proxy_port}",
                 f"--healthz-port={self.healthz_port}", f"--enable-ssl-passthrough={str(self.ssl_passthrough).lower()}"]
+
+    def start(self) -> None:
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self.launcher_command(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:
             eventually(self._healthy)
         except AssertionError:
@@ -189,10 +191,15 @@ class Nginx:
         master = processes.running_master(self.paths.prefix, self.paths.pid_file)
         if not master or master.pid != self.process.pid:
             return False
-        conn = http.client.HTTPConnection("127.0.0.1", self.status_port, timeout=2)
+        return self.api("GET", "/healthz").status == 200
+
+    def api(self, method: str, path: str, body: bytes | None = None) -> Response:
+        """One request to nginx's configuration socket, as the syncer makes them."""
+        conn = UnixHTTPConnection(self.paths.config_socket)
         try:
-            conn.request("GET", "/healthz")
-            return conn.getresponse().status == 200
+            conn.request(method, path, body=body)
+            response = conn.getresponse()
+            return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
         finally:
             conn.close()
 
@@ -271,6 +278,19 @@ class Nginx:
                             subject)
         finally:
             conn.close()
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket (nginx's configuration API listens on one)."""
+
+    def __init__(self, path: Path, timeout: float = 10) -> None:
+        super().__init__("nginx", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(str(self.socket_path))
 
 
 def route(backend: str | None, profile: str = "default") -> Route:

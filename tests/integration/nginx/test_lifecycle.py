@@ -127,14 +127,21 @@ def test_apply_without_a_running_master_installs_the_file_for_the_next_start(ngi
     assert "@profile_later" in nginx.paths.conf.read_text()
 
 
-def test_behind_the_passthrough_proxy_nginx_takes_tls_with_a_proxy_protocol_header(nginx_factory, echo):
+@pytest.mark.parametrize("use_proxy_protocol", [False, True], ids=["direct", "behind-a-proxy-protocol-lb"])
+def test_behind_the_passthrough_proxy_nginx_takes_tls_with_a_proxy_protocol_header(nginx_factory, echo,
+                                                                                   use_proxy_protocol):
     nginx = nginx_factory(ssl_passthrough=True)
     app = echo("app")
+    if use_proxy_protocol:  # the load balancer's addresses are trusted too: the Unix socket's must stay so
+        nginx.apply(nginx.config(use_proxy_protocol=True))
     nginx.push({HOST: HostRoutes(prefix={"/": route("app")})}, {"app": [app.endpoint]})
 
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", nginx.https_port), timeout=5)  # the proxy's port, not nginx's
-    sock = socket.create_connection(("127.0.0.1", nginx.ssl_passthrough_proxy_port), timeout=10)
+    for port in (nginx.https_port, nginx.ssl_passthrough_proxy_port):  # the proxy's port; no TCP port at all
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(10)
+    sock.connect(str(nginx.paths.passthrough_tls_socket))
     sock.sendall(f"PROXY TCP4 203.0.113.7 127.0.0.1 40000 {nginx.https_port}\r\n".encode())
     trust(nginx.paths.default_certificate)
     tls = client_tls_context().wrap_socket(sock, server_hostname=HOST)

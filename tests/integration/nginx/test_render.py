@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_profile_names_must_be_plain():
 
 def test_ports_nginx_listens_on_must_differ():
     with pytest.raises(RenderError, match="distinct ports"):
-        render(config(http_port=8080, status_port=8080))
+        render(config(http_port=8080, https_port=8080))
 
 
 def test_globals_replace_the_defaults_and_the_output_is_stable():
@@ -78,10 +79,11 @@ def test_a_profile_s_own_proxy_header_replaces_the_standard_one():
 
 
 def test_odd_paths_render_into_a_config_nginx_accepts(odd_dir):
-    conf = config(state_dir=str(odd_dir), run_dir=str(odd_dir.parent / "run"),
+    run_dir = odd_dir.parent / "run 'q' {b}; \\"  # the Unix sockets' directory
+    conf = config(state_dir=str(odd_dir), run_dir=str(run_dir), ssl_passthrough=True,
                   profiles=[LocationProfile("p", (("add_header", ("X-Odd", 'a "b" \\c; } #d')),))])
 
-    asyncio.run(NginxControl(odd_dir, odd_dir.parent / "run", 10246).test(render(conf)))
+    asyncio.run(NginxControl(odd_dir, run_dir).test(render(conf)))
 
 
 def test_a_quoted_value_reaches_the_client_exactly(nginx_factory, echo):
@@ -94,9 +96,18 @@ def test_a_quoted_value_reaches_the_client_exactly(nginx_factory, echo):
     assert nginx.get("/").headers["x-odd"] == value
 
 
-def test_passthrough_renders_the_internal_tls_listener_instead_of_the_https_port():
+def test_passthrough_renders_the_internal_tls_socket_instead_of_the_https_port():
     text = render(config(ssl_passthrough=True))
 
-    assert "listen 127.0.0.1:442 ssl http2 proxy_protocol;" in text
+    assert 'listen "unix:/var/run/pyngress/nginx/passthrough-tls.sock" ssl http2 proxy_protocol;' in text
     assert "listen 443" not in text
+
+
+@pytest.mark.parametrize("ssl_passthrough", [False, True])
+def test_internal_listeners_are_unix_sockets_whatever_the_status_and_passthrough_ports(ssl_passthrough):
+    text = render(config(ssl_passthrough=ssl_passthrough, status_port=10246, ssl_passthrough_proxy_port=442))
+
+    tcp = [a for a in re.findall(r"^\s*listen (\S+)", text, re.MULTILINE) if not a.startswith('"unix:')]
+    assert tcp == (["80"] if ssl_passthrough else ["80", "443"])
+    assert not re.search(r"\b(10246|442)\b", text)
 

@@ -1,5 +1,5 @@
-"""One real setup per test module: CA and certificates, two TLS backends, nginx on the internal TLS
-port (PROXY protocol in, real client address out), the table publisher and a `pyngress proxy`."""
+"""One real setup per test module: CA and certificates, two TLS backends, nginx on the passthrough TLS
+socket (PROXY protocol in, real client address out), the table publisher and a `pyngress proxy`."""
 from __future__ import annotations
 
 import resource
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.proxy.harness import (OTHER_HOST, PASS_HOST, Nginx, Pki, ProxyProcess, TablePublisher,
-                                             TlsBackend, free_port, http_temp_paths, wait_listening)
+                                             TlsBackend, free_port, http_temp_paths, nginx_tls_socket, wait_for)
 
 # Short enough to keep the slow-client tests quick; the production default is 5 s.
 HELLO_TIMEOUT = "1.5"
@@ -21,7 +21,6 @@ class Setup:
     pki: Pki
     backend_a: TlsBackend
     backend_b: TlsBackend
-    nginx_port: int
     table: TablePublisher
     run_dir: Path
     proxy: ProxyProcess
@@ -33,7 +32,7 @@ class Setup:
         self.proxy.wait_serving(table_seq=seq)
 
     def start_proxy(self, port: int) -> ProxyProcess:
-        return ProxyProcess(port, self.nginx_port, self.run_dir, env=proxy_env()).wait_serving(self.table.publisher.seq)
+        return ProxyProcess(port, self.run_dir, env=proxy_env()).wait_serving(self.table.publisher.seq)
 
 
 def proxy_env() -> dict[str, str]:
@@ -59,27 +58,27 @@ def setup(pki, tmp_path_factory):
     backend_a = TlsBackend("backend-a", *pki.issue("backend-a", [PASS_HOST]))
     backend_b = TlsBackend("backend-b", *pki.issue("backend-b", [PASS_HOST]))
     nginx_crt, nginx_key = pki.issue("nginx", [OTHER_HOST])
-    nginx_port = free_port()
+    nginx_socket = nginx_tls_socket(run_dir)
     nginx = Nginx(work / "nginx", f"""
 http {{
     access_log off;
     {http_temp_paths(work / "nginx")}
     server {{
-        listen 127.0.0.1:{nginx_port} ssl proxy_protocol default_server;
+        listen unix:{nginx_socket} ssl proxy_protocol default_server;
         ssl_certificate {nginx_crt};
         ssl_certificate_key {nginx_key};
-        set_real_ip_from 127.0.0.1;
+        set_real_ip_from unix:;
         real_ip_header proxy_protocol;
         location / {{ return 200 "$remote_addr:$remote_port $ssl_server_name\\n"; }}
     }}
 }}
 """)
-    wait_listening(nginx_port)
+    wait_for(nginx_socket.exists, what=f"nginx listening on {nginx_socket}")
     table = TablePublisher(run_dir)
     table.replace_all({f"host/{PASS_HOST}": [backend_a.address], "config": {"use_proxy_protocol": False}})
     port = free_port()
-    proxy = ProxyProcess(port, nginx_port, run_dir, env=proxy_env()).wait_serving(table.publisher.seq)
-    yield Setup(pki, backend_a, backend_b, nginx_port, table, run_dir, proxy, port)
+    proxy = ProxyProcess(port, run_dir, env=proxy_env()).wait_serving(table.publisher.seq)
+    yield Setup(pki, backend_a, backend_b, table, run_dir, proxy, port)
     proxy.stop()
     table.close()
     nginx.stop()

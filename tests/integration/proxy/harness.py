@@ -19,6 +19,8 @@ import zmq.asyncio
 
 from proto import endpoints
 from services.common.clone import ClonePublisher
+from services.common.files import ensure_private_dir
+from services.nginx.paths import NginxPaths
 from tests.unit.proxy.hello_bytes import first_flight
 
 REPO = Path(__file__).resolve().parents[3]
@@ -313,16 +315,24 @@ class TablePublisher:
 
 # --- proxy processes ------------------------------------------------------------------------------
 
+def nginx_tls_socket(run_dir: Path) -> Path:
+    """Where `pyngress proxy --run-dir=<run_dir>` connects to nginx's TLS listener; its directory is made."""
+    path = NginxPaths.of(run_dir.parent / "state", run_dir).passthrough_tls_socket
+    ensure_private_dir(path.parent)
+    return path
+
+
 class ProxyProcess:
     """`pyngress proxy` as a real process."""
 
-    def __init__(self, https_port: int, ssl_passthrough_proxy_port: int, run_dir: Path, env: dict[str, str] | None = None,
+    def __init__(self, https_port: int, run_dir: Path, env: dict[str, str] | None = None,
                  log_path: Path | None = None) -> None:
         self.run_dir = run_dir
         self.log_path = log_path or run_dir / f"proxy-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
-        command = [str(REPO / ".venv/bin/pyngress"), "proxy", f"--https-port={https_port}",
-                   f"--ssl-passthrough-proxy-port={ssl_passthrough_proxy_port}", f"--run-dir={run_dir}", "--log-level=info"]
+        # It hands connections for nginx to nginx_tls_socket(run_dir).
+        command = [str(REPO / ".venv/bin/pyngress"), "proxy", f"--https-port={https_port}", f"--run-dir={run_dir}",
+                   "--log-level=info"]
         self.proc = subprocess.Popen(command, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
         self.status_path = run_dir / "status" / f"proxy-{self.proc.pid}.json"

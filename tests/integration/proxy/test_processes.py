@@ -26,7 +26,7 @@ def test_kill_9_of_one_of_two_proxies_leaves_the_port_served(setup):
 
 def test_idle_connections_are_closed_after_the_idle_timeout(setup):
     port = free_port()
-    proxy = ProxyProcess(port, setup.nginx_port, setup.run_dir,
+    proxy = ProxyProcess(port, setup.run_dir,
                          env={"PYNGRESS_PROXY_IDLE_TIMEOUT": "1"}).wait_serving(setup.table.publisher.seq)
     try:
         client = TlsClient(port, setup.pki.client_context(), PASS_HOST).handshake()
@@ -39,7 +39,7 @@ def test_idle_connections_are_closed_after_the_idle_timeout(setup):
 
 def test_sigterm_lets_established_connections_finish_and_refuses_new_ones(setup):
     port = free_port()
-    proxy = ProxyProcess(port, setup.nginx_port, setup.run_dir,
+    proxy = ProxyProcess(port, setup.run_dir,
                          env={"PYNGRESS_PROXY_DRAIN_TIMEOUT": "30"}).wait_serving(setup.table.publisher.seq)
     try:
         client = TlsClient(port, setup.pki.client_context(), PASS_HOST).handshake()
