@@ -35,8 +35,7 @@ log = logging.getLogger("nginx")
 
 def bootstrap_config(settings: Settings) -> NginxConfig:
     return NginxConfig(
-        http_port=settings.http_port, https_port=settings.https_port, status_port=settings.status_port,
-        ssl_passthrough_proxy_port=settings.ssl_passthrough_proxy_port, healthz_port=settings.healthz_port,
+        http_port=settings.http_port, https_port=settings.https_port,
         state_dir=str(settings.state_dir), run_dir=str(settings.run_dir),
         ssl_passthrough=settings.enable_ssl_passthrough)
 

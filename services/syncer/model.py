@@ -406,8 +406,7 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
 
     return Model(
         config=NginxConfig(
-            http_port=settings.http_port, https_port=settings.https_port, status_port=settings.status_port,
-            ssl_passthrough_proxy_port=settings.ssl_passthrough_proxy_port, healthz_port=settings.healthz_port,
+            http_port=settings.http_port, https_port=settings.https_port,
             state_dir=settings.state_dir, run_dir=settings.run_dir,
             profiles=[merger.profiles[name] for name in sorted(merger.profiles)],
             globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.enable_ssl_passthrough,

@@ -73,9 +73,6 @@ class NginxConfig:
     """Everything rendered into nginx.conf. Compared by `digest()` to decide whether to reload."""
     http_port: int
     https_port: int
-    status_port: int
-    ssl_passthrough_proxy_port: int
-    healthz_port: int
     state_dir: str
     run_dir: str
     profiles: list[LocationProfile] = field(default_factory=list)

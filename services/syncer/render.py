@@ -79,7 +79,7 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
     ("X-Forwarded-Port", "$pyngress_forwarded_port"),
     ("X-Forwarded-Proto", "$pyngress_forwarded_proto"),
     ("X-Scheme", "$pyngress_forwarded_proto"),
-    ("Upgrade", "$http_upgrade"),
+    ("Upgrade", "$pyngress_upgrade"),  # websocket only: an h2c upgrade could tunnel past routing
     ("Connection", "$pyngress_connection_upgrade"),
     # httpoxy: a client's Proxy header must not become HTTP_PROXY in a CGI-style backend.
     ("Proxy", '""'),
@@ -211,11 +211,11 @@ _ENV = _environment()
 
 def render(config: NginxConfig) -> str:
     """The nginx.conf for `config`. Raises RenderError naming any value that cannot be written safely."""
-    ports = {name: _port(name, getattr(config, name))
-             for name in ("http_port", "https_port", "status_port", "ssl_passthrough_proxy_port")}
-    in_use = ["http_port", "status_port", "ssl_passthrough_proxy_port" if config.ssl_passthrough else "https_port"]
-    if len({ports[name] for name in in_use}) != len(in_use):
-        raise RenderError(f"nginx needs distinct ports for {', '.join(in_use)}: got {[ports[n] for n in in_use]}")
+    # nginx's only TCP ports (its configuration API and passthrough TLS listener are Unix sockets); with
+    # passthrough the proxy owns the HTTPS port, and the numbers still fill nginx's redirects and headers.
+    ports = {name: _port(name, getattr(config, name)) for name in ("http_port", "https_port")}
+    if ports["http_port"] == ports["https_port"]:
+        raise RenderError(f"nginx needs distinct ports for HTTP and HTTPS, got {ports['http_port']} for both")
     profiles = list(config.profiles)
     if DEFAULT_PROFILE not in {p.name for p in profiles}:
         profiles.insert(0, LocationProfile(DEFAULT_PROFILE))

@@ -3,7 +3,9 @@
 It listens on --healthz-host (every address when empty), because the kubelet probes /healthz and
 Prometheus scrapes /metrics from outside the pod. What names other tenants' objects or nginx's error
 messages (the /status record, the detail of /healthz) is only for clients on the loopback interface: a
-remote client gets /healthz's status code and a bare {"healthy": ...}.
+remote client gets /healthz's status code and a bare {"healthy": ...}. A request that nginx proxied (an
+Ingress whose backend is this port, from a manifests directory that names 127.0.0.1) also comes from
+loopback, but nginx always adds X-Forwarded-For and X-Real-IP: such a request is not local.
 """
 from __future__ import annotations
 
@@ -18,7 +20,14 @@ from services.syncer.metrics import SyncerMetrics
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def is_loopback_peer(request: web.Request) -> bool:
+# Set by nginx on every proxied request (and by other proxies): the client is not on this host.
+_PROXY_HEADERS = ("X-Forwarded-For", "X-Real-IP", "Forwarded", "Via")
+
+
+def is_local_client(request: web.Request) -> bool:
+    """A client on this host that talks to the port directly, not through a proxy."""
+    if any(name in request.headers for name in _PROXY_HEADERS):
+        return False
     try:
         address = ipaddress.ip_address((request.remote or "").split("%", 1)[0])
     except ValueError:
@@ -32,14 +41,14 @@ async def start_status_server(settings: Settings, healthy: Callable[[], tuple[bo
                               metrics: SyncerMetrics) -> web.AppRunner:
     async def healthz(request: web.Request) -> web.Response:
         ok, detail = healthy()
-        body = {"healthy": ok, **detail} if is_loopback_peer(request) else {"healthy": ok}
+        body = {"healthy": ok, **detail} if is_local_client(request) else {"healthy": ok}
         return web.json_response(body, status=200 if ok else 503)
 
     async def metrics_handler(_: web.Request) -> web.Response:
         return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_METRICS})
 
     async def status_handler(request: web.Request) -> web.Response:
-        if not is_loopback_peer(request):
+        if not is_local_client(request):
             return web.json_response({"error": "/status is served to loopback clients only; run "
                                                "`pyngress status` on the node"}, status=403)
         return web.json_response(metrics.status_json())

@@ -74,3 +74,16 @@ def test_status_detail_is_for_loopback_clients_only(stage, remote_client):
     local = stage.controller.health().json()
     assert local["healthy"] is True and "last_error" in local
     assert requests.get(f"http://127.0.0.1:{port}/status", timeout=5).json()["problems"] is not None
+
+
+def test_status_detail_is_not_served_through_an_ingress(stage):
+    # A manifests directory may hold an EndpointSlice at 127.0.0.1 (the API server refuses one): nginx's
+    # request then comes from loopback too, but carries the proxy headers nginx always adds.
+    port = stage.controller.healthz_port
+    stage.cluster.apply(k8s.service("self"), k8s.endpoint_slice("self", ["127.0.0.1"], port),
+                        k8s.ingress("self", [k8s.rule("self.tenant.example", ("/", "Prefix", "self", 80))]))
+    wait_for(lambda: stage.controller.get("/healthz", "self.tenant.example").status_code == 200, 10,
+             what="/healthz through the Ingress")
+    assert stage.controller.get("/healthz", "self.tenant.example").json() == {"healthy": True}
+    denied = stage.controller.get("/status", "self.tenant.example")
+    assert denied.status_code == 403 and "problems" not in denied.text

@@ -239,9 +239,7 @@ class Nginx:
 
     def config(self, profiles: list[LocationProfile] | None = None, globals_: dict[str, str] | None = None,
                **overrides: Any) -> NginxConfig:
-        values = dict(http_port=self.http_port, https_port=self.https_port, status_port=self.status_port,
-                      ssl_passthrough_proxy_port=self.ssl_passthrough_proxy_port, healthz_port=self.healthz_port,
-                      state_dir=str(self.state_dir), run_dir=str(self.run_dir), profiles=profiles or [],
+        values = dict(http_port=self.http_port, https_port=self.https_port, state_dir=str(self.state_dir), run_dir=str(self.run_dir), profiles=profiles or [],
                       globals=globals_ or {}, ssl_passthrough=self.ssl_passthrough)
         values.update(overrides)
         return NginxConfig(**values)

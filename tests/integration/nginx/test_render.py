@@ -17,7 +17,7 @@ from .conftest import route
 
 
 def config(state_dir: str = "/var/lib/pyngress", **overrides) -> NginxConfig:
-    values = dict(http_port=80, https_port=443, status_port=10246, ssl_passthrough_proxy_port=442, healthz_port=10254,
+    values = dict(http_port=80, https_port=443,
                   state_dir=state_dir, run_dir="/var/run/pyngress")
     values.update(overrides)
     return NginxConfig(**values)
@@ -104,8 +104,8 @@ def test_passthrough_renders_the_internal_tls_socket_instead_of_the_https_port()
 
 
 @pytest.mark.parametrize("ssl_passthrough", [False, True])
-def test_internal_listeners_are_unix_sockets_whatever_the_status_and_passthrough_ports(ssl_passthrough):
-    text = render(config(ssl_passthrough=ssl_passthrough, status_port=10246, ssl_passthrough_proxy_port=442))
+def test_internal_listeners_are_unix_sockets(ssl_passthrough):
+    text = render(config(ssl_passthrough=ssl_passthrough))
 
     tcp = [a for a in re.findall(r"^\s*listen (\S+)", text, re.MULTILINE) if not a.startswith('"unix:')]
     assert tcp == (["80"] if ssl_passthrough else ["80", "443"])

@@ -14,8 +14,7 @@ ALSO_BAD = LocationProfile("alsobad", (("proxy_buffer_size", "64k"), ("proxy_buf
 
 def model(settings: Settings, *profiles: LocationProfile) -> Model:
     return Model(config=NginxConfig(
-        http_port=18080, https_port=18443, status_port=18246, ssl_passthrough_proxy_port=18442,
-        healthz_port=18254, state_dir=settings.state_dir, run_dir=settings.run_dir, profiles=list(profiles)))
+        http_port=18080, https_port=18443, state_dir=settings.state_dir, run_dir=settings.run_dir, profiles=list(profiles)))
 
 
 def settings_in(tmp_path) -> Settings:
