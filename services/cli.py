@@ -24,19 +24,28 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Commands with flags of their own instead of the shared settings: each module has
+# `add_arguments(parser)` and `run(namespace) -> int | None`. They are imported to build the parser, so
+# they must stay light to import.
+OWN_FLAGS_COMMANDS: dict[str, tuple[str, str]] = {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="pyngress", description="pyngress: ingress controller and CNI server")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         settings_mod.add_arguments(sub.add_parser(name, help=help_text))
+    for name, (module_name, help_text) in OWN_FLAGS_COMMANDS.items():
+        importlib.import_module(module_name).add_arguments(sub.add_parser(name, help=help_text))
     ns = parser.parse_args(argv)
     if not ns.command:
         parser.print_help()
         return 2
-    module = importlib.import_module(COMMANDS[ns.command][0])
-    run: Callable[[settings_mod.Settings], int | None] = module.run
     try:
+        if ns.command in OWN_FLAGS_COMMANDS:
+            return importlib.import_module(OWN_FLAGS_COMMANDS[ns.command][0]).run(ns) or 0
+        run: Callable[[settings_mod.Settings], int | None] = importlib.import_module(COMMANDS[ns.command][0]).run
         return run(settings_mod.from_namespace(ns)) or 0
     except NotPrivateError as err:
         # A directory or socket that is not private is the user's to fix: the message says how, and a
