@@ -23,12 +23,12 @@ from services.common import logs, status
 from services.common.files import atomic_write
 from services.common.runner import StartupError
 from services.common.settings import Settings
-from services.nginx import processes
-from services.nginx.config_test import NginxConfigError, check_file, nginx_binary
-from services.nginx.paths import NginxPaths
-from services.nginx.prefix import WORKER_USER, prepare, remove_stale_sockets, unreachable_by_workers
-from services.syncer.model_types import NginxConfig
-from services.syncer.render import render
+from services.nginxconf import processes
+from services.nginxconf.config_test import NginxConfigError, check_file, nginx_binary
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.prefix import WORKER_USER, prepare, remove_stale_sockets, unreachable_by_workers
+from services.nginxconf.config import NginxConfig
+from services.nginxconf.render import render
 
 log = logging.getLogger("nginx")
 

@@ -23,7 +23,7 @@ from services.common.files import ensure_private_dir
 from services.common.logs import kv
 from services.common.settings import Settings
 from services.common.status import write_status
-from services.nginx.paths import NginxPaths
+from services.nginxconf.paths import NginxPaths
 from services.proxy.options import OptionError, ProxyOptions
 from services.proxy.server import PassthroughServer
 from services.proxy.table import RoutingTable

@@ -9,7 +9,7 @@ Per connection:
 3. a passthrough host goes to its endpoints (round robin, the next one on connect failure); any other
    host, no SNI, or not TLS at all goes to nginx's passthrough TLS socket behind a PROXY v1 header that
    carries the real client address, where nginx terminates TLS or answers with its default server. That
-   is a Unix socket in a root-only directory (services/nginx/paths.py): nginx trusts the address in the
+   is a Unix socket in a root-only directory (services/nginxconf/paths.py): nginx trusts the address in the
    header, so nobody but this proxy may connect there;
 4. the bytes read so far are replayed upstream and both connections are spliced (splice.py).
 

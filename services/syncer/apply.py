@@ -5,16 +5,19 @@ import logging
 import re
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from services.common import logs
 from services.common.settings import Settings
+from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
+from services.nginxconf.config_test import NginxConfigError
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.reload import NginxReloader, NginxReloadError
+from services.nginxconf.render import render
+from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
+from services.syncer.backends import resolve_backends
 from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import DEFAULT_PROFILE, LocationProfile, Model, NginxConfig
-from services.syncer.nginx_control import (NginxConfigError, NginxControl, NginxPushError, NginxReloadError,
-                                           NginxUnavailableError)
-from services.syncer.render import render
+from services.syncer.model_types import Model
 
 log = logging.getLogger("syncer")
 
@@ -26,8 +29,10 @@ class NginxApplier:
     def __init__(self, settings: Settings, metrics: SyncerMetrics) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.control = NginxControl.from_settings(settings)
-        self.conf_path = Path(settings.state_dir) / "nginx" / "nginx.conf"
+        paths = NginxPaths.of(settings.state_dir, settings.run_dir)
+        self.reloader = NginxReloader(paths)
+        self.pusher = TablePusher(paths)
+        self.conf_path = paths.conf
         self.applied_conf: str | None = None
         self.applied_profiles: set[str] = set()  # the named locations of applied_conf
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
@@ -68,7 +73,7 @@ class NginxApplier:
         """
         async def failure(profiles: list[LocationProfile]) -> str | None:
             try:
-                await self.control.test(render(replace(config, profiles=profiles)))
+                await self.reloader.test(render(replace(config, profiles=profiles)))
                 return None
             except NginxConfigError as err:
                 return str(err)
@@ -90,9 +95,12 @@ class NginxApplier:
     async def _reload(self, conf: str, model: Model) -> dict[str, str]:
         started = time.monotonic()
         try:
-            running = await self.control.apply(conf)
+            running = await self.reloader.apply(conf)
         except NginxReloadError as err:
-            self._reload_failed(err)
+            # The file passed `nginx -t` and is in place: not a rejected configuration, a reload nginx has
+            # not finished (its log says why). Counted as a failed reload, as ingress-nginx counts it.
+            self._set_applied(conf)
+            self._reload_failed(str(err), "nginx has not finished loading the new configuration")
             return {}
         except NginxConfigError as err:
             refused = await self._refused_profiles(model.config)
@@ -100,7 +108,7 @@ class NginxApplier:
                 log.warning("nginx -t refused the location settings of some Ingresses; applying the others",
                             extra=logs.kv(profiles=",".join(sorted(refused))))
             else:
-                self._reload_failed(err)
+                self._reload_failed(str(err), "nginx rejected the new configuration; the last good one keeps serving")
             return refused
         self._set_applied(conf)
         stats = self.metrics.stats
@@ -117,13 +125,12 @@ class NginxApplier:
         log.info("nginx reloaded", extra=logs.kv(generation=stats.generation, hash=stats.config_hash[:12]))
         return {}
 
-    def _reload_failed(self, err: NginxConfigError) -> None:
+    def _reload_failed(self, error: str, what: str) -> None:
         stats = self.metrics.stats
         stats.reload_errors += 1
         stats.last_reload_ok = False
-        stats.last_error = str(err)
-        log.error("nginx rejected the new configuration; the last good one keeps serving",
-                  extra=logs.kv(error=str(err)))
+        stats.last_error = error
+        log.error(what, extra=logs.kv(error=error))
 
     def _tables(self, model: Model) -> dict[str, Any]:
         routes = model.routes_json()
@@ -141,7 +148,9 @@ class NginxApplier:
         started = time.monotonic()
         self.tables = tables
         try:
-            result = await self.control.push(tables["routes"], tables["backends"], tables["certificates"])
+            # The Lua balancer takes addresses: ExternalName backends are resolved at each push.
+            await self.pusher.push(routes=tables["routes"], backends=await resolve_backends(tables["backends"]),
+                                   certificates=tables["certificates"])
         except (NginxUnavailableError, OSError) as err:
             # nginx is (re)starting: the state files hold the tables for its next start, and
             # repush_if_needed() pushes them once it answers.
@@ -152,8 +161,6 @@ class NginxApplier:
             self.metrics.stats.last_error = str(err)
             log.error("nginx refused a table; it keeps the last good one", extra=logs.kv(error=str(err)))
             return
-        for secret, reason in result.rejected_certificates.items():
-            log.error("certificate not loaded", extra=logs.kv(certificate=secret, reason=reason))
         self.nginx_serving = True
         self.metrics.endpoint_pushes.inc()
         self.metrics.sync_seconds.labels("push").observe(time.monotonic() - started)
@@ -162,7 +169,7 @@ class NginxApplier:
         if self.tables is None:
             return
         try:
-            needed = await self.control.needs_push()
+            needed = await self.pusher.needs_push()
         except (NginxUnavailableError, OSError):
             self.nginx_serving = False
             return

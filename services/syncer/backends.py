@@ -17,11 +17,17 @@ service. Names that only resolve to such addresses are left out again after reso
 """
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import logging
 import re
 import socket
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+
+from services.common import logs
+
+log = logging.getLogger("syncer")
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\.?",
@@ -187,3 +193,52 @@ class BackendResolver:
         if not _is_port(port):
             return ResolvedBackend(None, problem=f"{where} has no port {ref.port!r}")
         return ResolvedBackend(ref.backend_name, (f"{host.rstrip('.').lower()}:{port}",))
+
+
+async def resolve_backends(backends: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Backends with host-name endpoints (ExternalName Services) resolved to addresses.
+
+    The Lua balancer takes addresses only. A name that does not resolve is left out and logged; the
+    backend answers 503 if nothing else is left.
+    """
+    names = {endpoint for endpoints in backends.values() for endpoint in endpoints if _is_name(endpoint)}
+    if not names:
+        return backends
+    resolved = dict(zip(names, await asyncio.gather(*(_resolve(endpoint) for endpoint in names))))
+    return {backend: [address for endpoint in endpoints for address in resolved.get(endpoint, [endpoint])]
+            for backend, endpoints in backends.items()}
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, str]:
+    host, _, port = endpoint.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), port
+
+
+def _is_name(endpoint: str) -> bool:
+    host, _ = _split_endpoint(endpoint)
+    try:
+        ipaddress.ip_address(host)
+        return False
+    except ValueError:
+        return True
+
+
+async def _resolve(endpoint: str) -> list[str]:
+    host, port = _split_endpoint(endpoint)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (OSError, ValueError) as err:
+        log.warning("endpoint left out: its name does not resolve", extra=logs.kv(endpoint=endpoint, error=str(err)))
+        return []
+    addresses = []
+    for family, _, _, _, sockaddr in infos:
+        if forbidden_address(sockaddr[0]):
+            # The model refuses such names written out; one that only resolves to the node itself (a DNS
+            # record pointing at 127.0.0.1, say) must not reach the controller's own ports either.
+            log.warning("endpoint address left out: the name resolves to the node itself",
+                        extra=logs.kv(endpoint=endpoint, address=sockaddr[0]))
+            continue
+        address = f"[{sockaddr[0]}]:{sockaddr[1]}" if family == socket.AF_INET6 else f"{sockaddr[0]}:{sockaddr[1]}"
+        if address not in addresses:
+            addresses.append(address)
+    return addresses

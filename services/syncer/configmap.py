@@ -15,7 +15,7 @@ from .annotations.base import InvalidValue, Risk
 from .annotations.renderable import check_renders
 from .annotations.validators import boolean, duration, integer, is_true, one_of, size
 from .problems import Problem
-from .render import RenderError
+from services.nginxconf.render import RenderError
 
 DEFAULT_SSL_CIPHERS = (
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"

@@ -10,24 +10,21 @@ the syncer compares models to decide what to reload or push. Semantics follow in
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
+from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
+from services.nginxconf.render import RenderError, check_profile
 
 from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
-from .model_types import (CATCH_ALL_HOST, DEFAULT_PROFILE, HostRoutes, LocationProfile, Model, NginxConfig,
-                          Route)
+from .model_types import CATCH_ALL_HOST, HostRoutes, Model, Route
 from .problems import Problem
-from .render import RenderError, check_profile
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
 
 # pathType → which HostRoutes table the path goes to. ImplementationSpecific is matched as a prefix.
@@ -64,15 +61,6 @@ class IngressPlan:
     annotations: IngressAnnotations
     profile: LocationProfile
     tls: tuple[TlsEntry, ...]
-
-
-@functools.lru_cache(maxsize=4096)  # a handful of distinct profiles serve thousands of Ingresses
-def location_profile(settings: tuple[tuple[str, str], ...]) -> LocationProfile:
-    """The profile for these sorted settings: "default" when there are none, else a short stable hash."""
-    if not settings:
-        return LocationProfile(DEFAULT_PROFILE)
-    digest = hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:12]
-    return LocationProfile(digest, settings)
 
 
 def creation_order(namespace: str, name: str, ingress: Mapping[str, Any]) -> tuple[datetime, str]:
@@ -150,7 +138,7 @@ def plan_ingress(namespace: str, name: str, ingress: Mapping[str, Any], annotati
     return IngressPlan(
         ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
         default_backend=_service_ref(namespace, default, "defaultBackend") if default is not None else None,
-        annotations=annotations, profile=location_profile(annotations.profile_settings()),
+        annotations=annotations, profile=annotations.profile,
         tls=tuple(_tls_entry(entry) for entry in spec.get("tls") or ()),
     )
 

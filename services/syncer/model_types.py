@@ -1,8 +1,8 @@
 """The syncer's model: what the object store means for nginx, split by how each part reaches nginx.
 
-- `NginxConfig` goes into nginx.conf; a change to it is the only thing that reloads nginx.
-  It holds global settings and the *location profiles*: one named location per distinct set of
-  location-level settings (proxy timeouts, body size, ...), not one location per Ingress path.
+- `NginxConfig` (services/nginxconf/config.py) goes into nginx.conf; a change to it is the only thing
+  that reloads nginx. It holds global settings and the *location profiles*: one named location per
+  distinct set of location-level settings (proxy timeouts, body size, ...), not one per Ingress path.
 - `routes` (host → paths → backend and profile) and `backends` (backend → endpoints) are data pushed to
   the Lua inside nginx without a reload. Routing in Lua keeps nginx.conf small whatever the number of
   Ingresses: with the Lua module loaded, every server and location block costs nginx an SSL context and
@@ -11,25 +11,12 @@
 """
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
+
 from .problems import Problem
-
-DEFAULT_PROFILE = "default"
-
-
-@dataclass(frozen=True)
-class LocationProfile:
-    """Location-level settings shared by every route that uses this profile (named `@profile_<name>`).
-
-    Every value here is already validated; the template still quotes each one.
-    """
-    name: str
-    settings: tuple[tuple[str, str], ...] = ()  # sorted (setting, value) pairs, e.g. ("proxy_read_timeout", "60s")
-
 
 @dataclass(frozen=True)
 class Route:
@@ -66,26 +53,6 @@ class HostRoutes:
 
 
 CATCH_ALL_HOST = "_"
-
-
-@dataclass
-class NginxConfig:
-    """Everything rendered into nginx.conf. Compared by `digest()` to decide whether to reload."""
-    http_port: int
-    https_port: int
-    state_dir: str
-    run_dir: str
-    profiles: list[LocationProfile] = field(default_factory=list)
-    # Global settings from the controller ConfigMap (validated, nginx directive → value).
-    globals: dict[str, str] = field(default_factory=dict)
-    ssl_passthrough: bool = False
-    # ConfigMap use-forwarded-headers: trust X-Forwarded-* from clients (real_ip_header X-Forwarded-For).
-    use_forwarded_headers: bool = False
-    # ConfigMap use-proxy-protocol: the public listeners expect a PROXY protocol header.
-    use_proxy_protocol: bool = False
-
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass

@@ -22,9 +22,25 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .configmap import ControllerConfig
-from .nginx_control import certificate_problem
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
+
+
+def certificate_problem(cert_pem: str, key_pem: str) -> str | None:
+    """Why OpenSSL would not serve this certificate chain with this key, or None."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    cert_fd, key_fd = os.memfd_create("cert"), os.memfd_create("key")
+    try:
+        os.write(cert_fd, cert_pem.encode())
+        os.write(key_fd, key_pem.encode())
+        # An encrypted key would make OpenSSL ask for a password: refuse it instead.
+        context.load_cert_chain(f"/proc/self/fd/{cert_fd}", f"/proc/self/fd/{key_fd}", password=lambda: b"")
+        return None
+    except ssl.SSLError as err:
+        return f"certificate and key do not load together ({err.reason or err})"
+    finally:
+        os.close(cert_fd)
+        os.close(key_fd)
 
 
 def secret_problem(secret: Mapping[str, Any] | None) -> str | None:

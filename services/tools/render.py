@@ -12,7 +12,7 @@ from pathlib import Path
 from services.common.settings import Settings
 from services.syncer.model import build_model
 from services.syncer.model_types import Model
-from services.syncer.render import render
+from services.nginxconf.render import render
 from services.watcher.manifests import ManifestsSource
 
 

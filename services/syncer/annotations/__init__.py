@@ -6,44 +6,23 @@ A value outside its allow-list rejects the whole Ingress (`InvalidAnnotation`). 
 the prefix is ignored with a warning, unless it controls access (access_control.py): then the Ingress is
 refused, never served open.
 
-Location profile settings (LocationProfile.settings): sorted (setting, value) pairs, the exact keys below.
-Keys without the `pyngress_` prefix are nginx directives: render `<key> <value split on spaces>;` in the
-profile's location (`allow` may appear several times; sorting keeps every `allow` before `deny`). Keys with
-the prefix are not directives and need the template's own code:
-
-    proxy_connect_timeout, proxy_send_timeout, proxy_read_timeout   "60s", "500ms", "5m", "1h"
-    client_max_body_size, proxy_buffer_size                         "8k", "1m", "0" (body size: no limit)
-    proxy_buffers       "4 <proxy_buffer_size>", always with proxy_buffer_size
-    proxy_buffering, proxy_request_buffering                        "on" | "off"
-    proxy_http_version                                              "1.0" | "1.1"
-    proxy_set_header    "Host app.internal:8080"   (upstream-vhost)
-    return              "301 https://new.example.com/path"   (permanent/temporal redirect: code, then URL)
-    allow               "10.0.0.0/8", one pair per network   (allowlist-source-range) ...
-    deny                "all"                                 ... always with the allows
-    pyngress_proxy_pass_scheme       "https": proxy to the backend over TLS (absent: http)
-    pyngress_cors_allow_origin       "*" or "https://a.example.com,https://*.example.com:8443"
-    pyngress_cors_allow_methods      "GET,PUT,POST"
-    pyngress_cors_allow_headers      "X-Api-Key,Content-Type"
-    pyngress_cors_expose_headers     "X-Request-Id" (only when given)
-    pyngress_cors_allow_credentials  "true" | "false"
-    pyngress_cors_max_age            seconds, e.g. "1728000"
-
-All pyngress_cors_* keys but expose_headers are present together (defaults filled in) when enable-cors is
-true. Values never contain quotes, backslashes, braces, semicolons, '$', control characters or whitespace
-other than the single spaces shown above; the template still quotes each argument, and parse_annotations
-checks with render.py's own quoting that it can (renderable.py; the CORS values, written as Lua strings, are
-also kept short enough for nginx to read).
+What an Ingress's annotations mean is an IngressAnnotations (base.py): its location fields make the
+Ingress's LocationProfile (services/nginxconf/config.py: plain nginx directives, and typed fields such as
+the backend scheme and the CORS policy), the host-level flags go to the host's routes. Each annotation
+declares its scope (location, host or Ingress) beside its validator and risk. Values never contain quotes,
+backslashes, braces, semicolons, '$', control characters or whitespace other than single spaces between
+a directive's arguments; the template still quotes each argument.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from services.syncer.render import RenderError
+from services.nginxconf.render import RenderError
 
 from . import access_control, backend_protocol, cors, ipallowlist, proxy, redirect, snippets, ssl, upstream_vhost
 from .access_control import is_access_control
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
-from .renderable import check_renders
+from .renderable import check_renders, unrenderable_cors_option
 
 ANNOTATIONS: dict[str, Annotation] = {
     a.name: a
@@ -88,14 +67,19 @@ def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Ris
             raise InvalidAnnotation(full_name, raw, f"its risk level {annotation.risk.name} is above the "
                                     f"ConfigMap's annotations-risk-level {max_risk.name}; remove the annotation "
                                     "or raise annotations-risk-level")
-        if annotation.setting:
-            parsed.add(annotation.setting, values[name], name)
+        if annotation.directive:
+            parsed.add(annotation.directive, values[name], name)
     for apply in _APPLY:
         apply(values, parsed)
-    for setting in parsed.location:
+    for setting in parsed.directives:
         try:
             check_renders(setting.name, setting.value)
         except RenderError as err:
             full_name = start + setting.source
             raise InvalidAnnotation(full_name, annotations[full_name], str(err)) from None
+    if parsed.cors and (failure := unrenderable_cors_option(parsed.cors)):
+        option, err = failure
+        source = "cors-" + option.replace("_", "-")
+        full_name = start + (source if source in values else "enable-cors")
+        raise InvalidAnnotation(full_name, annotations[full_name], str(err))
     return parsed

@@ -26,4 +26,4 @@ ANNOTATIONS = (
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     # HTTP is the default and emits nothing, so such Ingresses share the default profile.
     if values.get("backend-protocol") == "HTTPS":
-        parsed.add("pyngress_proxy_pass_scheme", "https", "backend-protocol")
+        parsed.backend_scheme = "https"

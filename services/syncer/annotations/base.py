@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
+
+from services.nginxconf.config import BackendScheme, CorsPolicy, LocationProfile
 
 
 class Risk(enum.IntEnum):
@@ -26,22 +29,31 @@ class InvalidAnnotation(ValueError):
         self.name, self.value, self.reason = name, value, reason
 
 
+class Scope(enum.Enum):
+    """What an annotation's value applies to, whatever Ingress it is written on."""
+    LOCATION = "location"  # the Ingress's paths: a location profile setting
+    HOST = "host"  # every path of the Ingress's hosts (TLS redirects, passthrough): the oldest Ingress decides
+    INGRESS = "ingress"  # the Ingress as a whole, whatever its hosts
+
+
 @dataclass(frozen=True)
 class Annotation:
     """One annotation, named without the prefix.
 
-    `validate` returns the canonical value or raises InvalidValue. When `setting` is set, the canonical value
-    goes straight into the location profile under that key; otherwise its group's `apply` interprets it.
+    `validate` returns the canonical value or raises InvalidValue. When `directive` is set, the canonical
+    value goes straight into the location profile as that nginx directive; otherwise its group's `apply`
+    interprets it.
     """
     name: str
     validate: Callable[[str], str]
     risk: Risk
     doc: str
-    setting: str | None = None
+    directive: str | None = None
+    scope: Scope = Scope.LOCATION
 
 
-class LocationSetting(NamedTuple):
-    """One location profile setting and the annotation (without prefix) whose value it carries."""
+class LocationDirective(NamedTuple):
+    """One nginx directive of the location profile and the annotation (without prefix) whose value it carries."""
     name: str
     value: str
     source: str
@@ -49,21 +61,28 @@ class LocationSetting(NamedTuple):
 
 @dataclass
 class IngressAnnotations:
-    """What one Ingress's annotations mean once every value has passed its validator."""
+    """What one Ingress's annotations mean once every value has passed its validator.
+
+    The location fields (`directives`, `backend_scheme`, `cors`) make the Ingress's LocationProfile.
+    """
     prefix: str
-    # Location profile settings; a directive such as `allow` may repeat.
-    location: list[LocationSetting] = field(default_factory=list)
+    # Location profile directives; a directive such as `allow` may repeat.
+    directives: list[LocationDirective] = field(default_factory=list)
+    backend_scheme: BackendScheme = "http"
+    cors: CorsPolicy | None = None
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
     ssl_passthrough: bool = False
     warnings: list[str] = field(default_factory=list)
 
-    def add(self, setting: str, value: str, source: str) -> None:
-        """Add a profile setting; `source` names the annotation to blame if its value cannot be rendered."""
-        self.location.append(LocationSetting(setting, value, source))
+    def add(self, directive: str, value: str, source: str) -> None:
+        """Add a profile directive; `source` names the annotation to blame if its value cannot be rendered."""
+        self.directives.append(LocationDirective(directive, value, source))
 
     def warn(self, name: str, message: str) -> None:
         self.warnings.append(f"annotation {self.prefix}/{name} {message}")
 
-    def profile_settings(self) -> tuple[tuple[str, str], ...]:
-        return tuple(sorted({(s.name, s.value) for s in self.location}))
+    @functools.cached_property  # read once parsing is done; thousands of Ingresses share one parse
+    def profile(self) -> LocationProfile:
+        return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
+                                  self.backend_scheme, self.cors)

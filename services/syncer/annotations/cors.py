@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from typing import Callable, Mapping
 
+from services.nginxconf.config import CorsPolicy
+
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 from .validators import HOSTNAME, PORT, boolean, integer, is_true
 
@@ -45,15 +47,6 @@ ANNOTATIONS = (
 )
 
 _OPTIONS = tuple(a.name for a in ANNOTATIONS if a.name != "enable-cors")
-# Option annotation → its profile setting and the default that enable-cors alone means (None: no setting).
-_SETTINGS: tuple[tuple[str, str, str | None], ...] = (
-    ("cors-allow-origin", "pyngress_cors_allow_origin", "*"),
-    ("cors-allow-methods", "pyngress_cors_allow_methods", DEFAULT_METHODS),
-    ("cors-allow-headers", "pyngress_cors_allow_headers", DEFAULT_HEADERS),
-    ("cors-expose-headers", "pyngress_cors_expose_headers", None),
-    ("cors-allow-credentials", "pyngress_cors_allow_credentials", "true"),
-    ("cors-max-age", "pyngress_cors_max_age", DEFAULT_MAX_AGE),
-)
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
@@ -62,8 +55,11 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
             if name in values:
                 parsed.warn(name, "has no effect without enable-cors: \"true\"; ignored")
         return
-    for name, setting, default in _SETTINGS:
-        if name in values:
-            parsed.add(setting, values[name], name)
-        elif default is not None:
-            parsed.add(setting, default, "enable-cors")
+    parsed.cors = CorsPolicy(
+        allow_origin=values.get("cors-allow-origin", "*"),
+        allow_methods=values.get("cors-allow-methods", DEFAULT_METHODS),
+        allow_headers=values.get("cors-allow-headers", DEFAULT_HEADERS),
+        allow_credentials=is_true(values.get("cors-allow-credentials", "true")),
+        max_age=int(values.get("cors-max-age", DEFAULT_MAX_AGE)),
+        expose_headers=values.get("cors-expose-headers"),
+    )

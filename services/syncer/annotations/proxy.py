@@ -15,22 +15,22 @@ MAX_BODY_SIZE = 1024**4
 
 ANNOTATIONS = (
     Annotation("proxy-connect-timeout", duration, Risk.LOW,
-               "Timeout for connecting to the backend.", setting="proxy_connect_timeout"),
+               "Timeout for connecting to the backend.", directive="proxy_connect_timeout"),
     Annotation("proxy-send-timeout", duration, Risk.LOW,
-               "Timeout between two writes to the backend.", setting="proxy_send_timeout"),
+               "Timeout between two writes to the backend.", directive="proxy_send_timeout"),
     Annotation("proxy-read-timeout", duration, Risk.LOW,
-               "Timeout between two reads from the backend.", setting="proxy_read_timeout"),
+               "Timeout between two reads from the backend.", directive="proxy_read_timeout"),
     Annotation("proxy-body-size", size(MAX_BODY_SIZE), Risk.LOW,
-               "Largest request body accepted; 0 means no limit.", setting="client_max_body_size"),
+               "Largest request body accepted; 0 means no limit.", directive="client_max_body_size"),
     Annotation("proxy-buffering", one_of("on", "off"), Risk.LOW,
-               "Buffer responses from the backend.", setting="proxy_buffering"),
+               "Buffer responses from the backend.", directive="proxy_buffering"),
     Annotation("proxy-buffer-size", size(MAX_BUFFER_SIZE, min_bytes=1024), Risk.LOW,
                f"Buffer for the first part of the backend's response (its headers), and the size of the "
-               f"{BUFFERS_NUMBER} proxy_buffers.", setting="proxy_buffer_size"),
+               f"{BUFFERS_NUMBER} proxy_buffers.", directive="proxy_buffer_size"),
     Annotation("proxy-request-buffering", one_of("on", "off"), Risk.LOW,
-               "Read the whole request body before proxying it.", setting="proxy_request_buffering"),
+               "Read the whole request body before proxying it.", directive="proxy_request_buffering"),
     Annotation("proxy-http-version", one_of("1.0", "1.1"), Risk.LOW,
-               "HTTP version spoken to the backend.", setting="proxy_http_version"),
+               "HTTP version spoken to the backend.", directive="proxy_http_version"),
 )
 
 

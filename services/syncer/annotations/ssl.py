@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Scope
 from .validators import boolean, is_true
 
 
@@ -18,12 +18,13 @@ def _global_only(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("ssl-redirect", boolean, Risk.LOW,
-               "Redirect http to https (308) when the host has a certificate; default from the ConfigMap (true)."),
+               "Redirect http to https (308) when the host has a certificate; default from the ConfigMap (true).",
+               scope=Scope.HOST),
     Annotation("force-ssl-redirect", boolean, Risk.LOW,
-               "Redirect http to https even when the host has no certificate of its own."),
+               "Redirect http to https even when the host has no certificate of its own.", scope=Scope.HOST),
     Annotation("ssl-passthrough", boolean, Risk.MEDIUM,
                "Pass TLS connections for the Ingress's hosts untouched to the backend, chosen by SNI "
-               "(needs --enable-ssl-passthrough)."),
+               "(needs --enable-ssl-passthrough).", scope=Scope.HOST),
     Annotation("ssl-ciphers", _global_only, Risk.LOW, "Refused: ciphers are set for all hosts by the ConfigMap."),
     Annotation("ssl-prefer-server-ciphers", _global_only, Risk.LOW,
                "Refused: set for all hosts (on) by the controller."),

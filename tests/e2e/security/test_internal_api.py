@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from services.nginx.paths import NginxPaths
-from services.syncer.nginx_control import NginxControl
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.tables import TablePusher
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
 from tests.support.controller import tcp_ports_listened_by
@@ -82,7 +82,7 @@ def test_internal_endpoints_are_never_served_through_an_ingress(stage, targets):
 
 
 def test_a_post_to_the_configuration_api_through_an_ingress_changes_nothing(stage, targets):
-    control = NginxControl(stage.controller.state_dir, stage.controller.run_dir)
+    control = TablePusher(NginxPaths.of(stage.controller.state_dir, stage.controller.run_dir))
     before = asyncio.run(control.versions())
 
     for target in targets:

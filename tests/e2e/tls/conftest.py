@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from services.nginx.paths import NginxPaths
+from services.nginxconf.paths import NginxPaths
 
 from tests.e2e.ingress.scenarios import Stage
 from tests.support.controller import start_manifests_controller

@@ -21,12 +21,14 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from services.nginx import processes
-from services.nginx.paths import NginxPaths
-from services.nginx.prefix import make_self_signed
-from services.syncer.model_types import HostRoutes, LocationProfile, NginxConfig, Route
-from services.syncer.nginx_control import NginxControl, PushResult
-from services.syncer.render import render
+from services.nginxconf import processes
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.prefix import make_self_signed
+from services.nginxconf.config import LocationProfile, NginxConfig
+from services.syncer.model_types import HostRoutes, Route
+from services.nginxconf.reload import NginxReloader
+from services.nginxconf.tables import TablePusher
+from services.nginxconf.render import render
 
 REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT = 20.0
@@ -166,7 +168,8 @@ class Nginx:
         self.paths = NginxPaths.of(self.state_dir, self.run_dir)
         self.log_path = self.base / "nginx.log"
         self.loop = asyncio.new_event_loop()
-        self.control = NginxControl(self.state_dir, self.run_dir, reload_timeout=20)
+        self.reloader = NginxReloader(self.paths, reload_timeout=20)
+        self.pusher = TablePusher(self.paths)
 
     # lifecycle
 
@@ -248,12 +251,12 @@ class Nginx:
         return self.loop.run_until_complete(coro)
 
     def apply(self, config: NginxConfig) -> bool:
-        return self.run(self.control.apply(render(config)))
+        return self.run(self.reloader.apply(render(config)))
 
     def push(self, routes: dict[str, HostRoutes], backends: dict[str, list[str]] | None = None,
-             certificates: dict[str, Any] | None = None) -> PushResult:
-        return self.run(self.control.push({h: r.to_json() for h, r in routes.items()}, backends or {},
-                                          certificates or {}))
+             certificates: dict[str, Any] | None = None) -> list[str]:
+        return self.run(self.pusher.push(routes={h: r.to_json() for h, r in routes.items()}, backends=backends or {},
+                                         certificates=certificates or {}))
 
     # requests
 

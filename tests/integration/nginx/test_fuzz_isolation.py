@@ -27,13 +27,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.nginx.config_test import NginxConfigError, check_file
-from services.nginx.paths import NginxPaths
-from services.nginx.prefix import make_self_signed, prepare
+from services.nginxconf.config_test import NginxConfigError, check_file
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.prefix import make_self_signed, prepare
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES
 from services.syncer.model_types import Model
-from services.syncer.render import render
+from services.nginxconf.render import render
 from tests.unit.syncer.conftest import Cluster
 
 FUZZ = settings(deadline=None, derandomize=True, database=None, max_examples=40)

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from services.nginx import processes
-from services.nginx.paths import NginxPaths
-from services.nginx.prefix import PrefixError, prepare, remove_stale_sockets
+from services.nginxconf import processes
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.prefix import PrefixError, prepare, remove_stale_sockets
 from tests.support.controller import tcp_ports_listened_by
 
 from .conftest import REPO

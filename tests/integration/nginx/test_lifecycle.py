@@ -9,9 +9,10 @@ import stat
 
 import pytest
 
-from services.nginx import processes
-from services.syncer.model_types import HostRoutes, LocationProfile
-from services.syncer.nginx_control import NginxConfigError
+from services.nginxconf import processes
+from services.nginxconf.config import LocationProfile
+from services.syncer.model_types import HostRoutes
+from services.nginxconf.config_test import NginxConfigError
 
 from .conftest import client_tls_context, route, trust
 
@@ -63,7 +64,7 @@ def test_a_reload_brings_a_new_profile_and_keeps_the_pushed_tables(nginx_factory
     extra = nginx.get("/extra")
     assert extra.json["headers"]["x-extra"] == "yes"
     assert "x-extra" not in nginx.get("/").json["headers"]
-    assert nginx.run(nginx.control.needs_push()) is False
+    assert nginx.run(nginx.pusher.needs_push()) is False
 
 
 def test_after_the_master_is_killed_a_relaunch_reaps_its_workers_and_serves_the_last_tables(nginx_factory, echo):
@@ -80,7 +81,7 @@ def test_after_the_master_is_killed_a_relaunch_reaps_its_workers_and_serves_the_
     assert orphans.isdisjoint(p.pid for p in processes.instance_processes(nginx.paths.prefix))
     response = nginx.get("/")
     assert response.backend == "app" and response.json["headers"]["x-extra"] == "yes"
-    assert nginx.run(nginx.control.needs_push()) is False  # it loaded the state files itself
+    assert nginx.run(nginx.pusher.needs_push()) is False  # it loaded the state files itself
 
 
 def test_a_relaunch_touches_no_other_instance(nginx_factory):

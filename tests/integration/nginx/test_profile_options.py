@@ -1,4 +1,4 @@
-"""Profile keys that are not nginx directives (CORS, HTTPS to the backend) and the ConfigMap's
+"""A location profile's typed fields (the CORS policy, HTTPS to the backend) and the ConfigMap's
 use-forwarded-headers / use-proxy-protocol, through a real nginx."""
 from __future__ import annotations
 
@@ -11,24 +11,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from services.syncer.model_types import HostRoutes, LocationProfile
-from services.syncer.render import RenderError, render
+from services.nginxconf.config import CorsPolicy, LocationProfile
+from services.syncer.model_types import HostRoutes
+from services.nginxconf.render import RenderError, render
 
 from .conftest import route
 
-CORS = LocationProfile("cors", (
-    ("pyngress_cors_allow_credentials", "true"),
-    ("pyngress_cors_allow_headers", "X-Api-Key,Content-Type"),
-    ("pyngress_cors_allow_methods", "GET,PUT"),
-    ("pyngress_cors_allow_origin", "https://app.example.com,https://*.example.org:8443"),
-    ("pyngress_cors_expose_headers", "X-Request-Id"),
-    ("pyngress_cors_max_age", "600"),
-))
-CORS_ANY = LocationProfile("corsany", (
-    ("pyngress_cors_allow_credentials", "false"), ("pyngress_cors_allow_headers", "Content-Type"),
-    ("pyngress_cors_allow_methods", "GET"), ("pyngress_cors_allow_origin", "*"), ("pyngress_cors_max_age", "5"),
-))
-HTTPS_BACKEND = LocationProfile("tlsbackend", (("pyngress_proxy_pass_scheme", "https"),))
+CORS = LocationProfile("cors", cors=CorsPolicy(
+    allow_origin="https://app.example.com,https://*.example.org:8443", allow_methods="GET,PUT",
+    allow_headers="X-Api-Key,Content-Type", allow_credentials=True, max_age=600, expose_headers="X-Request-Id"))
+CORS_ANY = LocationProfile("corsany", cors=CorsPolicy(
+    allow_origin="*", allow_methods="GET", allow_headers="Content-Type", allow_credentials=False, max_age=5))
+HTTPS_BACKEND = LocationProfile("tlsbackend", backend_scheme="https")
 
 
 @pytest.fixture(scope="module")
@@ -173,11 +167,6 @@ def test_use_proxy_protocol_takes_the_client_address_from_the_proxy_header(nginx
         assert sock.recv(100) == b""  # without a PROXY header nginx closes the connection
 
 
-@pytest.mark.parametrize("settings, message", [
-    ((("pyngress_unknown", "x"),), "unknown pyngress setting(s) pyngress_unknown"),
-    ((("pyngress_proxy_pass_scheme", "ftp"),), "pyngress_proxy_pass_scheme must be http or https"),
-    ((("pyngress_cors_max_age", "5"),), "CORS settings need pyngress_cors_allow_origin"),
-])
-def test_pyngress_settings_outside_the_contract_are_refused(shared_nginx, settings, message):
-    with pytest.raises(RenderError, match=re.escape(message)):
-        render(shared_nginx.config(profiles=[LocationProfile("bad", settings)]))
+def test_a_backend_scheme_outside_the_contract_is_refused(shared_nginx):
+    with pytest.raises(RenderError, match=re.escape("the backend scheme must be http or https, got 'ftp'")):
+        render(shared_nginx.config(profiles=[LocationProfile("bad", backend_scheme="ftp")]))

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from services.syncer.model_types import HostRoutes, LocationProfile, NginxConfig
-from services.syncer.nginx_control import NginxControl
-from services.syncer.render import RenderError, quote, render
+from services.nginxconf.config import LocationProfile, NginxConfig
+from services.syncer.model_types import HostRoutes
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.reload import NginxReloader
+from services.nginxconf.render import RenderError, quote, render
 
 from .conftest import route
 
@@ -83,7 +85,7 @@ def test_odd_paths_render_into_a_config_nginx_accepts(odd_dir):
     conf = config(state_dir=str(odd_dir), run_dir=str(run_dir), ssl_passthrough=True,
                   profiles=[LocationProfile("p", (("add_header", ("X-Odd", 'a "b" \\c; } #d')),))])
 
-    asyncio.run(NginxControl(odd_dir, run_dir).test(render(conf)))
+    asyncio.run(NginxReloader(NginxPaths.of(odd_dir, run_dir)).test(render(conf)))
 
 
 def test_a_quoted_value_reaches_the_client_exactly(nginx_factory, echo):

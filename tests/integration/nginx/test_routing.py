@@ -6,8 +6,9 @@ import socket
 
 import pytest
 
-from services.syncer.model_types import HostRoutes, LocationProfile
-from services.syncer.nginx_control import NginxPushError
+from services.nginxconf.config import LocationProfile
+from services.syncer.model_types import HostRoutes
+from services.nginxconf.tables import NginxPushError
 
 from .conftest import closed_endpoint, route
 
@@ -163,10 +164,10 @@ def test_a_push_sends_only_tables_nginx_does_not_hold(nginx, backends):
     routes = {HOST: HostRoutes(prefix={"/": route("A")})}
     nginx.push(routes, tables(backends))
 
-    assert nginx.push(routes, tables(backends)).pushed == []
-    assert nginx.push(routes, tables(backends, A=[backends["B"].endpoint])).pushed == ["backends"]
-    assert nginx.run(nginx.control.needs_push()) is False
-    held = nginx.run(nginx.control.versions())
+    assert nginx.push(routes, tables(backends)) == []
+    assert nginx.push(routes, tables(backends, A=[backends["B"].endpoint])) == ["backends"]
+    assert nginx.run(nginx.pusher.needs_push()) is False
+    held = nginx.run(nginx.pusher.versions())
     assert set(held) == {"routes", "backends", "certificates"} and all(held.values())
 
 
@@ -183,19 +184,8 @@ def test_a_malformed_table_is_refused_whole_and_the_last_one_keeps_serving(nginx
         nginx.push({HOST: HostRoutes(prefix={"/": route("B"), "no-slash": route("B")})}, tables(backends))
     assert nginx.get("/").backend == "A"
     # nginx holds the last good tables: nothing to push again until the model changes.
-    assert nginx.run(nginx.control.needs_push()) is False
+    assert nginx.run(nginx.pusher.needs_push()) is False
 
     refused = nginx.api("POST", "/configuration/backends", b'{"version": "v", "data": {"A": ["not-an-address"]}}')
     assert refused.status == 400 and "not-an-address" in refused.body.decode()
     assert nginx.get("/").backend == "A"
-
-
-def test_endpoint_names_that_resolve_to_the_node_itself_or_not_at_all_are_left_out(nginx, echo):
-    local = echo("local")
-    port = local.endpoint.rsplit(":", 1)[1]
-    nginx.push({HOST: HostRoutes(prefix={"/local": route("local"), "/unresolvable": route("unresolvable")})},
-               {"local": [f"localhost:{port}"], "unresolvable": ["no-such-name.invalid:80"]})
-
-    # Through localhost a tenant's ExternalName Service would reach the controller's own ports.
-    assert nginx.get("/local").status == 503
-    assert nginx.get("/unresolvable").status == 503

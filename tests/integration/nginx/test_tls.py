@@ -66,17 +66,6 @@ def test_certificates_rotate_without_a_reload(nginx, app, make_certificate):
     assert nginx.worker_pids() == workers
 
 
-def test_a_certificate_whose_key_does_not_match_is_left_out(nginx, app, certs):
-    mismatched = {"cert": certs["a.tls.test"]["cert"], "key": certs["default.tls.test"]["key"]}
-    result = nginx.push({"_": HostRoutes(prefix={"/": route("app")})}, {"app": [app.endpoint]},
-                        {"certs": {"bad": mismatched, "wild": certs["*.wild.tls.test"]},
-                         "hosts": {"x.wild.tls.test": "bad", "*.wild.tls.test": "wild"}, "default": "bad"})
-
-    assert set(result.rejected_certificates) == {"bad"}
-    assert nginx.get("/", https=True, sni="x.wild.tls.test").peer_subject == "*.wild.tls.test"
-    assert nginx.get("/", https=True, sni="other.test").peer_subject == FAKE
-
-
 def test_plain_http_to_a_tls_host_is_redirected_with_308(nginx, app):
     nginx.push({"secure.test": HostRoutes(prefix={"/": route("app")}, tls=True),
                 "optional.test": HostRoutes(prefix={"/": route("app")}, tls=True, ssl_redirect=False),

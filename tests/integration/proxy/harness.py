@@ -20,7 +20,7 @@ import zmq.asyncio
 from proto import endpoints
 from services.common.clone import ClonePublisher
 from services.common.files import ensure_private_dir
-from services.nginx.paths import NginxPaths
+from services.nginxconf.paths import NginxPaths
 from tests.unit.proxy.hello_bytes import first_flight
 
 REPO = Path(__file__).resolve().parents[3]

@@ -4,7 +4,8 @@ import asyncio
 from services.common.settings import Settings
 from services.syncer.apply import NginxApplier
 from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import LocationProfile, Model, NginxConfig
+from services.nginxconf.config import LocationProfile, NginxConfig
+from services.syncer.model_types import Model
 
 GOOD = LocationProfile("good", (("proxy_read_timeout", "5s"),))
 # Passes the template's quoting (no '$', no control characters), yet nginx refuses the address.

@@ -9,7 +9,7 @@ import pytest
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.renderable import MAX_LUA_STRING
 from services.syncer.configmap import DEFAULT_SSL_CIPHERS, GLOBAL_DIRECTIVES
-from services.syncer.render import lua_string
+from services.nginxconf.render import lua_string
 
 PREFIX = "nginx.ingress.kubernetes.io"
 

@@ -3,24 +3,26 @@ import re
 import pytest
 
 from services.syncer.annotations import ANNOTATIONS, Risk
-from services.syncer.model_types import DEFAULT_PROFILE
+from services.nginxconf.config import DEFAULT_PROFILE, CorsPolicy, LocationProfile
 
 PREFIX = "nginx.ingress.kubernetes.io"
-CORS_DEFAULTS = {
-    "pyngress_cors_allow_origin": "*",
-    "pyngress_cors_allow_methods": "GET,PUT,POST,DELETE,PATCH,OPTIONS",
-    "pyngress_cors_allow_headers": "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,"
-                                   "Cache-Control,Content-Type,Range,Authorization",
-    "pyngress_cors_allow_credentials": "true",
-    "pyngress_cors_max_age": "1728000",
-}
+CORS_DEFAULTS = CorsPolicy(
+    allow_origin="*", allow_methods="GET,PUT,POST,DELETE,PATCH,OPTIONS",
+    allow_headers="DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,"
+                  "Range,Authorization",
+    allow_credentials=True, max_age=1728000)
+
+
+def route_profile(model) -> LocationProfile:
+    """The location profile the app's "/" route is served with."""
+    profile_name = model.routes["app.example.com"].prefix["/"].profile
+    [profile] = [p for p in model.config.profiles if p.name == profile_name]
+    return profile
 
 
 def route_settings(model) -> list[tuple[str, str]]:
-    """The location settings the app's "/" route is served with."""
-    profile_name = model.routes["app.example.com"].prefix["/"].profile
-    [profile] = [p for p in model.config.profiles if p.name == profile_name]
-    return list(profile.settings)
+    """The nginx directives the app's "/" route is served with."""
+    return list(route_profile(model).directives)
 
 
 @pytest.mark.parametrize("annotations, settings", [
@@ -40,7 +42,6 @@ def route_settings(model) -> list[tuple[str, str]]:
     ({"proxy-buffer-size": "1024"}, {"proxy_buffer_size": "1024", "proxy_buffers": "4 1024"}),
     ({"proxy-request-buffering": "off"}, {"proxy_request_buffering": "off"}),
     ({"proxy-http-version": "1.0"}, {"proxy_http_version": "1.0"}),
-    ({"backend-protocol": "https"}, {"pyngress_proxy_pass_scheme": "https"}),
     ({"backend-protocol": "HTTP"}, {}),
     ({"upstream-vhost": "internal.example.com"}, {"proxy_set_header": "Host internal.example.com"}),
     ({"upstream-vhost": "internal:8080"}, {"proxy_set_header": "Host internal:8080"}),
@@ -50,14 +51,6 @@ def route_settings(model) -> list[tuple[str, str]]:
     ({"permanent-redirect": "http://new.example.com:8080/a/b?x=1&y=%20#top"},
      {"return": "301 http://new.example.com:8080/a/b?x=1&y=%20#top"}),
     ({"temporal-redirect": "https://maint.example.com/down"}, {"return": "302 https://maint.example.com/down"}),
-    ({"enable-cors": "true"}, CORS_DEFAULTS),
-    ({"enable-cors": "True", "cors-allow-origin": "https://a.example.com,https://*.b.example.com:8443 , *",
-      "cors-allow-methods": "GET,POST", "cors-allow-headers": "X-Api-Key, Content-Type",
-      "cors-expose-headers": "X-Request-Id", "cors-allow-credentials": "false", "cors-max-age": "600"},
-     {"pyngress_cors_allow_origin": "https://a.example.com,https://*.b.example.com:8443,*",
-      "pyngress_cors_allow_methods": "GET,POST", "pyngress_cors_allow_headers": "X-Api-Key,Content-Type",
-      "pyngress_cors_expose_headers": "X-Request-Id", "pyngress_cors_allow_credentials": "false",
-      "pyngress_cors_max_age": "600"}),
     ({"allowlist-source-range": "192.168.1.1, 10.0.0.0/8,2001:db8::/32,10.0.0.0/8"},
      [("allow", "10.0.0.0/8"), ("allow", "192.168.1.1/32"), ("allow", "2001:db8::/32"), ("deny", "all")]),
     ({"whitelist-source-range": "10.1.2.3/8"}, [("allow", "10.0.0.0/8"), ("deny", "all")]),
@@ -68,6 +61,28 @@ def test_valid_annotations_become_location_settings(cluster, annotations, settin
     model = cluster.build()
     assert model.problem_lines() == []
     assert route_settings(model) == (sorted(settings.items()) if isinstance(settings, dict) else settings)
+    assert (route_profile(model).backend_scheme, route_profile(model).cors) == ("http", None)
+
+
+def test_backend_protocol_https_is_the_profiles_backend_scheme(cluster):
+    cluster.app(annotations={"backend-protocol": "https"})
+    profile = route_profile(cluster.build())
+    assert (profile.backend_scheme, profile.directives, profile.cors) == ("https", (), None)
+
+
+@pytest.mark.parametrize("annotations, policy", [
+    ({"enable-cors": "true"}, CORS_DEFAULTS),
+    ({"enable-cors": "True", "cors-allow-origin": "https://a.example.com,https://*.b.example.com:8443 , *",
+      "cors-allow-methods": "GET,POST", "cors-allow-headers": "X-Api-Key, Content-Type",
+      "cors-expose-headers": "X-Request-Id", "cors-allow-credentials": "false", "cors-max-age": "600"},
+     CorsPolicy(allow_origin="https://a.example.com,https://*.b.example.com:8443,*", allow_methods="GET,POST",
+                allow_headers="X-Api-Key,Content-Type", expose_headers="X-Request-Id", allow_credentials=False,
+                max_age=600)),
+])
+def test_enable_cors_gives_the_profile_its_cors_policy(cluster, annotations, policy):
+    cluster.app(annotations=annotations)
+    profile = route_profile(cluster.build())
+    assert (profile.cors, profile.directives, profile.backend_scheme) == (policy, (), "http")
 
 
 @pytest.mark.parametrize("name, value", [
@@ -223,7 +238,7 @@ def test_profiles_list_only_what_routes_use_and_always_default(cluster):
     cluster.ingress("first", annotations={"proxy-read-timeout": "5"})
     cluster.ingress("loser", annotations={"proxy-read-timeout": "9"})  # all its paths lose the conflict
     profiles = cluster.build().config.profiles
-    assert [dict(p.settings) for p in profiles if p.name != DEFAULT_PROFILE] == [{"proxy_read_timeout": "5s"}]
+    assert [dict(p.directives) for p in profiles if p.name != DEFAULT_PROFILE] == [{"proxy_read_timeout": "5s"}]
     assert DEFAULT_PROFILE in [p.name for p in profiles]
 
 

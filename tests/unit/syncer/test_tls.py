@@ -3,7 +3,7 @@ import functools
 
 import pytest
 
-from services.nginx.prefix import make_self_signed
+from services.nginxconf.prefix import make_self_signed
 from services.syncer.configmap import ControllerConfig
 from services.syncer.tls import hsts_header, inspect_certificate, names_match
 

@@ -6,10 +6,10 @@ no quoting makes safe (control characters; `$`, which nginx expands as a variabl
 are refused with a RenderError. Values are validated by allow-lists before they get here; this is the
 second line, so that a validator's bug can never add a directive or a block.
 
-Setting values (ConfigMap globals and location profile settings) are argument lists: a string is split
-on spaces ("4 8k" → two arguments), a tuple or list gives the arguments as they are. Profile settings named
-`pyngress_*` are not directives (see services/syncer/annotations/__init__.py): the scheme to the backend
-chooses the profile's proxy_pass, and the CORS keys become a Lua table for templates/lua/pyngress/cors.lua.
+Setting values (ConfigMap globals and profile directives) are argument lists: a string is split on spaces
+("4 8k" → two arguments), a tuple or list gives the arguments as they are. A profile's typed fields
+(config.py) are the template's own: the backend scheme chooses its proxy_pass, and the CORS policy becomes
+a Lua table for templates/lua/pyngress/cors.lua.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from typing import Iterable, Sequence
 
 import jinja2
 
-from services.nginx.paths import NginxPaths
-from services.syncer.model_types import DEFAULT_PROFILE, LocationProfile, NginxConfig
+from services.nginxconf.config import DEFAULT_PROFILE, CorsPolicy, LocationProfile, NginxConfig
+from services.nginxconf.paths import NginxPaths
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 LUA_DIR = TEMPLATES_DIR / "lua"
@@ -132,19 +132,6 @@ def _settings(pairs: Iterable[tuple[str, str | Sequence[str]]]) -> list[tuple[st
     return [(directive(name), arguments(value)) for name, value in pairs]
 
 
-# Profile keys that are not nginx directives. The CORS ones map to the option names of cors.lua.
-PROXY_PASS_SCHEME = "pyngress_proxy_pass_scheme"
-CORS_OPTIONS: dict[str, str] = {
-    "pyngress_cors_allow_origin": "allow_origin",
-    "pyngress_cors_allow_methods": "allow_methods",
-    "pyngress_cors_allow_headers": "allow_headers",
-    "pyngress_cors_expose_headers": "expose_headers",
-    "pyngress_cors_allow_credentials": "allow_credentials",
-    "pyngress_cors_max_age": "max_age",
-}
-_SCHEMES = ("http", "https")
-
-
 @dataclass(frozen=True)
 class _RenderedProfile:
     name: str
@@ -159,25 +146,22 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
     """`profile` as the template writes it; raises RenderError naming what cannot be written safely."""
     if not _PROFILE_NAME.fullmatch(profile.name):
         raise RenderError(f"location profile name {profile.name!r} may only hold letters, digits, '_' and '-'")
-    directives = [(name, value) for name, value in profile.settings if not name.startswith("pyngress_")]
-    own = {name: value for name, value in profile.settings if name.startswith("pyngress_")}
-    unknown = sorted(set(own) - set(CORS_OPTIONS) - {PROXY_PASS_SCHEME})
-    if unknown:
-        raise RenderError(f"location profile {profile.name}: unknown pyngress setting(s) {', '.join(unknown)}")
-    scheme = own.get(PROXY_PASS_SCHEME, "http")
-    if scheme not in _SCHEMES:
-        raise RenderError(f"location profile {profile.name}: {PROXY_PASS_SCHEME} must be http or https, got {scheme!r}")
-    own_headers = {_header_name(value).lower() for name, value in directives if name == "proxy_set_header"}
+    own_headers = {_header_name(value).lower() for name, value in profile.directives if name == "proxy_set_header"}
     headers = [(quote(h), v) for h, v in PROXY_HEADERS if h.lower() not in own_headers]
-    return _RenderedProfile(profile.name, _settings(directives), headers, scheme, _cors_options(profile.name, own))
+    if profile.backend_scheme not in ("http", "https"):
+        raise RenderError(f"location profile {profile.name}: the backend scheme must be http or https, "
+                          f"got {profile.backend_scheme!r}")
+    cors = cors_table(profile.cors) if profile.cors else None
+    return _RenderedProfile(profile.name, _settings(profile.directives), headers, profile.backend_scheme, cors)
 
 
-def _cors_options(profile: str, own: dict[str, str]) -> str | None:
-    options = {CORS_OPTIONS[key]: value for key, value in own.items() if key in CORS_OPTIONS}
-    if not options:
-        return None
-    if "allow_origin" not in options:
-        raise RenderError(f"location profile {profile}: CORS settings need pyngress_cors_allow_origin")
+def cors_table(policy: CorsPolicy) -> str:
+    """The policy as the Lua table literal cors.lua reads (its options are strings)."""
+    options = {"allow_origin": policy.allow_origin, "allow_methods": policy.allow_methods,
+               "allow_headers": policy.allow_headers, "allow_credentials": str(policy.allow_credentials).lower(),
+               "max_age": str(policy.max_age)}
+    if policy.expose_headers is not None:
+        options["expose_headers"] = policy.expose_headers
     return "{ " + " ".join(f"{name} = {lua_string(value)}," for name, value in sorted(options.items())) + " }"
 
 

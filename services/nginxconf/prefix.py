@@ -1,6 +1,6 @@
 """Makes an nginx prefix directory ready: its directories, its socket directory and the fallback certificate.
 
-Called by the launcher before nginx starts and by NginxControl before `nginx -t`, so that either may
+Called by the launcher before nginx starts and by the syncer before `nginx -t` (reload.py), so that either may
 run first (`nginx -t` binds the listening sockets too, so their directory must exist).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from services.common import logs
 from services.common.files import atomic_write, ensure_private_dir
 from services.common.runner import StartupError
-from services.nginx.paths import NginxPaths
+from services.nginxconf.paths import NginxPaths
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,91 @@
+"""Test and load nginx.conf into one running nginx instance.
+
+`apply(conf)`: `nginx -t` on a copy beside the live file, atomic replace, SIGHUP to the master (not
+`nginx -s reload`, which parses the whole configuration once more before signalling), then wait until the
+master runs workers of the new configuration and the old ones no longer accept connections.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from services.common import logs
+from services.common.files import atomic_write
+from services.nginxconf import processes
+from services.nginxconf.config_test import NginxConfigError, check_command, failure_message
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.prefix import prepare
+
+log = logging.getLogger(__name__)
+
+# Generous: nginx.conf stays small (routing is in Lua), so a reload normally takes well under a second.
+RELOAD_TIMEOUT_SECONDS = 60.0
+
+
+class NginxReloadError(RuntimeError):
+    """nginx took the new nginx.conf (it passed `nginx -t` and is installed) but did not finish loading it:
+    its master exited, or no new workers started in time. Not a rejected configuration: nginx's log says why."""
+
+
+class NginxReloader:
+    def __init__(self, paths: NginxPaths, *, reload_timeout: float = RELOAD_TIMEOUT_SECONDS) -> None:
+        self.paths = paths
+        self.reload_timeout = reload_timeout
+        self._lock = asyncio.Lock()
+
+    async def test(self, conf_text: str) -> None:
+        """Run `nginx -t` on `conf_text`; raise NginxConfigError with nginx's error lines if it fails."""
+        await asyncio.to_thread(prepare, self.paths)
+        fd, tmp = tempfile.mkstemp(dir=self.paths.prefix, prefix=".nginx.conf.test-")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(conf_text)
+            # cwd "/": the prefix directory is how processes.py recognises this instance's processes.
+            proc = await asyncio.create_subprocess_exec(
+                *check_command(self.paths, Path(tmp)), cwd="/",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            output, _ = await proc.communicate()
+        finally:
+            os.unlink(tmp)
+        if proc.returncode != 0:
+            raise NginxConfigError(failure_message(output.decode(errors="replace"), Path(tmp), self.paths.conf))
+
+    async def apply(self, conf_text: str) -> bool:
+        """Test, install and load `conf_text`.
+
+        Returns True once nginx serves it, False when no master is running (the file is in place for the
+        next start). Raises NginxConfigError (nothing changed) or NginxReloadError (the file is installed,
+        but nginx has not loaded it).
+        """
+        async with self._lock:
+            await self.test(conf_text)
+            master = processes.running_master(self.paths.prefix, self.paths.pid_file)
+            before = {w.pid for w in processes.workers_of(master.pid, self.paths.prefix)} if master else set()
+            atomic_write(self.paths.conf, conf_text.encode(), mode=0o600)
+            if master is None or not processes.send_signal(master, self.paths.prefix, signal.SIGHUP):
+                log.info("nginx is not running; it loads the new configuration when it starts",
+                         extra=logs.kv(conf=str(self.paths.conf)))
+                return False
+            await self._wait_for_new_workers(master.pid, before)
+            return True
+
+    async def _wait_for_new_workers(self, master: int, before: set[int]) -> None:
+        deadline = time.monotonic() + self.reload_timeout
+        while time.monotonic() < deadline:
+            workers = processes.workers_of(master, self.paths.prefix)
+            started = any(w.pid not in before for w in workers)
+            # An old worker's title changes once it has stopped accepting connections.
+            old_accepting = any(w.pid in before and w.title == "nginx: worker process" for w in workers)
+            if started and not old_accepting:
+                return
+            if not workers and processes.running_master(self.paths.prefix, self.paths.pid_file) is None:
+                raise NginxReloadError("nginx's master exited during the reload; see nginx's log")
+            await asyncio.sleep(0.05)
+        raise NginxReloadError(f"nginx did not start workers for the new configuration within "
+                               f"{self.reload_timeout:.0f}s; the previous configuration keeps serving "
+                               "(nginx's log says why)")
