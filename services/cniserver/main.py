@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
+from pathlib import Path
 
-import uvloop
 import zmq.asyncio
 from aiohttp import web
 
@@ -22,6 +21,7 @@ from services.cniserver.socket_dir import SocketDirError, bind_private_socket, p
     socket_path
 from services.common import logs
 from services.common.cni_config.node_pod_cidr import NodePodCidr
+from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
 from services.common.status import write_status
 
@@ -29,25 +29,18 @@ log = logging.getLogger("cniserver")
 
 
 def run(settings: Settings, *, request_timeout: float = REQUEST_TIMEOUT_SECONDS) -> int:
-    logs.setup("cniserver", settings.log_level)
-    if os.geteuid() != 0:
-        log.error("cniserver must run as root: it configures network namespaces and its socket is root-only")
-        return 1
-    try:
-        uvloop.run(serve(settings, request_timeout))
-    except SocketDirError as err:
-        log.error("cannot start: %s", err)
-        return 1
-    return 0
+    return run_process("cniserver", settings, lambda: serve(settings, request_timeout))
 
 
 async def serve(settings: Settings, request_timeout: float) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-
-    prepare_socket_dir(socket_dir(settings.run_dir))
+    """Serve until cancelled (SIGTERM), then drain: /readyz 503, stop accepting, answer what is in flight."""
+    if os.geteuid() != 0:
+        raise StartupError("cniserver must run as root: it configures network namespaces and its socket is "
+                           "root-only")
+    try:
+        prepare_socket_dir(socket_dir(settings.run_dir))
+    except SocketDirError as err:
+        raise StartupError(str(err)) from None
     path = socket_path(settings.run_dir)
     listener = bind_private_socket(path)
     metrics = CniMetrics()
@@ -70,7 +63,14 @@ async def serve(settings: Settings, request_timeout: float) -> None:
     workers_changed(0)
     log.info("serving", extra=logs.kv(socket=path, workers_endpoint=endpoints.cni_workers(settings.run_dir)))
 
-    await stop.wait()
+    try:
+        await asyncio.Event().wait()  # until SIGTERM cancels this task
+    finally:
+        await _drain(settings, api=api, follow_node=follow_node, runner=runner, broker=broker, ctx=ctx, path=path)
+
+
+async def _drain(settings: Settings, *, api: CniApi, follow_node: asyncio.Task | None, runner: web.AppRunner,
+                 broker: Broker, ctx: zmq.asyncio.Context, path: Path) -> None:
     log.info("stopping: finishing the requests in flight")
     api.shutting_down = True
     if follow_node:
@@ -80,4 +80,3 @@ async def serve(settings: Settings, request_timeout: float) -> None:
     ctx.term()
     path.unlink(missing_ok=True)
     write_status(settings.run_dir, "cniserver", state="stopped", socket=str(path), workers=0)
-    log.info("stopped")

@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol
 
-import uvloop
 import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
@@ -31,6 +29,7 @@ from services.common import logs
 from services.common.cni_config.node_pod_cidr import NodePodCidr
 from services.common.cni_config.request import CniRequest, parse_request
 from services.common.files import ensure_private_dir
+from services.common.runner import run_process
 from services.common.settings import Settings
 from services.common.status import write_status
 
@@ -50,15 +49,16 @@ SLOTS = 8
 
 def run(settings: Settings, *, handle: Handler | None = None) -> int:
     """Serve until SIGTERM; `handle` replaces the pod-networking core (tests use a stand-in)."""
-    logs.setup("cniworker", settings.log_level)
-    ensure_private_dir(settings.run_dir)  # the broker's socket is in it: whoever binds it there gets root's work done
-    if handle is None:
-        from services.cniworker.handler import handle
-    # At debug, pyroute2 logs every netlink message: megabytes of log, and ~5 ms more per ADD. (Set
-    # after the import above: importing pyroute2 resets its logger's level.)
-    logging.getLogger("pyroute2").setLevel(max(logging.getLogger().level, logging.INFO))
-    uvloop.run(WorkerLoop(settings, handle=handle).serve())
-    return 0
+    async def main() -> None:
+        ensure_private_dir(settings.run_dir)  # the broker's socket is in it: whoever binds there gets root's work
+        chosen = handle
+        if chosen is None:
+            from services.cniworker.handler import handle as chosen
+        # At debug, pyroute2 logs every netlink message: megabytes of log, and ~5 ms more per ADD. (Set
+        # after the import above: importing pyroute2 resets its logger's level.)
+        logging.getLogger("pyroute2").setLevel(max(logging.getLogger().level, logging.INFO))
+        await WorkerLoop(settings, handle=chosen).serve()
+    return run_process("cniworker", settings, main)
 
 
 class WorkerLoop:
@@ -80,10 +80,8 @@ class WorkerLoop:
         self._sock.setsockopt(zmq.ROUTING_ID, f"{os.getpid()}-{os.urandom(4).hex()}".encode())
 
     async def serve(self) -> None:
-        stop = asyncio.Event()
+        """Serve until cancelled (SIGTERM), then drain: announce no slots, finish what is in flight."""
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
         monitor = self._sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         endpoint = endpoints.cni_workers(self.settings.run_dir)
         self._sock.connect(endpoint)
@@ -92,8 +90,12 @@ class WorkerLoop:
         tasks = [loop.create_task(self._watch_connection(monitor)), loop.create_task(self._receive())]
         if self.pod_cidr.needs_following:
             tasks.append(loop.create_task(self.pod_cidr.follow(self._ctx)))
-        await stop.wait()
+        try:
+            await asyncio.Event().wait()  # until SIGTERM cancels this task
+        finally:
+            await self._drain(tasks, monitor)
 
+    async def _drain(self, tasks: list[asyncio.Task], monitor: zmq.asyncio.Socket) -> None:
         log.info("stopping: finishing the requests in flight", extra=logs.kv(in_flight=len(self._running)))
         self.stopping = True
         await self._announce(0)
@@ -107,7 +109,6 @@ class WorkerLoop:
         self._ctx.term()
         self._pool.shutdown()
         self._status("stopped")
-        log.info("stopped")
 
     async def _watch_connection(self, monitor: zmq.asyncio.Socket) -> None:
         while True:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 from typing import Awaitable, Callable
 

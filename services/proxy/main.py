@@ -11,16 +11,15 @@ import asyncio
 import logging
 import os
 import resource
-import signal
-from typing import Any, Callable
+from typing import Any
 
 import zmq.asyncio
 
 from proto import endpoints
-from services.common import logs
 from services.common.clone import CloneSubscriber
 from services.common.files import ensure_private_dir
 from services.common.logs import kv
+from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
 from services.common.status import write_status
 from services.nginxconf.paths import NginxPaths
@@ -38,24 +37,15 @@ STATUS_PERIOD_SECONDS = 2.0
 
 
 def run(settings: Settings) -> int:
-    logs.setup("proxy", settings.log_level)
-    ensure_private_dir(settings.run_dir)  # the syncer's table arrives over sockets in it
-    try:
-        options = ProxyOptions.from_environ()
-    except OptionError as err:
-        log.error("bad proxy option: %s", err)
-        return 2
-    _raise_open_files_limit()
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(_serve(settings, options))
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
+    async def main() -> int:
+        ensure_private_dir(settings.run_dir)  # the syncer's table arrives over sockets in it
+        try:
+            options = ProxyOptions.from_environ()
+        except OptionError as err:
+            raise StartupError(f"bad proxy option: {err}") from None
+        _raise_open_files_limit()
+        return await _serve(settings, options)
+    return run_process("proxy", settings, main)
 
 
 def _raise_open_files_limit() -> None:
@@ -146,25 +136,20 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
         log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port, nginx_socket=server.nginx[0],
                                      loop=type(loop).__module__, hello_timeout=options.hello_timeout,
                                      idle_timeout=options.idle_timeout))
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        stopping = asyncio.create_task(stop.wait())
         reporting = asyncio.create_task(status.run())
-        tasks += [stopping, reporting]
-        await asyncio.wait([follow, stopping], return_when=asyncio.FIRST_COMPLETED)
-        reporting.cancel()
-        rc = 0
-        if follow.done():
+        tasks.append(reporting)
+        try:
+            await asyncio.wait([follow])  # until SIGTERM cancels this task, or the subscription fails
             log.error("passthrough table subscription ended; exiting so that supervisord restarts us",
                       exc_info=follow.exception())
-            rc = 1
-        log.info("stopping", extra=kv(active=len(server.spliced), drain_timeout=options.drain_timeout))
-        server.stop_accepting()
-        await status.write("draining")
-        await server.drain()
-        await status.write("stopped")
-        return rc
+        finally:
+            reporting.cancel()
+            log.info("stopping", extra=kv(active=len(server.spliced), drain_timeout=options.drain_timeout))
+            server.stop_accepting()
+            await status.write("draining")
+            await server.drain()
+            await status.write("stopped")
+        return 1
     finally:
         for task in tasks:
             task.cancel()

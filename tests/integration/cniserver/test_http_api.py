@@ -117,7 +117,7 @@ def test_a_mounted_socket_directory_must_already_be_private(workdir):
     stack = CniStack(workdir)
     try:
         server = stack.start_server(wait=False)
-        assert server.popen.wait(15) == 1
+        assert server.popen.wait(15) == 2  # a StartupError (services/common/runner.py)
         assert "has mode 0755 and cannot be re-created (it is a mount point)" in server.log()
         assert "chmod 0700" in server.log()
         os.chmod(source, 0o700)
