@@ -34,8 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="pyngress", description="pyngress: ingress controller and CNI server")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (_, help_text) in COMMANDS.items():
-        settings_mod.add_arguments(sub.add_parser(name, help=help_text))
+    try:
+        for name, (_, help_text) in COMMANDS.items():
+            settings_mod.add_arguments(sub.add_parser(name, help=help_text))
+    except settings_mod.EnvironmentSettingError as err:
+        print(f"pyngress: {err}", file=sys.stderr)
+        return 2
     for name, (module_name, help_text) in OWN_FLAGS_COMMANDS.items():
         importlib.import_module(module_name).add_arguments(sub.add_parser(name, help=help_text))
     ns = parser.parse_args(argv)

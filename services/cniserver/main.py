@@ -38,22 +38,22 @@ async def serve(settings: Settings, request_timeout: float) -> None:
         raise StartupError("cniserver must run as root: it configures network namespaces and its socket is "
                            "root-only")
     try:
-        prepare_socket_dir(socket_dir(settings.run_dir))
+        prepare_socket_dir(socket_dir(settings.paths.run_dir))
     except SocketDirError as err:
         raise StartupError(str(err)) from None
-    path = socket_path(settings.run_dir)
+    path = socket_path(settings.paths.run_dir)
     listener = bind_private_socket(path)
     metrics = CniMetrics()
     ctx = zmq.asyncio.Context()
 
     def workers_changed(count: int) -> None:
         metrics.workers_registered.set(count)
-        write_status(settings.run_dir, "cniserver", state="serving", socket=str(path), workers=count)
+        write_status(settings.paths.run_dir, "cniserver", state="serving", socket=str(path), workers=count)
 
-    broker = Broker(ctx, endpoint=endpoints.cni_workers(settings.run_dir), on_workers_changed=workers_changed)
+    broker = Broker(ctx, endpoint=endpoints.cni_workers(settings.paths.run_dir), on_workers_changed=workers_changed)
     broker.start()
-    api = CniApi(broker=broker, metrics=metrics, pod_cidr=settings.pod_cidr, request_timeout=request_timeout)
-    pod_cidr = NodePodCidr(run_dir=settings.run_dir, node_name=settings.node_name, pod_cidr=settings.pod_cidr,
+    api = CniApi(broker=broker, metrics=metrics, pod_cidr=settings.cni.pod_cidr, request_timeout=request_timeout)
+    pod_cidr = NodePodCidr(run_dir=settings.paths.run_dir, node_name=settings.cni.node_name, pod_cidr=settings.cni.pod_cidr,
                            on_change=api.set_pod_cidr)
     follow_node = asyncio.get_running_loop().create_task(pod_cidr.follow(ctx)) if pod_cidr.needs_following else None
     # In-flight requests may take up to their timeout; shutdown waits that long for them.
@@ -61,7 +61,7 @@ async def serve(settings: Settings, request_timeout: float) -> None:
     await runner.setup()
     await web.SockSite(runner, listener).start()
     workers_changed(0)
-    log.info("serving", extra=logs.kv(socket=path, workers_endpoint=endpoints.cni_workers(settings.run_dir)))
+    log.info("serving", extra=logs.kv(socket=path, workers_endpoint=endpoints.cni_workers(settings.paths.run_dir)))
 
     try:
         await asyncio.Event().wait()  # until SIGTERM cancels this task
@@ -79,4 +79,4 @@ async def _drain(settings: Settings, *, api: CniApi, follow_node: asyncio.Task |
     await broker.close()
     ctx.term()
     path.unlink(missing_ok=True)
-    write_status(settings.run_dir, "cniserver", state="stopped", socket=str(path), workers=0)
+    write_status(settings.paths.run_dir, "cniserver", state="stopped", socket=str(path), workers=0)

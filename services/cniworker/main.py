@@ -50,7 +50,7 @@ SLOTS = 8
 def run(settings: Settings, *, handle: Handler | None = None) -> int:
     """Serve until SIGTERM; `handle` replaces the pod-networking core (tests use a stand-in)."""
     async def main() -> None:
-        ensure_private_dir(settings.run_dir)  # the broker's socket is in it: whoever binds there gets root's work
+        ensure_private_dir(settings.paths.run_dir)  # the broker's socket is in it: whoever binds there gets root's work
         chosen = handle
         if chosen is None:
             from services.cniworker.handler import handle as chosen
@@ -70,8 +70,8 @@ class WorkerLoop:
         self.name = os.environ.get("SUPERVISOR_PROCESS_NAME") or f"cniworker-{os.getpid()}"
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="cni")
         self._running: set[asyncio.Task] = set()
-        self.pod_cidr = NodePodCidr(run_dir=settings.run_dir, node_name=settings.node_name,
-                                    pod_cidr=settings.pod_cidr)
+        self.pod_cidr = NodePodCidr(run_dir=settings.paths.run_dir, node_name=settings.cni.node_name,
+                                    pod_cidr=settings.cni.pod_cidr)
         self._ctx = zmq.asyncio.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 1000)  # let the last replies out on exit
@@ -83,7 +83,7 @@ class WorkerLoop:
         """Serve until cancelled (SIGTERM), then drain: announce no slots, finish what is in flight."""
         loop = asyncio.get_running_loop()
         monitor = self._sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
-        endpoint = endpoints.cni_workers(self.settings.run_dir)
+        endpoint = endpoints.cni_workers(self.settings.paths.run_dir)
         self._sock.connect(endpoint)
         log.info("started", extra=logs.kv(broker=endpoint, slots=self.slots))
         self._status("connecting")
@@ -149,7 +149,7 @@ class WorkerLoop:
                                details="retry: another worker will take it")
             request = parse_request(body["env"], body["config"])
             result = await asyncio.get_running_loop().run_in_executor(self._pool, partial(
-                self.handle, request, state_dir=self.settings.state_dir, pod_cidr=self.pod_cidr.value))
+                self.handle, request, state_dir=self.settings.paths.state_dir, pod_cidr=self.pod_cidr.value))
             reply: dict[str, Any] = {"id": request_id, "ok": True, "result": result or {}}
         except CniError as err:
             reply = {"id": request_id, "ok": False, "error": err.to_json()}
@@ -162,4 +162,4 @@ class WorkerLoop:
                                             ms=round((time.monotonic() - started) * 1000, 1)))
 
     def _status(self, state: str) -> None:
-        write_status(self.settings.run_dir, self.name, state=state, slots=self.slots)
+        write_status(self.settings.paths.run_dir, self.name, state=state, slots=self.slots)

@@ -27,13 +27,13 @@ def kube_configuration(settings: Settings) -> client.Configuration:
     """The client configuration from --kubeconfig, else the pod's in-cluster service account."""
     configuration = client.Configuration()
     try:
-        if settings.kubeconfig:
-            config.load_kube_config(config_file=settings.kubeconfig, client_configuration=configuration,
+        if settings.source.kubeconfig:
+            config.load_kube_config(config_file=settings.source.kubeconfig, client_configuration=configuration,
                                     persist_config=False)
         else:
             config.load_incluster_config(client_configuration=configuration)
     except (config.ConfigException, OSError, ValueError) as err:
-        where = f"kubeconfig {settings.kubeconfig}" if settings.kubeconfig else "the in-cluster service account"
+        where = f"kubeconfig {settings.source.kubeconfig}" if settings.source.kubeconfig else "the in-cluster service account"
         raise KubeConfigError(f"cannot load the API server configuration from {where}: {err}; give "
                               "--kubeconfig PATH (or --manifests DIR to run without a cluster)") from err
     return configuration

@@ -1,14 +1,21 @@
-"""Flags shared by every component: the same names on every command line and in the environment.
+"""Flags shared by every component, grouped as kopf groups its settings: frozen sub-settings per concern.
 
 Every flag `--some-flag` can also be given as the environment variable `PYNGRESS_SOME_FLAG`; a flag on
-the command line wins. Names follow ingress-nginx's where one exists.
+the command line wins. Names follow ingress-nginx's where one exists. Each field below declares its flag
+(`_flag`): the flag's name, how its text is parsed, and its help; `add_arguments` and `from_namespace`
+are read from these declarations, so a new setting is one field.
+
+The groups: `source` (where objects come from), `ports`, `paths`, `ingress` (which Ingresses are ours and
+how they are read), `leader` (leader election and Ingress status), `cni`, `proxy` (the passthrough
+processes' limits) and `log_level`.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from dataclasses import dataclass, fields
-from typing import Any, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Sequence
 
 DEFAULT_RUN_DIR = "/var/run/pyngress"
 DEFAULT_STATE_DIR = "/var/lib/pyngress"
@@ -35,83 +42,225 @@ def parse_port(text: str) -> int:
     return port
 
 
-@dataclass
-class Settings:
-    manifests: str | None = None
-    kubeconfig: str | None = None
-    http_port: int = 80
-    https_port: int = 443
-    # ingress-nginx's ports and meanings: /healthz, /metrics and the dashboard on the healthz port (on
-    # --healthz-host, every address when empty); nginx's internal status and configuration API on the
-    # status port; nginx's TLS port behind the passthrough proxy.
-    healthz_port: int = 10254
-    healthz_host: str = ""
-    status_port: int = 10246
-    ssl_passthrough_proxy_port: int = 442
-    state_dir: str = DEFAULT_STATE_DIR
-    run_dir: str = DEFAULT_RUN_DIR
-    enable_ssl_passthrough: bool = False
-    enable_cni: bool = False
-    ingress_class: str = "nginx"
-    controller_class: str = "k8s.io/ingress-nginx"
-    watch_ingress_without_class: bool = False
-    configmap: str | None = None
-    tcp_services_configmap: str | None = None
-    udp_services_configmap: str | None = None
-    default_ssl_certificate: str | None = None
-    publish_status_address: str | None = None
-    publish_service: str | None = None
-    update_status: bool = True
-    election_id: str = "ingress-controller-leader"
-    watch_namespace: str | None = None
-    annotations_prefix: str = "nginx.ingress.kubernetes.io"
+def parse_count(text: str) -> int:
+    """A whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    """A finite number of seconds greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds greater than 0, got {text!r}")
+    return value
+
+
+class EnvironmentSettingError(ValueError):
+    """A PYNGRESS_* variable whose value its flag does not take; the message names the variable."""
+
+
+def _from_environment(env: str, value: str, parse: Callable[[str], Any]) -> Any:
+    try:
+        return parse(value)
+    except argparse.ArgumentTypeError as err:
+        raise EnvironmentSettingError(f"{env}={value!r}: {err}") from None
+
+
+def _flag(default: Any, name: str, help_text: str, parse: Callable[[str], Any] = str) -> Any:
+    """A settings field with its command-line flag `--name` (environment `PYNGRESS_NAME`)."""
+    return field(default=default, metadata={"flag": name, "parse": parse, "help": help_text})
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSettings:
+    manifests: str | None = _flag(None, "manifests", "watch a directory of manifests instead of the Kubernetes API")
+    kubeconfig: str | None = _flag(None, "kubeconfig", "the API server from this kubeconfig (default: in-cluster)")
+    watch_namespace: str | None = _flag(None, "watch-namespace", "only objects of this namespace")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PortSettings:
+    http: int = _flag(80, "http-port", "HTTP port", parse_port)
+    https: int = _flag(443, "https-port", "HTTPS port (the passthrough proxy's with --enable-ssl-passthrough)",
+                       parse_port)
+    healthz: int = _flag(10254, "healthz-port", "/healthz, /metrics and the status record", parse_port)
+    healthz_host: str = _flag("", "healthz-host", "the healthz port's address (every address when empty)")
+    # ingress-nginx's names, accepted; they open no port: nginx's status and configuration API and its TLS
+    # listener behind the passthrough proxy are Unix sockets in <run-dir>/nginx/ (SECURITY.md says why).
+    status: int = _flag(10246, "status-port", "accepted for ingress-nginx compatibility; opens no port "
+                                              "(nginx's status is a Unix socket in the run directory)", parse_port)
+    ssl_passthrough_proxy: int = _flag(442, "ssl-passthrough-proxy-port",
+                                       "accepted for ingress-nginx compatibility; opens no port (nginx's TLS "
+                                       "listener is a Unix socket in the run directory)", parse_port)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathSettings:
+    state_dir: str = _flag(DEFAULT_STATE_DIR, "state-dir", "nginx's prefix, the dynamic tables, IPAM")
+    run_dir: str = _flag(DEFAULT_RUN_DIR, "run-dir", "sockets and status files (root-only, 0700)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngressSettings:
+    ingress_class: str = _flag("nginx", "ingress-class", "the kubernetes.io/ingress.class value that is ours")
+    controller_class: str = _flag("k8s.io/ingress-nginx", "controller-class",
+                                  "the IngressClass spec.controller that is ours")
+    watch_ingress_without_class: bool = _flag(False, "watch-ingress-without-class",
+                                              "serve Ingresses that name no class", parse_bool)
+    configmap: str | None = _flag(None, "configmap", "the controller ConfigMap, NAMESPACE/NAME")
+    tcp_services_configmap: str | None = _flag(None, "tcp-services-configmap", "NAMESPACE/NAME")
+    udp_services_configmap: str | None = _flag(None, "udp-services-configmap", "NAMESPACE/NAME")
+    default_ssl_certificate: str | None = _flag(None, "default-ssl-certificate",
+                                                "the Secret served when no other certificate matches, NAMESPACE/NAME")
+    annotations_prefix: str = _flag("nginx.ingress.kubernetes.io", "annotations-prefix", "the annotations' prefix")
+    enable_ssl_passthrough: bool = _flag(False, "enable-ssl-passthrough",
+                                         "run the passthrough proxy on the HTTPS port", parse_bool)
     # As ingress-nginx: refuse every ExternalName Service as an Ingress backend.
-    disable_svc_external_name: bool = False
-    node_name: str | None = None
-    pod_cidr: str | None = None
-    proxy_processes: int = 2
-    cni_workers: int = 2
-    log_level: str = "info"
+    disable_svc_external_name: bool = _flag(False, "disable-svc-external-name",
+                                            "refuse ExternalName Services as backends", parse_bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaderSettings:
+    election_id: str = _flag("ingress-controller-leader", "election-id", "the Lease's name")
+    # A follower takes an abandoned Lease over this long after it last saw it change; a leader renews every
+    # third of it (30, as ingress-nginx).
+    lease_seconds: int = _flag(30, "election-lease-seconds", "the Lease's duration", parse_count)
+    update_status: bool = _flag(True, "update-status", "write Ingress status while leading", parse_bool)
+    publish_service: str | None = _flag(None, "publish-service", "status addresses from this Service, NS/NAME")
+    publish_status_address: str | None = _flag(None, "publish-status-address", "status addresses, comma-separated")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CniSettings:
+    enabled: bool = _flag(False, "enable-cni", "run the CNI server and its workers", parse_bool)
+    workers: int = _flag(2, "cni-workers", "CNI worker processes", parse_count)
+    node_name: str | None = _flag(None, "node-name", "this node's name (its spec.podCIDR is the pod subnet)")
+    pod_cidr: str | None = _flag(None, "pod-cidr", "the pod subnet when no network config gives one")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProxySettings:
+    processes: int = _flag(2, "proxy-processes", "passthrough proxy processes sharing the HTTPS port", parse_count)
+    hello_timeout: float = _flag(5.0, "proxy-hello-timeout", "seconds from accept until the ClientHello (and any "
+                                                             "inbound PROXY header) is complete", parse_seconds)
+    max_pending_hellos: int = _flag(1024, "proxy-max-pending-hellos", "connections per process still waiting for "
+                                                                       "their ClientHello; past it the oldest is "
+                                                                       "closed", parse_count)
+    connect_timeout: float = _flag(5.0, "proxy-connect-timeout", "seconds to connect to one upstream before the "
+                                                                 "next", parse_seconds)
+    idle_timeout: float = _flag(600.0, "proxy-idle-timeout", "seconds without data either way before an "
+                                                              "established connection is closed", parse_seconds)
+    drain_timeout: float = _flag(5.0, "proxy-drain-timeout", "seconds open connections may finish after SIGTERM "
+                                                             "(keep it below supervisord's stopwaitsecs)",
+                                 parse_seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    source: SourceSettings = field(default_factory=SourceSettings)
+    ports: PortSettings = field(default_factory=PortSettings)
+    paths: PathSettings = field(default_factory=PathSettings)
+    ingress: IngressSettings = field(default_factory=IngressSettings)
+    leader: LeaderSettings = field(default_factory=LeaderSettings)
+    cni: CniSettings = field(default_factory=CniSettings)
+    proxy: ProxySettings = field(default_factory=ProxySettings)
+    log_level: str = _flag("info", "log-level", "debug, info, warning or error")
+
+    @classmethod
+    def from_flags(cls, **values: Any) -> Settings:
+        """Settings from flag values by their argparse names (`http_port=8080`); the rest keep defaults."""
+        return cls().replace_flags(**values)
+
+    def replace_flags(self, **values: Any) -> Settings:
+        """A copy with these flags (by their argparse names) changed."""
+        unknown = set(values) - {dest for dest, _, _ in _FLAGS}
+        if unknown:
+            raise TypeError(f"unknown setting(s) {', '.join(sorted(unknown))}")
+        groups: dict[str, dict[str, Any]] = {}
+        top: dict[str, Any] = {}
+        for dest, group, name in _FLAGS:
+            if dest in values:
+                (groups.setdefault(group, {}) if group else top)[name] = values[dest]
+        return replace(self, **top, **{g: replace(getattr(self, g), **changed) for g, changed in groups.items()})
+
+    def flag_values(self) -> dict[str, Any]:
+        """Every flag's value by its name without dashes ("http-port" → 8080)."""
+        return {_flag_name(dest): _value(self, group, name) for dest, group, name in _FLAGS}
 
     def as_args(self) -> list[str]:
         """The command-line form of these settings, for handing them on to child processes."""
-        args: list[str] = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            args.append(f"--{f.name.replace('_', '-')}={str(value).lower() if isinstance(value, bool) else value}")
-        return args
+        return [f"--{flag}={str(value).lower() if isinstance(value, bool) else value}"
+                for flag, value in self.flag_values().items() if value is not None]
+
+    def environment(self) -> dict[str, str]:
+        """These settings as PYNGRESS_* variables (unset flags left out), for the programs supervisord runs."""
+        return {env_name(flag): str(value).lower() if isinstance(value, bool) else str(value)
+                for flag, value in self.flag_values().items() if value is not None}
 
 
-_TYPES: dict[str, Any] = {
-    "http_port": parse_port, "https_port": parse_port, "healthz_port": parse_port,
-    "status_port": parse_port, "ssl_passthrough_proxy_port": parse_port,
-    "proxy_processes": int, "cni_workers": int,
-}
+def env_name(flag: str) -> str:
+    return "PYNGRESS_" + flag.upper().replace("-", "_")
+
+
+def _flag_name(dest: str) -> str:
+    return dest.replace("_", "-")
+
+
+def _value(settings: Settings, group: str | None, name: str) -> Any:
+    return getattr(getattr(settings, group) if group else settings, name)
+
+
+def _declared_flags() -> list[tuple[str, str | None, str]]:
+    """(argparse dest, group field or None, field name) for every flag, in declaration order."""
+    flags = []
+    for top in fields(Settings):
+        if "flag" in top.metadata:
+            flags.append((top.metadata["flag"].replace("-", "_"), None, top.name))
+            continue
+        for f in fields(top.default_factory()):
+            flags.append((f.metadata["flag"].replace("-", "_"), top.name, f.name))
+    return flags
+
+
+def _field_of(group: str | None, name: str) -> Any:
+    owner = Settings if group is None else next(f for f in fields(Settings) if f.name == group).default_factory
+    return next(f for f in fields(owner) if f.name == name)
+
+
+_FLAGS = _declared_flags()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every shared flag to `parser`, defaulting from PYNGRESS_* environment variables."""
-    for f in fields(Settings):
-        flag = "--" + f.name.replace("_", "-")
-        env = "PYNGRESS_" + f.name.upper()
-        default = f.default
-        if isinstance(default, bool):
+    for dest, group, name in _FLAGS:
+        f = _field_of(group, name)
+        flag, parse, default = f.metadata["flag"], f.metadata["parse"], f.default
+        env = env_name(flag)
+        env_value = os.environ.get(env)
+        if parse is parse_bool:
             # `--flag`, `--flag=true` and `--flag=false` all work, as with Go's flag package.
-            parser.add_argument(flag, dest=f.name, nargs="?", const=True, type=parse_bool,
-                                default=parse_bool(os.environ[env]) if env in os.environ else default,
-                                help=f"(env {env}, default {str(default).lower()})")
+            parser.add_argument(f"--{flag}", dest=dest, nargs="?", const=True, type=parse_bool,
+                                default=_from_environment(env, env_value, parse_bool) if env_value is not None
+                                else default,
+                                help=f"{f.metadata['help']} (env {env}, default {str(default).lower()})")
         else:
-            convert = _TYPES.get(f.name, str)
-            env_value = os.environ.get(env)
-            parser.add_argument(flag, dest=f.name, type=convert,
-                                default=convert(env_value) if env_value else default,
-                                help=f"(env {env}, default {default})")
+            parser.add_argument(f"--{flag}", dest=dest, type=parse,
+                                default=_from_environment(env, env_value, parse) if env_value else default,
+                                help=f"{f.metadata['help']} (env {env}, default {default})")
 
 
 def from_namespace(ns: argparse.Namespace) -> Settings:
-    return Settings(**{f.name: getattr(ns, f.name) for f in fields(Settings)})
+    return Settings.from_flags(**{dest: getattr(ns, dest) for dest, _, _ in _FLAGS})
 
 
 def parse(argv: Sequence[str] | None = None, prog: str = "pyngress") -> Settings:

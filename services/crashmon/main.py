@@ -23,7 +23,7 @@ def parse_tokens(line: str) -> dict[str, str]:
 def listen(settings: Settings, stdin: TextIO, stdout: TextIO) -> None:
     exits: dict[str, int] = {}
     fatal: dict[str, int] = {}
-    status.write_status(settings.run_dir, "crashmon", exits=exits, fatal=fatal)
+    status.write_status(settings.paths.run_dir, "crashmon", exits=exits, fatal=fatal)
     while True:
         stdout.write("READY\n")
         stdout.flush()
@@ -44,7 +44,7 @@ def listen(settings: Settings, stdin: TextIO, stdout: TextIO) -> None:
         elif event == "PROCESS_STATE_FATAL":
             fatal[program] = fatal.get(program, 0) + 1
             log.error("process could not be started and was given up", extra=logs.kv(program=program))
-        status.write_status(settings.run_dir, "crashmon", exits=exits, fatal=fatal, last_event=time.time())
+        status.write_status(settings.paths.run_dir, "crashmon", exits=exits, fatal=fatal, last_event=time.time())
         stdout.write("RESULT 2\nOK")
         stdout.flush()
 

@@ -35,9 +35,9 @@ log = logging.getLogger("nginx")
 
 def bootstrap_config(settings: Settings) -> NginxConfig:
     return NginxConfig(
-        http_port=settings.http_port, https_port=settings.https_port,
-        state_dir=str(settings.state_dir), run_dir=str(settings.run_dir),
-        ssl_passthrough=settings.enable_ssl_passthrough)
+        http_port=settings.ports.http, https_port=settings.ports.https,
+        state_dir=str(settings.paths.state_dir), run_dir=str(settings.paths.run_dir),
+        ssl_passthrough=settings.ingress.enable_ssl_passthrough)
 
 
 def ensure_config(paths: NginxPaths, settings: Settings) -> None:
@@ -54,7 +54,7 @@ def ensure_config(paths: NginxPaths, settings: Settings) -> None:
 
 def run(settings: Settings) -> int:
     logs.setup("nginx", settings.log_level)
-    paths = NginxPaths.of(settings.state_dir, settings.run_dir)
+    paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
     try:
         _prepare_instance(paths, settings)
     except StartupError as err:  # as run_process reports one: a line saying what to change, exit code 2

@@ -2,7 +2,7 @@
 
 supervisord runs N of these (numprocs) sharing the port with SO_REUSEPORT. Each one follows the
 passthrough table the syncer publishes (clone pattern), so a restarted proxy, or a restarted syncer,
-converges without help. Limits and timeouts: services/proxy/options.py (PYNGRESS_PROXY_* variables).
+converges without help. Limits and timeouts: the --proxy-* flags (settings.ProxySettings).
 Each process reports its counters in `<run-dir>/status/proxy-<pid>.json` for `pyngress status`.
 """
 from __future__ import annotations
@@ -19,11 +19,10 @@ from proto import endpoints
 from services.common.clone import CloneSubscriber
 from services.common.files import ensure_private_dir
 from services.common.logs import kv
-from services.common.runner import StartupError, run_process
-from services.common.settings import Settings
+from services.common.runner import run_process
+from services.common.settings import ProxySettings, Settings
 from services.common.status import write_status
 from services.nginxconf.paths import NginxPaths
-from services.proxy.options import OptionError, ProxyOptions
 from services.proxy.server import PassthroughServer
 from services.proxy.table import RoutingTable
 
@@ -38,13 +37,9 @@ STATUS_PERIOD_SECONDS = 2.0
 
 def run(settings: Settings) -> int:
     async def main() -> int:
-        ensure_private_dir(settings.run_dir)  # the syncer's table arrives over sockets in it
-        try:
-            options = ProxyOptions.from_environ()
-        except OptionError as err:
-            raise StartupError(f"bad proxy option: {err}") from None
+        ensure_private_dir(settings.paths.run_dir)  # the syncer's table arrives over sockets in it
         _raise_open_files_limit()
-        return await _serve(settings, options)
+        return await _serve(settings, settings.proxy)
     return run_process("proxy", settings, main)
 
 
@@ -72,7 +67,7 @@ class _StatusReporter:
 
     def fields(self, state: str) -> dict[str, Any]:
         table = self.server.table
-        return {"state": state, "https_port": self.settings.https_port,
+        return {"state": state, "https_port": self.settings.ports.https,
                 "nginx_socket": self.server.nginx[0],
                 "table_hosts": len(table), "table_seq": self.table_seq, "table_epoch": self.table_epoch,
                 "use_proxy_protocol": table.use_proxy_protocol, **self.server.status()}
@@ -81,7 +76,7 @@ class _StatusReporter:
         # Off the event loop: the atomic write fsyncs, and the loop is carrying traffic.
         fields = self.fields(state)
         await asyncio.get_running_loop().run_in_executor(
-            None, lambda: write_status(self.settings.run_dir, self.component, **fields))
+            None, lambda: write_status(self.settings.paths.run_dir, self.component, **fields))
 
     async def run(self) -> None:
         while True:
@@ -107,14 +102,14 @@ async def _follow_table(subscriber: CloneSubscriber, table: RoutingTable, status
             first.set()
 
 
-async def _serve(settings: Settings, options: ProxyOptions) -> int:
+async def _serve(settings: Settings, options: ProxySettings) -> int:
     loop = asyncio.get_running_loop()
     ctx = zmq.asyncio.Context()
-    subscriber = CloneSubscriber(ctx, endpoints.syncer_updates(settings.run_dir),
-                                 endpoints.syncer_snapshot(settings.run_dir))
+    subscriber = CloneSubscriber(ctx, endpoints.syncer_updates(settings.paths.run_dir),
+                                 endpoints.syncer_snapshot(settings.paths.run_dir))
     table = RoutingTable()
     # nginx's TLS listener is a Unix socket (--ssl-passthrough-proxy-port is accepted but opens no port).
-    server = PassthroughServer(table, NginxPaths.of(settings.state_dir, settings.run_dir).passthrough_tls_socket,
+    server = PassthroughServer(table, NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir).passthrough_tls_socket,
                                options)
     status = _StatusReporter(settings, server)
     first_table = asyncio.Event()
@@ -126,14 +121,14 @@ async def _serve(settings: Settings, options: ProxyOptions) -> int:
         except TimeoutError:
             log.warning("no passthrough table from the syncer yet; serving with an empty one "
                         "(every connection goes to nginx) until it arrives",
-                        extra=kv(endpoint=endpoints.syncer_snapshot(settings.run_dir)))
+                        extra=kv(endpoint=endpoints.syncer_snapshot(settings.paths.run_dir)))
         try:
-            await server.start(settings.https_port)
+            await server.start(settings.ports.https)
         except OSError as err:
             log.error("cannot listen on the HTTPS port; free it or change --https-port",
-                      extra=kv(port=settings.https_port, error=err))
+                      extra=kv(port=settings.ports.https, error=err))
             return 1
-        log.info("serving", extra=kv(pid=os.getpid(), port=settings.https_port, nginx_socket=server.nginx[0],
+        log.info("serving", extra=kv(pid=os.getpid(), port=settings.ports.https, nginx_socket=server.nginx[0],
                                      loop=type(loop).__module__, hello_timeout=options.hello_timeout,
                                      idle_timeout=options.idle_timeout))
         reporting = asyncio.create_task(status.run())

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from services.common.logs import kv
+from services.common.settings import ProxySettings
 from services.proxy.clienthello import ClientHelloError, ClientHelloReader, Hello, HelloKind
-from services.proxy.options import ProxyOptions
 from services.proxy.proxy_protocol import Address, ProxyProtocolError, parse_header, v1_header
 from services.proxy.splice import SpliceHalf, link
 from services.proxy.table import Endpoint, RoutingTable
@@ -59,7 +59,7 @@ class Counters:
 
 
 class PassthroughServer:
-    def __init__(self, table: RoutingTable, nginx_socket: str | Path, options: ProxyOptions = ProxyOptions()) -> None:
+    def __init__(self, table: RoutingTable, nginx_socket: str | Path, options: ProxySettings = ProxySettings()) -> None:
         self.table = table
         self.options = options
         self.nginx: tuple[Upstream, ...] = (str(nginx_socket),)

@@ -8,24 +8,18 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from services.common.files import ensure_private_dir
-from services.common.settings import Settings
+from services.common.settings import Settings, env_name
 
 SUPERVISORD_CONF = Path(__file__).resolve().parents[2] / "supervisord.conf"
 
 
 def environment(settings: Settings) -> dict[str, str]:
-    env = dict(os.environ)
-    for f in fields(Settings):
-        value = getattr(settings, f.name)
-        key = "PYNGRESS_" + f.name.upper()
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    # Every flag's variable from `settings` (an unset flag's variable removed), the rest of the environment kept.
+    flags = {env_name(flag) for flag in settings.flag_values()}
+    env = {key: value for key, value in os.environ.items() if key not in flags} | settings.environment()
     beside_python = Path(sys.executable).parent / "pyngress"
     env["PYNGRESS_BIN"] = str(beside_python) if beside_python.exists() else shutil.which("pyngress") or "pyngress"
     # The ingress half runs unless only the CNI server was asked for (PYNGRESS_ENABLE_INGRESS=false).
@@ -34,9 +28,9 @@ def environment(settings: Settings) -> dict[str, str]:
 
 
 def run(settings: Settings) -> int:
-    ensure_private_dir(settings.run_dir)
-    ensure_private_dir(Path(settings.run_dir) / "supervisord.d")
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(settings.paths.run_dir)
+    ensure_private_dir(Path(settings.paths.run_dir) / "supervisord.d")
+    Path(settings.paths.state_dir).mkdir(parents=True, exist_ok=True)
     supervisord = shutil.which("supervisord", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     if not supervisord:
         print("pyngress up: supervisord not found; run `make setup` (it installs supervisor into .venv)", file=sys.stderr)

@@ -29,7 +29,7 @@ class NginxApplier:
     def __init__(self, settings: Settings, metrics: SyncerMetrics) -> None:
         self.settings = settings
         self.metrics = metrics
-        paths = NginxPaths.of(settings.state_dir, settings.run_dir)
+        paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
         self.reloader = NginxReloader(paths)
         self.pusher = TablePusher(paths)
         self.conf_path = paths.conf

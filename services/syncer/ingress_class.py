@@ -26,14 +26,14 @@ class IngressClassFilter:
 
     @classmethod
     def from_classes(cls, ingress_classes: Iterable[dict[str, Any]], settings: Settings) -> IngressClassFilter:
-        ours = [c for c in ingress_classes if (c.get("spec") or {}).get("controller") == settings.controller_class]
+        ours = [c for c in ingress_classes if (c.get("spec") or {}).get("controller") == settings.ingress.controller_class]
         default_is_ours = any(
             ((c.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true" for c in ours
         )
         return cls(
             our_classes=frozenset(c["metadata"]["name"] for c in ours),
-            legacy_class=settings.ingress_class,
-            take_classless=settings.watch_ingress_without_class or default_is_ours,
+            legacy_class=settings.ingress.ingress_class,
+            take_classless=settings.ingress.watch_ingress_without_class or default_is_ours,
         )
 
     def is_ours(self, ingress: dict[str, Any]) -> bool:

@@ -113,11 +113,11 @@ class IngressStatusUpdater:
         self._written: dict[str, tuple[str, list[Address]]] = {}
         self.disabled_reason: str | None = None
         self._fixed: list[Address] | None = None
-        if not settings.update_status:
+        if not settings.leader.update_status:
             self.disabled_reason = "--update-status=false"
-        elif settings.publish_status_address:
+        elif settings.leader.publish_status_address:
             try:
-                self._fixed = parse_status_addresses(settings.publish_status_address)
+                self._fixed = parse_status_addresses(settings.leader.publish_status_address)
             except ValueError as err:
                 self.disabled_reason = str(err)
                 log.error("Ingress status updates are off", extra=kv(reason=str(err)))
@@ -146,16 +146,16 @@ class IngressStatusUpdater:
         """The addresses to publish; None when there is nothing to publish (then nothing is written)."""
         if self._fixed is not None:
             return self._fixed
-        if self.settings.publish_service:
-            namespace, _, name = self.settings.publish_service.partition("/")
+        if self.settings.leader.publish_service:
+            namespace, _, name = self.settings.leader.publish_service.partition("/")
             service = await self._get(self._core.read_namespaced_service, name, namespace)
             if service is None:
                 log.warning("--publish-service names a Service that does not exist",
-                            extra=kv(service=self.settings.publish_service))
+                            extra=kv(service=self.settings.leader.publish_service))
                 return None
             return service_addresses(service)
-        if self.settings.node_name:
-            node = await self._get(self._core.read_node, self.settings.node_name)
+        if self.settings.cni.node_name:
+            node = await self._get(self._core.read_node, self.settings.cni.node_name)
             return node_addresses(node) if node is not None else None
         return None
 

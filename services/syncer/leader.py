@@ -50,7 +50,7 @@ class LeaderElector:
     on_stopped_leading: called after that task is cancelled and finished.
     """
 
-    def __init__(self, api_client: client.ApiClient, name: str, namespace: str, identity: str,
+    def __init__(self, api_client: client.ApiClient, *, name: str, namespace: str, identity: str,
                  lease_duration: int = DEFAULT_LEASE_SECONDS) -> None:
         if lease_duration < 1:
             raise ValueError(f"lease_duration must be at least 1 second, got {lease_duration}")
@@ -68,10 +68,10 @@ class LeaderElector:
         self._written: dict[str, Any] | None = None  # the Lease as this process last wrote it
 
     @classmethod
-    def from_settings(cls, settings: Settings, api_client: client.ApiClient,
-                      lease_duration: int = DEFAULT_LEASE_SECONDS) -> "LeaderElector":
-        return cls(api_client, settings.election_id, os.environ.get("POD_NAMESPACE") or "default",
-                   default_identity(), lease_duration)
+    def from_settings(cls, settings: Settings, api_client: client.ApiClient) -> "LeaderElector":
+        return cls(api_client, name=settings.leader.election_id,
+                   namespace=os.environ.get("POD_NAMESPACE") or "default", identity=default_identity(),
+                   lease_duration=settings.leader.lease_seconds)
 
     @property
     def is_leader(self) -> bool:

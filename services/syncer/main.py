@@ -51,12 +51,12 @@ class Syncer:
         # Location profiles nginx -t refused (name → its message) under the global settings `refused_for`.
         self.refused_profiles: dict[str, str] = {}
         self.refused_for = ""
-        self.metrics = SyncerMetrics(settings.controller_class, settings.run_dir)
+        self.metrics = SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir)
         self.applier = NginxApplier(settings, self.metrics)
-        self.subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(settings.run_dir),
-                                          endpoints.watcher_snapshot(settings.run_dir))
-        self.passthrough = ClonePublisher(ctx, endpoints.syncer_updates(settings.run_dir),
-                                          endpoints.syncer_snapshot(settings.run_dir))
+        self.subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(settings.paths.run_dir),
+                                          endpoints.watcher_snapshot(settings.paths.run_dir))
+        self.passthrough = ClonePublisher(ctx, endpoints.syncer_updates(settings.paths.run_dir),
+                                          endpoints.syncer_snapshot(settings.paths.run_dir))
 
     async def follow_store(self) -> None:
         async for event in self.subscriber.events():
@@ -128,7 +128,7 @@ class Syncer:
             await self.applier.repush_if_needed()
 
     def _write_status(self) -> None:
-        status.write_status(self.settings.run_dir, "syncer", state="running", **self.metrics.status_json())
+        status.write_status(self.settings.paths.run_dir, "syncer", state="running", **self.metrics.status_json())
 
     def healthy(self) -> tuple[bool, dict]:
         """200 once nginx serves the first applied configuration; detail says what is wrong otherwise."""
@@ -149,7 +149,7 @@ WATCHER_STALE_SECONDS = 300.0
 
 def watcher_freshness(settings: Settings) -> dict:
     """The watcher's last list/watch/scan activity; none for too long means the store may be stale."""
-    for record in status.read_all(settings.run_dir):
+    for record in status.read_all(settings.paths.run_dir):
         if record.get("component") == "watcher":
             last = float(record.get("last_sync") or record.get("updated") or 0)
             age = time.time() - last
@@ -158,8 +158,8 @@ def watcher_freshness(settings: Settings) -> dict:
 
 
 async def main_async(settings: Settings) -> None:
-    ensure_private_dir(settings.run_dir)
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(settings.paths.run_dir)
+    Path(settings.paths.state_dir).mkdir(parents=True, exist_ok=True)
     ctx = zmq.asyncio.Context()
     syncer = Syncer(settings, ctx)
     await syncer.applier.start()

@@ -359,12 +359,12 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
     the Ingresses that would use one are rejected with that message, so the others can be applied.
     """
     index = StoreIndex.of(store)
-    config, problems = load_controller_config(store, settings.configmap)
-    parser = AnnotationParser(settings.annotations_prefix, config.annotations_risk_level)
+    config, problems = load_controller_config(store, settings.ingress.configmap)
+    parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level)
     plans = _plans(_our_ingresses(index, settings), parser, problems, refused_profiles or {})
 
     resolver = BackendResolver(index.services, index_endpoint_slices(index.endpoint_slices),
-                               allow_external_name=not settings.disable_svc_external_name)
+                               allow_external_name=not settings.ingress.disable_svc_external_name)
     merger = _Merger(config, resolver, problems)
     http_plans = []
     # One pass, oldest first: whoever claims a host first keeps it, by HTTP routing or by passthrough.
@@ -374,18 +374,18 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
         elif not plan.annotations.ssl_passthrough:
             merger.add_http(plan)
             http_plans.append(plan)
-        elif settings.enable_ssl_passthrough:
+        elif settings.ingress.enable_ssl_passthrough:
             merger.add_passthrough(plan)
         else:
-            merger.warn(plan, f"annotation {settings.annotations_prefix}/ssl-passthrough is ignored: the "
+            merger.warn(plan, f"annotation {settings.ingress.annotations_prefix}/ssl-passthrough is ignored: the "
                               "controller runs without --enable-ssl-passthrough")
             merger.add_http(plan)
             http_plans.append(plan)
 
-    secrets = TlsSecrets(index.secrets, settings.default_ssl_certificate)
+    secrets = TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate)
     tls_secrets = _tls_secrets(http_plans, merger, secrets)
-    if settings.default_ssl_certificate and (problem := secrets.problem(settings.default_ssl_certificate)):
-        problems.append(Problem.warning(f"--default-ssl-certificate {settings.default_ssl_certificate}",
+    if settings.ingress.default_ssl_certificate and (problem := secrets.problem(settings.ingress.default_ssl_certificate)):
+        problems.append(Problem.warning(f"--default-ssl-certificate {settings.ingress.default_ssl_certificate}",
                                         f"{problem}; serving the generated fake certificate instead"))
     hsts = hsts_header(config)
     for host, secret in tls_secrets.items():
@@ -394,17 +394,17 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
 
     return Model(
         config=NginxConfig(
-            http_port=settings.http_port, https_port=settings.https_port,
-            state_dir=settings.state_dir, run_dir=settings.run_dir,
+            http_port=settings.ports.http, https_port=settings.ports.https,
+            state_dir=settings.paths.state_dir, run_dir=settings.paths.run_dir,
             profiles=[merger.profiles[name] for name in sorted(merger.profiles)],
-            globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.enable_ssl_passthrough,
+            globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.ingress.enable_ssl_passthrough,
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
         ),
         routes=dict(sorted(merger.routes.items())),
         backends=dict(sorted(merger.backends.items())),
         passthrough=dict(sorted(merger.passthrough.items())),
         tls_secrets=tls_secrets,
-        certificates=certificates_table(index.secrets, tls_secrets, settings.default_ssl_certificate),
+        certificates=certificates_table(index.secrets, tls_secrets, settings.ingress.default_ssl_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
     )

@@ -59,5 +59,5 @@ async def start_status_server(settings: Settings, healthy: Callable[[], tuple[bo
     app.router.add_get("/status", status_handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, settings.healthz_host or None, settings.healthz_port, reuse_address=True).start()
+    await web.TCPSite(runner, settings.ports.healthz_host or None, settings.ports.healthz, reuse_address=True).start()
     return runner

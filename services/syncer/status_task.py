@@ -5,16 +5,11 @@ Only with a Kubernetes API (--kubeconfig or in-cluster): a manifests directory h
 With --update-status=false this task does not campaign at all: writing status is the only thing a
 leader does in pyngress, so a Lease would only cost every replica a write every few seconds and name a
 leader of nothing. (ingress-nginx campaigns either way.)
-
-Environment (not a flag: a knob for tests and unusual clusters):
-- PYNGRESS_ELECTION_LEASE_SECONDS: the Lease duration (default 30, as ingress-nginx). A follower takes an
-  abandoned Lease over this long after it last saw it change; a leader renews every third of it.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any, Callable, Mapping
 
 from services.common.logs import kv
@@ -25,27 +20,9 @@ from services.common.settings import Settings
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS_ENV = "PYNGRESS_ELECTION_LEASE_SECONDS"
-
-
 def status_updates_enabled(settings: Settings) -> bool:
     """Whether the syncer should run `run_status_updates` at all."""
-    return settings.update_status and not settings.manifests
-
-
-def lease_seconds_override() -> int | None:
-    """The Lease duration from the environment; None: the elector's default."""
-    text = os.environ.get(LEASE_SECONDS_ENV, "")
-    if not text:
-        return None
-    try:
-        seconds = int(text)
-    except ValueError:
-        seconds = 0
-    if seconds < 1:
-        raise ValueError(f"{LEASE_SECONDS_ENV}={text!r}: give a whole number of seconds, at least 1 "
-                         "(or leave it unset for the default, 30)")
-    return seconds
+    return settings.leader.update_status and not settings.source.manifests
 
 
 async def run_status_updates(settings: Settings, current_store: Callable[[], Mapping[str, Any]],
@@ -65,16 +42,14 @@ async def run_status_updates(settings: Settings, current_store: Callable[[], Map
     from services.common.kube import KubeConfigError, kube_configuration
 
     try:
-        duration = lease_seconds_override()
         configuration = await asyncio.to_thread(kube_configuration, settings)
-    except (KubeConfigError, ValueError) as err:
+    except KubeConfigError as err:
         log.error("Ingress status updates are off", extra=kv(reason=str(err)))
         await asyncio.Event().wait()  # parked until the syncer stops
         return
     api_client = client.ApiClient(configuration)
     updater = IngressStatusUpdater(api_client, settings)
-    elector = LeaderElector.from_settings(settings, api_client,
-                                          **({"lease_duration": duration} if duration else {}))
+    elector = LeaderElector.from_settings(settings, api_client)
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,
         lease_seconds=elector.lease_duration))

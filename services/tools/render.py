@@ -34,16 +34,16 @@ def routes_summary(model: Model) -> list[str]:
 
 
 def run(settings: Settings) -> int:
-    if not settings.manifests:
+    if not settings.source.manifests:
         print("pyngress render: give the manifests directory with --manifests DIR", file=sys.stderr)
         return 2
-    if not Path(settings.manifests).is_dir():
-        print(f"pyngress render: {settings.manifests} is not a directory; give the directory that holds the "
+    if not Path(settings.source.manifests).is_dir():
+        print(f"pyngress render: {settings.source.manifests} is not a directory; give the directory that holds the "
               "manifests with --manifests DIR", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as scratch:
         # Metadata the files lack is filled in a scratch state dir: rendering must not touch a live one.
-        source = ManifestsSource(settings.manifests, settings, scratch)
+        source = ManifestsSource(settings.source.manifests, settings, scratch)
         store = source.scan() or {}
         for error in source.errors:
             print(f"pyngress render: {error}", file=sys.stderr)

@@ -25,22 +25,22 @@ def _pid_alive(pid: int) -> bool:
 
 def run(settings: Settings) -> int:
     # /status answers loopback clients only: ask on the healthz host when it is a loopback address.
-    host = settings.healthz_host if settings.healthz_host.startswith("127.") else "127.0.0.1"
+    host = settings.ports.healthz_host if settings.ports.healthz_host.startswith("127.") else "127.0.0.1"
     try:
-        with urllib.request.urlopen(f"http://{host}:{settings.healthz_port}/status", timeout=3) as resp:
+        with urllib.request.urlopen(f"http://{host}:{settings.ports.healthz}/status", timeout=3) as resp:
             syncer = json.load(resp)
     except (urllib.error.URLError, OSError, ValueError) as err:
         syncer = None
-        print(f"syncer: not answering on {host}:{settings.healthz_port} ({err})")
+        print(f"syncer: not answering on {host}:{settings.ports.healthz} ({err})")
     if syncer is not None:
         print(f"config generation: {syncer['generation']}")
         print(f"reloads: {syncer['reloads']} (failed: {syncer['reload_errors']}, "
               f"last successful: {str(syncer['last_reload_successful']).lower()})")
         if syncer.get("last_error"):
             print(f"last reload error: {syncer['last_error']}")
-    records = status.read_all(settings.run_dir)
+    records = status.read_all(settings.paths.run_dir)
     if not records:
-        print(f"no component has reported in {status.status_dir(settings.run_dir)}")
+        print(f"no component has reported in {status.status_dir(settings.paths.run_dir)}")
         return 1 if syncer is None else 0
     now = time.time()
     for record in records:

@@ -28,7 +28,7 @@ def _named(reference: str | None, namespace: str, name: str) -> bool:
 
 
 def _in_watched_namespace(namespace: str, settings: Settings) -> bool:
-    return not settings.watch_namespace or namespace == settings.watch_namespace
+    return not settings.source.watch_namespace or namespace == settings.source.watch_namespace
 
 
 def keep(obj: dict[str, Any], settings: Settings) -> bool:
@@ -40,19 +40,19 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
     """
     kind = obj.get("kind")
     if kind == "Node":
-        return settings.node_name is not None and (obj.get("metadata") or {}).get("name") == settings.node_name
+        return settings.cni.node_name is not None and (obj.get("metadata") or {}).get("name") == settings.cni.node_name
     if kind in CLUSTER_SCOPED:
         return kind in _ALWAYS_KEPT
     namespace, name = _namespace_and_name(obj)
     if kind in _ALWAYS_KEPT:
         return _in_watched_namespace(namespace, settings)
     if kind == "Secret":
-        if _named(settings.default_ssl_certificate, namespace, name):
+        if _named(settings.ingress.default_ssl_certificate, namespace, name):
             return True
         return obj.get("type") == TLS_SECRET_TYPE and _in_watched_namespace(namespace, settings)
     if kind == "ConfigMap":
         return any(_named(ref, namespace, name) for ref in
-                   (settings.configmap, settings.tcp_services_configmap, settings.udp_services_configmap))
+                   (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap))
     return False
 
 

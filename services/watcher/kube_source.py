@@ -88,21 +88,21 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
     watched too. ConfigMaps are only ever kept when a flag names them: only those namespaces are watched.
     """
     def namespaced(kind: str, extra: list[str | None]) -> list[WatchTarget]:
-        if settings.watch_namespace is None:
+        if settings.source.watch_namespace is None:
             return [WatchTarget(kind)]
-        namespaces = dict.fromkeys([settings.watch_namespace] + [ns for ns in extra if ns])
+        namespaces = dict.fromkeys([settings.source.watch_namespace] + [ns for ns in extra if ns])
         return [WatchTarget(kind, ns) for ns in namespaces]
 
     targets = [WatchTarget("IngressClass")]
     for kind in ("Ingress", "Service", "EndpointSlice"):
         targets += namespaced(kind, [])
-    targets += namespaced("Secret", [_namespace_of(settings.default_ssl_certificate)])
+    targets += namespaced("Secret", [_namespace_of(settings.ingress.default_ssl_certificate)])
     configmap_namespaces = dict.fromkeys(
-        ns for ns in map(_namespace_of, (settings.configmap, settings.tcp_services_configmap,
-                                         settings.udp_services_configmap)) if ns)
+        ns for ns in map(_namespace_of, (settings.ingress.configmap, settings.ingress.tcp_services_configmap,
+                                         settings.ingress.udp_services_configmap)) if ns)
     targets += [WatchTarget("ConfigMap", ns) for ns in configmap_namespaces]
-    if settings.node_name:
-        targets.append(WatchTarget("Node", field_selector=f"metadata.name={settings.node_name}"))
+    if settings.cni.node_name:
+        targets.append(WatchTarget("Node", field_selector=f"metadata.name={settings.cni.node_name}"))
     return targets
 
 

@@ -29,9 +29,9 @@ SYNC_WAIT_LOG_SECONDS = 10.0
 
 
 def _make_source(settings: Settings) -> tuple[Source, str]:
-    if settings.manifests:
+    if settings.source.manifests:
         from services.watcher.manifests import ManifestsSource
-        return ManifestsSource(settings.manifests, settings, settings.state_dir), "manifests"
+        return ManifestsSource(settings.source.manifests, settings, settings.paths.state_dir), "manifests"
     # Imported here only: the manifests mode must not need the Kubernetes client at all.
     from services.watcher.kube_source import KubeSource
     return KubeSource(settings), "kubernetes"
@@ -52,9 +52,9 @@ def _status_fields(source: Source, source_name: str, store: TrackedStore) -> dic
 async def _write_status_forever(settings: Settings, source: Source, source_name: str, store: TrackedStore) -> None:
     while True:
         try:
-            write_status(settings.run_dir, "watcher", **_status_fields(source, source_name, store))
+            write_status(settings.paths.run_dir, "watcher", **_status_fields(source, source_name, store))
         except OSError as err:
-            log.warning("cannot write the status file", extra=logs.kv(run_dir=settings.run_dir, error=err))
+            log.warning("cannot write the status file", extra=logs.kv(run_dir=settings.paths.run_dir, error=err))
         await asyncio.sleep(STATUS_SECONDS)
 
 
@@ -73,11 +73,11 @@ async def _serve_once_synced(source: Source, publisher: ClonePublisher, store: T
 async def _main(settings: Settings) -> None:
     source, source_name = _make_source(settings)
     ctx = zmq.asyncio.Context()
-    publisher = ClonePublisher(ctx, endpoints.watcher_updates(settings.run_dir),
-                               endpoints.watcher_snapshot(settings.run_dir))
+    publisher = ClonePublisher(ctx, endpoints.watcher_updates(settings.paths.run_dir),
+                               endpoints.watcher_snapshot(settings.paths.run_dir))
     store = TrackedStore(publisher)
-    log.info("watcher started", extra=logs.kv(source=source_name, run_dir=settings.run_dir,
-                                              directory=settings.manifests or ""))
+    log.info("watcher started", extra=logs.kv(source=source_name, run_dir=settings.paths.run_dir,
+                                              directory=settings.source.manifests or ""))
     try:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(_serve_once_synced(source, publisher, store))
@@ -90,10 +90,10 @@ async def _main(settings: Settings) -> None:
 
 def run(settings: Settings) -> int:
     async def main() -> int | None:
-        if settings.manifests and not Path(settings.manifests).is_dir():
-            raise StartupError(f"--manifests {settings.manifests}: no such directory; give the directory "
+        if settings.source.manifests and not Path(settings.source.manifests).is_dir():
+            raise StartupError(f"--manifests {settings.source.manifests}: no such directory; give the directory "
                                "holding the manifest files")
-        ensure_private_dir(settings.run_dir)
+        ensure_private_dir(settings.paths.run_dir)
         await _main(settings)
         return None
     return run_process("watcher", settings, main)

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from services.syncer.status_task import LEASE_SECONDS_ENV
 from tests.e2e.ingress.scenarios import Stage
 from tests.e2e.kube.helpers import api_controller
 from tests.support import k8s
@@ -28,11 +27,11 @@ HOST = "elected.example.com"
 @pytest.fixture(scope="module")
 def controllers(tmp_path_factory, kubeconfig, cluster, echo):
     with pytest.MonkeyPatch.context() as env:
-        env.setenv(LEASE_SECONDS_ENV, str(LEASE_SECONDS))
         env.delenv("POD_NAME", raising=False)  # identities must differ: hostname_pid
         env.delenv("POD_NAMESPACE", raising=False)
         started = [api_controller(tmp_path_factory.mktemp(f"lead{i}"), kubeconfig,
-                                  f"--election-id={ELECTION_ID}", f"--publish-status-address={address}"
+                                  f"--election-id={ELECTION_ID}", f"--election-lease-seconds={LEASE_SECONDS}",
+                                  f"--publish-status-address={address}"
                                   ).start(wait=False)
                    for i, address in enumerate(ADDRESSES)]
     try:

@@ -118,10 +118,12 @@ def test_redirects_and_hsts_follow_annotations_and_the_configmap(tls_stage, ca):
     stage.expect("optout.tls.example", "/", "TLS-H")
     wait_for(lambda: stage.controller.get("/a?b=1", "secure.tls.example").status_code == 308, 10,
              what="secure.tls.example redirected")
+    # Each Ingress is its own file: the last one may reach nginx one sync later.
+    wait_for(lambda: stage.controller.get("/", "forced.tls.example").status_code == 308, 10,
+             what="forced.tls.example redirected (no certificate of its own)")
 
     redirect = stage.controller.get("/a?b=1", "secure.tls.example")
     assert redirect.headers["location"] == f"https://secure.tls.example:{port}/a?b=1"
-    assert stage.controller.get("/", "forced.tls.example").status_code == 308  # no certificate of its own
     assert stage.controller.get("/.well-known/acme-challenge/t", "secure.tls.example").status_code == 200
     secure = https_get(port, "secure.tls.example", "/a", [ca.cert_path])
     assert secure.status == 200

@@ -38,8 +38,8 @@ def run_dir() -> Iterator[Path]:
 
 @pytest.fixture
 def settings(api: KubeApiServer, run_dir: Path) -> Settings:
-    return Settings(kubeconfig=api.write_kubeconfig(run_dir / "kubeconfig"), run_dir=str(run_dir),
-                    configmap="default/pyngress", node_name="node-a")
+    return Settings.from_flags(kubeconfig=api.write_kubeconfig(run_dir / "kubeconfig"), run_dir=str(run_dir),
+                               configmap="default/pyngress", node_name="node-a")
 
 
 def api_state(api: KubeApiServer, settings: Settings) -> dict[str, Any]:
@@ -61,7 +61,7 @@ class Harness:
         self.discovery = client.DiscoveryV1Api(api_client)
 
     async def __aenter__(self) -> "Harness":
-        run_dir = self.settings.run_dir
+        run_dir = self.settings.paths.run_dir
         self._ctx = zmq.asyncio.Context()
         self.publisher = ClonePublisher(self._ctx, endpoints.watcher_updates(run_dir), endpoints.watcher_snapshot(run_dir))
         self._subscriber = CloneSubscriber(self._ctx, endpoints.watcher_updates(run_dir),
@@ -120,4 +120,7 @@ class Harness:
 
 @pytest.fixture
 def harness(api: KubeApiServer, settings: Settings) -> Callable[..., Harness]:
-    return lambda **options: Harness(api, settings, **options)
+    """harness(**KubeSource options), or harness(settings=other settings, ...)."""
+    def make(settings: Settings = settings, **options: Any) -> Harness:
+        return Harness(api, settings, **options)
+    return make

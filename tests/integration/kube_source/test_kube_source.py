@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -99,12 +98,11 @@ def test_status_changes_reach_the_store_too(harness):
 
 
 def test_watch_namespace_limits_namespaced_kinds_but_not_objects_named_by_flags(api, settings, harness):
-    settings.watch_namespace = "team"
-    settings.default_ssl_certificate = "certs/default"
+    settings = settings.replace_flags(watch_namespace="team", default_ssl_certificate="certs/default")
     assert WatchTarget("Secret", "certs") in watch_targets(settings)
 
     async def scenario():
-        h = harness()
+        h = harness(settings=settings)
         for namespace in ("team", "certs"):
             await h.call(h.core.create_namespace, {"metadata": {"name": namespace}})
         for namespace in ("team", "default"):
@@ -120,7 +118,7 @@ def test_watch_namespace_limits_namespaced_kinds_but_not_objects_named_by_flags(
 
 
 def test_without_node_name_nodes_are_not_watched(settings):
-    assert all(t.kind != "Node" for t in watch_targets(replace(settings, node_name=None)))
+    assert all(t.kind != "Node" for t in watch_targets(settings.replace_flags(node_name=None)))
     assert all(t.kind != "ConfigMap" for t in watch_targets(Settings()))
 
 
@@ -229,6 +227,6 @@ def test_bookmarks_count_as_activity(api, harness):
 
 
 def test_no_reachable_configuration_is_a_clear_error(run_dir):
-    for settings in (Settings(kubeconfig=str(run_dir / "missing")), Settings()):
+    for settings in (Settings.from_flags(kubeconfig=str(run_dir / "missing")), Settings()):
         with pytest.raises(KubeConfigError, match="--kubeconfig"):
             kube_configuration(settings)

@@ -16,7 +16,8 @@ ELECTION = "test-election"
 async def main(url: str, identity: str, lease_seconds: str) -> None:
     configuration = client.Configuration()
     configuration.host = url
-    elector = LeaderElector(client.ApiClient(configuration), ELECTION, "default", identity, int(lease_seconds))
+    elector = LeaderElector(client.ApiClient(configuration), name=ELECTION, namespace="default", identity=identity,
+                            lease_duration=int(lease_seconds))
 
     async def lead() -> None:
         print("leading", flush=True)

@@ -23,7 +23,7 @@ class Candidate:
     """An in-process candidate that records when it leads."""
 
     def __init__(self, api_client: client.ApiClient, identity: str) -> None:
-        self.elector = LeaderElector(api_client, ELECTION, "default", identity, LEASE)
+        self.elector = LeaderElector(api_client, name=ELECTION, namespace="default", identity=identity, lease_duration=LEASE)
         self.terms = 0
         self.leading_now = False
         self.task: asyncio.Task | None = None
@@ -137,7 +137,7 @@ def test_an_interrupted_leader_process_releases_its_lease(api, api_client):
 def test_a_leader_that_cannot_renew_stops_leading_before_its_lease_expires(api, api_client):
     async def scenario():
         stopped = asyncio.Event()
-        a = LeaderElector(api_client, ELECTION, "default", "a", LEASE)
+        a = LeaderElector(api_client, name=ELECTION, namespace="default", identity="a", lease_duration=LEASE)
         leading = asyncio.Event()
 
         async def lead() -> None:

@@ -15,16 +15,16 @@ ALSO_BAD = LocationProfile("alsobad", (("proxy_buffer_size", "64k"), ("proxy_buf
 
 def model(settings: Settings, *profiles: LocationProfile) -> Model:
     return Model(config=NginxConfig(
-        http_port=18080, https_port=18443, state_dir=settings.state_dir, run_dir=settings.run_dir, profiles=list(profiles)))
+        http_port=18080, https_port=18443, state_dir=settings.paths.state_dir, run_dir=settings.paths.run_dir, profiles=list(profiles)))
 
 
 def settings_in(tmp_path) -> Settings:
-    return Settings(state_dir=str(tmp_path / "state"), run_dir=str(tmp_path / "run"))
+    return Settings.from_flags(state_dir=str(tmp_path / "state"), run_dir=str(tmp_path / "run"))
 
 
 def test_only_the_new_profiles_that_fail_alone_are_refused(tmp_path):
     settings = settings_in(tmp_path)
-    applier = NginxApplier(settings, SyncerMetrics(settings.controller_class, settings.run_dir))
+    applier = NginxApplier(settings, SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir))
 
     async def scenario():
         refused = await applier.apply(model(settings, GOOD, BAD, ALSO_BAD))
@@ -40,7 +40,7 @@ def test_only_the_new_profiles_that_fail_alone_are_refused(tmp_path):
 
 def test_a_configuration_failing_without_any_new_profile_is_a_reload_error(tmp_path):
     settings = settings_in(tmp_path)
-    applier = NginxApplier(settings, SyncerMetrics(settings.controller_class, settings.run_dir))
+    applier = NginxApplier(settings, SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir))
     broken = model(settings, GOOD)
     broken.config.globals["proxy_buffers"] = "2 1k"  # with proxy_buffer_size 4k: fails whatever the profiles
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import itertools
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
@@ -123,7 +122,7 @@ class Cluster:
                          "type": type, "data": data if data is not None else {"tls.crt": pem, "tls.key": pem}})
 
     def configmap(self, data: dict[str, Any], name: str = "ingress-nginx-controller", ns: str = "ingress") -> dict:
-        self.settings = replace(self.settings, configmap=f"{ns}/{name}")
+        self.settings = self.settings.replace_flags(configmap=f"{ns}/{name}")
         return self.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
                          "data": data})
 
@@ -135,7 +134,7 @@ class Cluster:
         return self.ingress(name, ns=ns, host=host, paths=(("/", "Prefix", name, 80),), **ingress)
 
     def build(self, **settings: Any) -> Model:
-        return build_model(self.store, replace(self.settings, **settings))
+        return build_model(self.store, self.settings.replace_flags(**settings))
 
     @staticmethod
     def rejections(model: Model) -> list[str]:

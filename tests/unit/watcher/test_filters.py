@@ -17,7 +17,7 @@ def test_routing_kinds_are_always_kept():
 
 
 def test_watch_namespace_limits_namespaced_kinds_only():
-    settings = Settings(watch_namespace="team")
+    settings = Settings.from_flags(watch_namespace="team")
     assert keep(obj("Ingress", "a", "team"), settings)
     assert not keep(obj("Ingress", "a", "other"), settings)
     assert not keep(obj("Service", "a"), settings)  # no namespace means "default"
@@ -25,7 +25,7 @@ def test_watch_namespace_limits_namespaced_kinds_only():
 
 
 def test_secrets_only_tls_or_the_default_certificate():
-    settings = Settings(default_ssl_certificate="ingress/default-cert", watch_namespace="team")
+    settings = Settings.from_flags(default_ssl_certificate="ingress/default-cert", watch_namespace="team")
     assert keep(obj("Secret", "tls", "team", type="kubernetes.io/tls"), settings)
     assert not keep(obj("Secret", "token", "team", type="kubernetes.io/service-account-token"), settings)
     assert not keep(obj("Secret", "opaque", "team"), settings)
@@ -35,7 +35,7 @@ def test_secrets_only_tls_or_the_default_certificate():
 
 
 def test_configmaps_only_those_named_by_flags():
-    settings = Settings(configmap="ingress/config", tcp_services_configmap="ingress/tcp",
+    settings = Settings.from_flags(configmap="ingress/config", tcp_services_configmap="ingress/tcp",
                         udp_services_configmap="ingress/udp", watch_namespace="team")
     for name in ("config", "tcp", "udp"):
         assert keep(obj("ConfigMap", name, "ingress"), settings)
@@ -45,8 +45,8 @@ def test_configmaps_only_those_named_by_flags():
 
 
 def test_only_our_own_node():
-    assert keep(obj("Node", "node-1"), Settings(node_name="node-1"))
-    assert not keep(obj("Node", "node-2"), Settings(node_name="node-1"))
+    assert keep(obj("Node", "node-1"), Settings.from_flags(node_name="node-1"))
+    assert not keep(obj("Node", "node-2"), Settings.from_flags(node_name="node-1"))
     assert not keep(obj("Node", "node-1"), Settings())
 
 

@@ -120,7 +120,7 @@ def test_objects_removed_while_the_watcher_was_down_come_back_as_new_objects(man
 
 
 def test_filters_apply(manifests_with):
-    m = manifests_with(Settings(watch_namespace="team"))
+    m = manifests_with(Settings.from_flags(watch_namespace="team"))
     m.write("a.yaml", f"""apiVersion: v1
 kind: Secret
 metadata: {{name: token, namespace: team}}
