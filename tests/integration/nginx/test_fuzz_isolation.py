@@ -34,7 +34,7 @@ from services.syncer.annotations import ANNOTATIONS
 from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES
 from services.syncer.model_types import Model
 from services.nginxconf.render import render
-from tests.unit.syncer.conftest import Cluster
+from tests.support.model_cluster import Cluster
 
 FUZZ = settings(deadline=None, derandomize=True, database=None, max_examples=40)
 GOOD, FUZZED = "default/good", "default/fuzz"

@@ -1,8 +1,4 @@
-import asyncio
-
 import pytest
-
-from services.syncer.backends import resolve_backends
 
 
 def route_backend(model, host="app.example.com", path="/"):
@@ -143,12 +139,6 @@ def test_disable_svc_external_name_rejects_every_external_name_backend(cluster):
         "Ingress default/a: Service default/ext has type ExternalName, and ExternalName backends are disabled "
         "(--disable-svc-external-name)"]
 
-
-def test_names_that_resolve_to_the_node_itself_or_not_at_all_are_left_out_when_pushed():
-    # What the model cannot see: a DNS name whose address is a loopback one (here from /etc/hosts).
-    resolved = asyncio.run(resolve_backends({"default-ext-80": ["localhost:80"], "default-ok-80": ["10.0.0.1:80"],
-                                             "default-gone-80": ["no-such-name.invalid:80"]}))
-    assert resolved == {"default-ext-80": [], "default-ok-80": ["10.0.0.1:80"], "default-gone-80": []}
 
 
 def test_an_external_name_with_non_ascii_letters_is_not_a_dns_name(cluster):

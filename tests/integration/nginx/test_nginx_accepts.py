@@ -4,6 +4,8 @@ from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import prepare
 from services.nginxconf.render import render
 
+from tests.support.model_cluster import Cluster
+
 # Every annotation whose settings are plain nginx directives, at the edges of what its validator accepts.
 DIRECTIVE_ANNOTATIONS = [
     {"proxy-connect-timeout": "500ms", "proxy-send-timeout": "596h", "proxy-read-timeout": "0",
@@ -21,7 +23,9 @@ CONFIGMAP = {
 }
 
 
-def test_rendered_profiles_and_globals_pass_nginx_t(cluster, tmp_path):
+def test_rendered_profiles_and_globals_pass_nginx_t(tmp_path):
+    cluster = Cluster()
+    cluster.ingress_class()
     cluster.configmap(CONFIGMAP)
     for i, annotations in enumerate(DIRECTIVE_ANNOTATIONS):
         cluster.app(f"app{i}", host=f"app{i}.example.com", annotations=annotations)
