@@ -165,6 +165,35 @@ def cors_table(policy: CorsPolicy) -> str:
     return "{ " + " ".join(f"{name} = {lua_string(value)}," for name, value in sorted(options.items())) + " }"
 
 
+_SIZE = re.compile(r"([0-9]+)([kKmMgG]?)")
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def size_bytes(value: str) -> int:
+    """An nginx size ("8k", "1m", "512") in bytes."""
+    match = _SIZE.fullmatch(value)
+    if not match:
+        raise RenderError(f"{value!r} is not a size such as 512, 8k or 1m")
+    return int(match[1]) * _SIZE_UNITS[match[2].lower()]
+
+
+def body_limits(profiles: Sequence[LocationProfile], globals_: dict[str, str]) -> dict[str, int]:
+    """profile name → the largest request body its location takes, in bytes (no entry: no limit).
+
+    nginx checks a request's Content-Length against client_max_body_size when it picks a location, a step
+    that a named location entered with ngx.exec skips; the router checks it instead (router.lua). A
+    chunked body is checked by nginx while it is read, with the named location's own setting.
+    """
+    default = size_bytes({**HTTP_DEFAULTS, **globals_}["client_max_body_size"])
+    limits = {}
+    for profile in profiles:
+        own = [value for name, value in profile.directives if name == "client_max_body_size"]
+        limit = size_bytes(own[-1]) if own else default
+        if limit:
+            limits[profile.name] = limit
+    return limits
+
+
 def _header_name(value: str | Sequence[str]) -> str:
     words = _words(value)
     return words[0] if words else ""
@@ -216,5 +245,6 @@ def render(config: NginxConfig) -> str:
         use_proxy_protocol=bool(config.use_proxy_protocol),
         http_settings=http_settings,
         profiles=[check_profile(p) for p in profiles],
+        body_limits=body_limits(profiles, config.globals),
         **ports,
     )

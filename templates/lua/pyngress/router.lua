@@ -16,7 +16,8 @@ Prefix paths carry no trailing slash (except "/") and match whole path elements:
 
 Order: host (exact, wildcard, "_"; none → 404 from the default backend), then on plain HTTP the redirect
 to HTTPS, then the path: exact, longest prefix, the host's default, else 404. A route without a backend,
-or whose backend has no endpoints, answers 503 here: from the balancer it could only be a 500.
+or whose backend has no endpoints, answers 503 here: from the balancer it could only be a 500. A body
+whose Content-Length is above the route profile's client_max_body_size answers 413 here.
 ]]
 local store = require("pyngress.store")
 local settings = require("pyngress.settings")
@@ -187,6 +188,14 @@ function _M.route()
         ngx.log(ngx.ERR, "route for ", host, uri, " uses location profile ", route.profile,
                 " which this nginx.conf does not define yet")
         return ngx.exit(503)
+    end
+    -- nginx checks Content-Length when it picks a location; ngx.exec to a named location skips that step.
+    local limit = settings.body_limits[route.profile]
+    if limit then
+        local length = tonumber(var.http_content_length)
+        if length and length > limit then
+            return ngx.exit(413)
+        end
     end
     var.proxy_upstream_name = backend
     return ngx.exec(route.location)

@@ -8,6 +8,8 @@ local _M = {
     profiles = {},
     -- CORS options of the profiles that have them: profile name -> options (see cors.lua).
     cors = {},
+    -- The largest request body of each profile with a limit: profile name -> bytes.
+    body_limits = {},
 }
 
 function _M.set(values)
@@ -20,6 +22,7 @@ function _M.set(values)
     end
     _M.profiles = profiles
     _M.cors = values.cors or {}
+    _M.body_limits = values.body_limits or {}
 end
 
 return _M
