@@ -29,7 +29,7 @@ log = logging.getLogger("cniserver")
 
 
 def run(settings: Settings, *, request_timeout: float = REQUEST_TIMEOUT_SECONDS) -> int:
-    return run_process("cniserver", settings, lambda: serve(settings, request_timeout))
+    return run_process("cniserver", settings=settings, main=lambda: serve(settings, request_timeout))
 
 
 async def serve(settings: Settings, request_timeout: float) -> None:

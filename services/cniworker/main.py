@@ -58,7 +58,7 @@ def run(settings: Settings, *, handle: Handler | None = None) -> int:
         # after the import above: importing pyroute2 resets its logger's level.)
         logging.getLogger("pyroute2").setLevel(max(logging.getLogger().level, logging.INFO))
         await WorkerLoop(settings, handle=chosen).serve()
-    return run_process("cniworker", settings, main)
+    return run_process("cniworker", settings=settings, main=main)
 
 
 class WorkerLoop:

@@ -40,7 +40,7 @@ SILENCE_SECONDS = 5 * HEARTBEAT_SECONDS
 class ClonePublisher:
     """Owns a key-value state and publishes every change to it."""
 
-    def __init__(self, ctx: zmq.asyncio.Context, updates_endpoint: str, snapshot_endpoint: str) -> None:
+    def __init__(self, ctx: zmq.asyncio.Context, *, updates_endpoint: str, snapshot_endpoint: str) -> None:
         self.epoch = os.urandom(8).hex()
         self.seq = 0
         self.state: dict[str, Any] = {}
@@ -126,7 +126,7 @@ class Update:
 class CloneSubscriber:
     """Follows a ClonePublisher: yields a Snapshot first (and after any gap), then Updates in order."""
 
-    def __init__(self, ctx: zmq.asyncio.Context, updates_endpoint: str, snapshot_endpoint: str, *,
+    def __init__(self, ctx: zmq.asyncio.Context, *, updates_endpoint: str, snapshot_endpoint: str,
                  max_message_bytes: int = CLONE_MAX_MESSAGE_BYTES) -> None:
         self._ctx = ctx
         self._updates_endpoint = updates_endpoint

@@ -9,7 +9,7 @@ from pathlib import Path
 from services.common.runner import StartupError
 
 
-def atomic_write(path: str | Path, data: bytes, mode: int = 0o644) -> None:
+def atomic_write(path: str | Path, data: bytes, *, mode: int = 0o644) -> None:
     """Replace `path` with `data` so that readers see the old or the new file, never a partial one."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

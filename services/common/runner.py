@@ -1,7 +1,8 @@
 """One way to run a pyngress process: logging, the uvloop event loop, SIGTERM and SIGINT, errors.
 
-Every long-running component's `run(settings)` is `run_process(name, settings, main)`, where `main` is a
-coroutine function that runs the component (usually an `asyncio.TaskGroup` of its tasks) until cancelled:
+Every long-running component's `run(settings)` is `run_process(name, settings=settings, main=main)`, where
+`main` is a coroutine function that runs the component (usually an `asyncio.TaskGroup` of its tasks) until
+cancelled:
 - SIGTERM or SIGINT cancels `main`; its `finally` blocks and the TaskGroup's cancellation close sockets and
   release what the process holds (a Lease, say), and the process exits 0;
 - a `StartupError` (a setting or a directory the process cannot use) is logged as one line saying what to
@@ -27,7 +28,7 @@ class StartupError(RuntimeError):
     """The process cannot start as configured; the message says what to change."""
 
 
-def run_process(component: str, settings: Settings, main: Callable[[], Awaitable[int | None]]) -> int:
+def run_process(component: str, *, settings: Settings, main: Callable[[], Awaitable[int | None]]) -> int:
     """Run `main` on a uvloop event loop until it returns, fails, or a signal stops it; the exit code."""
     log = logs.setup(component, settings.log_level)
     try:

@@ -68,101 +68,116 @@ class EnvironmentSettingError(ValueError):
     """A PYNGRESS_* variable whose value its flag does not take; the message names the variable."""
 
 
-def _from_environment(env: str, value: str, parse: Callable[[str], Any]) -> Any:
+def _from_environment(env: str, *, value: str, parse: Callable[[str], Any]) -> Any:
     try:
         return parse(value)
     except argparse.ArgumentTypeError as err:
         raise EnvironmentSettingError(f"{env}={value!r}: {err}") from None
 
 
-def _flag(default: Any, name: str, help_text: str, parse: Callable[[str], Any] = str) -> Any:
+def _flag(default: Any, *, name: str, help_text: str, parse: Callable[[str], Any] = str) -> Any:
     """A settings field with its command-line flag `--name` (environment `PYNGRESS_NAME`)."""
     return field(default=default, metadata={"flag": name, "parse": parse, "help": help_text})
 
 
 @dataclass(frozen=True, kw_only=True)
 class SourceSettings:
-    manifests: str | None = _flag(None, "manifests", "watch a directory of manifests instead of the Kubernetes API")
-    kubeconfig: str | None = _flag(None, "kubeconfig", "the API server from this kubeconfig (default: in-cluster)")
-    watch_namespace: str | None = _flag(None, "watch-namespace", "only objects of this namespace")
+    manifests: str | None = _flag(None, name="manifests",
+                                  help_text="watch a directory of manifests instead of the Kubernetes API")
+    kubeconfig: str | None = _flag(None, name="kubeconfig",
+                                   help_text="the API server from this kubeconfig (default: in-cluster)")
+    watch_namespace: str | None = _flag(None, name="watch-namespace", help_text="only objects of this namespace")
 
 
 @dataclass(frozen=True, kw_only=True)
 class PortSettings:
-    http: int = _flag(80, "http-port", "HTTP port", parse_port)
-    https: int = _flag(443, "https-port", "HTTPS port (the passthrough proxy's with --enable-ssl-passthrough)",
-                       parse_port)
-    healthz: int = _flag(10254, "healthz-port", "/healthz, /metrics and the status record", parse_port)
-    healthz_host: str = _flag("", "healthz-host", "the healthz port's address (every address when empty)")
+    http: int = _flag(80, name="http-port", help_text="HTTP port", parse=parse_port)
+    https: int = _flag(443, name="https-port",
+                       help_text="HTTPS port (the passthrough proxy's with --enable-ssl-passthrough)", parse=parse_port)
+    healthz: int = _flag(10254, name="healthz-port", help_text="/healthz, /metrics and the status record",
+                         parse=parse_port)
+    healthz_host: str = _flag("", name="healthz-host",
+                              help_text="the healthz port's address (every address when empty)")
     # ingress-nginx's names, accepted; they open no port: nginx's status and configuration API and its TLS
     # listener behind the passthrough proxy are Unix sockets in <run-dir>/nginx/ (SECURITY.md says why).
-    status: int = _flag(10246, "status-port", "accepted for ingress-nginx compatibility; opens no port "
-                                              "(nginx's status is a Unix socket in the run directory)", parse_port)
-    ssl_passthrough_proxy: int = _flag(442, "ssl-passthrough-proxy-port",
-                                       "accepted for ingress-nginx compatibility; opens no port (nginx's TLS "
-                                       "listener is a Unix socket in the run directory)", parse_port)
+    status: int = _flag(10246, name="status-port",
+                        help_text="accepted for ingress-nginx compatibility; opens no port "
+                        "(nginx's status is a Unix socket in the run directory)", parse=parse_port)
+    ssl_passthrough_proxy: int = _flag(442, name="ssl-passthrough-proxy-port",
+                                       help_text="accepted for ingress-nginx compatibility; opens no port (nginx's TLS "
+                                       "listener is a Unix socket in the run directory)", parse=parse_port)
 
 
 @dataclass(frozen=True, kw_only=True)
 class PathSettings:
-    state_dir: str = _flag(DEFAULT_STATE_DIR, "state-dir", "nginx's prefix, the dynamic tables, IPAM")
-    run_dir: str = _flag(DEFAULT_RUN_DIR, "run-dir", "sockets and status files (root-only, 0700)")
+    state_dir: str = _flag(DEFAULT_STATE_DIR, name="state-dir", help_text="nginx's prefix, the dynamic tables, IPAM")
+    run_dir: str = _flag(DEFAULT_RUN_DIR, name="run-dir", help_text="sockets and status files (root-only, 0700)")
 
 
 @dataclass(frozen=True, kw_only=True)
 class IngressSettings:
-    ingress_class: str = _flag("nginx", "ingress-class", "the kubernetes.io/ingress.class value that is ours")
-    controller_class: str = _flag("k8s.io/ingress-nginx", "controller-class",
-                                  "the IngressClass spec.controller that is ours")
-    watch_ingress_without_class: bool = _flag(False, "watch-ingress-without-class",
-                                              "serve Ingresses that name no class", parse_bool)
-    configmap: str | None = _flag(None, "configmap", "the controller ConfigMap, NAMESPACE/NAME")
-    tcp_services_configmap: str | None = _flag(None, "tcp-services-configmap", "NAMESPACE/NAME")
-    udp_services_configmap: str | None = _flag(None, "udp-services-configmap", "NAMESPACE/NAME")
-    default_ssl_certificate: str | None = _flag(None, "default-ssl-certificate",
-                                                "the Secret served when no other certificate matches, NAMESPACE/NAME")
-    annotations_prefix: str = _flag("nginx.ingress.kubernetes.io", "annotations-prefix", "the annotations' prefix")
-    enable_ssl_passthrough: bool = _flag(False, "enable-ssl-passthrough",
-                                         "run the passthrough proxy on the HTTPS port", parse_bool)
+    ingress_class: str = _flag("nginx", name="ingress-class",
+                               help_text="the kubernetes.io/ingress.class value that is ours")
+    controller_class: str = _flag("k8s.io/ingress-nginx", name="controller-class",
+                                  help_text="the IngressClass spec.controller that is ours")
+    watch_ingress_without_class: bool = _flag(False, name="watch-ingress-without-class",
+                                              help_text="serve Ingresses that name no class", parse=parse_bool)
+    configmap: str | None = _flag(None, name="configmap", help_text="the controller ConfigMap, NAMESPACE/NAME")
+    tcp_services_configmap: str | None = _flag(None, name="tcp-services-configmap", help_text="NAMESPACE/NAME")
+    udp_services_configmap: str | None = _flag(None, name="udp-services-configmap", help_text="NAMESPACE/NAME")
+    default_ssl_certificate: str | None = _flag(None, name="default-ssl-certificate",
+                                                help_text="the Secret served when no other certificate matches, "
+                                                "NAMESPACE/NAME")
+    annotations_prefix: str = _flag("nginx.ingress.kubernetes.io", name="annotations-prefix",
+                                    help_text="the annotations' prefix")
+    enable_ssl_passthrough: bool = _flag(False, name="enable-ssl-passthrough",
+                                         help_text="run the passthrough proxy on the HTTPS port", parse=parse_bool)
     # As ingress-nginx: refuse every ExternalName Service as an Ingress backend.
-    disable_svc_external_name: bool = _flag(False, "disable-svc-external-name",
-                                            "refuse ExternalName Services as backends", parse_bool)
+    disable_svc_external_name: bool = _flag(False, name="disable-svc-external-name",
+                                            help_text="refuse ExternalName Services as backends", parse=parse_bool)
 
 
 @dataclass(frozen=True, kw_only=True)
 class LeaderSettings:
-    election_id: str = _flag("ingress-controller-leader", "election-id", "the Lease's name")
+    election_id: str = _flag("ingress-controller-leader", name="election-id", help_text="the Lease's name")
     # A follower takes an abandoned Lease over this long after it last saw it change; a leader renews every
     # third of it (30, as ingress-nginx).
-    lease_seconds: int = _flag(30, "election-lease-seconds", "the Lease's duration", parse_count)
-    update_status: bool = _flag(True, "update-status", "write Ingress status while leading", parse_bool)
-    publish_service: str | None = _flag(None, "publish-service", "status addresses from this Service, NS/NAME")
-    publish_status_address: str | None = _flag(None, "publish-status-address", "status addresses, comma-separated")
+    lease_seconds: int = _flag(30, name="election-lease-seconds", help_text="the Lease's duration", parse=parse_count)
+    update_status: bool = _flag(True, name="update-status", help_text="write Ingress status while leading",
+                                parse=parse_bool)
+    publish_service: str | None = _flag(None, name="publish-service",
+                                        help_text="status addresses from this Service, NS/NAME")
+    publish_status_address: str | None = _flag(None, name="publish-status-address",
+                                               help_text="status addresses, comma-separated")
 
 
 @dataclass(frozen=True, kw_only=True)
 class CniSettings:
-    enabled: bool = _flag(False, "enable-cni", "run the CNI server and its workers", parse_bool)
-    workers: int = _flag(2, "cni-workers", "CNI worker processes", parse_count)
-    node_name: str | None = _flag(None, "node-name", "this node's name (its spec.podCIDR is the pod subnet)")
-    pod_cidr: str | None = _flag(None, "pod-cidr", "the pod subnet when no network config gives one")
+    enabled: bool = _flag(False, name="enable-cni", help_text="run the CNI server and its workers", parse=parse_bool)
+    workers: int = _flag(2, name="cni-workers", help_text="CNI worker processes", parse=parse_count)
+    node_name: str | None = _flag(None, name="node-name",
+                                  help_text="this node's name (its spec.podCIDR is the pod subnet)")
+    pod_cidr: str | None = _flag(None, name="pod-cidr", help_text="the pod subnet when no network config gives one")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProxySettings:
-    processes: int = _flag(2, "proxy-processes", "passthrough proxy processes sharing the HTTPS port", parse_count)
-    hello_timeout: float = _flag(5.0, "proxy-hello-timeout", "seconds from accept until the ClientHello (and any "
-                                                             "inbound PROXY header) is complete", parse_seconds)
-    max_pending_hellos: int = _flag(1024, "proxy-max-pending-hellos", "connections per process still waiting for "
-                                                                       "their ClientHello; past it the oldest is "
-                                                                       "closed", parse_count)
-    connect_timeout: float = _flag(5.0, "proxy-connect-timeout", "seconds to connect to one upstream before the "
-                                                                 "next", parse_seconds)
-    idle_timeout: float = _flag(600.0, "proxy-idle-timeout", "seconds without data either way before an "
-                                                              "established connection is closed", parse_seconds)
-    drain_timeout: float = _flag(5.0, "proxy-drain-timeout", "seconds open connections may finish after SIGTERM "
-                                                             "(keep it below supervisord's stopwaitsecs)",
-                                 parse_seconds)
+    processes: int = _flag(2, name="proxy-processes", help_text="passthrough proxy processes sharing the HTTPS port",
+                           parse=parse_count)
+    hello_timeout: float = _flag(5.0, name="proxy-hello-timeout",
+                                 help_text="seconds from accept until the ClientHello (and any inbound PROXY header) "
+                                 "is complete", parse=parse_seconds)
+    max_pending_hellos: int = _flag(1024, name="proxy-max-pending-hellos",
+                                    help_text="connections per process still waiting for their ClientHello; past it "
+                                    "the oldest is closed", parse=parse_count)
+    connect_timeout: float = _flag(5.0, name="proxy-connect-timeout",
+                                   help_text="seconds to connect to one upstream before the next", parse=parse_seconds)
+    idle_timeout: float = _flag(600.0, name="proxy-idle-timeout",
+                                help_text="seconds without data either way before an established connection is "
+                                "closed", parse=parse_seconds)
+    drain_timeout: float = _flag(5.0, name="proxy-drain-timeout",
+                                 help_text="seconds open connections may finish after SIGTERM "
+                                 "(keep it below supervisord's stopwaitsecs)", parse=parse_seconds)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,7 +189,7 @@ class Settings:
     leader: LeaderSettings = field(default_factory=LeaderSettings)
     cni: CniSettings = field(default_factory=CniSettings)
     proxy: ProxySettings = field(default_factory=ProxySettings)
-    log_level: str = _flag("info", "log-level", "debug, info, warning or error")
+    log_level: str = _flag("info", name="log-level", help_text="debug, info, warning or error")
 
     @classmethod
     def from_flags(cls, **values: Any) -> Settings:
@@ -195,7 +210,7 @@ class Settings:
 
     def flag_values(self) -> dict[str, Any]:
         """Every flag's value by its name without dashes ("http-port" → 8080)."""
-        return {_flag_name(dest): _value(self, group, name) for dest, group, name in _FLAGS}
+        return {_flag_name(dest): _value(self, group=group, name=name) for dest, group, name in _FLAGS}
 
     def as_args(self) -> list[str]:
         """The command-line form of these settings, for handing them on to child processes."""
@@ -216,7 +231,7 @@ def _flag_name(dest: str) -> str:
     return dest.replace("_", "-")
 
 
-def _value(settings: Settings, group: str | None, name: str) -> Any:
+def _value(settings: Settings, *, group: str | None, name: str) -> Any:
     return getattr(getattr(settings, group) if group else settings, name)
 
 
@@ -250,12 +265,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if parse is parse_bool:
             # `--flag`, `--flag=true` and `--flag=false` all work, as with Go's flag package.
             parser.add_argument(f"--{flag}", dest=dest, nargs="?", const=True, type=parse_bool,
-                                default=_from_environment(env, env_value, parse_bool) if env_value is not None
-                                else default,
+                                default=_from_environment(env, value=env_value, parse=parse_bool)
+                                if env_value is not None else default,
                                 help=f"{f.metadata['help']} (env {env}, default {str(default).lower()})")
         else:
             parser.add_argument(f"--{flag}", dest=dest, type=parse,
-                                default=_from_environment(env, env_value, parse) if env_value else default,
+                                default=_from_environment(env, value=env_value, parse=parse) if env_value else default,
                                 help=f"{f.metadata['help']} (env {env}, default {default})")
 
 

@@ -40,7 +40,7 @@ def run(settings: Settings) -> int:
         ensure_private_dir(settings.paths.run_dir)  # the syncer's table arrives over sockets in it
         _raise_open_files_limit()
         return await _serve(settings, settings.proxy)
-    return run_process("proxy", settings, main)
+    return run_process("proxy", settings=settings, main=main)
 
 
 def _raise_open_files_limit() -> None:
@@ -105,8 +105,8 @@ async def _follow_table(subscriber: CloneSubscriber, table: RoutingTable, status
 async def _serve(settings: Settings, options: ProxySettings) -> int:
     loop = asyncio.get_running_loop()
     ctx = zmq.asyncio.Context()
-    subscriber = CloneSubscriber(ctx, endpoints.syncer_updates(settings.paths.run_dir),
-                                 endpoints.syncer_snapshot(settings.paths.run_dir))
+    subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.syncer_updates(settings.paths.run_dir),
+                                 snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
     table = RoutingTable()
     # nginx's TLS listener is a Unix socket (--ssl-passthrough-proxy-port is accepted but opens no port).
     server = PassthroughServer(table, NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir).passthrough_tls_socket,

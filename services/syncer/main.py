@@ -53,10 +53,10 @@ class Syncer:
         self.refused_for = ""
         self.metrics = SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir)
         self.applier = NginxApplier(settings, self.metrics)
-        self.subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(settings.paths.run_dir),
-                                          endpoints.watcher_snapshot(settings.paths.run_dir))
-        self.passthrough = ClonePublisher(ctx, endpoints.syncer_updates(settings.paths.run_dir),
-                                          endpoints.syncer_snapshot(settings.paths.run_dir))
+        self.subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(settings.paths.run_dir),
+                                          snapshot_endpoint=endpoints.watcher_snapshot(settings.paths.run_dir))
+        self.passthrough = ClonePublisher(ctx, updates_endpoint=endpoints.syncer_updates(settings.paths.run_dir),
+                                          snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
 
     async def follow_store(self) -> None:
         async for event in self.subscriber.events():
@@ -177,4 +177,4 @@ async def main_async(settings: Settings) -> None:
 
 
 def run(settings: Settings) -> int:
-    return run_process("syncer", settings, lambda: main_async(settings))
+    return run_process("syncer", settings=settings, main=lambda: main_async(settings))

@@ -73,8 +73,8 @@ async def _serve_once_synced(source: Source, publisher: ClonePublisher, store: T
 async def _main(settings: Settings) -> None:
     source, source_name = _make_source(settings)
     ctx = zmq.asyncio.Context()
-    publisher = ClonePublisher(ctx, endpoints.watcher_updates(settings.paths.run_dir),
-                               endpoints.watcher_snapshot(settings.paths.run_dir))
+    publisher = ClonePublisher(ctx, updates_endpoint=endpoints.watcher_updates(settings.paths.run_dir),
+                               snapshot_endpoint=endpoints.watcher_snapshot(settings.paths.run_dir))
     store = TrackedStore(publisher)
     log.info("watcher started", extra=logs.kv(source=source_name, run_dir=settings.paths.run_dir,
                                               directory=settings.source.manifests or ""))
@@ -96,4 +96,4 @@ def run(settings: Settings) -> int:
         ensure_private_dir(settings.paths.run_dir)
         await _main(settings)
         return None
-    return run_process("watcher", settings, main)
+    return run_process("watcher", settings=settings, main=main)

@@ -35,8 +35,8 @@ class NodePodCidr:
 
     async def follow(self, ctx: zmq.asyncio.Context) -> None:
         """Keep `value` equal to the Node's spec.podCIDR until cancelled (only when needs_following)."""
-        subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(self.run_dir),
-                                     endpoints.watcher_snapshot(self.run_dir))
+        subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(self.run_dir),
+                                     snapshot_endpoint=endpoints.watcher_snapshot(self.run_dir))
         try:
             async for event in subscriber.events():
                 if isinstance(event, Snapshot):

@@ -14,11 +14,13 @@ async def _next(it, timeout=5):
 def test_late_subscriber_gets_snapshot_then_updates(tmp_path):
     async def scenario():
         ctx = zmq.asyncio.Context()
-        pub = ClonePublisher(ctx, endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path))
+        pub = ClonePublisher(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
+                             snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
         serve = asyncio.create_task(pub.serve())
         await pub.set("a", 1)
         await pub.set("b", 2)
-        sub = CloneSubscriber(ctx, endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path))
+        sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
+                              snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
         events = sub.events()
         first = await _next(events)
         assert first == Snapshot({"a": 1, "b": 2})
@@ -36,15 +38,16 @@ def test_restarted_publisher_is_detected_and_resnapshotted(tmp_path):
     async def scenario():
         ctx = zmq.asyncio.Context()
         ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
-        pub = ClonePublisher(ctx, ups, snap)
+        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
         serve = asyncio.create_task(pub.serve())
         await pub.set("old", 1)
-        sub = CloneSubscriber(ctx, ups, snap)
+        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
         events = sub.events()
         assert await _next(events) == Snapshot({"old": 1})
         serve.cancel(); pub.close()
         await asyncio.sleep(0.1)
-        pub2 = ClonePublisher(ctx, ups, snap)  # a new process would start from seq 0 with a new epoch
+        # a new process would start from seq 0 with a new epoch
+        pub2 = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
         serve2 = asyncio.create_task(pub2.serve())
         await pub2.set("new", 2)
         got = await _next(events)
@@ -59,9 +62,9 @@ def test_many_updates_at_full_speed_arrive_without_loss(tmp_path):
     async def scenario():
         ctx = zmq.asyncio.Context()
         ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
-        pub = ClonePublisher(ctx, ups, snap)
+        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
         serve = asyncio.create_task(pub.serve())
-        sub = CloneSubscriber(ctx, ups, snap)
+        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
         events = sub.events()
         state = dict((await _next(events)).state)
         await asyncio.sleep(0.2)

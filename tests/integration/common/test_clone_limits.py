@@ -30,7 +30,8 @@ def test_a_snapshot_with_a_bad_item_is_rejected_with_the_reason_and_asked_for_ag
         router = ctx.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         bind_private(router, endpoints.watcher_snapshot(tmp_path))
-        sub = CloneSubscriber(ctx, endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path))
+        sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
+                              snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
         first = asyncio.create_task(_next(sub.events()))
         answers = [snapshot_bytes([["a", 1], [7, "not a key"]]), snapshot_bytes([["a", 1]])]
         for answer in answers:
@@ -48,10 +49,10 @@ def test_an_oversized_update_never_reaches_the_subscriber_which_resnapshots_and_
     async def scenario():
         ctx = zmq.asyncio.Context()
         ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
-        pub = ClonePublisher(ctx, ups, snap)
+        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
         serve = asyncio.create_task(pub.serve())
         await pub.set("a", 1)
-        sub = CloneSubscriber(ctx, ups, snap, max_message_bytes=LIMIT)
+        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap, max_message_bytes=LIMIT)
         events = sub.events()
         assert await _next(events) == Snapshot({"a": 1})
         await asyncio.sleep(0.2)  # let the subscription reach the publisher

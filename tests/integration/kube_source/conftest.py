@@ -63,9 +63,10 @@ class Harness:
     async def __aenter__(self) -> "Harness":
         run_dir = self.settings.paths.run_dir
         self._ctx = zmq.asyncio.Context()
-        self.publisher = ClonePublisher(self._ctx, endpoints.watcher_updates(run_dir), endpoints.watcher_snapshot(run_dir))
-        self._subscriber = CloneSubscriber(self._ctx, endpoints.watcher_updates(run_dir),
-                                           endpoints.watcher_snapshot(run_dir))
+        self.publisher = ClonePublisher(self._ctx, updates_endpoint=endpoints.watcher_updates(run_dir),
+                                        snapshot_endpoint=endpoints.watcher_snapshot(run_dir))
+        self._subscriber = CloneSubscriber(self._ctx, updates_endpoint=endpoints.watcher_updates(run_dir),
+                                           snapshot_endpoint=endpoints.watcher_snapshot(run_dir))
         self._tasks = [asyncio.create_task(self.publisher.serve()),
                        asyncio.create_task(self.source.run(self.publisher)),
                        asyncio.create_task(self._follow())]

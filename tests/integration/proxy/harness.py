@@ -289,7 +289,8 @@ class TablePublisher:
         self.publisher: ClonePublisher = self._call(self._start(run_dir))
 
     async def _start(self, run_dir: Path) -> ClonePublisher:
-        publisher = ClonePublisher(self.ctx, endpoints.syncer_updates(run_dir), endpoints.syncer_snapshot(run_dir))
+        publisher = ClonePublisher(self.ctx, updates_endpoint=endpoints.syncer_updates(run_dir),
+                                   snapshot_endpoint=endpoints.syncer_snapshot(run_dir))
         self._serve = asyncio.ensure_future(publisher.serve())
         return publisher
 

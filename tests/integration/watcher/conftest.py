@@ -93,8 +93,8 @@ class StoreFollower:
     async def _follow(self) -> None:
         self._task = asyncio.current_task()
         ctx = zmq.asyncio.Context()
-        subscriber = CloneSubscriber(ctx, endpoints.watcher_updates(self._run_dir),
-                                     endpoints.watcher_snapshot(self._run_dir))
+        subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(self._run_dir),
+                                     snapshot_endpoint=endpoints.watcher_snapshot(self._run_dir))
         try:
             async for event in subscriber.events():
                 with self._changed:
