@@ -20,7 +20,7 @@ def parse_tokens(line: str) -> dict[str, str]:
     return dict(token.split(":", 1) for token in line.split() if ":" in token)
 
 
-def listen(settings: Settings, stdin: TextIO, stdout: TextIO) -> None:
+def listen(settings: Settings, *, stdin: TextIO, stdout: TextIO) -> None:
     exits: dict[str, int] = {}
     fatal: dict[str, int] = {}
     status.write_status(settings.paths.run_dir, "crashmon", exits=exits, fatal=fatal)
@@ -51,5 +51,5 @@ def listen(settings: Settings, stdin: TextIO, stdout: TextIO) -> None:
 
 def run(settings: Settings) -> int:
     logs.setup("crashmon", settings.log_level)
-    listen(settings, sys.stdin, sys.stdout)
+    listen(settings, stdin=sys.stdin, stdout=sys.stdout)
     return 0

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Literal
 
 DEFAULT_PROFILE = "default"
 BackendScheme = Literal["http", "https"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CorsPolicy:
     """What templates/lua/pyngress/cors.lua answers (enable-cors with the cors-* annotations, defaults in)."""
     allow_origin: str  # "*", or origins separated by commas: "https://a.example.com,https://*.example.org:8443"
@@ -39,21 +39,22 @@ class LocationProfile:
     """
     name: str
     directives: tuple[tuple[str, str], ...] = ()
+    _: KW_ONLY
     backend_scheme: BackendScheme = "http"
     cors: CorsPolicy | None = None
 
     @classmethod
-    def of(cls, directives: tuple[tuple[str, str], ...] = (), backend_scheme: BackendScheme = "http",
+    def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
            cors: CorsPolicy | None = None) -> LocationProfile:
         """The profile with these settings, named "default" when it has none, else by a short stable hash."""
         if not directives and backend_scheme == "http" and cors is None:
             return cls(DEFAULT_PROFILE)
         content = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}
         digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
-        return cls(digest, directives, backend_scheme, cors)
+        return cls(digest, directives, backend_scheme=backend_scheme, cors=cors)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NginxConfig:
     """Everything rendered into nginx.conf. Compared by `digest()` to decide whether to reload."""
     http_port: int

@@ -29,7 +29,7 @@ def check_command(paths: NginxPaths, conf: Path) -> list[str]:
     return [nginx_binary(), "-t", "-q", "-p", f"{paths.prefix}/", "-c", str(conf)]
 
 
-def failure_message(output: str, tested: Path, shown_as: Path) -> str:
+def failure_message(output: str, *, tested: Path, shown_as: Path) -> str:
     """nginx's error lines from `output`, naming `shown_as` instead of a temporary copy."""
     lines = [line for line in output.splitlines() if _ERROR_LINE.search(line)] or output.strip().splitlines()
     text = "\n".join(lines).replace(str(tested), str(shown_as))
@@ -42,4 +42,4 @@ def check_file(paths: NginxPaths, conf: Path) -> None:
     result = subprocess.run(check_command(paths, conf), cwd="/",
                             capture_output=True, text=True)
     if result.returncode != 0:
-        raise NginxConfigError(failure_message(result.stderr + result.stdout, conf, conf))
+        raise NginxConfigError(failure_message(result.stderr + result.stdout, tested=conf, shown_as=conf))

@@ -53,7 +53,8 @@ class NginxReloader:
         finally:
             os.unlink(tmp)
         if proc.returncode != 0:
-            raise NginxConfigError(failure_message(output.decode(errors="replace"), Path(tmp), self.paths.conf))
+            raise NginxConfigError(failure_message(output.decode(errors="replace"), tested=Path(tmp),
+                                                   shown_as=self.paths.conf))
 
     async def apply(self, conf_text: str) -> bool:
         """Test, install and load `conf_text`.

@@ -65,14 +65,14 @@ class TablePusher:
                     held = await self._get_versions(session)
                 except NginxUnavailableError:
                     for name in DYNAMIC_TABLES:
-                        await self._keep(name, versions[name], bodies[name])
+                        await self._keep(name, version=versions[name], body=bodies[name])
                     raise
                 for name in DYNAMIC_TABLES:  # backends before the routes that may name them
                     if held.get(name) != versions[name]:
-                        await self._post(session, name, bodies[name])
+                        await self._post(session, name, body=bodies[name])
                         pushed.append(name)
                     self._pushed[name] = versions[name]
-                    await self._keep(name, versions[name], bodies[name])
+                    await self._keep(name, version=versions[name], body=bodies[name])
             return pushed
 
     async def needs_push(self) -> bool:
@@ -85,7 +85,7 @@ class TablePusher:
         async with self._session() as session:
             return await self._get_versions(session)
 
-    async def _keep(self, name: str, version: str, body: bytes) -> None:
+    async def _keep(self, name: str, *, version: str, body: bytes) -> None:
         """Make `body` the state file of table `name` (0600), unless it already is."""
         if self._written.get(name) != version:
             await asyncio.to_thread(self._write_state_file, name, body)
@@ -110,7 +110,7 @@ class TablePusher:
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
             raise NginxUnavailableError(f"nginx does not answer on {self.paths.config_socket}: {err}") from err
 
-    async def _post(self, session: aiohttp.ClientSession, name: str, body: bytes) -> None:
+    async def _post(self, session: aiohttp.ClientSession, name: str, *, body: bytes) -> None:
         try:
             async with session.post(f"/configuration/{name}", data=body,
                                     headers={"Content-Type": "application/json"}) as response:

@@ -173,12 +173,12 @@ def _parse_client_hello(body: bytes) -> Hello:
             raise ClientHelloError(f"extension {ext_type} appears twice")  # RFC 8446 section 4.2
         seen.add(ext_type)
         if ext_type == _EXTENSION_SERVER_NAME:
-            server_name = _parse_server_name(body, pos + 4, ext_end)
+            server_name = _parse_server_name(body, pos=pos + 4, end=ext_end)
         pos = ext_end
     return Hello(HelloKind.SNI, server_name) if server_name else NO_SNI
 
 
-def _parse_server_name(body: bytes, pos: int, end: int) -> str | None:
+def _parse_server_name(body: bytes, *, pos: int, end: int) -> str | None:
     """The server_name extension (RFC 6066 section 3): a list of (name_type, name) entries."""
     if pos + 2 > end:
         raise _truncated("server_name_list")

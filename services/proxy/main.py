@@ -91,7 +91,7 @@ class _StatusReporter:
             self._changed.clear()
 
 
-async def _follow_table(subscriber: CloneSubscriber, table: RoutingTable, status: _StatusReporter,
+async def _follow_table(subscriber: CloneSubscriber, *, table: RoutingTable, status: _StatusReporter,
                         first: asyncio.Event) -> None:
     async for event in subscriber.events():
         table.apply(event)
@@ -109,11 +109,11 @@ async def _serve(settings: Settings, options: ProxySettings) -> int:
                                  snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
     table = RoutingTable()
     # nginx's TLS listener is a Unix socket (--ssl-passthrough-proxy-port is accepted but opens no port).
-    server = PassthroughServer(table, NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir).passthrough_tls_socket,
-                               options)
+    nginx_paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
+    server = PassthroughServer(table, nginx_socket=nginx_paths.passthrough_tls_socket, options=options)
     status = _StatusReporter(settings, server)
     first_table = asyncio.Event()
-    follow = asyncio.create_task(_follow_table(subscriber, table, status, first_table))
+    follow = asyncio.create_task(_follow_table(subscriber, table=table, status=status, first=first_table))
     tasks: list[asyncio.Task[Any]] = [follow]
     try:
         try:

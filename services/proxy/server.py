@@ -59,7 +59,8 @@ class Counters:
 
 
 class PassthroughServer:
-    def __init__(self, table: RoutingTable, nginx_socket: str | Path, options: ProxySettings = ProxySettings()) -> None:
+    def __init__(self, table: RoutingTable, *, nginx_socket: str | Path,
+                 options: ProxySettings = ProxySettings()) -> None:
         self.table = table
         self.options = options
         self.nginx: tuple[Upstream, ...] = (str(nginx_socket),)
@@ -134,9 +135,9 @@ class PassthroughServer:
         else:
             first_bytes = bytes(conn.hello.raw)
         conn.transport.pause_reading()
-        conn.connecting = self.loop.create_task(self._splice(conn, targets, first_bytes))
+        conn.connecting = self.loop.create_task(self._splice(conn, targets=targets, first_bytes=first_bytes))
 
-    async def _splice(self, conn: _HelloPhase, targets: tuple[Upstream, ...], first_bytes: bytes) -> None:
+    async def _splice(self, conn: _HelloPhase, *, targets: tuple[Upstream, ...], first_bytes: bytes) -> None:
         loop = self.loop
         client = SpliceHalf(on_closed=self._forget_spliced)
         client.attach(conn.transport)

@@ -85,4 +85,4 @@ class IngressAnnotations:
     @functools.cached_property  # read once parsing is done; thousands of Ingresses share one parse
     def profile(self) -> LocationProfile:
         return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
-                                  self.backend_scheme, self.cors)
+                                  backend_scheme=self.backend_scheme, cors=self.cors)
