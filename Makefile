@@ -41,3 +41,65 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .setup-apt.stamp build *.egg-info
+
+# ---- Container image: `make image` builds the root Dockerfile with podman as $(IMAGE).
+# No registry is reachable on the project's machines: the bookworm base is made with mmdebstrap and imported
+# once (it stays in podman's storage), and the Python packages come from a wheelhouse built here with the
+# venv's pip, pinned to the versions the venv (and so the tests) runs.
+IMAGE ?= localhost/pyngress:latest
+BASE_IMAGE ?= localhost/debian:bookworm-slim
+IMAGE_TOOLS := podman runc mmdebstrap
+IMAGE_DIR := build/image
+# Debian's podman runs containers here only with runc and without default ulimits.
+PODMAN := CONTAINERS_CONF=$(CURDIR)/$(IMAGE_DIR)/containers.conf podman
+
+.PHONY: image image-tools image-base image-wheels
+
+image: image-base image-wheels
+	$(PODMAN) build --pull=never --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
+
+image-tools:
+	@missing=$$(for p in $(IMAGE_TOOLS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(IMAGE_DIR)/containers.conf:
+	@mkdir -p $(@D)
+	@printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' > $@
+
+# Upstream's bookworm-slim, made here: minbase, merged /usr without the usrmerge package (which pulls in
+# perl), and no docs, man pages or locales (dpkg path-excludes, which also hold for the image's apt-get).
+MMDEBSTRAP_OPTS := --variant=minbase --format=tar --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+	$(foreach p,man info doc locale groff lintian linda,--dpkgopt='path-exclude=/usr/share/$(p)/*') \
+	--dpkgopt='path-include=/usr/share/doc/*/copyright'
+
+image-base: image-tools $(IMAGE_DIR)/containers.conf
+	@if ! $(PODMAN) image exists $(BASE_IMAGE); then \
+		echo "making $(BASE_IMAGE) with mmdebstrap (log: $(IMAGE_DIR)/mmdebstrap.log)"; \
+		rm -f $(IMAGE_DIR)/base.tar; \
+		mmdebstrap $(MMDEBSTRAP_OPTS) bookworm $(IMAGE_DIR)/base.tar > $(IMAGE_DIR)/mmdebstrap.log 2>&1 \
+			|| { tail -20 $(IMAGE_DIR)/mmdebstrap.log; exit 1; }; \
+		$(PODMAN) import --quiet $(IMAGE_DIR)/base.tar $(BASE_IMAGE) > /dev/null || exit 1; \
+		rm -f $(IMAGE_DIR)/base.tar; \
+	fi
+
+# The dependencies' wheels (and pip's, which the build runs from its wheel): rebuilt when pyproject.toml or
+# the venv changes. pyngress's own wheel is rebuilt every time, from a clean copy of the sources (setuptools
+# would package stale modules left in a build/lib); SOURCE_DATE_EPOCH makes it byte-identical when nothing
+# changed, so that podman's layer cache holds.
+$(IMAGE_DIR)/wheelhouse.stamp: pyproject.toml $(VENV)/.installed
+	@rm -rf $(IMAGE_DIR)/wheelhouse && mkdir -p $(IMAGE_DIR)
+	@$(VENV)/bin/pip freeze --exclude-editable --disable-pip-version-check > $(IMAGE_DIR)/constraints.txt
+	@$(VENV)/bin/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' \
+		> $(IMAGE_DIR)/requirements.txt
+	$(VENV)/bin/pip wheel -q --disable-pip-version-check -c $(IMAGE_DIR)/constraints.txt -w $(IMAGE_DIR)/wheelhouse \
+		-r $(IMAGE_DIR)/requirements.txt pip
+	@touch $@
+
+image-wheels: $(IMAGE_DIR)/wheelhouse.stamp
+	@rm -rf $(IMAGE_DIR)/src $(IMAGE_DIR)/pyngress-wheel && mkdir -p $(IMAGE_DIR)/src
+	@tar -c --exclude=__pycache__ pyproject.toml proto services | tar -x -C $(IMAGE_DIR)/src
+	SOURCE_DATE_EPOCH=315532800 $(VENV)/bin/pip wheel -q --disable-pip-version-check --no-deps \
+		-w $(IMAGE_DIR)/pyngress-wheel $(IMAGE_DIR)/src
