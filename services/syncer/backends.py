@@ -34,7 +34,7 @@ _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([
                        re.IGNORECASE | re.ASCII)  # ASCII: no Unicode case folding (the Kelvin sign is not a "k")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServiceRef:
     """An Ingress backend: `port` is the Service port number (int) or name (str)."""
     namespace: str
@@ -134,8 +134,8 @@ def _is_port(value: Any) -> bool:
 class BackendResolver:
     """Resolves ServiceRefs against one store snapshot, each distinct ref once."""
 
-    def __init__(self, services: Mapping[tuple[str, str], dict[str, Any]],
-                 slices: Mapping[tuple[str, str], list[dict[str, Any]]], *, allow_external_name: bool = True) -> None:
+    def __init__(self, services: Mapping[tuple[str, str], dict[str, Any]], *,
+                 slices: Mapping[tuple[str, str], list[dict[str, Any]]], allow_external_name: bool = True) -> None:
         self._services = services
         self._slices = slices
         self._allow_external_name = allow_external_name
@@ -169,7 +169,7 @@ class BackendResolver:
             if not self._allow_external_name:
                 return ResolvedBackend(None, problem=f"{where} has type ExternalName, and ExternalName backends "
                                                      "are disabled (--disable-svc-external-name)", refused=True)
-            return self._external_name(ref, spec.get("externalName"), service_port, where)
+            return self._external_name(ref, host=spec.get("externalName"), service_port=service_port, where=where)
         if service_port is None:
             return ResolvedBackend(None, problem=f"{where} has no port {ref.port!r}")
         key = (ref.namespace, ref.service, service_port.get("name") or "")
@@ -178,7 +178,7 @@ class BackendResolver:
         return ResolvedBackend(ref.backend_name, self._endpoints[key])
 
     @staticmethod
-    def _external_name(ref: ServiceRef, host: Any, service_port: dict[str, Any] | None,
+    def _external_name(ref: ServiceRef, *, host: Any, service_port: dict[str, Any] | None,
                        where: str) -> ResolvedBackend:
         if not isinstance(host, str) or not _DNS_NAME.fullmatch(host):
             return ResolvedBackend(None, problem=f"{where} has type ExternalName but externalName {host!r} "

@@ -72,7 +72,7 @@ def _risk(value: str) -> Risk:
     return Risk[one_of(*(r.name.capitalize() for r in Risk))(value).upper()]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ControllerConfig:
     """The parsed ConfigMap: nginx.conf globals plus the typed values other parts of the model need."""
     globals: dict[str, str] = field(default_factory=lambda: {d: v for d, _, v in GLOBAL_DIRECTIVES.values()})

@@ -18,7 +18,7 @@ LEGACY_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IngressClassFilter:
     our_classes: frozenset[str]  # names of the IngressClasses whose controller is ours
     legacy_class: str  # the `kubernetes.io/ingress.class` value that is ours

@@ -102,7 +102,8 @@ def served_ingresses(store: Mapping[str, Any], settings: Settings) -> dict[str, 
 class IngressStatusUpdater:
     """Run `run(current_store)` while leading; call `notify()` whenever the store changes."""
 
-    def __init__(self, api_client: client.ApiClient, settings: Settings, resync_seconds: float = RESYNC_SECONDS) -> None:
+    def __init__(self, api_client: client.ApiClient, *, settings: Settings,
+                 resync_seconds: float = RESYNC_SECONDS) -> None:
         self.settings = settings
         self.resync_seconds = resync_seconds
         self._core = client.CoreV1Api(api_client)

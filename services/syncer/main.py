@@ -109,7 +109,8 @@ class Syncer:
         """Build the model and apply it; when `nginx -t` refuses new location profiles, reject the Ingresses
         that use them (remembered until the global settings change) and apply the rest."""
         while True:
-            model = await asyncio.to_thread(build_model, store, self.settings, self.refused_profiles)
+            model = await asyncio.to_thread(build_model, store, settings=self.settings,
+                                            refused_profiles=self.refused_profiles)
             globals_key = replace(model.config, profiles=[]).digest()
             if globals_key != self.refused_for and self.refused_profiles:
                 # Under other global settings the refused profiles may pass: try them again.
@@ -163,14 +164,15 @@ async def main_async(settings: Settings) -> None:
     ctx = zmq.asyncio.Context()
     syncer = Syncer(settings, ctx)
     await syncer.applier.start()
-    runner = await start_status_server(settings, syncer.healthy, syncer.metrics)
+    runner = await start_status_server(settings, healthy=syncer.healthy, metrics=syncer.metrics)
     try:
         # Cancelled on SIGTERM: the TaskGroup cancels and awaits every task (the status task releases its Lease).
         async with asyncio.TaskGroup() as tasks:
             for coro in (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve()):
                 tasks.create_task(coro)
             if status_updates_enabled(settings):
-                tasks.create_task(run_status_updates(settings, lambda: syncer.store, syncer.after_sync))
+                tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,
+                                                     after_sync=syncer.after_sync))
     finally:
         await runner.cleanup()
         ctx.destroy(linger=0)

@@ -42,7 +42,7 @@ class IngressRejected(ValueError):
     """Something in an Ingress's spec that drops the whole Ingress; the message says what to change."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PathRule:
     host: str
     kind: str  # "exact" or "prefix"
@@ -50,7 +50,7 @@ class PathRule:
     service: ServiceRef
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IngressPlan:
     """One valid Ingress, ready to merge."""
     ref: str  # "namespace/name"
@@ -63,7 +63,7 @@ class IngressPlan:
     tls: tuple[TlsEntry, ...]
 
 
-def creation_order(namespace: str, name: str, ingress: Mapping[str, Any]) -> tuple[datetime, str]:
+def creation_order(ingress: Mapping[str, Any], *, namespace: str, name: str) -> tuple[datetime, str]:
     """Oldest first: creationTimestamp (missing or unreadable counts as newest), then "namespace/name"."""
     stamp = (ingress.get("metadata") or {}).get("creationTimestamp")
     when = _NEWEST
@@ -79,7 +79,7 @@ def creation_order(namespace: str, name: str, ingress: Mapping[str, Any]) -> tup
     return when, f"{namespace}/{name}"
 
 
-def _service_ref(namespace: str, backend: Any, where: str) -> ServiceRef:
+def _service_ref(backend: Any, *, namespace: str, where: str) -> ServiceRef:
     if not isinstance(backend, dict) or not isinstance(backend.get("service"), dict):
         if isinstance(backend, dict) and "resource" in backend:
             raise IngressRejected(f"{where}: resource backends are not supported; use backend.service")
@@ -92,9 +92,9 @@ def _service_ref(namespace: str, backend: Any, where: str) -> ServiceRef:
     if number is not None:
         if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
             raise IngressRejected(f"{where}: backend service port number {number!r} must be 1-65535")
-        return ServiceRef(namespace, name, number)
+        return ServiceRef(namespace=namespace, service=name, port=number)
     if isinstance(port_name, str) and _NAME.fullmatch(port_name):
-        return ServiceRef(namespace, name, port_name)
+        return ServiceRef(namespace=namespace, service=name, port=port_name)
     raise IngressRejected(f"{where}: backend service port needs a number (1-65535) or a name such as http")
 
 
@@ -109,7 +109,7 @@ def _host(rule: Mapping[str, Any]) -> str:
     return lowered
 
 
-def _path_rule(namespace: str, host: str, entry: Mapping[str, Any]) -> PathRule:
+def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str) -> PathRule:
     path, path_type = entry.get("path") or "/", entry.get("pathType") or "ImplementationSpecific"
     where = f"host {host} path {path!r}"
     kind = PATH_KINDS.get(path_type)
@@ -121,10 +121,12 @@ def _path_rule(namespace: str, host: str, entry: Mapping[str, Any]) -> PathRule:
     if kind == "prefix":
         # Kubernetes: prefix "/foo/" matches "/foo" too, so it is the same prefix as "/foo".
         path = path.rstrip("/") or "/"
-    return PathRule(host, kind, path, _service_ref(namespace, entry.get("backend"), where))
+    return PathRule(host=host, kind=kind, path=path,
+                    service=_service_ref(entry.get("backend"), namespace=namespace, where=where))
 
 
-def plan_ingress(namespace: str, name: str, ingress: Mapping[str, Any], annotations: IngressAnnotations) -> IngressPlan:
+def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
+                 annotations: IngressAnnotations) -> IngressPlan:
     """Validate one Ingress's spec; raise IngressRejected saying what to change."""
     spec = ingress.get("spec") or {}
     hosts: dict[str, None] = {}
@@ -133,11 +135,12 @@ def plan_ingress(namespace: str, name: str, ingress: Mapping[str, Any], annotati
         host = _host(rule)
         hosts[host] = None
         for entry in (rule.get("http") or {}).get("paths") or ():
-            paths.append(_path_rule(namespace, host, entry))
+            paths.append(_path_rule(entry, namespace=namespace, host=host))
     default = spec.get("defaultBackend")
     return IngressPlan(
         ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
-        default_backend=_service_ref(namespace, default, "defaultBackend") if default is not None else None,
+        default_backend=(_service_ref(default, namespace=namespace, where="defaultBackend")
+                         if default is not None else None),
         annotations=annotations, profile=annotations.profile,
         tls=tuple(_tls_entry(entry) for entry in spec.get("tls") or ()),
     )
@@ -164,12 +167,12 @@ class AnnotationParser:
     def parse(self, annotations: Mapping[str, Any]) -> IngressAnnotations:
         ours = {k: v for k, v in annotations.items() if k.startswith(self._start)}
         if not all(isinstance(v, str) for v in ours.values()):
-            return parse_annotations(ours, self.prefix, self.max_risk)
+            return parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk)
         key = tuple(sorted(ours.items()))
         result = self._cache.get(key)
         if result is None:
             try:
-                result = parse_annotations(ours, self.prefix, self.max_risk)
+                result = parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk)
             except InvalidAnnotation as err:
                 result = err
             self._cache[key] = result
@@ -178,7 +181,7 @@ class AnnotationParser:
         return result
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StoreIndex:
     """The store sorted by kind once per build, keyed by (namespace, name) from the store keys."""
     ingresses: list[tuple[str, str, dict[str, Any]]]
@@ -189,7 +192,7 @@ class StoreIndex:
 
     @classmethod
     def of(cls, store: Mapping[str, dict[str, Any]]) -> StoreIndex:
-        index = cls([], [], {}, [], {})
+        index = cls(ingresses=[], ingress_classes=[], services={}, endpoint_slices=[], secrets={})
         for key, obj in store.items():
             kind, namespace, name = key.split("/", 2)
             if kind == "Ingress":
@@ -208,7 +211,7 @@ class StoreIndex:
 class _Merger:
     """Merges valid Ingresses, oldest first, into routes, backends and passthrough hosts."""
 
-    def __init__(self, config: ControllerConfig, resolver: BackendResolver, problems: list[Problem]) -> None:
+    def __init__(self, config: ControllerConfig, *, resolver: BackendResolver, problems: list[Problem]) -> None:
         self.config = config
         self.resolver = resolver
         self.problems = problems
@@ -322,17 +325,17 @@ class _Merger:
 def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str, dict[str, Any]]]:
     accept = IngressClassFilter.from_classes(index.ingress_classes, settings)
     ours = [item for item in index.ingresses if accept.is_ours(item[2])]
-    ours.sort(key=lambda item: creation_order(*item))
+    ours.sort(key=lambda item: creation_order(item[2], namespace=item[0], name=item[1]))
     return ours
 
 
-def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], parser: AnnotationParser,
+def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: AnnotationParser,
            problems: list[Problem], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
     plans = []
     for namespace, name, ingress in ingresses:
         try:
             annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
-            plan = plan_ingress(namespace, name, ingress, annotations)
+            plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations)
             # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
             check_profile(plan.profile)
         except (IngressRejected, InvalidAnnotation, RenderError) as err:
@@ -351,7 +354,7 @@ def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], parser: Annotat
     return plans
 
 
-def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
+def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                 refused_profiles: Mapping[str, str] | None = None) -> Model:
     """Build the Model from the watcher's store ("Kind/namespace/name" → object as the API shows it).
 
@@ -361,11 +364,12 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
     index = StoreIndex.of(store)
     config, problems = load_controller_config(store, settings.ingress.configmap)
     parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level)
-    plans = _plans(_our_ingresses(index, settings), parser, problems, refused_profiles or {})
+    plans = _plans(_our_ingresses(index, settings), parser=parser, problems=problems,
+                   refused_profiles=refused_profiles or {})
 
-    resolver = BackendResolver(index.services, index_endpoint_slices(index.endpoint_slices),
+    resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
                                allow_external_name=not settings.ingress.disable_svc_external_name)
-    merger = _Merger(config, resolver, problems)
+    merger = _Merger(config, resolver=resolver, problems=problems)
     http_plans = []
     # One pass, oldest first: whoever claims a host first keeps it, by HTTP routing or by passthrough.
     for plan in plans:
@@ -383,7 +387,7 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
             http_plans.append(plan)
 
     secrets = TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate)
-    tls_secrets = _tls_secrets(http_plans, merger, secrets)
+    tls_secrets = _tls_secrets(http_plans, merger=merger, secrets=secrets)
     if settings.ingress.default_ssl_certificate and (problem := secrets.problem(settings.ingress.default_ssl_certificate)):
         problems.append(Problem.warning(f"--default-ssl-certificate {settings.ingress.default_ssl_certificate}",
                                         f"{problem}; serving the generated fake certificate instead"))
@@ -404,13 +408,14 @@ def build_model(store: Mapping[str, dict[str, Any]], settings: Settings,
         backends=dict(sorted(merger.backends.items())),
         passthrough=dict(sorted(merger.passthrough.items())),
         tls_secrets=tls_secrets,
-        certificates=certificates_table(index.secrets, tls_secrets, settings.ingress.default_ssl_certificate),
+        certificates=certificates_table(index.secrets, tls_secrets=tls_secrets,
+                                        default_certificate=settings.ingress.default_ssl_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
     )
 
 
-def _tls_secrets(plans: Iterable[IngressPlan], merger: _Merger, secrets: TlsSecrets) -> dict[str, str]:
+def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger, secrets: TlsSecrets) -> dict[str, str]:
     """Routed host → the Secret that serves it, as ingress-nginx chooses it.
 
     An Ingress's spec.tls (its listed hosts, and the names in its certificates) applies only to the hosts

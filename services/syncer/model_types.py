@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
@@ -22,6 +22,7 @@ from .problems import Problem
 class Route:
     """Where one host+path goes. `backend` None means: answer 503 (missing Service or no such port)."""
     backend: str | None
+    _: KW_ONLY
     profile: str = DEFAULT_PROFILE
     ingress: str = ""  # "namespace/name" of the Ingress this route came from, for logs and headers
 
@@ -29,7 +30,7 @@ class Route:
         return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class HostRoutes:
     """The paths of one host. Exact paths match whole URIs; prefixes match whole path elements."""
     exact: dict[str, Route] = field(default_factory=dict)
@@ -55,7 +56,7 @@ class HostRoutes:
 CATCH_ALL_HOST = "_"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Model:
     config: NginxConfig
     routes: dict[str, HostRoutes] = field(default_factory=dict)  # host (lowercase, "*.x" wildcard, "_") → routes

@@ -16,7 +16,7 @@ class Severity(enum.Enum):
     WARNING = "warning"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Problem:
     severity: Severity
     object: str  # what the problem is about: "Ingress ns/name", "ConfigMap ns/name", "--configmap"
@@ -24,11 +24,11 @@ class Problem:
 
     @classmethod
     def error(cls, obj: str, message: str) -> Problem:
-        return cls(Severity.ERROR, obj, message)
+        return cls(severity=Severity.ERROR, object=obj, message=message)
 
     @classmethod
     def warning(cls, obj: str, message: str) -> Problem:
-        return cls(Severity.WARNING, obj, message)
+        return cls(severity=Severity.WARNING, object=obj, message=message)
 
     @property
     def is_error(self) -> bool:

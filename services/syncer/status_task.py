@@ -25,7 +25,7 @@ def status_updates_enabled(settings: Settings) -> bool:
     return settings.leader.update_status and not settings.source.manifests
 
 
-async def run_status_updates(settings: Settings, current_store: Callable[[], Mapping[str, Any]],
+async def run_status_updates(settings: Settings, *, current_store: Callable[[], Mapping[str, Any]],
                              after_sync: list[Callable[[], None]]) -> None:
     """Campaign, and write Ingress status while leading, until cancelled.
 
@@ -48,7 +48,7 @@ async def run_status_updates(settings: Settings, current_store: Callable[[], Map
         await asyncio.Event().wait()  # parked until the syncer stops
         return
     api_client = client.ApiClient(configuration)
-    updater = IngressStatusUpdater(api_client, settings)
+    updater = IngressStatusUpdater(api_client, settings=settings)
     elector = LeaderElector.from_settings(settings, api_client)
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,

@@ -184,7 +184,7 @@ def hsts_header(config: ControllerConfig) -> str | None:
     return value
 
 
-def certificates_table(secrets: Mapping[tuple[str, str], Mapping[str, Any]], tls_secrets: Mapping[str, str],
+def certificates_table(secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, tls_secrets: Mapping[str, str],
                        default_certificate: str | None) -> dict[str, Any]:
     """The table nginx's SNI selection reads: PEMs by Secret, host → Secret, and the default certificate.
 

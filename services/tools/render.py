@@ -47,7 +47,7 @@ def run(settings: Settings) -> int:
         store = source.scan() or {}
         for error in source.errors:
             print(f"pyngress render: {error}", file=sys.stderr)
-    model = build_model(store, settings)
+    model = build_model(store, settings=settings)
     sys.stdout.write(render(model.config))
     print("\n".join(routes_summary(model)))
     return 0

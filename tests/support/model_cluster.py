@@ -132,7 +132,7 @@ class Cluster:
         return self.ingress(name, ns=ns, host=host, paths=(("/", "Prefix", name, 80),), **ingress)
 
     def build(self, **settings: Any) -> Model:
-        return build_model(self.store, self.settings.replace_flags(**settings))
+        return build_model(self.store, settings=self.settings.replace_flags(**settings))
 
     @staticmethod
     def rejections(model: Model) -> list[str]:

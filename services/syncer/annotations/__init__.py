@@ -39,7 +39,8 @@ _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
 __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation", "Risk", "parse_annotations"]
 
 
-def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Risk = Risk.HIGH) -> IngressAnnotations:
+def parse_annotations(annotations: Mapping[str, Any], *, prefix: str,
+                      max_risk: Risk = Risk.HIGH) -> IngressAnnotations:
     """Validate and interpret the annotations under `prefix`; raise InvalidAnnotation for the first bad one.
 
     Last, every location setting must pass render.py's quoting, blamed on the annotation it came from.
@@ -54,21 +55,23 @@ def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Ris
         annotation = ANNOTATIONS.get(name)
         if annotation is None:
             if is_access_control(name):
-                raise InvalidAnnotation(full_name, raw, access_control.REFUSAL)
+                raise InvalidAnnotation(full_name, value=raw, reason=access_control.REFUSAL)
             parsed.warnings.append(f"annotation {full_name} is not supported by pyngress; ignored")
             continue
         if not isinstance(raw, str):
-            raise InvalidAnnotation(full_name, raw, "annotation values must be strings; quote it in the manifest")
+            raise InvalidAnnotation(full_name, value=raw,
+                                    reason="annotation values must be strings; quote it in the manifest")
         try:
             values[name] = annotation.validate(raw)
         except InvalidValue as err:
-            raise InvalidAnnotation(full_name, raw, str(err)) from None
+            raise InvalidAnnotation(full_name, value=raw, reason=str(err)) from None
         if annotation.risk > max_risk:
-            raise InvalidAnnotation(full_name, raw, f"its risk level {annotation.risk.name} is above the "
-                                    f"ConfigMap's annotations-risk-level {max_risk.name}; remove the annotation "
-                                    "or raise annotations-risk-level")
+            raise InvalidAnnotation(full_name, value=raw,
+                                    reason=f"its risk level {annotation.risk.name} is above the ConfigMap's "
+                                    f"annotations-risk-level {max_risk.name}; remove the annotation or raise "
+                                    "annotations-risk-level")
         if annotation.directive:
-            parsed.add(annotation.directive, values[name], name)
+            parsed.add(annotation.directive, value=values[name], source=name)
     for apply in _APPLY:
         apply(values, parsed)
     for setting in parsed.directives:
@@ -76,10 +79,10 @@ def parse_annotations(annotations: Mapping[str, Any], prefix: str, max_risk: Ris
             check_renders(setting.name, setting.value)
         except RenderError as err:
             full_name = start + setting.source
-            raise InvalidAnnotation(full_name, annotations[full_name], str(err)) from None
+            raise InvalidAnnotation(full_name, value=annotations[full_name], reason=str(err)) from None
     if parsed.cors and (failure := unrenderable_cors_option(parsed.cors)):
         option, err = failure
         source = "cors-" + option.replace("_", "-")
         full_name = start + (source if source in values else "enable-cors")
-        raise InvalidAnnotation(full_name, annotations[full_name], str(err))
+        raise InvalidAnnotation(full_name, value=annotations[full_name], reason=str(err))
     return parsed

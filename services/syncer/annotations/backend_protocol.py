@@ -19,7 +19,8 @@ def _protocol(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("backend-protocol", _protocol, Risk.LOW, "HTTP (default) or HTTPS to the backend."),
+    Annotation("backend-protocol", validate=_protocol, risk=Risk.LOW,
+               doc="HTTP (default) or HTTPS to the backend."),
 )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Callable, NamedTuple
 
 from services.nginxconf.config import BackendScheme, CorsPolicy, LocationProfile
@@ -24,7 +24,7 @@ class InvalidValue(ValueError):
 class InvalidAnnotation(ValueError):
     """An annotation that rejects its Ingress. `name` is the full annotation name."""
 
-    def __init__(self, name: str, value: object, reason: str) -> None:
+    def __init__(self, name: str, *, value: object, reason: str) -> None:
         super().__init__(f"annotation {name} value {value!r}: {reason}")
         self.name, self.value, self.reason = name, value, reason
 
@@ -45,6 +45,7 @@ class Annotation:
     interprets it.
     """
     name: str
+    _: KW_ONLY
     validate: Callable[[str], str]
     risk: Risk
     doc: str
@@ -59,7 +60,7 @@ class LocationDirective(NamedTuple):
     source: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IngressAnnotations:
     """What one Ingress's annotations mean once every value has passed its validator.
 
@@ -75,9 +76,9 @@ class IngressAnnotations:
     ssl_passthrough: bool = False
     warnings: list[str] = field(default_factory=list)
 
-    def add(self, directive: str, value: str, source: str) -> None:
+    def add(self, directive: str, *, value: str, source: str) -> None:
         """Add a profile directive; `source` names the annotation to blame if its value cannot be rendered."""
-        self.directives.append(LocationDirective(directive, value, source))
+        self.directives.append(LocationDirective(directive, value=value, source=source))
 
     def warn(self, name: str, message: str) -> None:
         self.warnings.append(f"annotation {self.prefix}/{name} {message}")

@@ -31,19 +31,21 @@ def _comma_list(item: re.Pattern[str], what: str) -> Callable[[str], str]:
 
 
 ANNOTATIONS = (
-    Annotation("enable-cors", boolean, Risk.LOW, "Add CORS headers and answer preflight requests."),
-    Annotation("cors-allow-origin", _comma_list(_ORIGIN, "origins such as https://app.example.com, "
-                                                         "https://*.example.com:8443 (port 1-65535) or *"),
-               Risk.LOW, 'Allowed origins (default "*").'),
-    Annotation("cors-allow-methods", _comma_list(_METHOD, "HTTP methods such as GET, POST"),
-               Risk.LOW, f'Access-Control-Allow-Methods (default "{DEFAULT_METHODS}").'),
-    Annotation("cors-allow-headers", _comma_list(_HEADER, "header names such as X-Api-Key, Content-Type"),
-               Risk.LOW, "Access-Control-Allow-Headers (default: ingress-nginx's list)."),
-    Annotation("cors-expose-headers", _comma_list(_HEADER, "header names such as X-Request-Id"),
-               Risk.LOW, "Access-Control-Expose-Headers (default: none)."),
-    Annotation("cors-allow-credentials", boolean, Risk.LOW, "Access-Control-Allow-Credentials (default true)."),
-    Annotation("cors-max-age", integer(0, 2**31 - 1), Risk.LOW,
-               f"Access-Control-Max-Age in seconds (default {DEFAULT_MAX_AGE})."),
+    Annotation("enable-cors", validate=boolean, risk=Risk.LOW,
+               doc="Add CORS headers and answer preflight requests."),
+    Annotation("cors-allow-origin", validate=_comma_list(_ORIGIN, "origins such as https://app.example.com, "
+                                                                  "https://*.example.com:8443 (port 1-65535) or *"),
+               risk=Risk.LOW, doc='Allowed origins (default "*").'),
+    Annotation("cors-allow-methods", validate=_comma_list(_METHOD, "HTTP methods such as GET, POST"),
+               risk=Risk.LOW, doc=f'Access-Control-Allow-Methods (default "{DEFAULT_METHODS}").'),
+    Annotation("cors-allow-headers", validate=_comma_list(_HEADER, "header names such as X-Api-Key, Content-Type"),
+               risk=Risk.LOW, doc="Access-Control-Allow-Headers (default: ingress-nginx's list)."),
+    Annotation("cors-expose-headers", validate=_comma_list(_HEADER, "header names such as X-Request-Id"),
+               risk=Risk.LOW, doc="Access-Control-Expose-Headers (default: none)."),
+    Annotation("cors-allow-credentials", validate=boolean, risk=Risk.LOW,
+               doc="Access-Control-Allow-Credentials (default true)."),
+    Annotation("cors-max-age", validate=integer(0, 2**31 - 1), risk=Risk.LOW,
+               doc=f"Access-Control-Max-Age in seconds (default {DEFAULT_MAX_AGE})."),
 )
 
 _OPTIONS = tuple(a.name for a in ANNOTATIONS if a.name != "enable-cors")

@@ -14,8 +14,10 @@ def _cidr_list(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("allowlist-source-range", _cidr_list, Risk.MEDIUM, "Client networks allowed; others get 403."),
-    Annotation("whitelist-source-range", _cidr_list, Risk.MEDIUM, "Old name of allowlist-source-range."),
+    Annotation("allowlist-source-range", validate=_cidr_list, risk=Risk.MEDIUM,
+               doc="Client networks allowed; others get 403."),
+    Annotation("whitelist-source-range", validate=_cidr_list, risk=Risk.MEDIUM,
+               doc="Old name of allowlist-source-range."),
 )
 
 
@@ -28,5 +30,5 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         # nginx's access module: the first matching rule wins, so every allow comes before the deny
         # (the sorted profile settings keep "allow" before "deny").
         for network in ranges.split(" "):
-            parsed.add("allow", network, source)
-        parsed.add("deny", "all", source)
+            parsed.add("allow", value=network, source=source)
+        parsed.add("deny", value="all", source=source)

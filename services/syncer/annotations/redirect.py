@@ -20,9 +20,12 @@ def _url(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("permanent-redirect", _url, Risk.MEDIUM, "Redirect every request to this URL (301 by default)."),
-    Annotation("permanent-redirect-code", integer(300, 308), Risk.LOW, "Status code for permanent-redirect."),
-    Annotation("temporal-redirect", _url, Risk.MEDIUM, "Redirect every request to this URL with 302."),
+    Annotation("permanent-redirect", validate=_url, risk=Risk.MEDIUM,
+               doc="Redirect every request to this URL (301 by default)."),
+    Annotation("permanent-redirect-code", validate=integer(300, 308), risk=Risk.LOW,
+               doc="Status code for permanent-redirect."),
+    Annotation("temporal-redirect", validate=_url, risk=Risk.MEDIUM,
+               doc="Redirect every request to this URL with 302."),
 )
 
 
@@ -38,4 +41,4 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         if "permanent-redirect-code" in values:
             parsed.warn("permanent-redirect-code", "has no effect without permanent-redirect; ignored")
         return
-    parsed.add("return", f"{code} {values[source]}", source)
+    parsed.add("return", value=f"{code} {values[source]}", source=source)

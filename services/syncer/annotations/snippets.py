@@ -14,7 +14,7 @@ def _refuse(value: str) -> str:
 
 
 ANNOTATIONS = tuple(
-    Annotation(name, _refuse, Risk.CRITICAL, "Raw nginx configuration: always rejected.")
+    Annotation(name, validate=_refuse, risk=Risk.CRITICAL, doc="Raw nginx configuration: always rejected.")
     for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
                  "modsecurity-snippet")
 )

@@ -17,17 +17,18 @@ def _global_only(value: str) -> str:
                        "remove the annotation and set ssl-ciphers in the controller ConfigMap instead")
 
 ANNOTATIONS = (
-    Annotation("ssl-redirect", boolean, Risk.LOW,
-               "Redirect http to https (308) when the host has a certificate; default from the ConfigMap (true).",
+    Annotation("ssl-redirect", validate=boolean, risk=Risk.LOW,
+               doc="Redirect http to https (308) when the host has a certificate; default from the ConfigMap (true).",
                scope=Scope.HOST),
-    Annotation("force-ssl-redirect", boolean, Risk.LOW,
-               "Redirect http to https even when the host has no certificate of its own.", scope=Scope.HOST),
-    Annotation("ssl-passthrough", boolean, Risk.MEDIUM,
-               "Pass TLS connections for the Ingress's hosts untouched to the backend, chosen by SNI "
+    Annotation("force-ssl-redirect", validate=boolean, risk=Risk.LOW,
+               doc="Redirect http to https even when the host has no certificate of its own.", scope=Scope.HOST),
+    Annotation("ssl-passthrough", validate=boolean, risk=Risk.MEDIUM,
+               doc="Pass TLS connections for the Ingress's hosts untouched to the backend, chosen by SNI "
                "(needs --enable-ssl-passthrough).", scope=Scope.HOST),
-    Annotation("ssl-ciphers", _global_only, Risk.LOW, "Refused: ciphers are set for all hosts by the ConfigMap."),
-    Annotation("ssl-prefer-server-ciphers", _global_only, Risk.LOW,
-               "Refused: set for all hosts (on) by the controller."),
+    Annotation("ssl-ciphers", validate=_global_only, risk=Risk.LOW,
+               doc="Refused: ciphers are set for all hosts by the ConfigMap."),
+    Annotation("ssl-prefer-server-ciphers", validate=_global_only, risk=Risk.LOW,
+               doc="Refused: set for all hosts (on) by the controller."),
 )
 
 

@@ -36,7 +36,8 @@ def status_of(api_client: client.ApiClient, name: str) -> tuple[list[dict[str, A
 
 def test_published_addresses_are_written_to_our_ingresses_only_and_only_when_they_differ(api, api_client):
     create_ingresses(api_client)
-    updater = IngressStatusUpdater(api_client, Settings.from_flags(publish_status_address="192.0.2.10, LB.example.com"))
+    updater = IngressStatusUpdater(
+        api_client, settings=Settings.from_flags(publish_status_address="192.0.2.10, LB.example.com"))
 
     async def scenario():
         assert await updater.update(store_of(api)) == 1
@@ -50,7 +51,7 @@ def test_published_addresses_are_written_to_our_ingresses_only_and_only_when_the
 
 def test_a_write_not_yet_seen_in_the_store_is_not_repeated(api, api_client):
     create_ingresses(api_client)
-    updater = IngressStatusUpdater(api_client, Settings.from_flags(publish_status_address="192.0.2.10"))
+    updater = IngressStatusUpdater(api_client, settings=Settings.from_flags(publish_status_address="192.0.2.10"))
 
     async def scenario():
         stale = store_of(api)
@@ -65,7 +66,7 @@ def test_publish_service_addresses_follow_its_load_balancer(api, api_client):
     core.create_namespace({"metadata": {"name": "ingress-nginx"}})
     core.create_namespaced_service("ingress-nginx", {"metadata": {"name": "controller"},
                                                      "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}})
-    updater = IngressStatusUpdater(api_client, Settings.from_flags(publish_service="ingress-nginx/controller"))
+    updater = IngressStatusUpdater(api_client, settings=Settings.from_flags(publish_service="ingress-nginx/controller"))
 
     def balance(address: dict[str, str]) -> None:
         core.patch_namespaced_service_status("controller", "ingress-nginx",
@@ -83,7 +84,7 @@ def test_publish_service_addresses_follow_its_load_balancer(api, api_client):
 
 def test_a_missing_publish_service_writes_nothing(api, api_client):
     create_ingresses(api_client)
-    updater = IngressStatusUpdater(api_client, Settings.from_flags(publish_service="default/missing"))
+    updater = IngressStatusUpdater(api_client, settings=Settings.from_flags(publish_service="default/missing"))
     assert asyncio.run(updater.update(store_of(api))) == 0
     assert status_of(api_client, "ours")[0] == []
 
@@ -102,13 +103,15 @@ def test_service_addresses_by_service_type(service, expected):
 
 def test_update_status_false_writes_nothing(api, api_client):
     create_ingresses(api_client)
-    updater = IngressStatusUpdater(api_client, Settings.from_flags(publish_status_address="192.0.2.10", update_status=False))
+    updater = IngressStatusUpdater(
+        api_client, settings=Settings.from_flags(publish_status_address="192.0.2.10", update_status=False))
     assert asyncio.run(updater.update(store_of(api))) == 0
     assert status_of(api_client, "ours")[0] == []
 
 
 def test_an_invalid_publish_status_address_turns_status_off_with_a_clear_reason(api_client):
-    updater = IngressStatusUpdater(api_client, Settings.from_flags(publish_status_address="192.0.2.10,not a name"))
+    updater = IngressStatusUpdater(
+        api_client, settings=Settings.from_flags(publish_status_address="192.0.2.10,not a name"))
     assert "'not a name' is neither an IP address nor a DNS name" in updater.disabled_reason
     with pytest.raises(ValueError, match="empty"):
         parse_status_addresses(" , ")
@@ -125,7 +128,7 @@ def test_only_the_leader_writes_statuses(api, api_client):
         for identity in ("a", "b"):
             electors[identity] = LeaderElector(api_client, name="status-election", namespace="default", identity=identity,
                                                lease_duration=3)
-            updater = IngressStatusUpdater(api_client, settings, resync_seconds=0.2)
+            updater = IngressStatusUpdater(api_client, settings=settings, resync_seconds=0.2)
 
             async def update_statuses(identity: str = identity, updater: IngressStatusUpdater = updater) -> None:
                 updating.append(identity)

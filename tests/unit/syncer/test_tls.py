@@ -241,5 +241,5 @@ def test_configmap_ssl_protocols_and_ciphers_are_global_settings(cluster):
 def test_an_unusable_default_certificate_is_reported_not_silently_replaced():
     from services.common.settings import Settings
     from services.syncer.model import build_model
-    model = build_model({}, Settings.from_flags(default_ssl_certificate="ingress/missing"))
+    model = build_model({}, settings=Settings.from_flags(default_ssl_certificate="ingress/missing"))
     assert "warning: --default-ssl-certificate ingress/missing: not found; serving the generated fake certificate instead" in model.problem_lines()
