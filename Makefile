@@ -4,12 +4,16 @@ PYTHON ?= python3.11
 VENV := .venv
 APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
 	libnginx-mod-stream lua-cjson nftables iproute2 iputils-ping curl openssl util-linux procps \
-	containernetworking-plugins
+	containernetworking-plugins musl-tools
 PYTEST_ARGS ?=
 
 .PHONY: setup run test bench clean
 
-setup: .setup-apt.stamp $(VENV)/.installed
+setup: .setup-apt.stamp $(VENV)/.installed build/pyngress-cni-static
+
+# The CNI plugin as a static binary, for nodes without Python (cni-plugin/README.md).
+build/pyngress-cni-static: $(wildcard cni-plugin/*.c cni-plugin/*.h) cni-plugin/Makefile | .setup-apt.stamp
+	@$(MAKE) -s -C cni-plugin OUT=$(CURDIR)/$@
 
 # Installs only the packages that are missing, so a machine that has them all never calls apt.
 .setup-apt.stamp:

@@ -6,10 +6,12 @@ runtime drives a plugin (CNI_* environment, network configuration on stdin, a fr
   from elsewhere on the machine spreads over all of them; DEL latency of the same pods;
 - total time for 50 pods added at once.
 
-pyngress-cni runs in two forms: the venv's console script (`.venv/bin/pyngress-cni`, which pays for the
-editable install's import hook at every start), and a two-line launcher in a CNI bin directory that
+pyngress-cni runs in three forms: the venv's console script (`.venv/bin/pyngress-cni`, which pays for the
+editable install's import hook at every start), a two-line launcher in a CNI bin directory that
 runs the system Python with `-IS` (isolated, no site module) and imports the plugin module, compiled
-once (examples/cni/README.md). Each side has its own bridge and subnet.
+once (examples/cni/README.md), and the static C binary for nodes without Python (cni-plugin/,
+`build/pyngress-cni-static`). Each side has its own bridge and subnet. The executables' sizes are
+printed too.
 Run: .venv/bin/python bench/bench_cni.py [--pods 100] [--burst 50]
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.integration.cniserver.cni_processes import PLUGIN, CniStack, free_subnet, pod_args  # noqa: E402
+from tests.integration.cniserver.plugins import plugin_path  # noqa: E402
 
 GO_CNI_PATH = "/usr/lib/cni"
 PLUGIN_SOURCE = Path(__file__).resolve().parents[1] / "services" / "cni_plugin" / "main.py"
@@ -132,6 +135,7 @@ def main() -> int:
                     {"CNI_PATH": GO_CNI_PATH}),
             Variant("pyngress-cni, venv console script", [str(PLUGIN)], py_config, py_env),
             Variant("pyngress-cni, launcher, python -IS", [str(installed_plugin(bin_dir))], py_config, py_env),
+            Variant("pyngress-cni-static (C, musl, static)", [str(plugin_path("static"))], py_config, py_env),
         ]
         for variant in variants:  # warm-up: bridges created, caches filled, workers' first-call costs paid
             netns = namespaces.new()
@@ -163,7 +167,9 @@ def main() -> int:
                 "venv python (site + editable hook)": startup_ms([sys.executable, "-c", "pass"]),
                 "Go bridge VERSION": startup_ms([f"{GO_CNI_PATH}/bridge"]),
                 "pyngress-cni VERSION, venv script": startup_ms([str(PLUGIN)]),
-                "pyngress-cni VERSION, launcher -IS": startup_ms(variants[2].argv)})
+                "pyngress-cni VERSION, launcher -IS": startup_ms(variants[2].argv),
+                "pyngress-cni-static VERSION": startup_ms(variants[3].argv)})
+        report_sizes()
     finally:
         stack.stop()
         namespaces.remove_all()
@@ -171,6 +177,16 @@ def main() -> int:
             subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def report_sizes() -> None:
+    """What a node needs on disk for each plugin."""
+    sizes = {"pyngress-cni-static": [plugin_path("static")],
+             "Go bridge + host-local": [Path(GO_CNI_PATH, "bridge"), Path(GO_CNI_PATH, "host-local")],
+             "pyngress-cni (main.py; plus a Python)": [PLUGIN_SOURCE]}
+    print("executable sizes (KiB):")
+    for label, paths in sizes.items():
+        print(f"  {label:40} {sum(p.stat().st_size for p in paths) / 1024:8.1f}")
 
 
 def report(variants: list[Variant], args: argparse.Namespace, server_ms: float, startup: dict[str, float]) -> None:

@@ -1,6 +1,8 @@
 """A pod network per test served by real processes: `pyngress cniserver`, two `pyngress cniworker`s, and
 `pyngress-cni` executed as a container runtime does. Everything is unique to the test (network name,
-bridge, subnet, namespaces, run/state dirs) and removed afterwards even when the test fails."""
+bridge, subnet, namespaces, run/state dirs) and removed afterwards even when the test fails.
+
+Every test runs twice: with the Python plugin and with the static one (tests/integration/cniserver/plugins.py)."""
 from __future__ import annotations
 
 import json
@@ -14,6 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.integration.cniserver.cni_processes import CniStack, PluginRun, free_subnet, pod_args, run_plugin
+from tests.integration.cniserver.plugins import PLUGIN_NAMES, plugin_path
 
 
 def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -21,7 +24,8 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 class PodNetwork:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, plugin: Path) -> None:
+        self.plugin = plugin
         tag = uuid.uuid4().hex[:6]
         self.name = f"e2e-{tag}"
         self.bridge = f"pce{tag}"
@@ -48,7 +52,7 @@ class PodNetwork:
 
     def call(self, command: str, container: str, netns: str = "", **extra: Any) -> PluginRun:
         return run_plugin(command, self.config(**extra), container, netns, cni_args=pod_args(container),
-                          socket_path=self.stack.socket)
+                          socket_path=self.stack.socket, plugin=self.plugin)
 
     def in_pod(self, netns: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
         return sh("ip", "netns", "exec", Path(netns).name, *cmd, check=check)
@@ -72,10 +76,16 @@ class PodNetwork:
         sh("ip", "link", "del", self.bridge, check=False)
 
 
+@pytest.fixture(params=PLUGIN_NAMES)
+def plugin(request: pytest.FixtureRequest) -> Path:
+    """Each plugin executable in turn: the Python reference and the static binary."""
+    return plugin_path(request.param)
+
+
 @pytest.fixture
-def pod_network() -> Iterator[PodNetwork]:
+def pod_network(plugin: Path) -> Iterator[PodNetwork]:
     workdir = Path(tempfile.mkdtemp(prefix="pcni-e2e-", dir="/tmp"))
-    network = PodNetwork(workdir)
+    network = PodNetwork(workdir, plugin)
     try:
         network.start()
         yield network

@@ -149,8 +149,9 @@ class PluginRun:
 
 def run_plugin(command: str, config: dict[str, Any] | bytes, container_id: str = "", netns: str = "",
                ifname: str = "eth0", cni_args: str | None = None, socket_path: Path | None = None,
-               extra_env: dict[str, str] | None = None) -> PluginRun:
-    """Execute pyngress-cni exactly as a container runtime does: CNI_* in the environment, config on stdin."""
+               extra_env: dict[str, str] | None = None, plugin: Path = PLUGIN) -> PluginRun:
+    """Execute pyngress-cni (or another plugin executable: see plugins.py) exactly as a container runtime
+    does: CNI_* in the environment, config on stdin."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CNI_COMMAND": command, "CNI_PATH": "/usr/lib/cni"}
     for key, value in (("CNI_CONTAINERID", container_id), ("CNI_NETNS", netns), ("CNI_IFNAME", ifname),
                        ("CNI_ARGS", cni_args)):
@@ -160,7 +161,7 @@ def run_plugin(command: str, config: dict[str, Any] | bytes, container_id: str =
         env["PYNGRESS_CNI_SOCKET"] = str(socket_path)
     env.update(extra_env or {})
     stdin = config if isinstance(config, bytes) else json.dumps(config).encode()
-    done = subprocess.run([str(PLUGIN)], input=stdin, env=env, capture_output=True, timeout=180)
+    done = subprocess.run([str(plugin)], input=stdin, env=env, capture_output=True, timeout=180)
     return PluginRun(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
