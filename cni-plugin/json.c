@@ -588,7 +588,8 @@ static int by_key_then_place(const void *a, const void *b)
     return i < j ? -1 : 1;
 }
 
-/* Marks repeated keys (dropped, and the first one's source set to the last); false when none repeats. */
+/* Marks repeated keys (dropped, and the first one's source set to the last), *merged when there were
+ * any; false only for want of memory. */
 static bool merge_repeated_keys(struct members *m, bool *merged)
 {
     size_t *order = malloc(m->count * sizeof *order);
