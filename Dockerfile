@@ -67,6 +67,9 @@ COPY supervisord.conf /opt/pyngress/lib/python3.11/site-packages/supervisord.con
 
 FROM runtime
 COPY --from=venv /opt/pyngress /opt/pyngress
+# The CNI plugin as a static binary (cni-plugin/), for nodes without Python: the CNI DaemonSet's init
+# container copies it from here into the node's /opt/cni/bin.
+COPY build/pyngress-cni-static /usr/lib/pyngress/cni/pyngress-cni
 ENV PATH=/opt/pyngress/bin:$PATH
 RUN printf '%s\n' '#!/bin/sh' \
         '# Flags (or nothing): the whole tree. Anything else (a command, /nginx-ingress-controller ...): run it.' \

@@ -59,7 +59,7 @@ PODMAN := CONTAINERS_CONF=$(CURDIR)/$(IMAGE_DIR)/containers.conf podman
 
 .PHONY: image image-tools image-base image-wheels
 
-image: image-base image-wheels
+image: image-base image-wheels build/pyngress-cni-static
 	$(PODMAN) build --pull=never --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
 
 image-tools:

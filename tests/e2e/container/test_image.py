@@ -14,6 +14,7 @@ module creates is removed at the end.
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -461,6 +462,14 @@ def test_stop_drains_an_in_flight_request_and_exits_0(image: str, manifests: Pat
             stopping.get("demo.local", "/", timeout=2)
     finally:
         stopping.remove()
+
+
+def test_static_cni_plugin_is_installed_and_runs(image: str) -> None:
+    """The static CNI plugin sits where the CNI DaemonSet's init container takes it from, and runs; the
+    entrypoint runs a command given instead of flags."""
+    result = podman("run", "--rm", "--network", "none", "--env", "CNI_COMMAND=VERSION", image,
+                    "/usr/lib/pyngress/cni/pyngress-cni")
+    assert "supportedVersions" in json.loads(result.stdout), result.stdout
 
 
 @pytest.mark.skipif(not WRAPPER.exists(), reason=f"{WRAPPER} is not in the repository yet")
