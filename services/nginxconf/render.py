@@ -132,7 +132,7 @@ def _settings(pairs: Iterable[tuple[str, str | Sequence[str]]]) -> list[tuple[st
     return [(directive(name), arguments(value)) for name, value in pairs]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _RenderedProfile:
     name: str
     settings: list[tuple[str, str]]
@@ -152,7 +152,8 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
         raise RenderError(f"location profile {profile.name}: the backend scheme must be http or https, "
                           f"got {profile.backend_scheme!r}")
     cors = cors_table(profile.cors) if profile.cors else None
-    return _RenderedProfile(profile.name, _settings(profile.directives), headers, profile.backend_scheme, cors)
+    return _RenderedProfile(name=profile.name, settings=_settings(profile.directives), headers=headers,
+                            scheme=profile.backend_scheme, cors=cors)
 
 
 def cors_table(policy: CorsPolicy) -> str:

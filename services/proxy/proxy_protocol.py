@@ -28,7 +28,7 @@ class ProxyProtocolError(ValueError):
     """A connection that should start with a PROXY protocol header does not start with a valid one."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyHeader:
     """A parsed header. `source`/`destination` are None for LOCAL/UNKNOWN/UNIX headers, which mean
     "use the connection's own addresses"; `length` is how many bytes the header took."""
@@ -63,13 +63,14 @@ def _parse_v1(buf: bytes | bytearray) -> ProxyHeader | None:
         raise ProxyProtocolError("PROXY v1 header is not ASCII") from None
     parts = line.split(" ")
     if len(parts) >= 2 and parts[1] == "UNKNOWN":
-        return ProxyHeader(None, None, end + 2)  # the spec says to ignore the rest of the line
+        # The spec says to ignore the rest of the line.
+        return ProxyHeader(source=None, destination=None, length=end + 2)
     if len(parts) != 6 or parts[1] not in ("TCP4", "TCP6"):
         raise ProxyProtocolError(f"bad PROXY v1 header {line!r}: expected 'PROXY TCP4|TCP6 src dst sport dport'")
     version = 4 if parts[1] == "TCP4" else 6
     source = (_v1_address(parts[2], version), _v1_port(parts[4]))
     destination = (_v1_address(parts[3], version), _v1_port(parts[5]))
-    return ProxyHeader(source, destination, end + 2)
+    return ProxyHeader(source=source, destination=destination, length=end + 2)
 
 
 def _v1_address(text: str, version: int) -> str:
@@ -106,25 +107,25 @@ def _parse_v2(buf: bytes | bytearray) -> ProxyHeader | None:
         return None
     payload = bytes(buf[16:total])
     if command == _V2_COMMAND_LOCAL:
-        return ProxyHeader(None, None, total)  # a health check from the load balancer itself
+        return ProxyHeader(source=None, destination=None, length=total)  # a health check from the load balancer itself
     if command != _V2_COMMAND_PROXY:
         raise ProxyProtocolError(f"PROXY v2 header with unknown command {command}")
     if family == _V2_TCP4:
         if length < 12:
             raise ProxyProtocolError("PROXY v2 TCP4 header too short for its addresses")
         return ProxyHeader(
-            (str(ipaddress.IPv4Address(payload[0:4])), int.from_bytes(payload[8:10], "big")),
-            (str(ipaddress.IPv4Address(payload[4:8])), int.from_bytes(payload[10:12], "big")),
-            total)
+            source=(str(ipaddress.IPv4Address(payload[0:4])), int.from_bytes(payload[8:10], "big")),
+            destination=(str(ipaddress.IPv4Address(payload[4:8])), int.from_bytes(payload[10:12], "big")),
+            length=total)
     if family == _V2_TCP6:
         if length < 36:
             raise ProxyProtocolError("PROXY v2 TCP6 header too short for its addresses")
         return ProxyHeader(
-            (str(ipaddress.IPv6Address(payload[0:16])), int.from_bytes(payload[32:34], "big")),
-            (str(ipaddress.IPv6Address(payload[16:32])), int.from_bytes(payload[34:36], "big")),
-            total)
+            source=(str(ipaddress.IPv6Address(payload[0:16])), int.from_bytes(payload[32:34], "big")),
+            destination=(str(ipaddress.IPv6Address(payload[16:32])), int.from_bytes(payload[34:36], "big")),
+            length=total)
     if family >> 4 in (_V2_UNSPEC_FAMILY, _V2_UNIX_FAMILY):
-        return ProxyHeader(None, None, total)  # no IP address to pass on
+        return ProxyHeader(source=None, destination=None, length=total)  # no IP address to pass on
     raise ProxyProtocolError(f"PROXY v2 header for address family/protocol 0x{family:02x}; only TCP is proxied")
 
 

@@ -43,7 +43,7 @@ def run(settings: Settings) -> int:
         return 2
     with tempfile.TemporaryDirectory() as scratch:
         # Metadata the files lack is filled in a scratch state dir: rendering must not touch a live one.
-        source = ManifestsSource(settings.source.manifests, settings, scratch)
+        source = ManifestsSource(settings.source.manifests, settings=settings, state_dir=scratch)
         store = source.scan() or {}
         for error in source.errors:
             print(f"pyngress render: {error}", file=sys.stderr)

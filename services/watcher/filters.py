@@ -22,7 +22,7 @@ def _namespace_and_name(obj: dict[str, Any]) -> tuple[str, str]:
     return meta.get("namespace") or "default", meta.get("name") or ""
 
 
-def _named(reference: str | None, namespace: str, name: str) -> bool:
+def _named(reference: str | None, *, namespace: str, name: str) -> bool:
     """Whether an "NS/NAME" flag value names this object."""
     return reference is not None and reference == f"{namespace}/{name}"
 
@@ -47,11 +47,11 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
     if kind in _ALWAYS_KEPT:
         return _in_watched_namespace(namespace, settings)
     if kind == "Secret":
-        if _named(settings.ingress.default_ssl_certificate, namespace, name):
+        if _named(settings.ingress.default_ssl_certificate, namespace=namespace, name=name):
             return True
         return obj.get("type") == TLS_SECRET_TYPE and _in_watched_namespace(namespace, settings)
     if kind == "ConfigMap":
-        return any(_named(ref, namespace, name) for ref in
+        return any(_named(ref, namespace=namespace, name=name) for ref in
                    (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap))
     return False
 

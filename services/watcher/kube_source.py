@@ -14,13 +14,14 @@ thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import random
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator
 
 import urllib3
@@ -45,6 +46,7 @@ HTTP_GONE = 410
 class KindApi:
     """How the client lists one kind: the API class, and its list methods (all namespaces / one namespace)."""
     kind: str
+    _: KW_ONLY
     api_version: str
     api_class: type
     list_all: str
@@ -52,15 +54,19 @@ class KindApi:
 
 
 KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
-    KindApi("Ingress", "networking.k8s.io/v1", client.NetworkingV1Api,
-            "list_ingress_for_all_namespaces", "list_namespaced_ingress"),
-    KindApi("IngressClass", "networking.k8s.io/v1", client.NetworkingV1Api, "list_ingress_class"),
-    KindApi("Service", "v1", client.CoreV1Api, "list_service_for_all_namespaces", "list_namespaced_service"),
-    KindApi("EndpointSlice", "discovery.k8s.io/v1", client.DiscoveryV1Api,
-            "list_endpoint_slice_for_all_namespaces", "list_namespaced_endpoint_slice"),
-    KindApi("Secret", "v1", client.CoreV1Api, "list_secret_for_all_namespaces", "list_namespaced_secret"),
-    KindApi("ConfigMap", "v1", client.CoreV1Api, "list_config_map_for_all_namespaces", "list_namespaced_config_map"),
-    KindApi("Node", "v1", client.CoreV1Api, "list_node"),
+    KindApi("Ingress", api_version="networking.k8s.io/v1", api_class=client.NetworkingV1Api,
+            list_all="list_ingress_for_all_namespaces", list_namespaced="list_namespaced_ingress"),
+    KindApi("IngressClass", api_version="networking.k8s.io/v1", api_class=client.NetworkingV1Api,
+            list_all="list_ingress_class"),
+    KindApi("Service", api_version="v1", api_class=client.CoreV1Api,
+            list_all="list_service_for_all_namespaces", list_namespaced="list_namespaced_service"),
+    KindApi("EndpointSlice", api_version="discovery.k8s.io/v1", api_class=client.DiscoveryV1Api,
+            list_all="list_endpoint_slice_for_all_namespaces", list_namespaced="list_namespaced_endpoint_slice"),
+    KindApi("Secret", api_version="v1", api_class=client.CoreV1Api,
+            list_all="list_secret_for_all_namespaces", list_namespaced="list_namespaced_secret"),
+    KindApi("ConfigMap", api_version="v1", api_class=client.CoreV1Api,
+            list_all="list_config_map_for_all_namespaces", list_namespaced="list_namespaced_config_map"),
+    KindApi("Node", api_version="v1", api_class=client.CoreV1Api, list_all="list_node"),
 )}
 
 
@@ -68,6 +74,7 @@ KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
 class WatchTarget:
     """One list+watch: a kind in one namespace (or all, or cluster-scoped), maybe narrowed by a field selector."""
     kind: str
+    _: KW_ONLY
     namespace: str | None = None
     field_selector: str | None = None
 
@@ -91,7 +98,7 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
         if settings.source.watch_namespace is None:
             return [WatchTarget(kind)]
         namespaces = dict.fromkeys([settings.source.watch_namespace] + [ns for ns in extra if ns])
-        return [WatchTarget(kind, ns) for ns in namespaces]
+        return [WatchTarget(kind, namespace=ns) for ns in namespaces]
 
     targets = [WatchTarget("IngressClass")]
     for kind in ("Ingress", "Service", "EndpointSlice"):
@@ -100,7 +107,7 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
     configmap_namespaces = dict.fromkeys(
         ns for ns in map(_namespace_of, (settings.ingress.configmap, settings.ingress.tcp_services_configmap,
                                          settings.ingress.udp_services_configmap)) if ns)
-    targets += [WatchTarget("ConfigMap", ns) for ns in configmap_namespaces]
+    targets += [WatchTarget("ConfigMap", namespace=ns) for ns in configmap_namespaces]
     if settings.cni.node_name:
         targets.append(WatchTarget("Node", field_selector=f"metadata.name={settings.cni.node_name}"))
     return targets
@@ -194,9 +201,9 @@ class KubeSource:
         while True:
             try:
                 if state.resource_version is None:
-                    await self._relist(target, state, store)
+                    await self._relist(target, state=state, store=store)
                     self._first_list_done(target)
-                progressed = await self._watch(target, state, store, backoff)
+                progressed = await self._watch(target, state=state, store=store, backoff=backoff)
                 if progressed:
                     backoff.reset()
                     continue
@@ -234,8 +241,8 @@ class KubeSource:
         method = getattr(api, kind_api.list_all)
         return lambda **kwargs: method(**selectors, **kwargs)
 
-    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     def _as_stored(self, target: WatchTarget, obj: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """The store key of `obj`, and what the store keeps of it (None: the filters drop it)."""
@@ -244,12 +251,12 @@ class KubeSource:
             obj = {"kind": kind_api.kind, "apiVersion": kind_api.api_version, **obj}
         return object_key(obj), (slim(obj) if keep(obj, self.settings) else None)
 
-    async def _set(self, store: StoreWriter, key: str, value: dict[str, Any] | None) -> None:
+    async def _set(self, store: StoreWriter, key: str, *, value: dict[str, Any] | None) -> None:
         # One write at a time: the publisher numbers its updates, and must send them in that order.
         async with self._store_lock:
             await store.set(key, value)
 
-    async def _relist(self, target: WatchTarget, state: _TargetState, store: StoreWriter) -> None:
+    async def _relist(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter) -> None:
         """List the target and publish exactly the difference from what it published before."""
         items, resource_version = await self._list_all_pages(target)
         fresh: dict[str, dict[str, Any]] = {}
@@ -258,9 +265,9 @@ class KubeSource:
             if stored is not None:
                 fresh[key] = stored
         for key in state.keys - fresh.keys():
-            await self._set(store, key, None)
+            await self._set(store, key, value=None)
         for key, stored in fresh.items():
-            await self._set(store, key, stored)
+            await self._set(store, key, value=stored)
         state.keys = set(fresh)
         state.resource_version = resource_version
         self._failing.pop(target, None)
@@ -275,18 +282,18 @@ class KubeSource:
         token: str | None = None
         while True:
             try:
-                page = await self._in_thread(self._read_list, target, token, LIST_PAGE_SIZE)
+                page = await self._in_thread(self._read_list, target, token=token, limit=LIST_PAGE_SIZE)
             except Gone:
                 if token is None:
                     raise
-                page = await self._in_thread(self._read_list, target, None, None)
+                page = await self._in_thread(self._read_list, target, token=None, limit=None)
                 return page["items"] or [], page["metadata"]["resourceVersion"]
             items += page.get("items") or []
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items, page["metadata"]["resourceVersion"]
 
-    def _read_list(self, target: WatchTarget, token: str | None, limit: int | None) -> dict[str, Any]:
+    def _read_list(self, target: WatchTarget, *, token: str | None, limit: int | None) -> dict[str, Any]:
         """(In a pool thread.) One list request, parsed."""
         paging: dict[str, Any] = {"limit": limit} if limit else {}
         if token:
@@ -298,7 +305,8 @@ class KubeSource:
                 raise Gone(str(err)) from None
             raise
 
-    async def _watch(self, target: WatchTarget, state: _TargetState, store: StoreWriter, backoff: Backoff) -> bool:
+    async def _watch(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter,
+                     backoff: Backoff) -> bool:
         """Watch from state.resource_version until the stream ends; True if it ended on time or showed
         progress (anything but an immediate empty end)."""
         started = time.monotonic()
@@ -308,7 +316,7 @@ class KubeSource:
         try:
             chunks = response.stream(amt=None, decode_content=False)
             async for line in self._lines(chunks):
-                await self._apply(target, state, store, json.loads(line))
+                await self._apply(target, state=state, store=store, event=json.loads(line))
                 if not progressed:
                     # The watch works again: a failure after this starts a new series of retries from the
                     # shortest delay (an outage then a burst of 410s must not inherit the outage's delay).
@@ -342,7 +350,7 @@ class KubeSource:
                 if line.strip():
                     yield line
 
-    async def _apply(self, target: WatchTarget, state: _TargetState, store: StoreWriter,
+    async def _apply(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter,
                      event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
@@ -357,10 +365,10 @@ class KubeSource:
         if kind == "DELETED" or stored is None:
             if key in state.keys:
                 state.keys.discard(key)
-                await self._set(store, key, None)
+                await self._set(store, key, value=None)
         else:
             state.keys.add(key)
-            await self._set(store, key, stored)
+            await self._set(store, key, value=stored)
         self.last_event = self.last_sync
 
 

@@ -31,13 +31,14 @@ SYNC_WAIT_LOG_SECONDS = 10.0
 def _make_source(settings: Settings) -> tuple[Source, str]:
     if settings.source.manifests:
         from services.watcher.manifests import ManifestsSource
-        return ManifestsSource(settings.source.manifests, settings, settings.paths.state_dir), "manifests"
+        return ManifestsSource(settings.source.manifests, settings=settings,
+                               state_dir=settings.paths.state_dir), "manifests"
     # Imported here only: the manifests mode must not need the Kubernetes client at all.
     from services.watcher.kube_source import KubeSource
     return KubeSource(settings), "kubernetes"
 
 
-def _status_fields(source: Source, source_name: str, store: TrackedStore) -> dict[str, Any]:
+def _status_fields(source: Source, *, source_name: str, store: TrackedStore) -> dict[str, Any]:
     return {
         "source": source_name,
         "objects": len(store),
@@ -49,16 +50,18 @@ def _status_fields(source: Source, source_name: str, store: TrackedStore) -> dic
     }
 
 
-async def _write_status_forever(settings: Settings, source: Source, source_name: str, store: TrackedStore) -> None:
+async def _write_status_forever(settings: Settings, *, source: Source, source_name: str,
+                                store: TrackedStore) -> None:
     while True:
         try:
-            write_status(settings.paths.run_dir, "watcher", **_status_fields(source, source_name, store))
+            fields = _status_fields(source, source_name=source_name, store=store)
+            write_status(settings.paths.run_dir, "watcher", **fields)
         except OSError as err:
             log.warning("cannot write the status file", extra=logs.kv(run_dir=settings.paths.run_dir, error=err))
         await asyncio.sleep(STATUS_SECONDS)
 
 
-async def _serve_once_synced(source: Source, publisher: ClonePublisher, store: TrackedStore) -> None:
+async def _serve_once_synced(source: Source, *, publisher: ClonePublisher, store: TrackedStore) -> None:
     """Serve snapshots (and heartbeats) only once the store holds the source's first complete listing."""
     while True:
         try:
@@ -80,9 +83,9 @@ async def _main(settings: Settings) -> None:
                                               directory=settings.source.manifests or ""))
     try:
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(_serve_once_synced(source, publisher, store))
+            tasks.create_task(_serve_once_synced(source, publisher=publisher, store=store))
             tasks.create_task(source.run(store))
-            tasks.create_task(_write_status_forever(settings, source, source_name, store))
+            tasks.create_task(_write_status_forever(settings, source=source, source_name=source_name, store=store))
     finally:
         publisher.close()
         ctx.term()

@@ -10,7 +10,7 @@ creationTimestamp is rewritten in the API's UTC form.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -38,6 +38,7 @@ _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 class Problem:
     """Something wrong in a manifest file, located as precisely as known (1-based; 0 = unknown)."""
     file: str
+    _: KW_ONLY
     message: str
     line: int = 0
     document: int = 0
@@ -159,16 +160,18 @@ def objects_of(document: Document, file: str) -> tuple[list[dict[str, Any]], lis
         try:
             return [_checked_object(document.data)], []
         except _Rejected as err:
-            return [], [Problem(file, f"{err}; document skipped", document.line, document.index)]
+            return [], [Problem(file, message=f"{err}; document skipped", line=document.line,
+                                document=document.index)]
     items = document.data["items"]
     if not isinstance(items, list):
-        return [], [Problem(file, "items of a List must be a sequence; document skipped",
-                            document.line, document.index)]
+        return [], [Problem(file, message="items of a List must be a sequence; document skipped",
+                            line=document.line, document=document.index)]
     objects, problems = [], []
     for i, item in enumerate(items):
         try:
             objects.append(_checked_object(item))
         except _Rejected as err:
             line = document.item_lines[i] if i < len(document.item_lines) else document.line
-            problems.append(Problem(file, f"{err}; item skipped", line, document.index, i + 1))
+            problems.append(Problem(file, message=f"{err}; item skipped", line=line, document=document.index,
+                                    item=i + 1))
     return objects, problems

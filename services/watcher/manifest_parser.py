@@ -26,14 +26,14 @@ MANIFEST_SUFFIXES = YAML_SUFFIXES + JSON_SUFFIXES
 class ManifestSyntaxError(ValueError):
     """A file that cannot be read as YAML/JSON; `line` and `column` are 1-based (0 when unknown)."""
 
-    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+    def __init__(self, message: str, *, line: int = 0, column: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.line = line
         self.column = column
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Document:
     """One document of a manifest file. `index` and the line numbers are 1-based."""
     index: int
@@ -73,7 +73,7 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
-        raise ManifestSyntaxError(f"not UTF-8 text (byte {err.start}); save the file as UTF-8", line) from None
+        raise ManifestSyntaxError(f"not UTF-8 text (byte {err.start}); save the file as UTF-8", line=line) from None
 
 
 def _item_lines(node: yaml.Node) -> list[int]:
@@ -96,7 +96,8 @@ def _parse_yaml(text: str) -> list[Document]:
             data = loader.construct_document(node)
             if data is None:
                 continue  # an empty document (a stray `---`), as kubectl skips it
-            documents.append(Document(len(documents) + 1, node.start_mark.line + 1, data, _item_lines(node)))
+            documents.append(Document(index=len(documents) + 1, line=node.start_mark.line + 1, data=data,
+                                      item_lines=_item_lines(node)))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         # The problem is often found lines after its cause (an unclosed bracket): say where that began.
@@ -104,8 +105,8 @@ def _parse_yaml(text: str) -> list[Document]:
         if context and err.context_mark and mark and err.context_mark.line != mark.line:
             context += f" that starts on line {err.context_mark.line + 1}"
         reason = " ".join(part for part in (err.problem, context and f"({context})") if part)
-        raise ManifestSyntaxError(reason or str(err), mark.line + 1 if mark else 0,
-                                  mark.column + 1 if mark else 0) from None
+        raise ManifestSyntaxError(reason or str(err), line=mark.line + 1 if mark else 0,
+                                  column=mark.column + 1 if mark else 0) from None
     except yaml.YAMLError as err:
         raise ManifestSyntaxError(str(err)) from None
     finally:
@@ -125,8 +126,8 @@ def _parse_json(text: str) -> list[Document]:
         try:
             data, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as err:
-            raise ManifestSyntaxError(err.msg, err.lineno, err.colno) from None
-        documents.append(Document(len(documents) + 1, text.count("\n", 0, position) + 1, data))
+            raise ManifestSyntaxError(err.msg, line=err.lineno, column=err.colno) from None
+        documents.append(Document(index=len(documents) + 1, line=text.count("\n", 0, position) + 1, data=data))
         position = end
 
 

@@ -50,7 +50,7 @@ LAST_GOOD_FILE = "last-good.json"
 Signature = tuple[int, int, int]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _FileState:
     signature: Signature
     objects: list[dict[str, Any]]           # what the file defines: its last good objects when it fails
@@ -60,7 +60,7 @@ class _FileState:
     racy: bool = False                      # modified so recently that a same-size rewrite may share its mtime
 
 
-_NOT_READ = _FileState((0, 0, 0), [], [])
+_NOT_READ = _FileState(signature=(0, 0, 0), objects=[], problems=[])
 
 
 def _plural(count: int, word: str) -> str:
@@ -74,7 +74,7 @@ class ManifestsSource:
     current state for the status file.
     """
 
-    def __init__(self, directory: str | Path, settings: Settings, state_dir: str | Path,
+    def __init__(self, directory: str | Path, *, settings: Settings, state_dir: str | Path,
                  poll_seconds: float = POLL_SECONDS) -> None:
         self.directory = Path(directory)
         self.settings = settings
@@ -187,7 +187,8 @@ class ManifestsSource:
         except FileNotFoundError:
             return None  # gone since the listing: the next scans see that
         except OSError as err:
-            return self._failed(name, listed, Problem(str(path), f"cannot read the file: {err.strerror}"))
+            problem = Problem(str(path), message=f"cannot read the file: {err.strerror}")
+            return self._failed(name, signature=listed, problem=problem)
         signature = (st.st_ino, st.st_size, st.st_mtime_ns)
         # File times come from a coarse clock (a few ms): as git does for its index, a file modified
         # within RACY_NS of being read is read again on the next scan and compared by content.
@@ -200,7 +201,8 @@ class ManifestsSource:
             documents = parse_manifest(name, data)
         except ManifestSyntaxError as err:
             column = f" (column {err.column})" if err.column else ""
-            failed = self._failed(name, signature, Problem(str(path), f"{err.message}{column}", err.line))
+            problem = Problem(str(path), message=f"{err.message}{column}", line=err.line)
+            failed = self._failed(name, signature=signature, problem=problem)
             return replace(failed, digest=digest, racy=racy)
         objects: list[dict[str, Any]] = []
         problems: list[Problem] = []
@@ -211,21 +213,22 @@ class ManifestsSource:
         for problem in problems:
             log.error(str(problem))
         log.info("manifest file read", extra=kv(file=path, objects=len(objects), skipped=len(problems)))
-        return _FileState(signature, objects, problems, digest=digest, racy=racy)
+        return _FileState(signature=signature, objects=objects, problems=problems, digest=digest, racy=racy)
 
-    def _failed(self, name: str, signature: Signature, problem: Problem) -> _FileState:
+    def _failed(self, name: str, *, signature: Signature, problem: Problem) -> _FileState:
         known = self._files.get(name)
         last_good = known.objects if known is not None else self._saved_last_good.get(name, [])
         kept = (f"keeping the {_plural(len(last_good), 'object')} it defined when it last parsed"
                 if last_good else "it defines nothing until it parses")
-        problem = Problem(problem.file, f"{problem.message}; {kept}", problem.line)
+        problem = Problem(problem.file, message=f"{problem.message}; {kept}", line=problem.line)
         log.error(str(problem))
-        return _FileState(signature, last_good, [problem], failed=True)
+        return _FileState(signature=signature, objects=last_good, problems=[problem], failed=True)
 
     def _load_last_good(self) -> dict[str, list[dict[str, Any]]]:
         saved = load_json(self._last_good_path, "last good objects of failing manifest files") or {}
         # Checked again as a manifest would be: the file may have been damaged or edited by hand.
-        return {name: objects_of(Document(0, 0, {"kind": "List", "items": objects}), str(self._last_good_path))[0]
+        return {name: objects_of(Document(index=0, line=0, data={"kind": "List", "items": objects}),
+                                 str(self._last_good_path))[0]
                 for name, objects in saved.items() if isinstance(objects, list)}
 
     def _save_last_good(self) -> None:

@@ -35,7 +35,7 @@ STATE_FILE = "metadata.json"
 _FORMAT_VERSION = 1
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Record:
     uid: str
     creationTimestamp: str

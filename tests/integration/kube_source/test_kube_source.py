@@ -99,7 +99,7 @@ def test_status_changes_reach_the_store_too(harness):
 
 def test_watch_namespace_limits_namespaced_kinds_but_not_objects_named_by_flags(api, settings, harness):
     settings = settings.replace_flags(watch_namespace="team", default_ssl_certificate="certs/default")
-    assert WatchTarget("Secret", "certs") in watch_targets(settings)
+    assert WatchTarget("Secret", namespace="certs") in watch_targets(settings)
 
     async def scenario():
         h = harness(settings=settings)

@@ -18,7 +18,8 @@ def v2_tcp4(src, dst, sport, dport, tlvs=b""):
 
 def test_v1_tcp4():
     data = b"PROXY TCP4 203.0.113.7 10.0.0.1 40000 443\r\n\x16\x03\x01"
-    assert parse_header(data) == ProxyHeader(("203.0.113.7", 40000), ("10.0.0.1", 443), len(data) - 3)
+    assert parse_header(data) == ProxyHeader(source=("203.0.113.7", 40000), destination=("10.0.0.1", 443),
+                                             length=len(data) - 3)
 
 
 def test_v1_tcp6():
@@ -27,13 +28,15 @@ def test_v1_tcp6():
 
 
 def test_v1_unknown_uses_the_connection_addresses():
-    assert parse_header(b"PROXY UNKNOWN ffff::1 ffff::2 1 2\r\n") == ProxyHeader(None, None, 35)
-    assert parse_header(b"PROXY UNKNOWN\r\n") == ProxyHeader(None, None, 15)
+    assert parse_header(b"PROXY UNKNOWN ffff::1 ffff::2 1 2\r\n") == ProxyHeader(source=None, destination=None,
+                                                                                 length=35)
+    assert parse_header(b"PROXY UNKNOWN\r\n") == ProxyHeader(source=None, destination=None, length=15)
 
 
 def test_v2_tcp4_with_tlvs():
     data = v2_tcp4("198.51.100.9", "10.0.0.1", 41000, 443, tlvs=b"\x04\x00\x03abc") + b"\x16"
-    assert parse_header(data) == ProxyHeader(("198.51.100.9", 41000), ("10.0.0.1", 443), len(data) - 1)
+    assert parse_header(data) == ProxyHeader(source=("198.51.100.9", 41000), destination=("10.0.0.1", 443),
+                                             length=len(data) - 1)
 
 
 def test_v2_tcp6():
@@ -43,8 +46,8 @@ def test_v2_tcp6():
 
 
 def test_v2_local_and_unix_use_the_connection_addresses():
-    assert parse_header(v2(0, 0x00, b"")) == ProxyHeader(None, None, 16)
-    assert parse_header(v2(1, 0x31, b"\x00" * 216)) == ProxyHeader(None, None, 232)
+    assert parse_header(v2(0, 0x00, b"")) == ProxyHeader(source=None, destination=None, length=16)
+    assert parse_header(v2(1, 0x31, b"\x00" * 216)) == ProxyHeader(source=None, destination=None, length=232)
 
 
 @pytest.mark.parametrize("data", [
@@ -94,4 +97,5 @@ def test_v1_header_keeps_the_client_address_when_families_differ():
 
 def test_built_v1_headers_parse_back():
     header = v1_header(("192.0.2.1", 5), ("10.0.0.1", 443))
-    assert parse_header(header) == ProxyHeader(("192.0.2.1", 5), ("10.0.0.1", 443), len(header))
+    assert parse_header(header) == ProxyHeader(source=("192.0.2.1", 5), destination=("10.0.0.1", 443),
+                                               length=len(header))

@@ -23,7 +23,7 @@ class Manifests:
 
     def new_source(self) -> ManifestsSource:
         """A source as a restarted watcher would have it."""
-        return ManifestsSource(self.directory, self.settings, self.state_dir)
+        return ManifestsSource(self.directory, settings=self.settings, state_dir=self.state_dir)
 
     def write(self, name: str, text: str) -> None:
         (self.directory / name).write_text(text)
