@@ -27,7 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # Commands with flags of their own instead of the shared settings: each module has
 # `add_arguments(parser)` and `run(namespace) -> int | None`. They are imported to build the parser, so
 # they must stay light to import.
-OWN_FLAGS_COMMANDS: dict[str, tuple[str, str]] = {}
+OWN_FLAGS_COMMANDS: dict[str, tuple[str, str]] = {
+    "manifests": ("services.tools.manifests", "print the install manifests (YAML) for kubectl apply"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,6 +33,13 @@ def dns1035_label_error(name: str) -> str | None:
     return None
 
 
+def path_segment_error(name: str) -> str | None:
+    """RBAC object names need only be usable in a URL path (ClusterRoles such as "system:discovery")."""
+    if name in (".", "..") or "/" in name or "%" in name:
+        return 'may not be "." or "..", and may not contain "/" or "%"'
+    return None
+
+
 @dataclass(frozen=True)
 class ResourceType:
     group: str          # "" for the core group
@@ -42,8 +49,14 @@ class ResourceType:
     namespaced: bool
     # Kinds with a status subresource: the main resource ignores status changes, /status ignores the rest.
     has_status: bool = False
-    name_rule: str = "subdomain"  # "subdomain", "label" (RFC 1123) or "dns1035"
+    name_rule: str = "subdomain"  # "subdomain", "label" (RFC 1123), "dns1035" or "path" (RBAC: "system:x")
     short_names: tuple[str, ...] = ()
+    # Subresources besides status, each served by its own handler (ServiceAccount: "token").
+    extra_subresources: tuple[str, ...] = ()
+
+    @property
+    def subresources(self) -> tuple[str, ...]:
+        return (("status",) if self.has_status else ()) + self.extra_subresources
 
     @property
     def api_version(self) -> str:
@@ -56,7 +69,7 @@ class ResourceType:
 
     def name_error(self, name: str) -> str | None:
         check = {"subdomain": dns1123_subdomain_error, "label": dns1123_label_error,
-                 "dns1035": dns1035_label_error}[self.name_rule]
+                 "dns1035": dns1035_label_error, "path": path_segment_error}[self.name_rule]
         return check(name)
 
 
@@ -71,7 +84,16 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
     ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+    ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, short_names=("sa",),
+                 extra_subresources=("token",)),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False, name_rule="path"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False,
+                 name_rule="path"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True, name_rule="path"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, name_rule="path"),
 )
+# The verbs of each subresource, for discovery.
+SUBRESOURCE_VERBS = {"status": STATUS_VERBS, "token": ("create",)}
 
 
 def find(group: str, version: str, plural: str) -> ResourceType | None:

@@ -3,7 +3,7 @@ over plain HTTP, in a thread of the test process, with hooks to inject the fault
 
 The official `kubernetes` client works against it unchanged (configure it with `server.configuration()`
 or `server.write_kubeconfig(path)`). What it implements is listed, one semantic per test, in
-tests/kube_api/test_server.py.
+tests/kube_api/test_server.py, and its authentication and RBAC (auth.py, rbac.py) in test_rbac.py.
 """
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from . import errors, patches, selectors
+from . import errors, patches, rbac, selectors
+from .auth import ADMIN_TOKEN, Tokens
 from .errors import ApiError
-from .resources import ALL_VERBS, RESOURCE_TYPES, STATUS_VERBS, ResourceType, by_kind, find, group_versions
+from .resources import ALL_VERBS, RESOURCE_TYPES, SUBRESOURCE_VERBS, ResourceType, by_kind, find, group_versions
 from .storage import DROP, EXPIRE, Storage, Watcher
 
 SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-pyngress-test", "platform": "linux/amd64"}
@@ -43,10 +45,14 @@ def _list_item(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Route:
-    """What a resource path names: a collection or an object (maybe its status), in a namespace or not."""
+    """What a resource path names: a collection or an object (maybe a subresource of it), in a namespace or not."""
 
-    def __init__(self, rtype: ResourceType, namespace: str | None, name: str | None, status: bool) -> None:
-        self.rtype, self.namespace, self.name, self.status = rtype, namespace, name, status
+    def __init__(self, rtype: ResourceType, namespace: str | None, name: str | None, subresource: str | None) -> None:
+        self.rtype, self.namespace, self.name, self.subresource = rtype, namespace, name, subresource
+
+    @property
+    def status(self) -> bool:
+        return self.subresource == "status"
 
 
 def _parse_resource_path(segments: list[str]) -> _Route | None:
@@ -59,7 +65,7 @@ def _parse_resource_path(segments: list[str]) -> _Route | None:
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] != "status":
         namespace, rest = rest[1], rest[2:]
-    if not rest or len(rest) > 3 or (len(rest) == 3 and rest[2] != "status"):
+    if not rest or len(rest) > 3:
         return None
     rtype = find(group, version, rest[0])
     if rtype is None or (namespace is not None and not rtype.namespaced):
@@ -67,10 +73,10 @@ def _parse_resource_path(segments: list[str]) -> _Route | None:
     name = rest[1] if len(rest) >= 2 else None
     if name is not None and rtype.namespaced and namespace is None:
         return None  # a namespaced object needs its namespace in the path
-    status = len(rest) == 3
-    if status and not rtype.has_status:
+    subresource = rest[2] if len(rest) == 3 else None
+    if subresource is not None and subresource not in rtype.subresources:
         return None
-    return _Route(rtype, namespace, name, status)
+    return _Route(rtype, namespace, name, subresource)
 
 
 class KubeApiServer:
@@ -78,11 +84,17 @@ class KubeApiServer:
 
     bookmark_interval: seconds between BOOKMARK events on an idle watch that asked for them.
     max_history: how many changes are kept for watches to resume from; older ones are compacted (410).
+    anonymous_is_admin: whether a request without a token is the admin (the default, which tests written
+    before authentication rely on) or system:anonymous, held to RBAC (auth.py).
     """
 
-    def __init__(self, bookmark_interval: float = 1.0, max_history: int = 10_000) -> None:
+    def __init__(self, bookmark_interval: float = 1.0, max_history: int = 10_000, *,
+                 anonymous_is_admin: bool = True) -> None:
         self.bookmark_interval = bookmark_interval
         self.max_history = max_history
+        self.anonymous_is_admin = anonymous_is_admin
+        self._tokens = Tokens()
+        self._authorizer: rbac.Authorizer | None = None
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -143,6 +155,7 @@ class KubeApiServer:
 
     async def _startup(self) -> None:
         self._storage = Storage(self.max_history)
+        self._authorizer = rbac.Authorizer(self._storage.objects)
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # Cancelling a handler when its client goes away is what ends an abandoned watch promptly.
@@ -239,22 +252,32 @@ class KubeApiServer:
         assert self._storage is not None
         return self._call(lambda: [dict(o) for o in self._storage.objects[rtype].values()])  # type: ignore
 
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A token for an existing ServiceAccount (what a TokenRequest returns); ApiError 404 when it is missing."""
+        def issue() -> str:
+            assert self._storage is not None
+            account = self._storage.get(by_kind("ServiceAccount"), namespace, name)
+            return self._tokens.issue(namespace, name, account["metadata"]["uid"])
+        return self._call(issue)
+
     # --- client configuration ---
 
-    def configuration(self) -> Any:
-        """A kubernetes.client.Configuration for this server."""
+    def configuration(self, token: str = ADMIN_TOKEN) -> Any:
+        """A kubernetes.client.Configuration for this server, authenticating with `token` (the admin's)."""
         from kubernetes import client
         config = client.Configuration()
         config.host = self.url
+        config.api_key = {"authorization": f"Bearer {token}"}
         return config
 
-    def write_kubeconfig(self, path: str | Path) -> str:
-        """Write a kubeconfig naming this server (for code that loads one, like the watcher); returns the path."""
+    def write_kubeconfig(self, path: str | Path, token: str = ADMIN_TOKEN) -> str:
+        """Write a kubeconfig naming this server (for code that loads one, like the watcher), authenticating
+        with `token` (the admin's unless told otherwise); returns the path."""
         import yaml
         doc = {
             "apiVersion": "v1", "kind": "Config", "current-context": "test",
             "clusters": [{"name": "test", "cluster": {"server": self.url}}],
-            "users": [{"name": "test", "user": {"token": "test-token"}}],
+            "users": [{"name": "test", "user": {"token": token}}],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
         }
         Path(path).write_text(yaml.safe_dump(doc))
@@ -269,6 +292,7 @@ class KubeApiServer:
                                             "Internal error occurred: injected by the test API server"))
         segments = [s for s in request.path.split("/") if s]
         try:
+            self._authorize(request)
             discovery = self._discovery(segments)
             if discovery is not None:
                 if request.method != "GET":
@@ -280,6 +304,13 @@ class KubeApiServer:
             return await self._resource(request, route)
         except ApiError as err:
             return _error_response(err)
+
+    def _authorize(self, request: web.Request) -> None:
+        """401 for a token that names nobody, 403 (RBAC) for a user who may not do what the request asks."""
+        assert self._storage is not None and self._authorizer is not None
+        user = self._tokens.authenticate(request.headers.get("Authorization"), self._storage.service_account_uid,
+                                         anonymous_is_admin=self.anonymous_is_admin)
+        self._authorizer.check(user, rbac.request_attributes(request.method, request.path, request.query))
 
     def _discovery(self, segments: list[str]) -> dict[str, Any] | None:
         if segments == ["version"]:
@@ -314,9 +345,13 @@ class KubeApiServer:
             if rtype.short_names:
                 entry["shortNames"] = list(rtype.short_names)
             resources.append(entry)
-            if rtype.has_status:
-                resources.append({"name": f"{rtype.plural}/status", "singularName": "",
-                                  "namespaced": rtype.namespaced, "kind": rtype.kind, "verbs": list(STATUS_VERBS)})
+            for subresource in rtype.subresources:
+                kind = "TokenRequest" if subresource == "token" else rtype.kind
+                entry = {"name": f"{rtype.plural}/{subresource}", "singularName": "", "namespaced": rtype.namespaced,
+                         "kind": kind, "verbs": list(SUBRESOURCE_VERBS[subresource])}
+                if subresource == "token":
+                    entry.update(group="authentication.k8s.io", version="v1")
+                resources.append(entry)
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}".lstrip("/"),
                 "resources": resources}
 
@@ -360,6 +395,10 @@ class KubeApiServer:
                               "metadata": {"resourceVersion": str(storage.rv)},
                               "items": [_list_item(o) for o in doomed]})
             raise errors.method_not_allowed(method)
+        if route.subresource == "token":
+            if method != "POST":
+                raise errors.method_not_allowed(method)
+            return _json(self._token_request(route, await self._body(request)), 201)
         if method == "GET":
             return _json(storage.get(rtype, route.namespace, route.name))
         if method == "PUT":
@@ -379,6 +418,21 @@ class KubeApiServer:
             return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                           "details": details})
         raise errors.method_not_allowed(method)
+
+    def _token_request(self, route: _Route, body: Any) -> dict[str, Any]:
+        """TokenRequest (authentication.k8s.io/v1): a token for the ServiceAccount in the path."""
+        assert self._storage is not None and route.namespace is not None and route.name is not None
+        account = self._storage.get(route.rtype, route.namespace, route.name)
+        spec = (body or {}).get("spec") if isinstance(body, dict) else None
+        spec = dict(spec) if isinstance(spec, dict) else {}
+        spec.setdefault("audiences", ["https://kubernetes.default.svc"])
+        spec.setdefault("expirationSeconds", 3600)
+        token = self._tokens.issue(route.namespace, route.name, account["metadata"]["uid"])
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + int(spec["expirationSeconds"])))
+        return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": route.name, "namespace": route.namespace,
+                             "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                "spec": spec, "status": {"token": token, "expirationTimestamp": expires}}
 
     @staticmethod
     def _selectors(query: Any, rtype: ResourceType) -> selectors.Predicate:

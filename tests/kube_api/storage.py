@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import errors
+from . import errors, rbac
 from .resources import RESOURCE_TYPES, ResourceType, by_kind
 
 Obj = dict[str, Any]
@@ -170,6 +170,10 @@ class Storage:
             return Page(selected[:limit], snapshot_rv, token, len(selected) - limit)
         return Page(selected, snapshot_rv)
 
+    def service_account_uid(self, namespace: str, name: str) -> str | None:
+        found = self.objects[by_kind("ServiceAccount")].get((namespace, name))
+        return found["metadata"]["uid"] if found is not None else None
+
     # --- writes ---
 
     def _commit(self, rtype: ResourceType, key: ObjectKey, old: Obj | None, new: Obj | None) -> Obj | None:
@@ -210,6 +214,7 @@ class Storage:
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         meta["managedFields"] = [_managed_field(rtype, manager)]
         _defaults_on_create(rtype, obj, self)
+        rbac.validate(rtype, obj, None)
         return self._commit(rtype, key, None, obj)  # type: ignore[return-value]
 
     def update(self, rtype: ResourceType, namespace: str | None, name: str, body: Any, *, status: bool,
@@ -247,6 +252,7 @@ class Storage:
                 if "status" in old:
                     new["status"] = copy.deepcopy(old["status"])
             _defaults_on_update(rtype, new, old)
+            rbac.validate(rtype, new, old)
         new["kind"], new["apiVersion"] = rtype.kind, rtype.api_version
         if new == old:
             return old  # a no-op write: no new resourceVersion, no watch event (as etcd's GuaranteedUpdate)
