@@ -39,6 +39,19 @@ def kube_configuration(settings: Settings) -> client.Configuration:
     return configuration
 
 
+def api_error_text(err: BaseException) -> str:
+    """What a failed call says: "HTTP 403 Forbidden: <the API's own message>" for an API error (the message
+    names the user, verb, resource and scope of a refusal), else the exception's type and text."""
+    if isinstance(err, client.ApiException):
+        text = f"HTTP {err.status} {err.reason or ''}".strip()
+        try:
+            message = json.loads(err.body or "{}").get("message")
+        except (ValueError, AttributeError):
+            message = None
+        return f"{text}: {message}" if message else text
+    return f"{type(err).__name__}: {err}"
+
+
 def read_json(fn: Callable[..., Any], *args: Any,
               request_timeout: tuple[float, float] = (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
               **kwargs: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from services.common.logs import kv
 from services.common.objects import split_key
 from services.common.settings import Settings
 from services.syncer.ingress_class import IngressClassFilter
-from services.common.kube import read_json
+from services.common.kube import api_error_text, read_json
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,10 @@ class IngressStatusUpdater:
     """Run `run(current_store)` while leading; call `notify()` whenever the store changes."""
 
     def __init__(self, api_client: client.ApiClient, *, settings: Settings,
-                 resync_seconds: float = RESYNC_SECONDS) -> None:
+                 resync_seconds: float = RESYNC_SECONDS, errors: dict[str, str] | None = None) -> None:
         self.settings = settings
+        # Shared with the syncer's /healthz detail: "ingress status" → why the last round failed, while it fails.
+        self.errors = {} if errors is None else errors
         self.resync_seconds = resync_seconds
         self._core = client.CoreV1Api(api_client)
         self._networking = client.NetworkingV1Api(api_client)
@@ -136,8 +138,10 @@ class IngressStatusUpdater:
             self._poked.clear()
             try:
                 await self.update(current_store())
+                self.errors.pop("ingress status", None)
             except Exception as err:  # the API unreachable: the next round tries again
-                log.warning("Ingress status update failed", extra=kv(error=f"{type(err).__name__}: {err}"))
+                self.errors["ingress status"] = text = api_error_text(err)
+                log.warning("Ingress status update failed", extra=kv(error=text))
             try:
                 await asyncio.wait_for(self._poked.wait(), self.resync_seconds)
             except asyncio.TimeoutError:

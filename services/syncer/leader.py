@@ -23,7 +23,7 @@ from kubernetes import client
 
 from services.common.logs import kv
 from services.common.settings import Settings
-from services.common.kube import read_json
+from services.common.kube import api_error_text, read_json
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class LeaderElector:
     """
 
     def __init__(self, api_client: client.ApiClient, *, name: str, namespace: str, identity: str,
-                 lease_duration: int = DEFAULT_LEASE_SECONDS) -> None:
+                 lease_duration: int = DEFAULT_LEASE_SECONDS, errors: dict[str, str] | None = None) -> None:
         if lease_duration < 1:
             raise ValueError(f"lease_duration must be at least 1 second, got {lease_duration}")
         self.name, self.namespace, self.identity = name, namespace, identity
@@ -61,6 +61,8 @@ class LeaderElector:
         self.retry_period = lease_duration / 15
         self._api = client.CoordinationV1Api(api_client)
         self._leading = False
+        # Shared with the syncer's /healthz detail: "lease" → why the last round failed, while it fails.
+        self.errors = {} if errors is None else errors
         self._last_renew = 0.0  # monotonic time of the last successful acquire or renew (when it was sent)
         # The last Lease record seen, and when it was first seen (by our clock): expiry is judged by these.
         self._observed_spec: dict[str, Any] | None = None
@@ -68,10 +70,11 @@ class LeaderElector:
         self._written: dict[str, Any] | None = None  # the Lease as this process last wrote it
 
     @classmethod
-    def from_settings(cls, settings: Settings, api_client: client.ApiClient) -> "LeaderElector":
+    def from_settings(cls, settings: Settings, api_client: client.ApiClient, *,
+                      errors: dict[str, str] | None = None) -> "LeaderElector":
         return cls(api_client, name=settings.leader.election_id,
                    namespace=os.environ.get("POD_NAMESPACE") or "default", identity=default_identity(),
-                   lease_duration=settings.leader.lease_seconds)
+                   lease_duration=settings.leader.lease_seconds, errors=errors)
 
     @property
     def is_leader(self) -> bool:
@@ -153,12 +156,12 @@ class LeaderElector:
                 created = await self._call(self._api.create_namespaced_lease, self.namespace,
                                            {"metadata": {"name": self.name}, "spec": spec})
                 self._remember(created)
-                return True
+                return self._succeeded(True)
             spec = lease.get("spec") or {}
             self._observe(spec)
             holder = spec.get("holderIdentity")
             if holder and holder != self.identity and not self._observed_expired():
-                return False
+                return self._succeeded(False)
             new_spec = {**spec, "holderIdentity": self.identity, "leaseDurationSeconds": self.lease_duration,
                         "renewTime": now}
             if holder != self.identity:
@@ -168,18 +171,23 @@ class LeaderElector:
             replaced = await self._call(self._api.replace_namespaced_lease, self.name, self.namespace,
                                         {**lease, "spec": new_spec})
             self._remember(replaced)
-            return True
+            return self._succeeded(True)
         except client.ApiException as err:
             if err.status == 409:
                 log.info("lost a race for the lease", extra=kv(lease=f"{self.namespace}/{self.name}"))
-            else:
-                log.warning("lease request failed", extra=kv(lease=f"{self.namespace}/{self.name}",
-                                                            error=f"HTTP {err.status} {err.reason}"))
-            return False
+                return self._succeeded(False)
+            return self._failed(err)
         except Exception as err:  # the API unreachable: try again at the next round
-            log.warning("lease request failed", extra=kv(lease=f"{self.namespace}/{self.name}",
-                                                        error=f"{type(err).__name__}: {err}"))
-            return False
+            return self._failed(err)
+
+    def _succeeded(self, holding: bool) -> bool:
+        self.errors.pop("lease", None)
+        return holding
+
+    def _failed(self, err: BaseException) -> bool:
+        self.errors["lease"] = text = api_error_text(err)
+        log.warning("lease request failed", extra=kv(lease=f"{self.namespace}/{self.name}", error=text))
+        return False
 
     def _remember(self, lease: dict[str, Any]) -> None:
         self._observe(lease.get("spec") or {})

@@ -51,6 +51,8 @@ class Syncer:
         # Location profiles nginx -t refused (name → its message) under the global settings `refused_for`.
         self.refused_profiles: dict[str, str] = {}
         self.refused_for = ""
+        # What the Kubernetes API refuses or fails for the Lease and Ingress status (component → message).
+        self.api_errors: dict[str, str] = {}
         self.metrics = SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir)
         self.applier = NginxApplier(settings, self.metrics)
         self.subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(settings.paths.run_dir),
@@ -132,8 +134,13 @@ class Syncer:
         status.write_status(self.settings.paths.run_dir, "syncer", state="running", **self.metrics.status_json())
 
     def healthy(self) -> tuple[bool, dict]:
-        """200 once nginx serves the first applied configuration; detail says what is wrong otherwise."""
-        detail = {"store_synced": self.store_ready, **self.applier.health(), **watcher_freshness(self.settings)}
+        """200 once nginx serves the first applied configuration; detail says what is wrong otherwise.
+
+        What the API refuses (a 403 when the service account lacks a permission) is detail only: a liveness
+        probe that restarted the controller for it would not give it the permission.
+        """
+        detail = {"store_synced": self.store_ready, **self.applier.health(), **watcher_freshness(self.settings),
+                  "api_errors": dict(self.api_errors)}
         ok = self.store_ready and detail["nginx_serving"] and detail["watcher_fresh"]
         return ok, detail
 
@@ -154,8 +161,9 @@ def watcher_freshness(settings: Settings) -> dict:
         if record.get("component") == "watcher":
             last = float(record.get("last_sync") or record.get("updated") or 0)
             age = time.time() - last
-            return {"watcher_fresh": age < WATCHER_STALE_SECONDS, "watcher_last_sync_age_seconds": round(age, 1)}
-    return {"watcher_fresh": False, "watcher_last_sync_age_seconds": None}
+            return {"watcher_fresh": age < WATCHER_STALE_SECONDS, "watcher_last_sync_age_seconds": round(age, 1),
+                    "watcher_errors": list(record.get("errors") or [])}
+    return {"watcher_fresh": False, "watcher_last_sync_age_seconds": None, "watcher_errors": []}
 
 
 async def main_async(settings: Settings) -> None:
@@ -172,7 +180,7 @@ async def main_async(settings: Settings) -> None:
                 tasks.create_task(coro)
             if status_updates_enabled(settings):
                 tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,
-                                                     after_sync=syncer.after_sync))
+                                                     after_sync=syncer.after_sync, errors=syncer.api_errors))
     finally:
         await runner.cleanup()
         ctx.destroy(linger=0)

@@ -26,11 +26,12 @@ def status_updates_enabled(settings: Settings) -> bool:
 
 
 async def run_status_updates(settings: Settings, *, current_store: Callable[[], Mapping[str, Any]],
-                             after_sync: list[Callable[[], None]]) -> None:
+                             after_sync: list[Callable[[], None]], errors: dict[str, str]) -> None:
     """Campaign, and write Ingress status while leading, until cancelled.
 
     current_store: the syncer's store as it is now. after_sync: the syncer's callbacks, called after each
-    sync; the updater joins them to be told when the store has changed.
+    sync; the updater joins them to be told when the store has changed. errors: filled with what the API
+    refuses or fails ("lease", "ingress status" → the API's message) while it does, for /healthz.
 
     It never returns on its own (the syncer stops when one of its tasks ends): a configuration that
     cannot work is logged and status updates stay off; everything else keeps working.
@@ -44,12 +45,13 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
     try:
         configuration = await asyncio.to_thread(kube_configuration, settings)
     except KubeConfigError as err:
+        errors["kubeconfig"] = str(err)
         log.error("Ingress status updates are off", extra=kv(reason=str(err)))
         await asyncio.Event().wait()  # parked until the syncer stops
         return
     api_client = client.ApiClient(configuration)
-    updater = IngressStatusUpdater(api_client, settings=settings)
-    elector = LeaderElector.from_settings(settings, api_client)
+    updater = IngressStatusUpdater(api_client, settings=settings, errors=errors)
+    elector = LeaderElector.from_settings(settings, api_client, errors=errors)
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,
         lease_seconds=elector.lease_duration))

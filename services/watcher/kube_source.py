@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 import urllib3
 from kubernetes import client
 
-from services.common.kube import CONNECT_TIMEOUT_SECONDS, kube_configuration, read_json
+from services.common.kube import CONNECT_TIMEOUT_SECONDS, api_error_text, kube_configuration, read_json
 from services.common.logs import kv
 from services.common.objects import object_key
 from services.common.settings import Settings
@@ -388,11 +388,9 @@ def _unblock(response: Any) -> None:
 
 
 def _describe(err: BaseException) -> str:
-    if isinstance(err, client.ApiException):
-        if err.status in (401, 403):
-            return (f"HTTP {err.status} {err.reason}: check the credentials and that the service account may "
-                    "list and watch this kind")
-        return f"HTTP {err.status} {err.reason}".strip()
+    if isinstance(err, client.ApiException) and err.status in (401, 403):
+        return (f"{api_error_text(err)} (check the credentials and that the service account may list and "
+                "watch this kind)")
     if isinstance(err, urllib3.exceptions.MaxRetryError) and err.reason is not None:
         return f"{type(err.reason).__name__}: {err.reason}"
-    return f"{type(err).__name__}: {err}"
+    return api_error_text(err)
