@@ -16,7 +16,8 @@ build/pyngress-cni-static: $(wildcard cni-plugin/*.c cni-plugin/*.h) cni-plugin/
 	@$(MAKE) -s -C cni-plugin OUT=$(CURDIR)/$@
 
 # Installs only the packages that are missing, so a machine that has them all never calls apt.
-.setup-apt.stamp:
+# Checked again whenever the Makefile changes (a package may have been added to APT_PACKAGES).
+.setup-apt.stamp: Makefile
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
