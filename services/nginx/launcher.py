@@ -1,4 +1,4 @@
-"""`pyngress nginx`: prepare nginx's prefix, stop what a killed master left running, exec the master.
+"""`pyngress nginx`: prepare nginx's prefix, get the listening sockets, exec the master with them.
 
 supervisord runs this as the `nginx` program; the process becomes the nginx master (`daemon off;`), so
 supervisord's signals reach nginx directly (QUIT stops it gracefully, HUP reloads).
@@ -6,31 +6,48 @@ supervisord's signals reach nginx directly (QUIT stops it gracefully, HUP reload
 Before exec:
 - the prefix directory, temp directories, the root-only socket directory and the fallback certificate
   are created when missing (paths.py says what lives where);
-- without an nginx.conf, or with one that fails `nginx -t` (written by another version, say), a bootstrap
-  configuration is written: the same template with no profiles and no routes, so nginx answers 404 for
-  everything and /healthz on its configuration socket until the syncer applies the real one;
-- nginx processes left by a previous master of this instance (workers of a SIGKILLed master keep the
-  listening sockets) are stopped: see processes.py; then the Unix socket files such a master left are
-  removed, or the new master could not bind them.
+- without an nginx.conf, with one that fails `nginx -t` (written by another version, say), or with one that
+  listens elsewhere than these settings say (written with other flags), a bootstrap configuration is written:
+  the same template with no profiles and no routes, so nginx answers 404 for everything and /healthz on its
+  configuration socket until the syncer applies the real one;
+- the listening sockets come from the nginx-listeners program (holder.py), which keeps them open while
+  masters come and go; run alone, this process opens them itself, or takes them over from nginx processes
+  of this instance still holding them (listeners.py). The master inherits them (the NGINX variable);
+- a previous master still running is killed and its workers, like the workers of a killed master, keep
+  serving until the new master runs workers; then they are told to finish and exit (retire.py).
+
+In the foreground of a terminal this process stays in front of the master instead of becoming it, passing
+signals on (see _run_in_front: a terminal resize must not reach nginx).
 """
 from __future__ import annotations
 
 import logging
 import os
 import resource
+import signal
+import socket
+import time
+from types import FrameType
 
 from services.common import logs, status
 from services.common.files import atomic_write
 from services.common.runner import StartupError
 from services.common.settings import Settings
-from services.nginxconf import processes
+from services.nginx import listeners, retire
+from services.nginx.listeners import Listener
 from services.nginxconf.config_test import NginxConfigError, check_file, nginx_binary
 from services.nginxconf.paths import NginxPaths
-from services.nginxconf.prefix import WORKER_USER, prepare, remove_stale_sockets, unreachable_by_workers
+from services.nginxconf.processes import NginxProcess
+from services.nginxconf.prefix import WORKER_USER, prepare, unreachable_by_workers
 from services.nginxconf.config import NginxConfig
 from services.nginxconf.render import render
 
 log = logging.getLogger("nginx")
+
+# Under supervisord the nginx-listeners program starts beside this one: how long to wait for it to answer.
+HOLDER_WAIT_SECONDS = 10.0
+# Signals passed on to nginx when this process stays in front of it (see _run_in_front).
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1)
 
 
 def bootstrap_config(settings: Settings) -> NginxConfig:
@@ -44,7 +61,15 @@ def ensure_config(paths: NginxPaths, settings: Settings) -> None:
     if paths.conf.exists():
         try:
             check_file(paths, paths.conf)
-            return
+            expected = {str(listener) for listener in listeners.nginx_listeners(settings, paths)}
+            found = listeners.listen_addresses(paths.conf.read_text())
+            if found == expected:
+                return
+            # The listening sockets handed to nginx are these settings'; a reload of a file listening elsewhere
+            # would fail to bind what the holder keeps.
+            log.error("the existing nginx.conf listens elsewhere than these settings; starting from the bootstrap "
+                      "configuration", extra=logs.kv(conf=str(paths.conf), listens=",".join(sorted(found)),
+                                                     expected=",".join(sorted(expected))))
         except NginxConfigError as err:
             log.error("the existing nginx.conf fails nginx -t; starting from the bootstrap configuration",
                       extra=logs.kv(conf=str(paths.conf), error=str(err)))
@@ -55,21 +80,32 @@ def ensure_config(paths: NginxPaths, settings: Settings) -> None:
 def run(settings: Settings) -> int:
     logs.setup("nginx", settings.log_level)
     paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
+    wanted = listeners.nginx_listeners(settings, paths)
     try:
         _prepare_instance(paths, settings)
+        held = _listening_sockets(paths, wanted)
     except StartupError as err:  # as run_process reports one: a line saying what to change, exit code 2
         log.error(f"nginx cannot start: {err}")
         return 2
+    stale = retire.kill_old_masters(paths.prefix)
     # This process becomes the nginx master (exec below): its pid is the master's, so "running" stays true
     # for as long as `pyngress status` finds that pid alive.
-    status.write_status(paths.run_dir, "nginx", state="running", conf=str(paths.conf))
+    status.write_status(paths.run_dir, "nginx", state="running", conf=str(paths.conf),
+                        listeners=[str(listener) for listener in held])
     binary = nginx_binary()
     # Up to the hard limit: nginx holds a descriptor per connection, two when proxying.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     # The prefix as working directory names this instance's processes (processes.py).
     os.chdir(paths.prefix)
-    os.execv(binary, [binary, "-p", f"{paths.prefix}/", "-c", str(paths.conf)])
+    argv = [binary, "-p", f"{paths.prefix}/", "-c", str(paths.conf)]
+    env = {**os.environ, "NGINX": listeners.nginx_environment(held)}
+    stamp = retire.conf_stamp(paths.conf)
+    if _in_terminal_foreground():
+        return _run_in_front(argv, env, paths, stale, stamp, held)
+    retire.spawn_retirer(paths.prefix, os.getpid(), stale, paths.conf, stamp)
+    os.execve(binary, argv, env)
+    return 0  # not reached
 
 
 def _prepare_instance(paths: NginxPaths, settings: Settings) -> None:
@@ -80,5 +116,78 @@ def _prepare_instance(paths: NginxPaths, settings: Settings) -> None:
                     "and responses larger than their buffers will fail; make the directory traversable "
                     "(chmod o+x)", extra=logs.kv(directory=str(blocked)))
     ensure_config(paths, settings)
-    processes.stop_stale(paths.prefix)
-    remove_stale_sockets(paths)
+
+
+def _listening_sockets(paths: NginxPaths, wanted: tuple[Listener, ...]) -> dict[Listener, socket.socket]:
+    """The sockets for the master: from nginx-listeners when it runs, the rest opened (or taken over) here."""
+    supervised = os.environ.get("SUPERVISOR_ENABLED") == "1"  # supervisord sets it for its programs
+    deadline = time.monotonic() + (HOLDER_WAIT_SECONDS if supervised else 0.0)
+    received: dict[Listener, socket.socket] = {}
+    while True:
+        try:
+            received = listeners.receive(paths.listeners_socket, wanted)
+            break
+        except listeners.HolderUnavailableError as err:
+            if time.monotonic() >= deadline:
+                if supervised:
+                    log.warning("nginx-listeners did not hand over the listening sockets; nginx holds them alone, "
+                                "and they close if its master dies", extra=logs.kv(error=str(err)))
+                break
+            time.sleep(0.1)
+    missing = [listener for listener in wanted if listener not in received]
+    if received and missing:
+        log.warning("nginx-listeners does not hold every listening socket; opening the others here",
+                    extra=logs.kv(listeners=",".join(str(listener) for listener in missing)))
+    try:
+        opened = listeners.acquire(missing, paths)
+    except BaseException:
+        listeners.close_all(received.values())
+        raise
+    return {listener: received.get(listener) or opened[listener] for listener in wanted}
+
+
+def _in_terminal_foreground() -> bool:
+    """True when this process is in the foreground process group of its controlling terminal."""
+    try:
+        tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False  # no controlling terminal (under supervisord, say)
+    try:
+        return os.tcgetpgrp(tty) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(tty)
+
+
+def _run_in_front(argv: list[str], env: dict[str, str], paths: NginxPaths, stale: list[NginxProcess],
+                  stamp: retire.ConfStamp, held: dict[Listener, socket.socket]) -> int:
+    """Run the master as a child outside the terminal's foreground process group, passing signals on.
+
+    A master that inherited its sockets counts itself daemonized, and then takes SIGWINCH, which a terminal
+    sends its foreground group whenever it is resized, as "stop accepting connections".
+    """
+    started: list[int] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        try:
+            if started:
+                os.kill(started[0], signum)
+        except ProcessLookupError:
+            pass  # exited: waitpid below returns
+
+    for sig in FORWARDED_SIGNALS:
+        signal.signal(sig, forward)
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setpgid(0, 0)
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    started.append(child)
+    listeners.close_all(held.values())
+    retire.spawn_retirer(paths.prefix, child, stale, paths.conf, stamp)
+    _, wait_status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(wait_status)
+    return code if code >= 0 else 128 - code

@@ -11,6 +11,9 @@
   nginx's TLS listener behind the passthrough proxy. nginx makes its Unix sockets 0666 itself, so this
   directory is what keeps every other user out. No internal listener is on TCP: a tenant's Ingress (say
   to an ExternalName Service naming 127.0.0.1) or another user of the node cannot reach a Unix socket.
+  `listeners.sock` there is the nginx-listeners program's: it hands nginx's listening sockets to each new
+  master (services/nginx/listeners.py); `.<socket>.held` are hard links it keeps to nginx's Unix sockets,
+  to put a socket file back if an exiting nginx removes it while the socket lives on.
 """
 from __future__ import annotations
 
@@ -72,4 +75,14 @@ class NginxPaths:
 
     @property
     def sockets(self) -> tuple[Path, ...]:
+        """nginx's own Unix listening sockets."""
         return self.config_socket, self.passthrough_tls_socket
+
+    @property
+    def listeners_socket(self) -> Path:
+        """Where the nginx-listeners program hands out nginx's listening sockets."""
+        return self.socket_dir / "listeners.sock"
+
+    def held_link(self, socket_path: Path) -> Path:
+        """A second name for one of nginx's Unix sockets, from which its usual name can be restored."""
+        return socket_path.parent / f".{socket_path.name}.held"

@@ -43,7 +43,7 @@ def prepare(paths: NginxPaths) -> None:
         _mkdir(directory, 0o711)
     _mkdir(paths.dynamic, 0o700)
     ensure_private_dir(paths.run_dir)
-    for path in paths.sockets:
+    for path in (*paths.sockets, paths.listeners_socket):
         if len(os.fsencode(path)) > UNIX_PATH_MAX:
             raise PrefixError(f"nginx's socket path {path} is longer than the {UNIX_PATH_MAX} bytes a Unix socket "
                               "path may have: choose a shorter --run-dir")

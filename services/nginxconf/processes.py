@@ -31,6 +31,16 @@ class NginxProcess:
     def is_master(self) -> bool:
         return self.title.startswith("nginx: master process")
 
+    @property
+    def is_worker(self) -> bool:
+        """A worker that still accepts connections (not one told to shut down)."""
+        return self.title == "nginx: worker process"
+
+    @property
+    def is_shutting_down(self) -> bool:
+        """A worker (or cache process) that was told to QUIT and is finishing what it serves."""
+        return self.title.endswith("is shutting down")
+
 
 def _ppid(stat_text: str) -> int:
     # The command name in stat is in parentheses and may hold spaces: PPID is the second field after it.
@@ -110,11 +120,16 @@ def send_signal(process: NginxProcess, prefix: Path, sig: int) -> bool:
         os.close(fd)
 
 
+def is_alive(process: NginxProcess, prefix: Path) -> bool:
+    """True while `process` is still the same process of this instance."""
+    return _read_process(process.pid, prefix.resolve()) is not None
+
+
 def stop_stale(prefix: Path, grace_seconds: float = 5.0) -> int:
     """Stop every process of the instance: QUIT (finish in-flight requests), then KILL after the grace.
 
-    Returns how many there were. Used before starting a new master: stale workers keep the listening
-    sockets, and a live old master would keep serving beside the new one.
+    Returns how many there were. The last resort when the listening sockets they hold cannot be taken over
+    (services/nginx/listeners.py); a new master otherwise starts beside them (services/nginx/retire.py).
     """
     stale = instance_processes(prefix)
     if not stale:

@@ -1,4 +1,6 @@
-"""kill -9 of each supervised process in turn: supervisord restarts it and routes answer again."""
+"""kill -9 of each supervised process in turn: supervisord restarts it and routes answer again.
+
+tests/e2e/nginx_restart/ checks the nginx master's restarts under load, request by request."""
 import time
 
 import pytest
@@ -27,7 +29,7 @@ def _all_routes_answer(stage: Stage) -> bool:
     return all(stage.served_by(h, "/") == "CRASH" for h in HOSTS)
 
 
-@pytest.mark.parametrize("program", ["watcher", "syncer"])
+@pytest.mark.parametrize("program", ["watcher", "syncer", "nginx-listeners"])
 def test_killed_component_is_restarted_and_routes_keep_answering(stage, program):
     old_pid = stage.controller.kill9(program)
     wait_for(lambda: stage.controller.pid(program) not in (0, old_pid), 5, what=f"{program} restarted")
@@ -38,18 +40,18 @@ def test_killed_component_is_restarted_and_routes_keep_answering(stage, program)
     stage.expect(f"after-{program}.example.com", "/", "CRASH")
 
 
-def test_killed_nginx_master_is_replaced_and_never_serves_an_empty_table(stage):
+def test_killed_nginx_master_is_replaced_and_never_refuses_or_serves_an_empty_table(stage):
     old_pid = stage.controller.kill9("nginx")
     seen: list[str] = []
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         try:
             seen.append(stage.served_by(HOSTS[0], "/"))
-        except Exception:  # connection refused while no master listens: expected for a moment
-            seen.append("down")
-        if seen[-1] == "CRASH" and stage.controller.pid("nginx") not in (0, old_pid):
+        except Exception as err:  # the listening sockets outlive the master: nothing may be refused
+            seen.append(f"down: {err}")
+        if stage.controller.pid("nginx") not in (0, old_pid) and len(seen) > 10:
             break
         time.sleep(0.02)
-    assert seen[-1] == "CRASH", f"routes did not answer within 5 s: {seen[-5:]}"
-    assert "503" not in seen, "a route answered 503 from an empty endpoint table after the restart"
+    assert set(seen) == {"CRASH"}, f"while the master was replaced: {sorted(set(seen))}"
+    assert stage.controller.pid("nginx") not in (0, old_pid), "no new master within 5 s"
     assert _all_routes_answer(stage)

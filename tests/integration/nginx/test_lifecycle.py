@@ -4,6 +4,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import stat
 
@@ -14,7 +15,7 @@ from services.nginxconf.config import LocationProfile
 from services.syncer.model_types import HostRoutes
 from services.nginxconf.config_test import NginxConfigError
 
-from .conftest import client_tls_context, route, trust
+from .conftest import client_tls_context, eventually, route, trust
 
 HOST = "example.test"  # what Nginx.get() sends by default
 
@@ -78,7 +79,8 @@ def test_after_the_master_is_killed_a_relaunch_reaps_its_workers_and_serves_the_
     assert {p.pid for p in processes.instance_processes(nginx.paths.prefix)} == orphans  # still holding the ports
     nginx.start()
 
-    assert orphans.isdisjoint(p.pid for p in processes.instance_processes(nginx.paths.prefix))
+    # Told to finish and exit once the new master runs workers (services/nginx/retire.py).
+    eventually(lambda: orphans.isdisjoint(p.pid for p in processes.instance_processes(nginx.paths.prefix)))
     response = nginx.get("/")
     assert response.backend == "app" and response.json["headers"]["x-extra"] == "yes"
     assert nginx.run(nginx.pusher.needs_push()) is False  # it loaded the state files itself
@@ -102,8 +104,9 @@ def test_a_second_launcher_takes_over_from_a_running_master(nginx_factory):
 
     nginx.start()
 
-    assert first.wait(timeout=15) == 0  # QUIT: a graceful stop
-    assert old.isdisjoint(p.pid for p in processes.instance_processes(nginx.paths.prefix))
+    # The old master is killed; its workers serve until the new master does, then finish and exit.
+    assert first.wait(timeout=15) == -signal.SIGKILL
+    eventually(lambda: old.isdisjoint(p.pid for p in processes.instance_processes(nginx.paths.prefix)))
     assert nginx.get("/").status == 404
 
 
