@@ -85,21 +85,41 @@ def running_master(prefix: Path, pid_file: Path) -> NginxProcess | None:
 
 
 def workers_of(master: int, prefix: Path) -> list[NginxProcess]:
-    """The children of `master` that are processes of this instance (workers, cache processes)."""
+    """The children of `master` that are processes of this instance (workers, cache processes).
+
+    A child of this instance's master is this instance's, so its title is enough when its executable and
+    working directory cannot be read: root without CAP_SYS_PTRACE (a container's default) may not read
+    them for processes of another user, and the workers run as nobody.
+    """
     prefix = prefix.resolve()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        proc = Path("/proc") / entry
         try:
-            if _ppid((Path("/proc") / entry / "stat").read_text()) != master:
+            if _ppid((proc / "stat").read_text()) != master:
                 continue
+            title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, ValueError):
             continue
         process = _read_process(int(entry), prefix)
         if process:
             found.append(process)
+        elif title.startswith("nginx: ") and not _readable(proc):
+            found.append(NginxProcess(int(entry), master, title))
     return found
+
+
+def _readable(proc: Path) -> bool:
+    """Whether this process may read `proc`'s executable link (ptrace access), rather than being refused."""
+    try:
+        os.readlink(proc / "exe")
+        return True
+    except PermissionError:
+        return False
+    except OSError:
+        return True  # gone, or a kernel thread: nothing to read, and not refused
 
 
 def send_signal(process: NginxProcess, prefix: Path, sig: int) -> bool:
