@@ -48,6 +48,7 @@ from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginxconf import processes
 from services.nginxconf.paths import NginxPaths
+from services.nginxconf.prefix import remove_if_stale
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def acquire(listeners: Iterable[Listener], paths: NginxPaths) -> dict[Listener, 
 
 def _acquire(listener: Listener, paths: NginxPaths) -> socket.socket:
     if listener.is_unix:
-        _remove_if_stale(listener.path)
+        remove_if_stale(listener.path)
     try:
         return open_listener(listener)
     except OSError as err:
@@ -221,28 +222,13 @@ def _acquire(listener: Listener, paths: NginxPaths) -> socket.socket:
     deadline = time.monotonic() + 5.0
     while True:
         if listener.is_unix:
-            _remove_if_stale(listener.path)
+            remove_if_stale(listener.path)
         try:
             return open_listener(listener)
         except OSError as err:
             if err.errno != errno.EADDRINUSE or time.monotonic() > deadline:
                 raise ListenerError(f"nginx cannot listen on {listener}: {err.strerror}") from None
         time.sleep(0.1)
-
-
-def _remove_if_stale(path: Path) -> None:
-    """Remove a socket file nothing listens on (left by a killed process); leave a live one."""
-    with socket.socket(socket.AF_UNIX) as probe:
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(path))
-        except FileNotFoundError:
-            return
-        except ConnectionRefusedError:
-            path.unlink(missing_ok=True)
-            log.info("removed a stale nginx socket", extra=logs.kv(path=str(path)))
-        except OSError:
-            pass  # a listener whose queue is full: live
 
 
 def close_all(socks: Iterable[socket.socket]) -> None:

@@ -60,19 +60,26 @@ def remove_stale_sockets(paths: NginxPaths) -> None:
     Raises PrefixError when something still listens on one: another instance with the same run dir.
     """
     for path in paths.sockets:
-        with socket.socket(socket.AF_UNIX) as probe:
-            probe.settimeout(1.0)
-            try:
-                probe.connect(str(path))
-            except FileNotFoundError:
-                continue
-            except ConnectionRefusedError:  # nothing listens: left by a killed nginx
-                path.unlink(missing_ok=True)
-                log.info("removed a stale nginx socket", extra=logs.kv(path=str(path)))
-                continue
-            except OSError:
-                pass  # a listener whose backlog is full
-        raise PrefixError(f"another process listens on {path}: give each pyngress instance its own --run-dir")
+        if remove_if_stale(path):
+            raise PrefixError(f"another process listens on {path}: give each pyngress instance its own --run-dir")
+
+
+def remove_if_stale(path: Path) -> bool:
+    """Remove the socket file `path` if nothing listens on it (left by a killed process); True when something
+    does listen there (it is left alone)."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except FileNotFoundError:
+            return False
+        except ConnectionRefusedError:  # nothing listens
+            path.unlink(missing_ok=True)
+            log.info("removed a stale socket file", extra=logs.kv(path=str(path)))
+            return False
+        except OSError:
+            pass  # a listener whose backlog is full
+    return True
 
 
 def _mkdir(path: Path, mode: int) -> None:
