@@ -167,7 +167,8 @@ def cors_table(policy: CorsPolicy) -> str:
 
 
 _SIZE = re.compile(r"([0-9]+)([kKmMgG]?)")
-_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+# nginx's size units (the annotation and ConfigMap validators write sizes with them).
+BYTES_PER_UNIT = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
 def size_bytes(value: str) -> int:
@@ -175,7 +176,7 @@ def size_bytes(value: str) -> int:
     match = _SIZE.fullmatch(value)
     if not match:
         raise RenderError(f"{value!r} is not a size such as 512, 8k or 1m")
-    return int(match[1]) * _SIZE_UNITS[match[2].lower()]
+    return int(match[1]) * BYTES_PER_UNIT[match[2].lower()]
 
 
 def body_limits(profiles: Sequence[LocationProfile], globals_: dict[str, str]) -> dict[str, int]:

@@ -10,6 +10,8 @@ import ipaddress
 import re
 from typing import Callable
 
+from services.nginxconf.render import BYTES_PER_UNIT
+
 from .base import InvalidValue
 
 _TRUE = frozenset({"1", "t", "true"})
@@ -45,7 +47,6 @@ def duration(value: str) -> str:
 
 
 _SIZE = re.compile(r"([0-9]{1,13})([kKmMgG]?)")
-_BYTES_PER_UNIT = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
 def size(max_bytes: int, min_bytes: int = 0) -> Callable[[str], str]:
@@ -53,7 +54,7 @@ def size(max_bytes: int, min_bytes: int = 0) -> Callable[[str], str]:
     def validate(value: str) -> str:
         match = _SIZE.fullmatch(value)
         unit = match[2].lower() if match else ""
-        if not match or not min_bytes <= int(match[1]) * _BYTES_PER_UNIT[unit] <= max_bytes:
+        if not match or not min_bytes <= int(match[1]) * BYTES_PER_UNIT[unit] <= max_bytes:
             raise InvalidValue(f"must be a size such as 512, 8k, 1m or 2g, from {_human(min_bytes)} "
                                f"to {_human(max_bytes)}")
         return f"{int(match[1])}{unit}"
@@ -62,8 +63,8 @@ def size(max_bytes: int, min_bytes: int = 0) -> Callable[[str], str]:
 
 def _human(nbytes: int) -> str:
     for unit in ("g", "m", "k"):
-        if nbytes and nbytes % _BYTES_PER_UNIT[unit] == 0:
-            return f"{nbytes // _BYTES_PER_UNIT[unit]}{unit}"
+        if nbytes and nbytes % BYTES_PER_UNIT[unit] == 0:
+            return f"{nbytes // BYTES_PER_UNIT[unit]}{unit}"
     return str(nbytes)
 
 
