@@ -79,10 +79,15 @@ def _run(args: list[str], *, stdin: dict | None = None, missing_ok: bool = False
     return json.loads(proc.stdout) if proc.stdout.strip() else {}
 
 
-def enable_ip_forwarding() -> None:
+IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
+
+
+def enable_ip_forwarding(path: str = IP_FORWARD) -> None:
     """Masqueraded traffic leaves through the host's routing, like the reference bridge plugin's
-    ipMasq: turn on IPv4 forwarding (a host-wide switch) if it is off."""
-    with open("/proc/sys/net/ipv4/ip_forward", "r+") as f:
-        if f.read().strip() != "1":
-            f.seek(0)
-            f.write("1")
+    ipMasq: turn on IPv4 forwarding (a host-wide switch) if it is off. Read first, and open for writing
+    only when it is off: container runtimes mount /proc/sys read-only, usually with forwarding already on."""
+    with open(path) as f:
+        if f.read().strip() == "1":
+            return
+    with open(path, "w") as f:
+        f.write("1")
