@@ -6,6 +6,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from services.common import status
 from services.common.settings import Settings
@@ -21,6 +22,25 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def running_instances() -> list[str]:
+    """The run directories of the `pyngress up` trees running on this host (their supervisord's
+    PYNGRESS_RUN_DIR), so that `pyngress status` can say where to look (the demo uses its own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"supervisord" not in (entry / "cmdline").read_bytes():
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or not ours to read
+        for variable in environ:
+            if variable.startswith(b"PYNGRESS_RUN_DIR="):
+                found.append(variable.split(b"=", 1)[1].decode(errors="replace"))
+    return sorted(set(found))
 
 
 def run(settings: Settings) -> int:
@@ -41,6 +61,10 @@ def run(settings: Settings) -> int:
     records = status.read_all(settings.paths.run_dir)
     if not records:
         print(f"no component has reported in {status.status_dir(settings.paths.run_dir)}")
+        for run_dir in running_instances():
+            if Path(run_dir).resolve() != Path(settings.paths.run_dir).resolve():
+                print(f"a pyngress instance is running with its run directory in {run_dir}: "
+                      f"pyngress status --run-dir {run_dir}")
         return 1 if syncer is None else 0
     now = time.time()
     for record in records:

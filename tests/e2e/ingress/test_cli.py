@@ -6,6 +6,7 @@ import yaml
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
 from tests.support.controller import VENV_BIN
+from tests.support.net import free_port
 
 
 def _pyngress(*args: str) -> subprocess.CompletedProcess:
@@ -50,3 +51,12 @@ def test_render_of_a_directory_that_does_not_exist_says_so_and_fails(tmp_path):
     assert out.returncode == 2
     assert f"{tmp_path / 'nowhere'} is not a directory" in out.stderr
     assert out.stdout == ""
+
+
+def test_status_in_a_run_dir_nobody_reports_to_says_where_an_instance_runs(manifests_controller, tmp_path):
+    controller, _ = manifests_controller
+    out = _pyngress("status", f"--run-dir={tmp_path / 'nothing-here'}", f"--healthz-port={free_port()}")
+    assert out.returncode == 1
+    assert f"no component has reported in {tmp_path / 'nothing-here'}" in out.stdout
+    assert (f"a pyngress instance is running with its run directory in {controller.run_dir}: "
+            f"pyngress status --run-dir {controller.run_dir}") in out.stdout
