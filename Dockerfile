@@ -28,8 +28,8 @@
 #   CAP_NET_ADMIN and CAP_SYS_ADMIN, and the CNI socket must be root-only.
 # The ingress tree also runs whole as one non-root user (`--user`, every capability dropped, read-only root
 # filesystem, writable run and state directories): then nothing runs as root, and ports below 1024 need
-# the net.ipv4.ip_unprivileged_port_start sysctl. Known limit as root: without CAP_SYS_PTRACE the nginx
-# launcher cannot see a SIGKILLed master's workers (they run as nobody), so that master is not replaced.
+# the net.ipv4.ip_unprivileged_port_start sysctl. Without CAP_SYS_PTRACE root may not read /proc/<pid>/exe of
+# nginx's workers (nobody): a SIGKILLed master's workers are found by the process group its pid file names.
 
 # The base image: upstream's by default; `make image` passes a local one made with mmdebstrap, since no
 # registry is reachable on the project's machines.
@@ -70,6 +70,10 @@ COPY --from=venv /opt/pyngress /opt/pyngress
 # The CNI plugin as a static binary (cni-plugin/), for nodes without Python: the CNI DaemonSet's init
 # container copies it from here into the node's /opt/cni/bin.
 COPY build/pyngress-cni-static /usr/lib/pyngress/cni/pyngress-cni
+# ingress-nginx's entrypoint and preStop hook, at the paths its deploy.yaml and Helm chart name, so that
+# swapping the image of an ingress-nginx Deployment is enough (docs/migrating.md).
+COPY deploy/nginx-ingress-controller /nginx-ingress-controller
+COPY deploy/wait-shutdown /wait-shutdown
 ENV PATH=/opt/pyngress/bin:$PATH
 RUN printf '%s\n' '#!/bin/sh' \
         '# Flags (or nothing): the whole tree. Anything else (a command, /nginx-ingress-controller ...): run it.' \

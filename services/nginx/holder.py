@@ -68,7 +68,7 @@ def run(settings: Settings) -> int:
     finally:
         control.close()
         paths.listeners_socket.unlink(missing_ok=True)
-        if not processes.instance_processes(paths.prefix):
+        if not processes.instance_processes(paths.prefix, processes.recorded_master(paths.pid_file)):
             listeners.remove_names(held, paths)
         listeners.close_all(held.values())
     log.info("stopped")

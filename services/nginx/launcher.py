@@ -87,7 +87,7 @@ def run(settings: Settings) -> int:
     except StartupError as err:  # as run_process reports one: a line saying what to change, exit code 2
         log.error(f"nginx cannot start: {err}")
         return 2
-    stale = retire.kill_old_masters(paths.prefix)
+    stale = retire.kill_old_masters(paths.prefix, paths.pid_file)
     # This process becomes the nginx master (exec below): its pid is the master's, so "running" stays true
     # for as long as `pyngress status` finds that pid alive.
     status.write_status(paths.run_dir, "nginx", state="running", conf=str(paths.conf),

@@ -45,10 +45,12 @@ def conf_stamp(conf: Path) -> ConfStamp:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def kill_old_masters(prefix: Path) -> list[NginxProcess]:
+def kill_old_masters(prefix: Path, pid_file: Path) -> list[NginxProcess]:
     """SIGKILL every live master of the instance; return the processes left to retire once a new master serves
-    (workers still accepting; those already shutting down finish on their own)."""
-    masters = [p for p in processes.instance_processes(prefix) if p.is_master]
+    (workers still accepting; those already shutting down finish on their own). The last master's pid file
+    vouches for its workers where this process may not read them (processes.py)."""
+    group = processes.recorded_master(pid_file)
+    masters = [p for p in processes.instance_processes(prefix, group) if p.is_master]
     for master in masters:
         if processes.send_signal(master, prefix, signal.SIGKILL):
             log.warning("killed a previous nginx master; its workers keep serving until the new master does",
@@ -56,7 +58,7 @@ def kill_old_masters(prefix: Path) -> list[NginxProcess]:
     deadline = time.monotonic() + KILL_WAIT_SECONDS
     while any(processes.is_alive(m, prefix) for m in masters) and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
-    return [p for p in processes.instance_processes(prefix) if not p.is_master and not p.is_shutting_down]
+    return [p for p in processes.instance_processes(prefix, group) if not p.is_master and not p.is_shutting_down]
 
 
 def spawn_retirer(prefix: Path, master_pid: int, stale: list[NginxProcess], conf: Path, stamp: ConfStamp) -> None:

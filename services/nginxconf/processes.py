@@ -6,6 +6,12 @@ is nginx and its working directory is the prefix. This holds however the launche
 supervisord each program has its own process group, from a shell or a test it does not), and it never
 matches an unrelated process: another nginx has another working directory, and a non-nginx process
 another executable. A killed master's workers keep running with PPID 1 and still match.
+
+Root without CAP_SYS_PTRACE (a container's default) may not read the executable and working directory of
+another user's process, and the workers run as nobody. A caller that knows the pid of a master this instance
+started (its pid file, which a killed master leaves) vouches for that master's process group: the launcher
+execs the master as a group leader (supervisord gives each program its own group), its workers inherit the
+group, and an unreadable process in it whose title is nginx's is the instance's.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ class NginxProcess:
     pid: int
     ppid: int
     title: str  # "nginx: master process ...", "nginx: worker process", "... is shutting down", ...
+    # The process group that vouched for this process when its executable and cwd could not be read.
+    vouching_group: int | None = None
 
     @property
     def is_master(self) -> bool:
@@ -42,33 +50,51 @@ class NginxProcess:
         return self.title.endswith("is shutting down")
 
 
-def _ppid(stat_text: str) -> int:
-    # The command name in stat is in parentheses and may hold spaces: PPID is the second field after it.
-    return int(stat_text[stat_text.rindex(")") + 2:].split()[1])
+def _stat_fields(stat_text: str) -> list[str]:
+    # The command name in stat is in parentheses and may hold spaces: the fields after it are
+    # state, PPID, process group, ...
+    return stat_text[stat_text.rindex(")") + 2:].split()
 
 
-def _read_process(pid: int, prefix: Path) -> NginxProcess | None:
-    """The process `pid` if it is an nginx process whose working directory is `prefix` (resolved)."""
+def _read_process(pid: int, prefix: Path, vouching_group: int | None = None) -> NginxProcess | None:
+    """The process `pid` if it is an nginx process whose working directory is `prefix` (resolved), or, when
+    those cannot be read, an nginx process in `vouching_group` (see the module doc)."""
     proc = Path("/proc") / str(pid)
+    try:
+        fields = _stat_fields((proc / "stat").read_text())
+        title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None  # gone
     try:
         exe = os.readlink(proc / "exe")
         cwd = os.readlink(proc / "cwd")
-        stat_text = (proc / "stat").read_text()
-        title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except PermissionError:
+        if vouching_group is not None and int(fields[2]) == vouching_group and title.startswith("nginx: "):
+            return NginxProcess(pid, int(fields[1]), title, vouching_group)
+        return None
     except OSError:
-        return None  # gone, a kernel thread, or not ours to read
+        return None  # gone, or a kernel thread
     if os.path.basename(exe).split(" ")[0] != "nginx" or cwd != str(prefix):
         return None
-    return NginxProcess(pid, _ppid(stat_text), title)
+    return NginxProcess(pid, int(fields[1]), title)
 
 
-def instance_processes(prefix: Path) -> list[NginxProcess]:
-    """Every nginx process of the instance whose prefix is `prefix`."""
+def recorded_master(pid_file: Path) -> int | None:
+    """The pid the instance's last master wrote to `pid_file`, alive or not (a killed master leaves it)."""
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def instance_processes(prefix: Path, vouching_group: int | None = None) -> list[NginxProcess]:
+    """Every nginx process of the instance whose prefix is `prefix`, and those in `vouching_group` that this
+    process may not read (see the module doc)."""
     prefix = prefix.resolve()  # /proc shows working directories without symlinks
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            process = _read_process(int(entry), prefix)
+            process = _read_process(int(entry), prefix, vouching_group)
             if process:
                 found.append(process)
     return found
@@ -76,11 +102,8 @@ def instance_processes(prefix: Path) -> list[NginxProcess]:
 
 def running_master(prefix: Path, pid_file: Path) -> NginxProcess | None:
     """The process named by `pid_file` if it is this instance's live master."""
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    process = _read_process(pid, prefix.resolve())
+    pid = recorded_master(pid_file)
+    process = _read_process(pid, prefix.resolve()) if pid is not None else None
     return process if process and process.is_master else None
 
 
@@ -98,7 +121,7 @@ def workers_of(master: int, prefix: Path) -> list[NginxProcess]:
             continue
         proc = Path("/proc") / entry
         try:
-            if _ppid((proc / "stat").read_text()) != master:
+            if int(_stat_fields((proc / "stat").read_text())[1]) != master:
                 continue
             title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, ValueError):
@@ -130,7 +153,7 @@ def send_signal(process: NginxProcess, prefix: Path, sig: int) -> bool:
     except OSError:
         return False
     try:
-        if _read_process(process.pid, prefix.resolve()) is None:
+        if _read_process(process.pid, prefix.resolve(), process.vouching_group) is None:
             return False
         signal.pidfd_send_signal(fd, sig)
         return True
@@ -142,7 +165,7 @@ def send_signal(process: NginxProcess, prefix: Path, sig: int) -> bool:
 
 def is_alive(process: NginxProcess, prefix: Path) -> bool:
     """True while `process` is still the same process of this instance."""
-    return _read_process(process.pid, prefix.resolve()) is not None
+    return _read_process(process.pid, prefix.resolve(), process.vouching_group) is not None
 
 
 def stop_stale(prefix: Path, grace_seconds: float = 5.0) -> int:
