@@ -14,6 +14,7 @@ import pytest
 from services import cli
 from services.common import settings as settings_mod
 from services.tools import ingress_nginx_args as m
+from tests.support.ingress_nginx_deploy import CLOUD_DEPLOY_COMMAND, HELM_DEFAULT_COMMAND, POD_ENV
 
 # docs/user-guide/cli-arguments.md, every row (`-v, --v Level` is `v`).
 DOCUMENTED_FLAGS = """
@@ -40,30 +41,6 @@ skip_headers one_output skip_log_headers stderrthreshold alsologtostderrthreshol
 """.split()
 EVERY_FLAG = DOCUMENTED_FLAGS + UNDOCUMENTED_FLAGS + KLOG_FLAGS
 
-# deploy/static/provider/cloud/deploy.yaml (controller-v1.15.1), the controller container's args.
-CLOUD_DEPLOY_ARGS = [
-    "/nginx-ingress-controller",
-    "--publish-service=$(POD_NAMESPACE)/ingress-nginx-controller",
-    "--election-id=ingress-nginx-leader",
-    "--controller-class=k8s.io/ingress-nginx",
-    "--ingress-class=nginx",
-    "--configmap=$(POD_NAMESPACE)/ingress-nginx-controller",
-    "--validating-webhook=:8443",
-    "--validating-webhook-certificate=/usr/local/certificates/cert",
-    "--validating-webhook-key=/usr/local/certificates/key",
-]
-# The Helm chart (4.15.1) with its default values, `helm install ingress-nginx ingress-nginx/ingress-nginx`.
-HELM_DEFAULT_ARGS = [
-    "/nginx-ingress-controller",
-    "--publish-service=$(POD_NAMESPACE)/ingress-nginx-controller",
-    "--election-id=ingress-nginx-leader",
-    "--controller-class=k8s.io/ingress-nginx",
-    "--ingress-class=nginx",
-    "--configmap=$(POD_NAMESPACE)/ingress-nginx-controller",
-    "--validating-webhook=:8443",
-    "--validating-webhook-certificate=/usr/local/certificates/cert",
-    "--validating-webhook-key=/usr/local/certificates/key",
-]
 # The same chart, release "edge", with the values people change most: controller.metrics.enabled,
 # enableAnnotationValidations false, defaultBackend.enabled, scope.enabled, tcp, electionTTL, and
 # extraArgs {enable-ssl-passthrough: "", default-ssl-certificate: ingress/wildcard}.
@@ -86,7 +63,6 @@ HELM_CUSTOM_ARGS = [
     "--default-ssl-certificate=ingress/wildcard",
     "--enable-ssl-passthrough",
 ]
-POD_ENV = {"POD_NAMESPACE": "ingress-nginx", "POD_NAME": "ingress-nginx-controller-5d8f9c-abcde"}
 WEBHOOK_FLAGS = ["validating-webhook", "validating-webhook-certificate", "validating-webhook-key"]
 
 
@@ -274,7 +250,7 @@ EXPECTED_FROM_DEFAULTS = [
 ]
 
 
-@pytest.mark.parametrize("args", [CLOUD_DEPLOY_ARGS, HELM_DEFAULT_ARGS], ids=["cloud-deploy.yaml", "helm-defaults"])
+@pytest.mark.parametrize("args", [CLOUD_DEPLOY_COMMAND, HELM_DEFAULT_COMMAND], ids=["cloud-deploy.yaml", "helm-defaults"])
 def test_ingress_nginx_default_install_translates(args):
     translation = translate(*expand(args, POD_ENV))
     assert translation.up_args == EXPECTED_FROM_DEFAULTS
@@ -288,7 +264,7 @@ def test_ingress_nginx_default_install_translates(args):
     assert (settings.ports.status, settings.ports.ssl_passthrough_proxy) == (10246, 442)
 
 
-@pytest.mark.parametrize("args", [CLOUD_DEPLOY_ARGS, HELM_DEFAULT_ARGS], ids=["cloud-deploy.yaml", "helm-defaults"])
+@pytest.mark.parametrize("args", [CLOUD_DEPLOY_COMMAND, HELM_DEFAULT_COMMAND], ids=["cloud-deploy.yaml", "helm-defaults"])
 def test_unexpanded_default_install_takes_pod_namespace_from_the_environment(args):
     """Outside a pod (podman with -e POD_NAMESPACE) nothing expands $(POD_NAMESPACE) before us."""
     assert translate(*args).up_args == EXPECTED_FROM_DEFAULTS
@@ -367,7 +343,7 @@ def test_security_relevant_flags_are_handled_as_decided(name, expected):
 ])
 def test_a_flag_whose_ignoring_would_weaken_security_is_refused_saying_why_and_what_to_do(argv, named, reason, fix):
     with pytest.raises(m.RefusedFlag) as refused:
-        translate(*CLOUD_DEPLOY_ARGS, *argv)
+        translate(*CLOUD_DEPLOY_COMMAND, *argv)
     message = str(refused.value)
     assert message.startswith(f"{named}: ") and reason in message
     assert "To start pyngress, " in message and fix in message.split("To start pyngress, ")[1]
@@ -396,7 +372,7 @@ def run(*argv: str) -> int:
 
 def test_run_logs_each_ignored_flag_once_and_execs_pyngress_up(execs, capsys, monkeypatch):
     monkeypatch.setenv("POD_NAMESPACE", "ingress-nginx")
-    assert run(*CLOUD_DEPLOY_ARGS, "--maxmind-license-key=s3cr3t", "--validating-webhook=:9443",
+    assert run(*CLOUD_DEPLOY_COMMAND, "--maxmind-license-key=s3cr3t", "--validating-webhook=:9443",
                "--apiserver-host=https://admin:hunter2@10.0.0.1:6443") == 0
     [argv] = execs
     assert argv[1:] == ["up", *EXPECTED_FROM_DEFAULTS]
@@ -416,7 +392,7 @@ def test_a_flag_at_ingress_nginx_default_is_named_at_info(execs, capsys):
 
 
 def test_run_refuses_before_anything_starts(execs, capsys):
-    assert run(*CLOUD_DEPLOY_ARGS, "--disable-catch-all") == 2
+    assert run(*CLOUD_DEPLOY_COMMAND, "--disable-catch-all") == 2
     assert execs == []
     err = capsys.readouterr().err
     assert "error nginx-ingress-controller refusing to start: --disable-catch-all=true:" in err

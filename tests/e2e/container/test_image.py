@@ -29,6 +29,7 @@ import pytest
 import requests
 import yaml
 
+from tests.support.ingress_nginx_deploy import CLOUD_DEPLOY_COMMAND, POD_ENV
 from tests.support.net import free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
@@ -254,12 +255,13 @@ class Container:
     """One `podman run -d --network host` of the image, on free ports; `remove()` deletes it."""
 
     def __init__(self, image: str, manifests: Path, mode: RunMode = AS_ROOT,
-                 entrypoint_args: tuple[str, ...] = ()) -> None:
+                 entrypoint_args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
         self.name = f"pyngress-e2e-{uuid.uuid4().hex[:8]}"
         self.mode = mode
         self.http_port, self.https_port, self.healthz_port = free_port(), free_port(), free_port()
         podman("run", "--detach", "--name", self.name, "--network", "host", "--pull=never",
-               "--volume", f"{manifests}:/manifests:ro", *mode.run_args, image, *entrypoint_args,
+               "--volume", f"{manifests}:/manifests:ro", *mode.run_args,
+               *(f"--env={name}={value}" for name, value in (env or {}).items()), image, *entrypoint_args,
                "--manifests=/manifests", f"--http-port={self.http_port}", f"--https-port={self.https_port}",
                f"--healthz-port={self.healthz_port}", f"--status-port={free_port()}",
                f"--ssl-passthrough-proxy-port={free_port()}")
@@ -459,9 +461,10 @@ def test_static_cni_plugin_is_installed_and_runs(image: str) -> None:
 
 
 def test_ingress_nginx_entrypoint_and_pre_stop_hook(image: str, manifests: Path, backends: Backends) -> None:
-    """An ingress-nginx Deployment passes `/nginx-ingress-controller ARGS` as the container's args, and its
-    preStop hook runs /wait-shutdown: that stops the tree and returns 0 once it has."""
-    wrapped = Container(image, manifests, entrypoint_args=("/nginx-ingress-controller",))
+    """An ingress-nginx Deployment (cloud deploy.yaml, or the Helm chart's defaults: the same args) runs
+    `/nginx-ingress-controller ARGS` in the container, and its preStop hook runs /wait-shutdown: that stops the
+    tree and returns 0 once it has."""
+    wrapped = Container(image, manifests, entrypoint_args=tuple(CLOUD_DEPLOY_COMMAND), env=POD_ENV)
     try:
         wrapped.wait_healthy()
         wait_for_demo_routes(wrapped)

@@ -10,24 +10,11 @@ import pytest
 
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
+from tests.support.ingress_nginx_deploy import CLOUD_DEPLOY_ARGS, POD_ENV
 from tests.support.controller import REPO, VENV_BIN, Controller, ManifestsCluster, tcp_ports_listened_by
 
 WRAPPER = REPO / "deploy" / "nginx-ingress-controller"
-# deploy/static/provider/cloud/deploy.yaml (controller-v1.15.1): the container's args after the program, which
-# the image's entrypoint runs. $(POD_NAMESPACE) is left for the program to expand, as outside a pod nothing
-# else does (in a pod the kubelet has).
-CLOUD_DEPLOY_ARGS = [
-    "--publish-service=$(POD_NAMESPACE)/ingress-nginx-controller",
-    "--election-id=ingress-nginx-leader",
-    "--controller-class=k8s.io/ingress-nginx",
-    "--ingress-class=nginx",
-    "--configmap=$(POD_NAMESPACE)/ingress-nginx-controller",
-    "--validating-webhook=:8443",
-    "--validating-webhook-certificate=/usr/local/certificates/cert",
-    "--validating-webhook-key=/usr/local/certificates/key",
-]
 IGNORED = ["validating-webhook", "validating-webhook-certificate", "validating-webhook-key"]
-POD_ENV = {"POD_NAMESPACE": "ingress-nginx", "POD_NAME": "ingress-nginx-controller-5d8f9c-abcde"}
 
 
 def wrapper_env() -> dict[str, str]:
