@@ -8,6 +8,8 @@ host, and:
 - the fuzzed Ingress is either rejected (a problem names it and it has no routes) or served;
 - either way render() writes an nginx.conf that the real `nginx -t` accepts, and the tables pushed to
   nginx's Lua serialize;
+- read back as nginx reads it, that nginx.conf holds each value only as the arguments it was meant to be
+  (tests/support/injection_check.py);
 - the good Ingress is routed.
 Runs are derandomized and database-less so that CI sees the same examples every time; `nginx -t` runs once
 per distinct nginx.conf.
@@ -34,6 +36,7 @@ from services.syncer.annotations import ANNOTATIONS
 from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES
 from services.syncer.model_types import Model
 from services.nginxconf.render import render
+from tests.support.injection_check import assert_values_stay_arguments
 from tests.support.model_cluster import Cluster
 
 FUZZ = settings(deadline=None, derandomize=True, database=None, max_examples=40)
@@ -242,6 +245,7 @@ def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
     if any(p.startswith(f"Ingress {FUZZED}: ") for p in model.problem_lines()):
         assert FUZZED not in routed_by, model.problem_lines()
     text = render(model.config)
+    assert_values_stay_arguments(model.config, text)
     error = nginx_check.error(text)
     assert error is None, f"nginx -t refused the configuration: {error}\nproblems: {model.problem_lines()}"
     json.dumps([model.routes_json(), model.backends, model.certificates, model.passthrough])
