@@ -19,25 +19,20 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.nginxconf.config_test import NginxConfigError, check_file
-from services.nginxconf.paths import NginxPaths
-from services.nginxconf.prefix import make_self_signed, prepare
+from services.nginxconf.prefix import make_self_signed
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES
 from services.syncer.model_types import Model
 from services.nginxconf.render import render
 from tests.support.injection_check import assert_values_stay_arguments
 from tests.support.model_cluster import Cluster
+from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
 
 FUZZ = settings(deadline=None, derandomize=True, database=None, max_examples=40)
 GOOD, FUZZED = "default/good", "default/fuzz"
@@ -187,35 +182,9 @@ def with_companions(annotations: dict[str, str]) -> dict[str, str]:
 
 # --- the store, the model and nginx -t -----------------------------------------------------------
 
-class NginxCheck:
-    """`nginx -t` on rendered configurations, once per distinct text."""
-
-    def __init__(self, base: Path) -> None:
-        self.paths = NginxPaths.of(base / "state", base / "run")
-        prepare(self.paths)
-        self._verdicts: dict[str, str | None] = {}
-
-    def error(self, text: str) -> str | None:
-        if text not in self._verdicts:
-            conf = self.paths.prefix / "fuzz.conf"
-            conf.write_text(text)
-            try:
-                check_file(self.paths, conf)
-                self._verdicts[text] = None
-            except NginxConfigError as err:
-                self._verdicts[text] = str(err)
-        return self._verdicts[text]
-
-
 @pytest.fixture(scope="module")
 def nginx_check() -> Iterator[NginxCheck]:
-    # Not under pytest's tmp_path, whose parents are 0700 (see conftest.py's nginx_factory).
-    base = Path(tempfile.mkdtemp(prefix="pyngress-fuzz-", dir="/tmp"))
-    os.chmod(base, 0o711)
-    try:
-        yield NginxCheck(base)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    yield from nginx_check_in_tmp()
 
 
 @pytest.fixture(scope="module")
