@@ -43,6 +43,12 @@ class Document:
     item_lines: list[int] = field(default_factory=list)
 
 
+def _key_given_twice(mapping: yaml.MappingNode, key: yaml.Node, *, first_line: int) -> yaml.YAMLError:
+    return yaml.constructor.ConstructorError(
+        "while constructing a mapping", mapping.start_mark,
+        f"key {key.value!r} is given twice (first on line {first_line}); remove one of them", key.start_mark)
+
+
 class _ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[tuple[str, str], int] = {}
@@ -53,10 +59,7 @@ class _ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
                 continue  # `<<` merges may legitimately be overridden by the mapping's own keys
             first_line = seen.get((key_node.tag, key_node.value))
             if first_line is not None:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"key {key_node.value!r} is given twice (first on line {first_line}); remove one of them",
-                    key_node.start_mark)
+                raise _key_given_twice(node, key_node, first_line=first_line)
             seen[(key_node.tag, key_node.value)] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
@@ -66,6 +69,70 @@ _ManifestLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
 }
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+# Deeper than any manifest nests; an alias that refers to itself would recurse forever.
+_MAX_DEPTH = 100
+# The implicit tag of each plain scalar seen, by its text: manifests repeat the same few hundred words
+# ("Prefix", "80", "nginx", "true"), and PyYAML's resolver tries its regular expressions on each again.
+_resolved: dict[str, str] = {}
+_RESOLVED_MAX = 100_000
+
+
+def _resolve_cached(loader: _ManifestLoader, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+    if kind is not yaml.ScalarNode or not implicit[0]:
+        return _BaseLoader.resolve(loader, kind, value, implicit)
+    tag = _resolved.get(value)
+    if tag is None:
+        if len(_resolved) >= _RESOLVED_MAX:
+            _resolved.clear()
+        tag = _resolved[value] = _BaseLoader.resolve(loader, kind, value, implicit)
+    return tag
+
+
+_ManifestLoader.resolve = _resolve_cached  # type: ignore[method-assign]
+
+
+class _NeedsFullConstructor(Exception):
+    """A document uses what only PyYAML's constructor builds right: merge keys, tagged collections,
+    collection keys, or an alias that refers to itself."""
+
+
+def _build(loader: _ManifestLoader, node: yaml.Node, depth: int = 0) -> Any:
+    """The value of `node`, as _ManifestLoader.construct_document would make it, faster: strings, lists and
+    dicts are built here, other scalars by PyYAML's own constructors (ints, bools, nulls, floats as YAML 1.1
+    reads them)."""
+    if depth > _MAX_DEPTH:
+        raise _NeedsFullConstructor()
+    kind = type(node)
+    if kind is yaml.ScalarNode:
+        if node.tag == _STR_TAG:
+            return node.value
+        constructor = loader.yaml_constructors.get(node.tag) or loader.yaml_constructors[None]
+        return constructor(loader, node)
+    if kind is yaml.SequenceNode and node.tag == _SEQ_TAG:
+        return [_build(loader, item, depth + 1) for item in node.value]
+    if kind is not yaml.MappingNode or node.tag != _MAP_TAG:
+        raise _NeedsFullConstructor()
+    mapping: dict[Any, Any] = {}
+    key_nodes: dict[tuple[str, str], yaml.Node] = {}
+    for key_node, value_node in node.value:
+        if type(key_node) is not yaml.ScalarNode or key_node.tag == "tag:yaml.org,2002:merge":
+            raise _NeedsFullConstructor()
+        first = key_nodes.setdefault((key_node.tag, key_node.value), key_node)
+        if first is not key_node:
+            raise _key_given_twice(node, key_node, first_line=first.start_mark.line + 1)
+        mapping[_build(loader, key_node, depth + 1)] = _build(loader, value_node, depth + 1)
+    return mapping
+
+
+def _construct(loader: _ManifestLoader, node: yaml.Node) -> Any:
+    try:
+        return _build(loader, node)
+    except _NeedsFullConstructor:
+        return loader.construct_document(node)
 
 
 def _decode(data: bytes) -> str:
@@ -93,7 +160,7 @@ def _parse_yaml(text: str) -> list[Document]:
             node = loader.get_node()
             if node is None:
                 continue
-            data = loader.construct_document(node)
+            data = _construct(loader, node)
             if data is None:
                 continue  # an empty document (a stray `---`), as kubectl skips it
             documents.append(Document(index=len(documents) + 1, line=node.start_mark.line + 1, data=data,
