@@ -1,0 +1,126 @@
+"""Requests per second and p99 latency through one plain Ingress, beside a static nginx `proxy_pass`
+configuration for the same host and backend, same run.
+
+Backend: an nginx answering 200 "ok" on loopback (one worker). Static baseline: nginx with the same
+worker count as pyngress's (`worker_processes auto`), one `server` for the host, `proxy_pass` to an
+upstream with `keepalive 32`, HTTP/1.1 upstream with an empty Connection header, no Lua module. pyngress:
+a running controller (manifests mode) with one Ingress for the host. Load: wrk, 2 threads, 32
+connections, keep-alive, in rounds that alternate between the two so that load from elsewhere on the
+machine spreads over both; medians, and the median of same-round ratios.
+Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support import k8s  # noqa: E402
+from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
+from tests.support.net import free_port, wait_for  # noqa: E402
+
+HOST = "bench.dataplane.test"
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def start_nginx(directory: Path, *, workers: str, body: str) -> subprocess.Popen:
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o755)
+    temp = "".join(f"{kind}_temp_path {directory}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi",
+                                                                            "uwsgi", "scgi"))
+    conf = directory / "nginx.conf"
+    conf.write_text(f"daemon off; worker_processes {workers}; pid {directory}/nginx.pid; "
+                    f"error_log {directory}/error.log error;\n"
+                    f"events {{ worker_connections 16384; multi_accept on; }}\n"
+                    f"http {{ access_log off; {temp} {body} }}\n")
+    return subprocess.Popen(["nginx", "-p", str(directory), "-c", str(conf)])
+
+
+def stop_nginx(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGQUIT)
+    process.wait(30)
+
+
+def wrk(port: int, seconds: float) -> tuple[float, float]:
+    """(requests per second, p99 latency in seconds)."""
+    out = subprocess.run(["wrk", "-t2", "-c32", f"-d{max(1, round(seconds))}s", "--latency", "-H", f"Host: {HOST}",
+                          f"http://127.0.0.1:{port}/"], capture_output=True, text=True, check=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
+    value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()
+    if "Non-2xx" in out:
+        raise SystemExit(f"non-2xx answers during the load:\n{out}")
+    return rate, float(value) * _UNITS[unit]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        os.chmod(work, 0o755)
+        backend_port, static_port = free_port(), free_port()
+        backend = start_nginx(work / "backend", workers="1", body=(
+            f'server {{ listen 127.0.0.1:{backend_port} backlog=4096; keepalive_requests 100000; '
+            f'location / {{ return 200 "ok"; }} }}'))
+        static = start_nginx(work / "static", workers="auto", body=(
+            f"upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 32; }} "
+            f"server {{ listen 127.0.0.1:{static_port} backlog=4096; server_name {HOST}; "
+            f"location / {{ proxy_http_version 1.1; proxy_set_header Connection \"\"; "
+            f"proxy_set_header Host $host; proxy_pass http://backend; }} }}"))
+        cluster = ManifestsCluster(work / "manifests")
+        cluster.apply(k8s.ingress_class("nginx"), k8s.service("web"),
+                      k8s.endpoint_slice("web", ["127.0.0.1"], backend_port),
+                      k8s.ingress("web", [k8s.rule(HOST, ("/", "Prefix", "web", 80))]))
+        (work / "pyngress").mkdir()
+        controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning"])
+        controller.start()
+        try:
+            wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")
+            wait_for(lambda: _answers(static_port), 10, what="static nginx up")
+            wrk(controller.http_port, 1)  # warm both: Lua code cache, upstream keepalive connections
+            wrk(static_port, 1)
+            ours, base = [], []
+            for _ in range(args.rounds):
+                ours.append(wrk(controller.http_port, args.seconds))
+                base.append(wrk(static_port, args.seconds))
+                time.sleep(0.5)
+        finally:
+            controller.stop()
+            stop_nginx(static)
+            stop_nginx(backend)
+    rate_ratios = [o[0] / b[0] for o, b in zip(ours, base)]
+    p99_ratios = [o[1] / b[1] for o, b in zip(ours, base)]
+    print(f"one plain Ingress vs static nginx proxy_pass, wrk -t2 -c32, {args.rounds} rounds of {args.seconds} s")
+    print(f"{'':10} {'req/s (median)':>15} {'p99 (median)':>13}")
+    for name, runs in (("pyngress", ours), ("static", base)):
+        print(f"{name:10} {statistics.median(r for r, _ in runs):>15.0f} "
+              f"{statistics.median(p for _, p in runs) * 1000:>11.2f}ms")
+    print(f"req/s ratio (median of rounds): {statistics.median(rate_ratios):.2f}x "
+          f"(rounds: {', '.join(f'{r:.2f}' for r in rate_ratios)})")
+    print(f"p99 ratio (median of rounds): {statistics.median(p99_ratios):.2f}x "
+          f"(rounds: {', '.join(f'{r:.2f}' for r in p99_ratios)})")
+    print("targets: req/s >= 0.9x static, p99 <= 1.2x static")
+
+
+def _answers(port: int) -> bool:
+    try:
+        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", f"Host: {HOST}",
+                              f"http://127.0.0.1:{port}/"], capture_output=True, text=True, timeout=5).stdout
+        return out == "200"
+    except subprocess.TimeoutExpired:
+        return False
+
+
+if __name__ == "__main__":
+    main()
