@@ -45,12 +45,11 @@ def cmd_add(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
             address = IPv4Interface(f"{ip}/{ipam.subnet.prefixlen}")
         try:
             with _doing(f"creating veth pair {host_name} / {env.ifname}"):
-                netlink.delete_link(ipr, host_name)  # left by an earlier attempt
                 host_mac = netlink.create_veth(ipr, host_name=host_name, pod_ifname=env.ifname, netns_fd=ns.fd,
                                                bridge_index=bridge, mtu=net.mtu)
             pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, replace_default_route=False)
             if net.ip_masq:
-                _ensure_masquerade(net, ipam)
+                _ensure_masquerade(net, ipam, trust_seconds=masquerade.RECHECK_SECONDS)
         except BaseException:
             _undo_add(ipr, host_name=host_name, store=store, owner=env.attachment)
             raise
@@ -219,10 +218,10 @@ def _doing(what: str) -> Iterator[None]:
         raise CniError(INTERNAL, f"{what} failed: {e}") from e
 
 
-def _ensure_masquerade(net: NetworkConfig, ipam: IpamConfig) -> None:
+def _ensure_masquerade(net: NetworkConfig, ipam: IpamConfig, *, trust_seconds: float = 0.0) -> None:
     with _doing(f"installing the masquerade rule for {ipam.subnet}"):
         masquerade.enable_ip_forwarding()
-        masquerade.ensure(net.name, ipam.subnet)
+        masquerade.ensure(net.name, ipam.subnet, trust_seconds=trust_seconds)
 
 
 def _undo_add(ipr: IPRoute, *, host_name: str, store: AllocationStore, owner: AttachmentId) -> None:

@@ -5,19 +5,25 @@ rule: from the subnet, to anywhere outside it (and not multicast), masquerade. T
 the last pod of a network goes: they cost nothing, another pod may come any moment, and removing
 them would race with an ADD in another worker. `remove` exists for tearing a network down.
 
-Applying a batch with `nft -f` takes ~14 ms, listing a chain ~2 ms, so `ensure` lists first and
-writes only when the chain is missing or differs. Each batch is atomic (flush + add), so workers
-applying it at once still leave exactly one rule.
+Applying a batch with `nft -f` takes ~14 ms, listing a chain 2-5 ms (a process start each), so `ensure`
+lists first and writes only when the chain is missing or differs; and an ADD trusts a check this process
+made in the last RECHECK_SECONDS instead of listing again (a rule deleted by hand comes back with the first
+ADD after that; CHECK and UPDATE always look). Each batch is atomic (flush + add), so workers applying it
+at once still leave exactly one rule.
 """
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from ipaddress import IPv4Network
 
 TABLE = "pyngress"
 FAMILY = "inet"
 _MULTICAST = IPv4Network("224.0.0.0/4")
+RECHECK_SECONDS = 10.0
+# (network, subnet) -> when this process last saw or wrote the rule (time.monotonic()).
+_confirmed: dict[tuple[str, IPv4Network], float] = {}
 
 
 class NftError(Exception):
@@ -28,9 +34,14 @@ def chain_name(network: str) -> str:
     return f"masq-{network}"
 
 
-def ensure(network: str, subnet: IPv4Network) -> bool:
-    """Makes the network's masquerade rule present; True if it had to be (re)written."""
+def ensure(network: str, subnet: IPv4Network, *, trust_seconds: float = 0.0) -> bool:
+    """Makes the network's masquerade rule present; True if it had to be (re)written. With `trust_seconds`,
+    a check or write by this process that recent is taken as still true."""
+    seen = _confirmed.get((network, subnet))
+    if seen is not None and time.monotonic() - seen < trust_seconds:
+        return False
     if is_present(network, subnet):
+        _confirmed[(network, subnet)] = time.monotonic()
         return False
     chain = {"family": FAMILY, "table": TABLE, "name": chain_name(network)}
     _run(["-f", "-"], stdin={"nftables": [
@@ -41,6 +52,7 @@ def ensure(network: str, subnet: IPv4Network) -> bool:
                           "comment": f"pyngress: masquerade pods of network {network}",
                           "expr": _rule_expr(subnet)}}},
     ]})
+    _confirmed[(network, subnet)] = time.monotonic()
     return True
 
 
@@ -55,6 +67,8 @@ def is_present(network: str, subnet: IPv4Network) -> bool:
 
 def remove(network: str) -> None:
     """Deletes the network's chain; a missing chain or table is fine."""
+    for key in [key for key in _confirmed if key[0] == network]:
+        _confirmed.pop(key, None)
     _run(["delete", "chain", FAMILY, TABLE, chain_name(network)], missing_ok=True)
 
 

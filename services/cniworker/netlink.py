@@ -102,14 +102,22 @@ def delete_link(ipr: IPRoute, name: str) -> bool:
 def create_veth(ipr: IPRoute, *, host_name: str, pod_ifname: str, netns_fd: int, bridge_index: int, mtu: int) -> str:
     """A veth pair whose host end is up on the bridge with hairpin on, and whose other end is
     created directly inside the pod's namespace (so `eth0` never clashes with a host interface).
-    Returns the host end's MAC."""
-    try:
+    A host end left by an earlier attempt of the same attachment is replaced. Returns the host end's MAC."""
+    def add() -> None:
         ipr.link("add", ifname=host_name, kind="veth", mtu=mtu, master=bridge_index, state="up",
                  peer={"ifname": pod_ifname, "net_ns_fd": netns_fd, "mtu": mtu})
+    try:
+        try:
+            add()
+        except NetlinkError as e:
+            # Deleting first would cost every ADD a round trip for what is rare.
+            if e.code != errno.EEXIST or not delete_link(ipr, host_name):
+                raise
+            add()
     except NetlinkError as e:
         if e.code != errno.EEXIST:
             raise
-        # The caller deleted any stale host end first, so the clash is inside the pod.
+        # No stale host end (or it is gone now), so the clash is inside the pod.
         raise CniError(INVALID_ENV, f"cannot create interface {pod_ifname} in the pod: an interface with that "
                                     "name exists there already",
                        details="choose another CNI_IFNAME, or DEL the attachment that created it") from None

@@ -1,6 +1,7 @@
 """ipMasq: one masquerade rule per network in nftables table inet pyngress, checked and repaired."""
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 
@@ -44,3 +45,15 @@ def test_a_missing_rule_fails_check_and_update_puts_it_back(pods, restore_ip_for
     chains = json.loads(pods.sh("nft", "-j", "list", "table", masquerade.FAMILY, masquerade.TABLE).stdout)
     hooked = [c["chain"] for c in chains["nftables"] if c.get("chain", {}).get("name") == masquerade.chain_name(pods.name)]
     assert (hooked[0]["type"], hooked[0]["hook"]) == ("nat", "postrouting")
+
+
+def test_an_add_trusts_a_recent_check_and_looks_again_after_it(pods, restore_ip_forward):
+    """ADD skips the `nft` listing (a process start) for RECHECK_SECONDS after this process saw the rule; a
+    rule deleted behind its back is back with the first ensure() that looks."""
+    subnet = ipaddress.IPv4Network(pods.subnet)
+    assert masquerade.ensure(pods.name, subnet) is True
+    pods.sh("nft", "delete", "chain", masquerade.FAMILY, masquerade.TABLE, masquerade.chain_name(pods.name))
+    assert masquerade.ensure(pods.name, subnet, trust_seconds=masquerade.RECHECK_SECONDS) is False
+    assert masquerade_rules(pods) == []
+    assert masquerade.ensure(pods.name, subnet, trust_seconds=0) is True
+    assert len(masquerade_rules(pods)) == 1
