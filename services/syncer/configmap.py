@@ -85,6 +85,14 @@ class ControllerConfig:
     use_forwarded_headers: bool = False
     use_proxy_protocol: bool = False
     annotations_risk_level: Risk = Risk.HIGH
+    strict_validate_path_type: bool = True
+    annotation_value_word_blocklist: tuple[str, ...] = ()
+
+
+def _words(value: str) -> tuple[str, ...]:
+    """A comma-separated list of words; empty items are dropped (ingress-nginx would let an empty word block
+    every value)."""
+    return tuple(dict.fromkeys(word.strip() for word in value.split(",") if word.strip()))
 
 
 def _flag(value: str) -> bool:
@@ -102,6 +110,8 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "use-forwarded-headers": ("use_forwarded_headers", _flag),
     "use-proxy-protocol": ("use_proxy_protocol", _flag),
     "annotations-risk-level": ("annotations_risk_level", _risk),
+    "strict-validate-path-type": ("strict_validate_path_type", _flag),
+    "annotation-value-word-blocklist": ("annotation_value_word_blocklist", _words),
 }
 
 

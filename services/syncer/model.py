@@ -31,6 +31,8 @@ from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts
 PATH_KINDS = {"Exact": "exact", "Prefix": "prefix", "ImplementationSpecific": "prefix"}
 # The path characters the Lua router takes as plain text (RFC 3986 path characters minus quotes and ';').
 _PATH = re.compile(r"/[A-Za-z0-9\-._~%!$&()*+,=:@/]*")
+# ConfigMap strict-validate-path-type (the default): Exact and Prefix paths as ingress-nginx allows them.
+_STRICT_PATH = re.compile(r"/[A-Za-z0-9._\-/]*")
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
 _HOST = re.compile(rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})*")
 _NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # Service and port names (DNS labels)
@@ -109,7 +111,7 @@ def _host(rule: Mapping[str, Any]) -> str:
     return lowered
 
 
-def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str) -> PathRule:
+def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_path_types: bool) -> PathRule:
     path, path_type = entry.get("path") or "/", entry.get("pathType") or "ImplementationSpecific"
     where = f"host {host} path {path!r}"
     kind = PATH_KINDS.get(path_type)
@@ -118,6 +120,10 @@ def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str) -> PathRu
     if not isinstance(path, str) or not _PATH.fullmatch(path):
         raise IngressRejected(f"{where}: a path must start with / and contain only letters, digits and "
                               "-._~%!$&()*+,=:@/ (regular expressions are not supported)")
+    if strict_path_types and path_type != "ImplementationSpecific" and not _STRICT_PATH.fullmatch(path):
+        raise IngressRejected(f"{where}: with pathType {path_type} a path may hold only letters, digits and "
+                              "'.', '_', '-', '/' (the ConfigMap's strict-validate-path-type); use pathType "
+                              "ImplementationSpecific for other characters")
     if kind == "prefix":
         # Kubernetes: prefix "/foo/" matches "/foo" too, so it is the same prefix as "/foo".
         path = path.rstrip("/") or "/"
@@ -126,7 +132,7 @@ def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str) -> PathRu
 
 
 def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
-                 annotations: IngressAnnotations) -> IngressPlan:
+                 annotations: IngressAnnotations, strict_path_types: bool = True) -> IngressPlan:
     """Validate one Ingress's spec; raise IngressRejected saying what to change."""
     spec = ingress.get("spec") or {}
     hosts: dict[str, None] = {}
@@ -135,7 +141,7 @@ def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
         host = _host(rule)
         hosts[host] = None
         for entry in (rule.get("http") or {}).get("paths") or ():
-            paths.append(_path_rule(entry, namespace=namespace, host=host))
+            paths.append(_path_rule(entry, namespace=namespace, host=host, strict_path_types=strict_path_types))
     default = spec.get("defaultBackend")
     return IngressPlan(
         ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
@@ -159,13 +165,14 @@ def _tls_entry(entry: Mapping[str, Any]) -> TlsEntry:
 class AnnotationParser:
     """parse_annotations, once per distinct set of our annotations: Ingresses often share them."""
 
-    def __init__(self, prefix: str, max_risk: Risk) -> None:
-        self.prefix, self.max_risk = prefix, max_risk
+    def __init__(self, prefix: str, max_risk: Risk, *, blocked_words: tuple[str, ...] = ()) -> None:
+        self.prefix, self.max_risk, self.blocked_words = prefix, max_risk, blocked_words
         self._start = prefix + "/"
         self._cache: dict[tuple[tuple[str, str], ...], IngressAnnotations | InvalidAnnotation] = {}
 
     def parse(self, annotations: Mapping[str, Any]) -> IngressAnnotations:
         ours = {k: v for k, v in annotations.items() if k.startswith(self._start)}
+        self._refuse_blocked_words(ours)
         if not all(isinstance(v, str) for v in ours.values()):
             return parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk)
         key = tuple(sorted(ours.items()))
@@ -179,6 +186,16 @@ class AnnotationParser:
         if isinstance(result, InvalidAnnotation):
             raise result
         return result
+
+    def _refuse_blocked_words(self, ours: Mapping[str, Any]) -> None:
+        """The ConfigMap's annotation-value-word-blocklist, as ingress-nginx applies it: a value of one of our
+        annotations holding any listed word (as a substring) refuses the Ingress."""
+        for name, value in sorted(ours.items()):
+            for word in self.blocked_words:
+                if isinstance(value, str) and word in value:
+                    raise InvalidAnnotation(name, value=value,
+                                            reason=f"it contains {word!r}, a word the ConfigMap's "
+                                                   "annotation-value-word-blocklist forbids")
 
 
 @dataclass(kw_only=True)
@@ -330,12 +347,13 @@ def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str
 
 
 def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: AnnotationParser,
-           problems: list[Problem], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
+           strict_path_types: bool, problems: list[Problem], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
     plans = []
     for namespace, name, ingress in ingresses:
         try:
             annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
-            plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations)
+            plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
+                                strict_path_types=strict_path_types)
             # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
             check_profile(plan.profile)
         except (IngressRejected, InvalidAnnotation, RenderError) as err:
@@ -363,9 +381,10 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     """
     index = StoreIndex.of(store)
     config, problems = load_controller_config(store, settings.ingress.configmap)
-    parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level)
-    plans = _plans(_our_ingresses(index, settings), parser=parser, problems=problems,
-                   refused_profiles=refused_profiles or {})
+    parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
+                              blocked_words=config.annotation_value_word_blocklist)
+    plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
+                   problems=problems, refused_profiles=refused_profiles or {})
 
     resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
                                allow_external_name=not settings.ingress.disable_svc_external_name)

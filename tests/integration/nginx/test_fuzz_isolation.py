@@ -158,6 +158,8 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "hsts-include-subdomains": booleans, "hsts-preload": booleans, "use-forwarded-headers": booleans,
     "use-proxy-protocol": booleans,
     "annotations-risk-level": st.sampled_from(["Low", "Medium", "High", "Critical", "critical", "none"]),
+    "strict-validate-path-type": booleans,
+    "annotation-value-word-blocklist": st.lists(hostile, max_size=5).map(",".join),
 }
 
 
