@@ -406,12 +406,12 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             http_plans.append(plan)
 
     secrets = TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate)
-    tls_secrets = _tls_secrets(http_plans, merger=merger, secrets=secrets)
+    tls_secrets, tls_hosts = _tls_secrets(http_plans, merger=merger, secrets=secrets)
     if settings.ingress.default_ssl_certificate and (problem := secrets.problem(settings.ingress.default_ssl_certificate)):
         problems.append(Problem.warning(f"--default-ssl-certificate {settings.ingress.default_ssl_certificate}",
                                         f"{problem}; serving the generated fake certificate instead"))
     hsts = hsts_header(config)
-    for host, secret in tls_secrets.items():
+    for host in tls_hosts:
         host_routes = merger.routes[host]
         host_routes.tls, host_routes.hsts = True, hsts
 
@@ -434,8 +434,11 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     )
 
 
-def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger, secrets: TlsSecrets) -> dict[str, str]:
-    """Routed host → the Secret that serves it, as ingress-nginx chooses it.
+def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger,
+                 secrets: TlsSecrets) -> tuple[dict[str, str], set[str]]:
+    """(routed host → the Secret that serves it, as ingress-nginx chooses it; the routed hosts served as TLS
+    hosts: those with a certificate, and those an Ingress's spec.tls lists whose Secret is missing or unusable,
+    which ingress-nginx still redirects to HTTPS and serves with the default certificate).
 
     An Ingress's spec.tls (its listed hosts, and the names in its certificates) applies only to the hosts
     of that same Ingress's rules: another tenant's TLS section can neither turn on the redirect and HSTS
@@ -443,6 +446,7 @@ def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger, secrets: TlsS
     oldest with a certificate for it wins, as for paths.
     """
     certificates: dict[str, str] = {}
+    listed: set[str] = set()
     for plan in plans:
         found, problems = secrets.for_ingress(plan.namespace, plan.tls)
         for problem in problems:
@@ -453,7 +457,11 @@ def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger, secrets: TlsS
                     merger.warn(plan, f"spec.tls lists {host}, which none of this Ingress's rules name; ignored "
                                       "(TLS applies only to the hosts of the same Ingress)")
         for host in plan.hosts:
-            secret = certificate_for(host, found) if host in merger.routes and host != CATCH_ALL_HOST else None
+            if host not in merger.routes or host == CATCH_ALL_HOST:
+                continue
+            secret = certificate_for(host, found)
             if secret:
                 certificates.setdefault(host, secret)
-    return dict(sorted(certificates.items()))
+            if any(names_match(host, list(entry.hosts)) for entry in plan.tls):
+                listed.add(host)
+    return dict(sorted(certificates.items())), listed | certificates.keys()

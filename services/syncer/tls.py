@@ -9,7 +9,8 @@ Which certificate a host gets, as ingress-nginx chooses it (the oldest Ingress f
    generated "Kubernetes Ingress Controller Fake Certificate").
 A Secret is usable when it has type kubernetes.io/tls, its tls.crt and tls.key are valid base64 and
 OpenSSL loads them as a certificate with its key; otherwise its hosts are served without it, with a
-problem saying why.
+problem saying why. A host its own Ingress lists in spec.tls stays a TLS host either way (redirect to
+HTTPS, HSTS), served with the default certificate, as ingress-nginx does.
 """
 from __future__ import annotations
 
@@ -145,11 +146,12 @@ class TlsSecrets:
             hosts = entry.hosts
             if ref is None:
                 problems.append(f"TLS entry for {', '.join(hosts)} has no secretName and there is no "
-                                "--default-ssl-certificate; served without TLS")
+                                "--default-ssl-certificate; served with the generated fake certificate")
                 continue
             problem = self.problem(ref)
             if problem:
-                problems.append(f"TLS Secret {ref} {problem}; {', '.join(hosts) or 'its hosts'} served without it")
+                problems.append(f"TLS Secret {ref} {problem}; {', '.join(hosts) or 'its hosts'} served with the "
+                                "default certificate")
                 continue
             names = self.names(ref)
             for host in hosts:

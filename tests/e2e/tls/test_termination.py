@@ -88,18 +88,29 @@ def test_a_rotated_certificate_is_served_without_a_reload(tls_stage, ca):
 
 
 def test_a_key_that_does_not_match_is_reported_and_its_host_gets_the_default(tls_stage, ca, fake_certificate):
+    """As ingress-nginx: the host stays a TLS host (redirect, HSTS) and HTTPS answers with the default
+    certificate; the same for a Secret that does not exist."""
     stage = tls_stage
     mismatched = ca.issue("bad.tls.example")
     mismatched = type(mismatched)(mismatched.cert, ca.issue("other.tls.example").key)
     stage.cluster.apply(*stage.backend("TLS-B"), tls_secret("bad-cert", mismatched),
-                        k8s.ingress("bad", [k8s.rule("bad.tls.example", ("/", "Prefix", "tls-b", 80))],
-                                    tls=[{"hosts": ["bad.tls.example"], "secretName": "bad-cert"}]))
-    stage.expect("bad.tls.example", "/", "TLS-B")  # served over plain HTTP: no TLS, so no redirect
+                        k8s.ingress("bad", [k8s.rule("bad.tls.example", ("/", "Prefix", "tls-b", 80)),
+                                            k8s.rule("missing.tls.example", ("/", "Prefix", "tls-b", 80))],
+                                    tls=[{"hosts": ["bad.tls.example"], "secretName": "bad-cert"},
+                                         {"hosts": ["missing.tls.example"], "secretName": "no-such-secret"}]))
+    stage.expect("bad.tls.example", "/", "308")
 
     log = stage.controller.log_path
     wait_for(lambda: "TLS Secret default/bad-cert holds a tls.crt and tls.key that OpenSSL cannot serve"
              in log.read_text(errors="replace"), 10, what="the mismatched key in the controller's log")
-    assert common_name(stage, "bad.tls.example", [fake_certificate], check_hostname=False) == FAKE
+    for host in ("bad.tls.example", "missing.tls.example"):
+        redirect = stage.controller.get("/x?y=1", host)
+        assert (redirect.status_code, redirect.headers["location"]) == (
+            308, f"https://{host}:{stage.controller.https_port}/x?y=1")
+        assert common_name(stage, host, [fake_certificate], check_hostname=False) == FAKE
+        response = https_get(stage.controller.https_port, host, "/", [fake_certificate])
+        assert response.status == 200 and b'"backend": "TLS-B"' in response.body
+        assert response.headers["strict-transport-security"].startswith("max-age=")
 
 
 def test_redirects_and_hsts_follow_annotations_and_the_configmap(tls_stage, ca):

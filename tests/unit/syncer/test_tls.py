@@ -50,21 +50,30 @@ def test_a_host_listed_in_spec_tls_with_a_usable_secret_has_tls_and_hsts(cluster
     ({"data": {"tls.crt": "not base64!", "tls.key": "Zm9v"}},
      "TLS Secret default/app-tls has a tls.crt that is not valid base64"),
 ])
-def test_without_a_usable_secret_the_host_is_served_without_tls(cluster, secret, problem):
+def test_without_a_usable_secret_the_host_stays_a_tls_host_with_the_default_certificate(cluster, secret, problem):
+    """As ingress-nginx: the redirect to HTTPS and HSTS stay, and HTTPS answers with the default certificate."""
     if secret is not None:
         cluster.tls_secret("app-tls", **secret)
     cluster.app(tls=tls("app.example.com"))
     model = cluster.build()
     routes = model.routes["app.example.com"]
-    assert (routes.tls, routes.hsts) == (False, None)
+    assert (routes.tls, routes.ssl_redirect, routes.hsts) == (True, True, HSTS)
     assert model.tls_secrets == {}
-    assert model.problem_lines() == [f"warning: Ingress default/web: {problem}; app.example.com served without it"]
+    assert model.problem_lines() == [f"warning: Ingress default/web: {problem}; app.example.com served with the "
+                                     "default certificate"]
 
 
 def test_the_secret_must_be_in_the_ingress_namespace(cluster):
     cluster.tls_secret("app-tls", ns="other")
     cluster.app(tls=tls("app.example.com"))
-    assert cluster.build().routes["app.example.com"].tls is False
+    model = cluster.build()
+    assert model.tls_secrets == {} and model.routes["app.example.com"].tls is True
+
+
+def test_a_host_without_spec_tls_or_certificate_is_no_tls_host(cluster):
+    cluster.app()
+    routes = cluster.build().routes["app.example.com"]
+    assert (routes.tls, routes.hsts) == (False, None)
 
 
 def test_wildcard_tls_hosts_cover_one_label_of_the_ingresses_own_hosts(cluster):
@@ -106,7 +115,7 @@ def test_oldest_ingress_routing_the_host_chooses_the_certificate(cluster):
 def test_an_entry_without_secret_name_uses_the_default_certificate(cluster):
     cluster.tls_secret("fallback", ns="ingress", data=secret_data("app.example.com"))
     cluster.app(tls=tls("app.example.com", secret=None))
-    assert cluster.build().routes["app.example.com"].tls is False
+    assert cluster.build().routes["app.example.com"].tls is True  # with the generated fake certificate
     assert "no secretName and there is no --default-ssl-certificate" in cluster.build().problem_lines()[0]
     model = cluster.build(default_ssl_certificate="ingress/fallback")
     assert model.tls_secrets == {"app.example.com": "ingress/fallback"} and model.problem_lines() == []
@@ -182,15 +191,15 @@ def test_a_listed_host_the_certificate_does_not_name_is_served_with_a_warning(cl
                               "refuse it"]
 
 
-def test_a_key_that_does_not_match_its_certificate_leaves_the_host_without_tls(cluster):
+def test_a_key_that_does_not_match_its_certificate_leaves_the_host_with_the_default_certificate(cluster):
     cluster.tls_secret("app-tls", data=secret_data("app.example.com", key_of=("someone.else",)))
     cluster.app(tls=tls("app.example.com"))
     model = cluster.build()
-    assert model.routes["app.example.com"].tls is False and model.certificates["certs"] == {}
+    assert model.routes["app.example.com"].tls is True and model.certificates["certs"] == {}
     [problem] = model.problem_lines()
     assert problem.startswith("warning: Ingress default/web: TLS Secret default/app-tls holds a tls.crt and "
                               "tls.key that OpenSSL cannot serve: certificate and key do not load together")
-    assert problem.endswith("; app.example.com served without it")
+    assert problem.endswith("; app.example.com served with the default certificate")
 
 
 def test_the_default_certificate_must_be_usable_to_be_the_default(cluster):
