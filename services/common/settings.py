@@ -145,6 +145,9 @@ class LeaderSettings:
     lease_seconds: int = _flag(30, name="election-lease-seconds", help_text="the Lease's duration", parse=parse_count)
     update_status: bool = _flag(True, name="update-status", help_text="write Ingress status while leading",
                                 parse=parse_bool)
+    update_status_on_shutdown: bool = _flag(True, name="update-status-on-shutdown",
+                                            help_text="clear the Ingresses' status when the leader stops and no "
+                                                      "other replica runs", parse=parse_bool)
     publish_service: str | None = _flag(None, name="publish-service",
                                         help_text="status addresses from this Service, NS/NAME")
     publish_status_address: str | None = _flag(None, name="publish-status-address",

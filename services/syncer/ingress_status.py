@@ -8,12 +8,18 @@ The addresses, as ingress-nginx finds them:
 - else --node-name: that Node's ExternalIP, else its InternalIP;
 - else nothing is written.
 --update-status=false turns all of it off.
+
+On a graceful stop (SIGTERM) the leader clears the status of every Ingress it served, as ingress-nginx's
+--update-status-on-shutdown (default true) does, unless another replica runs: one whose Pod is a ready
+endpoint of the --publish-service Service (read from the store, so it needs no permission on Pods). Without
+--publish-service, or outside a pod (no POD_NAME), pyngress cannot tell and keeps the status.
 """
 from __future__ import annotations
 
 import asyncio
 import ipaddress
 import logging
+import os
 from typing import Any, Callable, Mapping
 
 from kubernetes import client
@@ -28,6 +34,7 @@ log = logging.getLogger(__name__)
 
 Address = dict[str, str]  # {"ip": ...} or {"hostname": ...}
 RESYNC_SECONDS = 60.0  # the publish Service or Node may change without any Ingress changing
+SHUTDOWN_CLEAR_SECONDS = 10.0  # within supervisord's stopwaitsecs for the syncer
 REQUEST_TIMEOUT_SECONDS = (5.0, 15.0)
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -92,6 +99,26 @@ def current_addresses(ingress: dict[str, Any]) -> list[Address]:
     return _sorted({k: e[k] for k in ("ip", "hostname") if e.get(k)} for e in entries)
 
 
+def other_replicas(store: Mapping[str, Any], *, publish_service: str | None, pod_name: str | None) -> list[str] | None:
+    """The Pods other than `pod_name` that are ready endpoints of the publish Service ("NS/NAME"); None when
+    that cannot be told (no publish Service, or no name of our own)."""
+    if not publish_service or not pod_name:
+        return None
+    namespace, _, name = publish_service.partition("/")
+    others = set()
+    for key, obj in store.items():
+        kind, slice_namespace, _ = split_key(key)
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if kind != "EndpointSlice" or slice_namespace != namespace or labels.get("kubernetes.io/service-name") != name:
+            continue
+        for endpoint in obj.get("endpoints") or ():
+            target = endpoint.get("targetRef") or {}
+            ready = (endpoint.get("conditions") or {}).get("ready") is not False
+            if ready and target.get("kind") == "Pod" and target.get("name") not in (None, pod_name):
+                others.add(target["name"])
+    return sorted(others)
+
+
 def served_ingresses(store: Mapping[str, Any], settings: Settings) -> dict[str, dict[str, Any]]:
     """The store's Ingresses that are ours (by class, as the model decides it), by store key."""
     classes = [obj for key, obj in store.items() if key.startswith("IngressClass/")]
@@ -147,6 +174,31 @@ class IngressStatusUpdater:
             except asyncio.TimeoutError:
                 pass
 
+    async def clear_on_shutdown(self, store: Mapping[str, Any]) -> int:
+        """At a graceful stop, while still leading: clear the status of every served Ingress unless another
+        replica runs (see the module doc); returns how many were cleared."""
+        if self.disabled_reason or not self.settings.leader.update_status_on_shutdown:
+            return 0
+        others = other_replicas(store, publish_service=self.settings.leader.publish_service,
+                                pod_name=os.environ.get("POD_NAME"))
+        if others is None:
+            log.info("Ingress status kept at shutdown: without --publish-service and POD_NAME pyngress cannot tell "
+                     "whether another replica runs")
+            return 0
+        if others:
+            log.info("Ingress status kept at shutdown: other replicas run", extra=kv(pods=",".join(others)))
+            return 0
+        cleared = 0
+        try:
+            async with asyncio.timeout(SHUTDOWN_CLEAR_SECONDS):
+                for key, ingress in served_ingresses(store, self.settings).items():
+                    if current_addresses(ingress) and await self._write(key, []):
+                        cleared += 1
+        except TimeoutError:
+            log.warning("Ingress status not cleared everywhere before the stop", extra=kv(cleared=cleared))
+        log.info("Ingress status cleared at shutdown: no other replica runs", extra=kv(ingresses=cleared))
+        return cleared
+
     async def addresses(self) -> list[Address] | None:
         """The addresses to publish; None when there is nothing to publish (then nothing is written)."""
         if self._fixed is not None:
@@ -197,7 +249,8 @@ class IngressStatusUpdater:
                 return False  # deleted meanwhile
             raise
         log.info("Ingress status updated", extra=kv(ingress=f"{namespace}/{name}",
-                                                    addresses=",".join(a.get("ip") or a["hostname"] for a in addresses)))
+                                                    addresses=",".join(a.get("ip") or a["hostname"] for a in addresses)
+                                                    or "(none)"))
         return True
 
     async def _get(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any] | None:

@@ -81,7 +81,10 @@ class LeaderElector:
         return self._leading
 
     async def run(self, on_started_leading: Callable[[], Awaitable[None]],
-                  on_stopped_leading: Callable[[], None] | None = None) -> None:
+                  on_stopped_leading: Callable[[], None] | None = None, *,
+                  before_release: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Campaign until cancelled; while leading, run on_started_leading. When cancelled while leading,
+        before_release runs (still the leader) before the Lease is given up."""
         leading_task: asyncio.Task | None = None
         try:
             while True:
@@ -103,6 +106,11 @@ class LeaderElector:
         finally:
             if self._leading:
                 await self._stop_leading(leading_task, on_stopped_leading)
+                if before_release is not None:
+                    try:
+                        await before_release()
+                    except Exception:  # the Lease is released all the same
+                        log.exception("the leader's last task failed")
                 await self._release()
 
     @staticmethod

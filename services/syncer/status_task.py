@@ -57,7 +57,8 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
         lease_seconds=elector.lease_duration))
     after_sync.append(updater.notify)
     try:
-        await elector.run(lambda: updater.run(current_store))
+        await elector.run(lambda: updater.run(current_store),
+                          before_release=lambda: updater.clear_on_shutdown(current_store()))
     finally:
         after_sync.remove(updater.notify)
         api_client.close()

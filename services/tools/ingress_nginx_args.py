@@ -357,7 +357,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("update-status", BOOL, "true", "write the Ingresses' load-balancer status",
          Maps("update-status", _bool)),
     Flag("update-status-on-shutdown", BOOL, "true", "clear the Ingresses' status when the last replica stops",
-         Ignored("pyngress leaves the status as it is at shutdown; the next leader rewrites it")),
+         Maps("update-status-on-shutdown", _bool)),
     Flag("status-update-interval", INT, "60", "seconds between status checks",
          Ignored("pyngress updates the status when its addresses or the Ingresses change")),
     Flag("report-node-internal-ip-address", BOOL, "false", "status addresses from Nodes' internal IPs",
