@@ -125,6 +125,8 @@ ciphers = st.lists(st.sampled_from(["ECDHE-RSA-AES128-GCM-SHA256", "HIGH", "!aNU
                                     "TLS_AES_128_GCM_SHA256", "FOO", "DEFAULT", "+RSA", "-ALL"]),
                    min_size=1, max_size=4).map(":".join)
 
+_cookie_paths = st.from_regex(r"/[A-Za-z0-9\-._~/]{0,20}", fullmatch=True)
+
 # Valid forms of each annotation's value; `fuzzed` mixes hostile ones in. Every annotation needs one here.
 ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-connect-timeout": durations, "proxy-send-timeout": durations, "proxy-read-timeout": durations,
@@ -143,6 +145,15 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "cors-max-age": numbers,
     "allowlist-source-range": network_lists, "whitelist-source-range": network_lists,
     "upstream-vhost": host_and_ports,
+    "proxy-next-upstream": st.lists(st.sampled_from(["error", "timeout", "http_502", "non_idempotent", "off",
+                                                     "http_418", "updating", ""]), min_size=1, max_size=4).map(" ".join),
+    "proxy-next-upstream-timeout": durations, "proxy-next-upstream-tries": numbers,
+    "proxy-redirect-from": st.one_of(urls, st.sampled_from(["off", "default", "/"])), "proxy-redirect-to": urls,
+    "proxy-cookie-path": st.one_of(st.just("off"), st.builds("{} {}".format, _cookie_paths, _cookie_paths)),
+    "proxy-cookie-domain": st.one_of(st.just("off"), st.builds("{} {}".format, hostnames, hostnames)),
+    "proxy-buffers-number": numbers, "proxy-busy-buffers-size": sizes, "proxy-max-temp-file-size": sizes,
+    "client-body-buffer-size": sizes,
+    "connection-proxy-header": st.sampled_from(["keep-alive", "close", "upgrade", "Keep-Alive", "a b"]),
     **{name: nginx_text for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
                                      "modsecurity-snippet")},
 }
@@ -174,7 +185,8 @@ def annotation_values(name: str) -> st.SearchStrategy[str]:
 
 # Annotations that mean nothing without another one: the fuzzed Ingress gets it too (unless fuzzed itself).
 _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.startswith("cors-")},
-          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"}}
+          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
+          "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"}}
 
 
 def with_companions(annotations: dict[str, str]) -> dict[str, str]:
