@@ -7,6 +7,9 @@ as ingress-nginx names its upstreams. Its endpoints come from the EndpointSlices
 target port number. Endpoints whose `conditions.ready` is false are left out (a missing condition means
 ready, per the API).
 
+With service-upstream, a backend is the Service's cluster IP and port, one endpoint, and kube-proxy picks
+the Pod (a backend name of its own: "<namespace>-<service>-<port>-cluster-ip").
+
 An ExternalName Service resolves to the single endpoint "<externalName>:<port>": a host name, not an
 address, so whatever balances on these endpoints must resolve it (Lua's balancer takes addresses only).
 An ExternalName that names this node itself (localhost, a loopback, unspecified or link-local address, in
@@ -40,10 +43,12 @@ class ServiceRef:
     namespace: str
     service: str
     port: int | str
+    cluster_ip: bool = False  # service-upstream: the Service's cluster IP and port, not its endpoints
 
     @property
     def backend_name(self) -> str:
-        return f"{self.namespace}-{self.service}-{self.port}"
+        # Another Ingress may use the same Service without service-upstream: a name of its own.
+        return f"{self.namespace}-{self.service}-{self.port}" + ("-cluster-ip" if self.cluster_ip else "")
 
 
 @dataclass(frozen=True)
@@ -172,10 +177,27 @@ class BackendResolver:
             return self._external_name(ref, host=spec.get("externalName"), service_port=service_port, where=where)
         if service_port is None:
             return ResolvedBackend(None, problem=f"{where} has no port {ref.port!r}")
+        if ref.cluster_ip:
+            return self._cluster_ip(ref, spec=spec, service_port=service_port, where=where)
         key = (ref.namespace, ref.service, service_port.get("name") or "")
         if key not in self._endpoints:
             self._endpoints[key] = ready_endpoints(self._slices.get(key[:2], ()), key[2])
         return ResolvedBackend(ref.backend_name, self._endpoints[key])
+
+    @staticmethod
+    def _cluster_ip(ref: ServiceRef, *, spec: dict[str, Any], service_port: dict[str, Any],
+                    where: str) -> ResolvedBackend:
+        address = spec.get("clusterIP")
+        try:
+            ip = ipaddress.ip_address(address) if isinstance(address, str) else None
+        except ValueError:
+            ip = None
+        port = service_port.get("port")
+        if ip is None or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            return ResolvedBackend(None, problem=f"{where} has no cluster IP (headless, or not assigned yet), which "
+                                                 "service-upstream proxies to; remove the annotation to use its endpoints")
+        host = f"[{ip}]" if ip.version == 6 else str(ip)
+        return ResolvedBackend(ref.backend_name, (f"{host}:{port}",))
 
     @staticmethod
     def _external_name(ref: ServiceRef, *, host: Any, service_port: dict[str, Any] | None,

@@ -81,7 +81,7 @@ def creation_order(ingress: Mapping[str, Any], *, namespace: str, name: str) -> 
     return when, f"{namespace}/{name}"
 
 
-def _service_ref(backend: Any, *, namespace: str, where: str) -> ServiceRef:
+def _service_ref(backend: Any, *, namespace: str, where: str, cluster_ip: bool) -> ServiceRef:
     if not isinstance(backend, dict) or not isinstance(backend.get("service"), dict):
         if isinstance(backend, dict) and "resource" in backend:
             raise IngressRejected(f"{where}: resource backends are not supported; use backend.service")
@@ -94,9 +94,9 @@ def _service_ref(backend: Any, *, namespace: str, where: str) -> ServiceRef:
     if number is not None:
         if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
             raise IngressRejected(f"{where}: backend service port number {number!r} must be 1-65535")
-        return ServiceRef(namespace=namespace, service=name, port=number)
+        return ServiceRef(namespace=namespace, service=name, port=number, cluster_ip=cluster_ip)
     if isinstance(port_name, str) and _NAME.fullmatch(port_name):
-        return ServiceRef(namespace=namespace, service=name, port=port_name)
+        return ServiceRef(namespace=namespace, service=name, port=port_name, cluster_ip=cluster_ip)
     raise IngressRejected(f"{where}: backend service port needs a number (1-65535) or a name such as http")
 
 
@@ -111,7 +111,8 @@ def _host(rule: Mapping[str, Any]) -> str:
     return lowered
 
 
-def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_path_types: bool) -> PathRule:
+def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_path_types: bool,
+               cluster_ip: bool) -> PathRule:
     path, path_type = entry.get("path") or "/", entry.get("pathType") or "ImplementationSpecific"
     where = f"host {host} path {path!r}"
     kind = PATH_KINDS.get(path_type)
@@ -128,7 +129,8 @@ def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_pa
         # Kubernetes: prefix "/foo/" matches "/foo" too, so it is the same prefix as "/foo".
         path = path.rstrip("/") or "/"
     return PathRule(host=host, kind=kind, path=path,
-                    service=_service_ref(entry.get("backend"), namespace=namespace, where=where))
+                    service=_service_ref(entry.get("backend"), namespace=namespace, where=where,
+                                         cluster_ip=cluster_ip))
 
 
 def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
@@ -141,11 +143,13 @@ def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
         host = _host(rule)
         hosts[host] = None
         for entry in (rule.get("http") or {}).get("paths") or ():
-            paths.append(_path_rule(entry, namespace=namespace, host=host, strict_path_types=strict_path_types))
+            paths.append(_path_rule(entry, namespace=namespace, host=host, strict_path_types=strict_path_types,
+                                    cluster_ip=annotations.service_upstream))
     default = spec.get("defaultBackend")
     return IngressPlan(
         ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
-        default_backend=(_service_ref(default, namespace=namespace, where="defaultBackend")
+        default_backend=(_service_ref(default, namespace=namespace, where="defaultBackend",
+                                      cluster_ip=annotations.service_upstream)
                          if default is not None else None),
         annotations=annotations, profile=annotations.profile,
         tls=tuple(_tls_entry(entry) for entry in spec.get("tls") or ()),

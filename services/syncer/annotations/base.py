@@ -74,6 +74,7 @@ class IngressAnnotations:
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
     ssl_passthrough: bool = False
+    service_upstream: bool = False  # backends are the Services' cluster IPs, not their endpoints
     warnings: list[str] = field(default_factory=list)
 
     def add(self, directive: str, *, value: str, source: str) -> None:

@@ -144,7 +144,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "cors-expose-headers": comma_lists(_token, "X-Long-{}"), "cors-allow-credentials": booleans,
     "cors-max-age": numbers,
     "allowlist-source-range": network_lists, "whitelist-source-range": network_lists,
-    "upstream-vhost": host_and_ports,
+    "upstream-vhost": host_and_ports, "service-upstream": booleans,
     "proxy-next-upstream": st.lists(st.sampled_from(["error", "timeout", "http_502", "non_idempotent", "off",
                                                      "http_418", "updating", ""]), min_size=1, max_size=4).map(" ".join),
     "proxy-next-upstream-timeout": durations, "proxy-next-upstream-tries": numbers,
