@@ -15,7 +15,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Literal
 
 DEFAULT_PROFILE = "default"
-BackendScheme = Literal["http", "https"]
+BackendScheme = Literal["http", "https", "grpc", "grpcs"]
 
 
 @dataclass(frozen=True, kw_only=True)

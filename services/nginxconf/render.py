@@ -85,6 +85,14 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
     ("Proxy", '""'),
 )
 
+# gRPC backends (backend-protocol GRPC, GRPCS) are spoken to with nginx's grpc module: its own pass and header
+# directives, and its own timeouts, which take the proxy ones' values as in ingress-nginx.
+GRPC_SCHEMES = frozenset({"grpc", "grpcs"})
+_GRPC_TIMEOUTS = {"proxy_connect_timeout": "grpc_connect_timeout", "proxy_send_timeout": "grpc_send_timeout",
+                  "proxy_read_timeout": "grpc_read_timeout"}
+# Hop-by-hop headers have no place in HTTP/2 to the backend.
+_HOP_BY_HOP = frozenset({"upgrade", "connection", "proxy"})
+
 _DIRECTIVE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f$]")
@@ -137,8 +145,12 @@ class _RenderedProfile:
     name: str
     settings: list[tuple[str, str]]
     headers: list[tuple[str, str]]
-    scheme: str  # of proxy_pass to the backend
+    scheme: str  # of proxy_pass (grpc_pass for gRPC) to the backend
     cors: str | None  # a Lua table literal of cors.lua's options, when the profile answers CORS
+
+    @property
+    def grpc(self) -> bool:
+        return self.scheme in GRPC_SCHEMES
 
 
 @functools.lru_cache(maxsize=4096)  # thousands of Ingresses share a handful of profiles
@@ -148,11 +160,17 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
         raise RenderError(f"location profile name {profile.name!r} may only hold letters, digits, '_' and '-'")
     own_headers = {_header_name(value).lower() for name, value in profile.directives if name == "proxy_set_header"}
     headers = [(quote(h), v) for h, v in PROXY_HEADERS if h.lower() not in own_headers]
-    if profile.backend_scheme not in ("http", "https"):
-        raise RenderError(f"location profile {profile.name}: the backend scheme must be http or https, "
+    if profile.backend_scheme not in ("http", "https", *GRPC_SCHEMES):
+        raise RenderError(f"location profile {profile.name}: the backend scheme must be http, https, grpc or grpcs, "
                           f"got {profile.backend_scheme!r}")
+    settings = list(profile.directives)
+    if profile.backend_scheme in GRPC_SCHEMES:
+        headers = [(h, v) for h, v in headers if h.strip('"').lower() not in _HOP_BY_HOP]
+        settings = [("grpc_set_header", value) if name == "proxy_set_header" else (name, value)
+                    for name, value in settings]
+        settings += [(_GRPC_TIMEOUTS[name], value) for name, value in profile.directives if name in _GRPC_TIMEOUTS]
     cors = cors_table(profile.cors) if profile.cors else None
-    return _RenderedProfile(name=profile.name, settings=_settings(profile.directives), headers=headers,
+    return _RenderedProfile(name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors)
 
 
@@ -224,6 +242,14 @@ def _environment() -> jinja2.Environment:
 _ENV = _environment()
 
 
+def http_level_settings(config: NginxConfig) -> dict[str, str]:
+    """The http block's settings: the defaults, the ConfigMap's globals over them, and the gRPC timeouts
+    taking the proxy ones' values."""
+    settings = {**HTTP_DEFAULTS, **config.globals}
+    settings.update({grpc: settings[proxy] for proxy, grpc in _GRPC_TIMEOUTS.items()})
+    return settings
+
+
 def render(config: NginxConfig) -> str:
     """The nginx.conf for `config`. Raises RenderError naming any value that cannot be written safely."""
     # nginx's only TCP ports (its configuration API and passthrough TLS listener are Unix sockets); with
@@ -237,7 +263,7 @@ def render(config: NginxConfig) -> str:
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
         raise RenderError(f"location profile names must be unique, got {sorted(names)}")
-    http_settings = _settings(sorted({**HTTP_DEFAULTS, **config.globals}.items()))
+    http_settings = _settings(sorted(http_level_settings(config).items()))
     return _ENV.get_template("nginx.conf.j2").render(
         paths=NginxPaths.of(config.state_dir, config.run_dir),
         lua_dir=str(LUA_DIR),

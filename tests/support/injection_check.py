@@ -12,17 +12,22 @@ profiles, no ConfigMap globals, the same switches):
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter
 
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
-from services.nginxconf.render import HTTP_DEFAULTS, TEMPLATES_DIR, render
+from services.nginxconf.render import TEMPLATES_DIR, http_level_settings, render
 from tests.support.nginx_conf_tree import Directive, parse, words
 
 PROFILE_PREFIX = "@profile_"
 # Directives the template writes in a profile location for its typed fields (CORS's Lua, the https scheme):
 # read from the template's own text, so that a new typed field needs no change here.
-_TEMPLATE_NAMES = {line.split()[0] for line in (TEMPLATES_DIR / "nginx.conf.j2").read_text().splitlines()
-                   if line.strip() and line.split()[0].replace("_", "").isalpha()}
+# `{{ to_backend }}_pass` stands for proxy_pass and grpc_pass.
+_TEMPLATE_TEXT = (TEMPLATES_DIR / "nginx.conf.j2").read_text()
+_TEMPLATE_NAMES = {word for line in _TEMPLATE_TEXT.splitlines() if line.strip()
+                   for word in [line.split()[0]] if word.replace("_", "").isalpha()}
+_TEMPLATE_NAMES |= {f"{module}_{rest}" for rest in re.findall(r"\{\{ to_backend \}\}_([a-z_]+)", _TEMPLATE_TEXT)
+                    for module in ("proxy", "grpc")}
 
 
 def _http(tree: list[Directive]) -> Directive:
@@ -52,7 +57,7 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
 def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
     tree = parse(text)
     base = parse(render(dataclasses.replace(config, profiles=[], globals={})))
-    settings = {**HTTP_DEFAULTS, **config.globals}
+    settings = http_level_settings(config)
     assert _without_values(tree, set(settings), in_http=False) == _without_values(base, set(settings),
                                                                                   in_http=False), \
         "a value changed nginx.conf outside its own directives"

@@ -1,4 +1,5 @@
-"""backend-protocol: how nginx talks to the backend. Only HTTP and HTTPS are supported so far."""
+"""backend-protocol: how nginx talks to the backend: HTTP, HTTPS, or gRPC over HTTP/2 (GRPC cleartext, GRPCS
+with TLS). AUTO_HTTP, AJP and FCGI are refused: pyngress does not proxy them."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -6,25 +7,26 @@ from typing import Mapping
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 
 # Protocols ingress-nginx knows that pyngress's template does not proxy yet.
-_NOT_YET = frozenset({"GRPC", "GRPCS", "AUTO_HTTP", "AJP", "FCGI"})
+_NOT_YET = frozenset({"AUTO_HTTP", "AJP", "FCGI"})
+_SCHEMES = {"HTTP": "http", "HTTPS": "https", "GRPC": "grpc", "GRPCS": "grpcs"}
 
 
 def _protocol(value: str) -> str:
     upper = value.upper()
-    if upper in ("HTTP", "HTTPS"):
+    if upper in _SCHEMES:
         return upper
     if upper in _NOT_YET:
-        raise InvalidValue(f"{upper} backends are not supported by pyngress yet; use HTTP or HTTPS")
-    raise InvalidValue("must be HTTP or HTTPS")
+        raise InvalidValue(f"{upper} backends are not supported by pyngress; use HTTP, HTTPS, GRPC or GRPCS")
+    raise InvalidValue("must be HTTP, HTTPS, GRPC or GRPCS")
 
 
 ANNOTATIONS = (
     Annotation("backend-protocol", validate=_protocol, risk=Risk.LOW,
-               doc="HTTP (default) or HTTPS to the backend."),
+               doc="HTTP (default), HTTPS, GRPC or GRPCS to the backend."),
 )
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     # HTTP is the default and emits nothing, so such Ingresses share the default profile.
-    if values.get("backend-protocol") == "HTTPS":
-        parsed.backend_scheme = "https"
+    if "backend-protocol" in values:
+        parsed.backend_scheme = _SCHEMES[values["backend-protocol"]]  # type: ignore[assignment]

@@ -125,11 +125,20 @@ def test_invalid_values_reject_the_ingress_and_others_keep_working(cluster, name
     assert len(problem) > len(f"Ingress default/bad: annotation {PREFIX}/{name} value {value!r}: ") + 10
 
 
-@pytest.mark.parametrize("protocol", ["GRPC", "grpcs", "AJP", "FCGI", "AUTO_HTTP"])
-def test_other_backend_protocols_are_rejected_as_not_supported_yet(cluster, protocol):
+@pytest.mark.parametrize("protocol", ["AJP", "FCGI", "auto_http"])
+def test_other_backend_protocols_are_rejected_as_not_supported(cluster, protocol):
     cluster.app(annotations={"backend-protocol": protocol})
     [problem] = cluster.rejections(cluster.build())
-    assert problem.endswith(f"{protocol.upper()} backends are not supported by pyngress yet; use HTTP or HTTPS")
+    assert problem.endswith(f"{protocol.upper()} backends are not supported by pyngress; use HTTP, HTTPS, GRPC or GRPCS")
+
+
+@pytest.mark.parametrize("protocol, scheme", [("GRPC", "grpc"), ("grpcs", "grpcs"), ("HTTPS", "https"), ("http", "http")])
+def test_backend_protocols_choose_the_profile_scheme(cluster, protocol, scheme):
+    cluster.app(annotations={"backend-protocol": protocol})
+    model = cluster.build()
+    assert not cluster.rejections(model)
+    profile = model.routes["app.example.com"].prefix["/"].profile
+    assert {p.name: p.backend_scheme for p in model.config.profiles}.get(profile, "http") == scheme
 
 
 @pytest.mark.parametrize("name", ["configuration-snippet", "server-snippet", "auth-snippet"])
