@@ -16,10 +16,11 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
-from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
+from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfile, NginxConfig
 from services.nginxconf.render import RenderError, check_profile
 
 from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
+from .annotations.ratelimit import zone_name
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
@@ -147,7 +148,9 @@ def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
         ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
         default_backend=(_service_ref(default, namespace=namespace, where="defaultBackend")
                          if default is not None else None),
-        annotations=annotations, profile=annotations.profile,
+        annotations=annotations,
+        profile=annotations.profile_for(zone_name(namespace=namespace, name=name,
+                                                  uid=(ingress.get("metadata") or {}).get("uid"))),
         tls=tuple(_tls_entry(entry) for entry in spec.get("tls") or ()),
     )
 
@@ -165,8 +168,10 @@ def _tls_entry(entry: Mapping[str, Any]) -> TlsEntry:
 class AnnotationParser:
     """parse_annotations, once per distinct set of our annotations: Ingresses often share them."""
 
-    def __init__(self, prefix: str, max_risk: Risk, *, blocked_words: tuple[str, ...] = ()) -> None:
+    def __init__(self, prefix: str, max_risk: Risk, *, blocked_words: tuple[str, ...] = (),
+                 allow_snippets: bool = False) -> None:
         self.prefix, self.max_risk, self.blocked_words = prefix, max_risk, blocked_words
+        self.allow_snippets = allow_snippets
         self._start = prefix + "/"
         self._cache: dict[tuple[tuple[str, str], ...], IngressAnnotations | InvalidAnnotation] = {}
 
@@ -174,12 +179,14 @@ class AnnotationParser:
         ours = {k: v for k, v in annotations.items() if k.startswith(self._start)}
         self._refuse_blocked_words(ours)
         if not all(isinstance(v, str) for v in ours.values()):
-            return parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk)
+            return parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk,
+                                         allow_snippets=self.allow_snippets)
         key = tuple(sorted(ours.items()))
         result = self._cache.get(key)
         if result is None:
             try:
-                result = parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk)
+                result = parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk,
+                                         allow_snippets=self.allow_snippets)
             except InvalidAnnotation as err:
                 result = err
             self._cache[key] = result
@@ -382,7 +389,8 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     index = StoreIndex.of(store)
     config, problems = load_controller_config(store, settings.ingress.configmap)
     parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
-                              blocked_words=config.annotation_value_word_blocklist)
+                              blocked_words=config.annotation_value_word_blocklist,
+                              allow_snippets=config.allow_snippet_annotations)
     plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
                    problems=problems, refused_profiles=refused_profiles or {})
 
@@ -422,6 +430,8 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             profiles=[merger.profiles[name] for name in sorted(merger.profiles)],
             globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.ingress.enable_ssl_passthrough,
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
+            blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
+                               referers=config.block_referers),
         ),
         routes=dict(sorted(merger.routes.items())),
         backends=dict(sorted(merger.backends.items())),
