@@ -164,8 +164,9 @@ def rate_limit_lines(limit: RateLimit) -> _RenderedRateLimit:
         if count:
             zone = quote(f"zone={limit.zone}_{suffix}:{RATE_LIMIT_ZONE_SIZE}")
             zones.append(f"limit_req_zone {key} {zone} {quote(f'rate={count}r/{unit}')};")
-            burst = quote(f"burst={count * limit.burst_multiplier}")
-            limits.append(f"limit_req {quote(f'zone={limit.zone}_{suffix}')} {burst} nodelay;")
+            # nginx refuses "burst=0", which is its default (limit-burst-multiplier 0).
+            burst = f" {quote(f'burst={count * limit.burst_multiplier}')}" if limit.burst_multiplier else ""
+            limits.append(f"limit_req {quote(f'zone={limit.zone}_{suffix}')}{burst} nodelay;")
     return _RenderedRateLimit(allow_variable=f"$pyngress_limit_allowed_{var_id}",
                               allowlist=[quote(network) for network in limit.allowlist],
                               key_variable=key, zones=zones, limits=limits)
