@@ -8,11 +8,15 @@ hold) ends a pattern as "\\z" does, so "~*bot$" is written "~*bot\\z" and means 
 from __future__ import annotations
 
 import re
+import warnings
 
 from .annotations.base import InvalidValue
 from .annotations.validators import ip_network
 
 _PRINTABLE = re.compile(r"[\x20-\x7e]+")
+# Python's re takes some syntax nginx's PCRE refuses (\u, \U and \N escapes, inline flags other than i):
+# refused here, so that a pattern Python compiles is one nginx compiles too.
+_NOT_PCRE = re.compile(r"\\[uUN]|\(\?(?![:=!]|<[=!]|P<|i[):])")
 MAX_ENTRIES = 1000
 
 
@@ -49,9 +53,14 @@ def _pattern(item: str) -> str:
     if "$" in body:
         raise InvalidValue(f"{item!r}: '$' cannot be written into nginx.conf; end a pattern with \\z, or match a "
                            "'$' with \\x24")
+    if _NOT_PCRE.search(body):
+        raise InvalidValue(f"{item!r} uses syntax nginx's PCRE does not take (\\u, \\U, \\N escapes or inline "
+                           "flags other than (?i)); write it with (?:...), character classes or \\x escapes")
     try:
-        # Python's \Z is PCRE's \z (the very end); the syntax both take is what nginx's PCRE compiles.
-        re.compile(body.replace("\\z", "\\Z"), re.IGNORECASE if flags == "~*" else 0)
+        with warnings.catch_warnings():  # Python's notes on what a future version may read differently
+            warnings.simplefilter("ignore")
+            # Python's \Z is PCRE's \z (the very end); the syntax both take is what nginx's PCRE compiles.
+            re.compile(body.replace("\\z", "\\Z"), re.IGNORECASE if flags == "~*" else 0)
     except re.error as err:
         raise InvalidValue(f"{item!r} is not a valid regular expression ({err}); fix it, or write an exact "
                            "value without the leading '~'") from None

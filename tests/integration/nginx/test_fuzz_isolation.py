@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import copy
+from dataclasses import replace
 import json
 from typing import Any, Iterator
 
@@ -154,9 +155,17 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-buffers-number": numbers, "proxy-busy-buffers-size": sizes, "proxy-max-temp-file-size": sizes,
     "client-body-buffer-size": sizes,
     "connection-proxy-header": st.sampled_from(["keep-alive", "close", "upgrade", "Keep-Alive", "a b"]),
+    "denylist-source-range": network_lists, "limit-allowlist": network_lists, "limit-whitelist": network_lists,
+    **{name: numbers for name in ("limit-rps", "limit-rpm", "limit-connections", "limit-burst-multiplier",
+                                  "limit-rate", "limit-rate-after", "limit-rph")},
     **{name: nginx_text for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
                                      "modsecurity-snippet")},
 }
+
+header_patterns = st.one_of(
+    st.text(st.sampled_from(list("abcXYZ019-._/:() ")), min_size=1, max_size=20),
+    st.builds(lambda flags, body: flags + body, st.sampled_from(["~", "~*"]),
+              st.text(st.sampled_from(list("abc019.^$*+?()[]{}|\\-/ ")), max_size=20)))
 
 _protocols = st.lists(st.sampled_from(["TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3", "SSLv3", ""]), min_size=1,
                       max_size=4).map(" ".join)
@@ -171,6 +180,10 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "annotations-risk-level": st.sampled_from(["Low", "Medium", "High", "Critical", "critical", "none"]),
     "strict-validate-path-type": booleans,
     "annotation-value-word-blocklist": st.lists(hostile, max_size=5).map(",".join),
+    "allow-snippet-annotations": booleans,
+    "limit-req-status-code": numbers, "limit-conn-status-code": numbers,
+    "block-cidrs": network_lists,
+    **{key: comma_lists(header_patterns, "~*{}bot$") for key in ("block-user-agents", "block-referers")},
 }
 
 
@@ -187,6 +200,8 @@ def annotation_values(name: str) -> st.SearchStrategy[str]:
 _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.startswith("cors-")},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"}}
+          **{name: {"limit-rpm": "60"} for name in ("limit-burst-multiplier", "limit-allowlist", "limit-whitelist")},
+          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"}}
 
 
 def with_companions(annotations: dict[str, str]) -> dict[str, str]:
@@ -351,3 +366,27 @@ def test_a_spec_field_never_breaks_the_configuration(field, nginx_check, certifi
         _replace(objects[kind], path, copy.deepcopy(value))
         check_isolation(cluster, nginx_check)
     check()
+
+
+# --- snippets, where the administrator allows them ------------------------------------------------
+
+_snippet_words = st.one_of(hostile, st.sampled_from([
+    "add_header X-A b;", "return 200;", "if ($arg_x) {", "}", "{", "location @x {", "set $a ${host};", "'}'",
+    '"{"', "\\}", "# }\n", "access_by_lua 'ngx.exit(403)';", "proxy_set_header X y;", "\n"]))
+snippets = st.lists(_snippet_words, max_size=8).map(" ".join)
+
+
+@settings(FUZZ, max_examples=150)
+@given(snippet=snippets)
+def test_a_snippet_that_nginx_refuses_is_blamed_on_its_own_profile(snippet, nginx_check):
+    # The model may accept a snippet that `nginx -t` then refuses: the syncer halves the new profiles to find
+    # it (services/syncer/apply.py), which works only if the configuration without it passes.
+    cluster = cluster_with_good_ingress()
+    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
+    cluster.app("fuzz", host=FUZZED_HOST, annotations={"configuration-snippet": snippet})
+    model = cluster.build(state_dir=str(nginx_check.paths.state_dir), run_dir=str(nginx_check.paths.run_dir))
+    assert model.routes[GOOD_HOST].prefix["/"].ingress == GOOD
+    if nginx_check.error(render(model.config)) is not None:
+        fuzzed = {route.profile for route in model.routes[FUZZED_HOST].prefix.values()}
+        others = [p for p in model.config.profiles if p.name not in fuzzed]
+        assert nginx_check.error(render(replace(model.config, profiles=others))) is None
