@@ -86,6 +86,12 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
     ("Connection", "$pyngress_connection_upgrade"),
     # httpoxy: a client's Proxy header must not become HTTP_PROXY in a CGI-style backend.
     ("Proxy", '""'),
+    # Client certificates (auth-tls-*): set by the router (client_auth.lua) on routes that check one, empty
+    # (not sent) elsewhere, so that a client can never send its own.
+    ("ssl-client-verify", "$pyngress_client_verify"),
+    ("ssl-client-subject-dn", "$pyngress_client_subject_dn"),
+    ("ssl-client-issuer-dn", "$pyngress_client_issuer_dn"),
+    ("ssl-client-cert", "$pyngress_client_cert"),
 )
 
 _DIRECTIVE = re.compile(r"[a-z][a-z0-9_]{0,63}")

@@ -11,7 +11,7 @@ the syncer compares models to decide what to reload or push. Semantics follow in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
@@ -24,7 +24,8 @@ from .annotations.ratelimit import zone_name
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
-from .model_types import CATCH_ALL_HOST, HostRoutes, Model, Route
+from .client_auth import ClientAuthRejected, resolve_client_auth
+from .model_types import CATCH_ALL_HOST, ClientAuth, HostRoutes, Model, Route
 from .problems import Problem
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
 
@@ -64,6 +65,7 @@ class IngressPlan:
     annotations: IngressAnnotations
     profile: LocationProfile
     tls: tuple[TlsEntry, ...]
+    client_auth: ClientAuth | None = None  # auth-tls-*, checked by the router on this Ingress's routes
 
 
 def creation_order(ingress: Mapping[str, Any], *, namespace: str, name: str) -> tuple[datetime, str]:
@@ -290,6 +292,9 @@ class _Merger:
 
     def add_http(self, plan: IngressPlan) -> None:
         served = [h for h in plan.hosts if self._http_host(plan, h)]
+        if plan.client_auth is not None:
+            for host in served:
+                self.routes[host].client_auth[plan.ref] = plan.client_auth
         for rule in plan.paths:
             if rule.host not in served:
                 continue
@@ -354,16 +359,20 @@ def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str
 
 
 def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: AnnotationParser,
-           strict_path_types: bool, problems: list[Problem], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
+           strict_path_types: bool, problems: list[Problem], refused_profiles: Mapping[str, str],
+           secrets: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[IngressPlan]:
     plans = []
     for namespace, name, ingress in ingresses:
         try:
             annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
             plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
                                 strict_path_types=strict_path_types)
+            if annotations.client_auth is not None:
+                plan = replace(plan, client_auth=resolve_client_auth(annotations.client_auth, namespace=namespace,
+                                                                     secrets=secrets))
             # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
             check_profile(plan.profile)
-        except (IngressRejected, InvalidAnnotation, RenderError) as err:
+        except (IngressRejected, InvalidAnnotation, RenderError, ClientAuthRejected) as err:
             problems.append(Problem.error(f"Ingress {namespace}/{name}", str(err)))
             continue
         except (AttributeError, TypeError) as err:  # a manifest whose spec does not have the API's shape
@@ -392,7 +401,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                               blocked_words=config.annotation_value_word_blocklist,
                               allow_snippets=config.allow_snippet_annotations)
     plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
-                   problems=problems, refused_profiles=refused_profiles or {})
+                   problems=problems, refused_profiles=refused_profiles or {}, secrets=index.secrets)
 
     resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
                                allow_external_name=not settings.ingress.disable_svc_external_name)

@@ -53,6 +53,18 @@ class Annotation:
     scope: Scope = Scope.LOCATION
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClientAuthSpec:
+    """One Ingress's auth-tls-* annotations (client_cert.py); the Secret is read once the Ingress is known."""
+    secret_namespace: str
+    secret_name: str
+    verify: str  # "on", "off", "optional" or "optional_no_ca"
+    depth: int
+    error_page: str | None
+    pass_certificate: bool
+    match_cn: str | None  # "CN=<regex>"
+
+
 class LocationDirective(NamedTuple):
     """One nginx directive of the location profile and the annotation (without prefix) whose value it carries."""
     name: str
@@ -75,6 +87,7 @@ class IngressAnnotations:
     rate_limit: RateLimit | None = None  # its zone is named per Ingress by profile_for()
     denied: tuple[str, ...] = ()  # networks answered 403, checked before an allowlist
     snippet: str | None = None
+    client_auth: ClientAuthSpec | None = None  # checked per route by the router, not a profile setting
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
     ssl_passthrough: bool = False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 from dataclasses import replace
 import json
 from typing import Any, Iterator
@@ -155,6 +156,12 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-buffers-number": numbers, "proxy-busy-buffers-size": sizes, "proxy-max-temp-file-size": sizes,
     "client-body-buffer-size": sizes,
     "connection-proxy-header": st.sampled_from(["keep-alive", "close", "upgrade", "Keep-Alive", "a b"]),
+    "auth-tls-secret": st.sampled_from(["default/ca", "default/missing", "other/ca", "ca", "default/ca/x"]),
+    "auth-tls-verify-client": st.sampled_from(["on", "off", "optional", "optional_no_ca", "ON", "maybe"]),
+    "auth-tls-verify-depth": numbers, "auth-tls-pass-certificate-to-upstream": booleans,
+    "auth-tls-error-page": st.one_of(urls, st.sampled_from(["/denied", "@named", "/a b"])),
+    "auth-tls-match-cn": st.builds(lambda body: "CN=" + body, st.text(st.sampled_from(list("abc()|*$^.\\")),
+                                                                      max_size=12)),
     "denylist-source-range": network_lists, "limit-allowlist": network_lists, "limit-whitelist": network_lists,
     **{name: numbers for name in ("limit-rps", "limit-rpm", "limit-connections", "limit-burst-multiplier",
                                   "limit-rate", "limit-rate-after", "limit-rph")},
@@ -201,6 +208,8 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"}}
           **{name: {"limit-rpm": "60"} for name in ("limit-burst-multiplier", "limit-allowlist", "limit-whitelist")},
+          **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
+             if name.startswith("auth-tls-") and name != "auth-tls-secret"},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"}}
 
 
@@ -225,9 +234,17 @@ def certificate() -> dict[str, str]:
             "tls.key": base64.b64encode(pem[end:].encode()).decode()}
 
 
+@functools.lru_cache(maxsize=1)
+def _client_ca() -> str:
+    """Secret data for auth-tls-secret "default/ca": a real CA certificate, so that its Ingresses are served."""
+    pem = make_self_signed("/CN=fuzz client CA", ("ca.fuzz.example",)).decode()
+    return base64.b64encode(pem[:pem.index("-----END CERTIFICATE-----") + 26].encode()).decode()
+
+
 def cluster_with_good_ingress() -> Cluster:
     cluster = Cluster()
     cluster.ingress_class()
+    cluster.tls_secret("ca", type="Opaque", data={"ca.crt": _client_ca()})
     # The oldest Ingress: conflicts are won by it, so only a bug can take its host away.
     cluster.app("good", host=GOOD_HOST, created=cluster.timestamp(0))
     return cluster
