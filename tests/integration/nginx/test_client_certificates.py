@@ -5,55 +5,14 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import ssl
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from services.syncer.model_types import ClientAuth, HostRoutes
+from tests.support.client_pki import Pki
 
 from .conftest import client_tls_context, route
 
 PROTECTED, OTHER, ATTACKER = "mtls.example", "open.example", "attacker.example"
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-class Pki:
-    """Two CAs (A, and an attacker's B) and client certificates; one of A's is revoked in A's CRL."""
-
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        (directory / "index.txt").touch()
-        (directory / "serial").write_text("1000\n")
-        (directory / "ca.cnf").write_text(
-            "[ca]\ndefault_ca = a\n[a]\ndatabase = index.txt\nnew_certs_dir = .\ncertificate = ca-a.crt\n"
-            "private_key = ca-a.key\ndefault_md = sha256\ndefault_crl_days = 30\npolicy = any\nserial = serial\n"
-            "[any]\ncommonName = supplied\n")
-        (directory / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-        for ca in ("a", "b"):
-            openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"ca-{ca}.key", "-out", f"ca-{ca}.crt",
-                    "-days", "2", "-subj", f"/CN=CA {ca.upper()}", "-addext", "basicConstraints=critical,CA:TRUE",
-                    "-addext", "keyUsage=keyCertSign,cRLSign", cwd=directory)
-        for name, ca in (("good", "a"), ("revoked", "a"), ("intruder", "b")):
-            openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                    "-subj", "/CN=client-good" if name == "intruder" else f"/CN=client-{name}", cwd=directory)
-            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"ca-{ca}.crt", "-CAkey", f"ca-{ca}.key",
-                    "-CAcreateserial", "-days", "2", "-out", f"{name}.crt", "-extfile", "client.ext", cwd=directory)
-        openssl("ca", "-config", "ca.cnf", "-revoke", "revoked.crt", cwd=directory)
-        openssl("ca", "-config", "ca.cnf", "-gencrl", "-out", "ca-a.crl", cwd=directory)
-
-    def text(self, name: str) -> str:
-        return (self.dir / name).read_text()
-
-    def auth(self, ca: str = "a", **options) -> ClientAuth:
-        values = dict(crl=self.text("ca-a.crl") if ca == "a" else None, verify="on", depth=1, error_page=None,
-                      pass_certificate=False, match_cn=None)
-        values.update(options)
-        return ClientAuth(ca=self.text(f"ca-{ca}.crt"), **values)
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +26,14 @@ def nginx(shared_nginx, make_certificate, echo):
     shared_nginx.certificates = {"certs": {h: make_certificate(h) for h in (PROTECTED, OTHER, ATTACKER)},
                                  "hosts": {h: h for h in (PROTECTED, OTHER, ATTACKER)}, "default": None}
     return shared_nginx
+
+
+def auth(pki: Pki, ca: str = "a", **options) -> ClientAuth:
+    """CA A's check (with A's CRL) or CA B's, "on" unless `options` say otherwise."""
+    values = dict(crl=pki.text("ca-a.crl") if ca == "a" else None, verify="on", depth=1, error_page=None,
+                  pass_certificate=False, match_cn=None)
+    values.update(options)
+    return ClientAuth(ca=pki.text(f"ca-{ca}.crt"), **values)
 
 
 def serve(nginx, pki: Pki, protected: ClientAuth, attacker: ClientAuth | None = None) -> None:
@@ -100,7 +67,7 @@ def request(nginx, pki: Pki, *, client: str | None, sni: str = PROTECTED, host: 
 
 
 def test_a_certificate_from_the_ingress_ca_passes_with_its_details_for_the_backend(nginx, pki):
-    serve(nginx, pki, pki.auth(pass_certificate=True))
+    serve(nginx, pki, auth(pki, pass_certificate=True))
     status, _, seen = request(nginx, pki, client="good")
     assert status == 200
     assert seen["ssl-client-verify"] == "SUCCESS"
@@ -110,12 +77,12 @@ def test_a_certificate_from_the_ingress_ca_passes_with_its_details_for_the_backe
 
 @pytest.mark.parametrize("client", [None, "intruder", "revoked"])
 def test_verify_on_refuses_no_certificate_another_ca_and_a_revoked_one(nginx, pki, client):
-    serve(nginx, pki, pki.auth())
+    serve(nginx, pki, auth(pki))
     assert request(nginx, pki, client=client)[0] == 400
 
 
 def test_optional_takes_no_certificate_and_refuses_a_bad_one(nginx, pki):
-    serve(nginx, pki, pki.auth(verify="optional"))
+    serve(nginx, pki, auth(pki, verify="optional"))
     status, _, seen = request(nginx, pki, client=None, headers={"ssl-client-verify": "SUCCESS"})
     assert status == 200 and seen["ssl-client-verify"] == "NONE"  # a client cannot send its own verdict
     assert request(nginx, pki, client="intruder")[0] == 400
@@ -123,29 +90,29 @@ def test_optional_takes_no_certificate_and_refuses_a_bad_one(nginx, pki):
 
 
 def test_optional_no_ca_passes_and_tells_the_backend_the_verdict(nginx, pki):
-    serve(nginx, pki, pki.auth(verify="optional_no_ca"))
+    serve(nginx, pki, auth(pki, verify="optional_no_ca"))
     status, _, seen = request(nginx, pki, client="intruder")
     assert status == 200 and seen["ssl-client-verify"].startswith("FAILED:")
     assert seen["ssl-client-subject-dn"] == "CN=client-good" and seen["ssl-client-issuer-dn"] == "CN=CA B"
 
 
 def test_a_refused_certificate_is_redirected_to_the_error_page(nginx, pki):
-    serve(nginx, pki, pki.auth(error_page="https://login.example/denied"))
+    serve(nginx, pki, auth(pki, error_page="https://login.example/denied"))
     status, headers, _ = request(nginx, pki, client="intruder")
     assert (status, headers["location"]) == (302, "https://login.example/denied")
 
 
 def test_match_cn_refuses_other_subjects_with_403(nginx, pki):
-    serve(nginx, pki, pki.auth(match_cn="CN=client-(good|other)$"))
+    serve(nginx, pki, auth(pki, match_cn="CN=client-(good|other)$"))
     assert request(nginx, pki, client="good")[0] == 200
-    serve(nginx, pki, pki.auth(match_cn="CN=client-other"))
+    serve(nginx, pki, auth(pki, match_cn="CN=client-other"))
     assert request(nginx, pki, client="good")[0] == 403
 
 
 def test_a_certificate_another_host_accepted_never_opens_the_protected_host(nginx, pki):
     # The attacker's own Ingress trusts CA B. A handshake for its host with a CA B certificate, then a request
     # for the protected host on the same connection: the certificate is checked against CA A, and refused.
-    serve(nginx, pki, pki.auth(), attacker=pki.auth(ca="b"))
+    serve(nginx, pki, auth(pki), attacker=auth(pki, ca="b"))
     assert request(nginx, pki, client="intruder", sni=ATTACKER)[0] == 200
     assert request(nginx, pki, client="intruder", sni=ATTACKER, host=PROTECTED)[0] == 400
     # The certificate counts whatever the SNI, when it is from CA A; a host without client authentication
@@ -155,7 +122,7 @@ def test_a_certificate_another_host_accepted_never_opens_the_protected_host(ngin
 
 
 def test_plain_http_has_no_certificate_and_hosts_without_client_auth_are_untouched(nginx, pki):
-    serve(nginx, pki, pki.auth())
+    serve(nginx, pki, auth(pki))
     assert request(nginx, pki, client=None, https=False)[0] == 400
     status, _, seen = request(nginx, pki, client=None, sni=OTHER, headers={"ssl-client-verify": "SUCCESS"})
     assert status == 200 and "ssl-client-verify" not in seen
