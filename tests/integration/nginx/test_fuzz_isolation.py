@@ -395,7 +395,7 @@ snippets = st.lists(_snippet_words, max_size=8).map(" ".join)
 
 @settings(FUZZ, max_examples=150)
 @given(snippet=snippets)
-def test_a_snippet_that_nginx_refuses_is_blamed_on_its_own_profile(snippet, nginx_check):
+def test_a_snippet_stays_in_its_location_and_one_nginx_refuses_is_blamed_on_its_own_profile(snippet, nginx_check):
     # The model may accept a snippet that `nginx -t` then refuses: the syncer halves the new profiles to find
     # it (services/syncer/apply.py), which works only if the configuration without it passes.
     cluster = cluster_with_good_ingress()
@@ -403,7 +403,11 @@ def test_a_snippet_that_nginx_refuses_is_blamed_on_its_own_profile(snippet, ngin
     cluster.app("fuzz", host=FUZZED_HOST, annotations={"configuration-snippet": snippet})
     model = cluster.build(state_dir=str(nginx_check.paths.state_dir), run_dir=str(nginx_check.paths.run_dir))
     assert model.routes[GOOD_HOST].prefix["/"].ingress == GOOD
-    if nginx_check.error(render(model.config)) is not None:
+    text = render(model.config)
+    if nginx_check.error(text) is not None:
         fuzzed = {route.profile for route in model.routes[FUZZED_HOST].prefix.values()}
         others = [p for p in model.config.profiles if p.name not in fuzzed]
         assert nginx_check.error(render(replace(model.config, profiles=others))) is None
+    else:
+        # Read back as nginx reads it: the snippet's directives are all inside its own location.
+        assert_values_stay_arguments(model.config, text)
