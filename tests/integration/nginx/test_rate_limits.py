@@ -30,9 +30,9 @@ def nginx(nginx_factory, echo):
     return instance
 
 
-def serve(nginx, profile: LocationProfile, **extra_paths: str) -> None:
+def serve(nginx, profile: LocationProfile, globals_: dict[str, str] | None = None, **extra_paths: str) -> None:
     """Route HOST's "/" (and `extra_paths`: path → endpoint) through `profile`."""
-    assert nginx.apply(nginx.config([profile]))
+    assert nginx.apply(nginx.config([profile], globals_=globals_))
     routes = HostRoutes(prefix={"/": route("app", profile.name)})
     backends = {"app": [nginx.backend.endpoint]}
     for path, endpoint in extra_paths.items():
@@ -81,17 +81,17 @@ def test_the_configured_status_answers_a_limited_request(nginx):
     assert [nginx.get("/", host=HOST).status for _ in range(2)] == [200, 429]
 
 
-def test_connections_in_progress_are_limited_per_client(nginx):
+def test_connections_in_progress_are_limited_per_client_with_the_configured_status(nginx):
     # A backend that accepts and never answers keeps a request in progress for as long as the client waits.
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)
     profile = limited(RateLimit(zone="default_conn", connections=1))
-    serve(nginx, profile, **{"/hang": f"127.0.0.1:{silent.getsockname()[1]}"})
+    serve(nginx, profile, {"limit_conn_status": "429"}, **{"/hang": f"127.0.0.1:{silent.getsockname()[1]}"})
     hanging = socket.create_connection(("127.0.0.1", nginx.http_port), source_address=("127.0.0.6", 0))
     try:
         hanging.sendall(f"GET /hang HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
-        eventually(lambda: nginx.get("/", host=HOST, source="127.0.0.6").status == 503)
+        eventually(lambda: nginx.get("/", host=HOST, source="127.0.0.6").status == 429)
         assert nginx.get("/", host=HOST, source="127.0.0.7").status == 200
     finally:
         hanging.close()
