@@ -50,7 +50,10 @@ def test_a_clean_render_passes():
     ("location @pyngress_default_backend {", "location /x { return 200; }\n        location @pyngress_default_backend {"),
 ])
 def test_a_value_that_escaped_its_arguments_fails(tamper):
-    config = _config()
+    assert_tampering_fails(_config(), tamper)
+
+
+def assert_tampering_fails(config: NginxConfig, tamper: tuple[str, str]) -> None:
     old, new = tamper
     text = render(config)
     assert old in text
@@ -79,9 +82,4 @@ def test_a_clean_render_with_rate_limits_denied_networks_and_block_lists_passes(
     ("return 403;", "return 200;"),  # a block list's answer changed
 ])
 def test_a_typed_field_that_escaped_its_values_fails(tamper):
-    config = _typed_config()
-    old, new = tamper
-    text = render(config)
-    assert old in text
-    with pytest.raises(AssertionError):
-        assert_values_stay_arguments(config, text.replace(old, new, 1))
+    assert_tampering_fails(_typed_config(), tamper)
