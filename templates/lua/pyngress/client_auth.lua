@@ -14,6 +14,7 @@ A config is a routes-table entry: {"ca": PEM, "crl": PEM | null, "verify": "on" 
 ]]
 local ffi = require("ffi")
 local ssl = require("ngx.ssl")
+local cjson = require("cjson.safe")
 
 local C = ffi.C
 
@@ -162,6 +163,39 @@ function _M.check(config)
             var.pyngress_client_cert = var.ssl_client_escaped_cert
         end
     end
+end
+
+local VERIFY = { on = true, off = true, optional = true, optional_no_ca = true }
+
+-- A host's "client_auth" routes-table entry, checked: Ingress -> its config, and what the handshake asks
+-- for (request()): the CAs of every config that verifies (concatenated, the client's hint), the longest depth.
+function _M.configs(raw, host)
+    local auths, ask = {}, nil
+    if raw == nil or raw == cjson.null then
+        return auths, nil
+    end
+    if type(raw) ~= "table" then
+        error(host .. ": client_auth must be an object", 0)
+    end
+    for ingress, config in pairs(raw) do
+        if type(config) ~= "table" or type(config.ca) ~= "string" or not VERIFY[config.verify]
+            or type(config.depth) ~= "number" then
+            error(host .. ": client_auth of " .. tostring(ingress) .. " must have ca, verify and depth", 0)
+        end
+        for _, key in ipairs({ "crl", "error_page", "match_cn" }) do
+            if config[key] == cjson.null then
+                config[key] = nil
+            end
+        end
+        config.pass_certificate = config.pass_certificate == true
+        auths[ingress] = config
+        if config.verify ~= "off" then
+            ask = ask or { ca = "", depth = 0 }
+            ask.ca = ask.ca .. config.ca .. "\n"
+            ask.depth = config.depth > ask.depth and config.depth or ask.depth
+        end
+    end
+    return auths, ask
 end
 
 -- For certificates.lua (ssl_certificate_by_lua): ask the client for a certificate, naming the CAs of the

@@ -60,39 +60,6 @@ local function route_of(raw, where, auths)
              client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil }
 end
 
-local VERIFY = { on = true, off = true, optional = true, optional_no_ca = true }
-
--- Ingress -> its client_auth.lua config, and what the handshake asks for: the CAs of every config that
--- verifies (concatenated, the client's hint) and the longest depth.
-local function client_auths_of(raw, host)
-    local auths, ask = {}, nil
-    if raw == nil or raw == null then
-        return auths, nil
-    end
-    if type(raw) ~= "table" then
-        error(host .. ": client_auth must be an object", 0)
-    end
-    for ingress, config in pairs(raw) do
-        if type(config) ~= "table" or type(config.ca) ~= "string" or not VERIFY[config.verify]
-            or type(config.depth) ~= "number" then
-            error(host .. ": client_auth of " .. tostring(ingress) .. " must have ca, verify and depth", 0)
-        end
-        for _, key in ipairs({ "crl", "error_page", "match_cn" }) do
-            if config[key] == null then
-                config[key] = nil
-            end
-        end
-        config.pass_certificate = config.pass_certificate == true
-        auths[ingress] = config
-        if config.verify ~= "off" then
-            ask = ask or { ca = "", depth = 0 }
-            ask.ca = ask.ca .. config.ca .. "\n"
-            ask.depth = config.depth > ask.depth and config.depth or ask.depth
-        end
-    end
-    return auths, ask
-end
-
 local function path_of(path, where)
     if type(path) ~= "string" or byte(path, 1) ~= SLASH then
         error(where .. ": a path must be a string starting with /", 0)
@@ -104,7 +71,7 @@ local function host_of(raw, host)
     if type(raw) ~= "table" then
         error(host .. ": host routes must be an object", 0)
     end
-    local auths, ask = client_auths_of(raw.client_auth, host)
+    local auths, ask = client_auth.configs(raw.client_auth, host)
     local entry = {
         client_certificate = ask,  -- what the handshake asks for (client_auth.request), or nil
         exact = {},
