@@ -117,3 +117,13 @@ def test_limit_rate_slows_the_response_after_its_first_kilobytes(nginx):
             pass
     assert received.startswith(b"HTTP/1.1 200")
     assert len(received) < 65536  # a second in, the 1 KiB/s limit holds most of the 64 KiB back
+
+
+def test_changing_an_ingress_limits_reloads_and_keeps_its_zones(nginx):
+    # nginx reuses a zone of the same name and size across reloads, and refuses the reload when its key
+    # changed: the key is the same variable with or without an allowlist.
+    serve(nginx, limited(RateLimit(zone="default_changing", rpm=1, burst_multiplier=0)))
+    assert [nginx.get("/", host=HOST, source="127.0.0.8").status for _ in range(2)] == [200, 503]
+    serve(nginx, limited(RateLimit(zone="default_changing", rpm=2, burst_multiplier=0, allowlist=("127.0.0.9/32",))))
+    assert nginx.get("/", host=HOST, source="127.0.0.8").status == 503  # its count went on across the reload
+    assert [nginx.get("/", host=HOST, source="127.0.0.9").status for _ in range(3)] == [200] * 3
