@@ -205,12 +205,11 @@ def annotation_values(name: str) -> st.SearchStrategy[str]:
 
 # Annotations that mean nothing without another one: the fuzzed Ingress gets it too (unless fuzzed itself).
 _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.startswith("cors-")},
-          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
-          "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"}}
           **{name: {"limit-rpm": "60"} for name in ("limit-burst-multiplier", "limit-allowlist", "limit-whitelist")},
           **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
              if name.startswith("auth-tls-") and name != "auth-tls-secret"},
-          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"}}
+          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
+          "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"}}
 
 
 def with_companions(annotations: dict[str, str]) -> dict[str, str]:
