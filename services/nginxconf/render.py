@@ -14,6 +14,7 @@ a Lua table for templates/lua/pyngress/cors.lua.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,10 @@ from typing import Iterable, Sequence
 
 import jinja2
 
-from services.nginxconf.config import DEFAULT_PROFILE, CorsPolicy, LocationProfile, NginxConfig
+from services.nginxconf.config import (DEFAULT_PROFILE, BlockLists, CorsPolicy, LocationProfile, NginxConfig,
+                                       RateLimit)
 from services.nginxconf.paths import NginxPaths
+from services.nginxconf.snippet_blocks import SnippetError, check_contained
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 LUA_DIR = TEMPLATES_DIR / "lua"
@@ -83,6 +86,12 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
     ("Connection", "$pyngress_connection_upgrade"),
     # httpoxy: a client's Proxy header must not become HTTP_PROXY in a CGI-style backend.
     ("Proxy", '""'),
+    # Client certificates (auth-tls-*): set by the router (client_auth.lua) on routes that check one, empty
+    # (not sent) elsewhere, so that a client can never send its own.
+    ("ssl-client-verify", "$pyngress_client_verify"),
+    ("ssl-client-subject-dn", "$pyngress_client_subject_dn"),
+    ("ssl-client-issuer-dn", "$pyngress_client_issuer_dn"),
+    ("ssl-client-cert", "$pyngress_client_cert"),
 )
 
 # gRPC backends (backend-protocol GRPC, GRPCS) are spoken to with nginx's grpc module: its own pass and header
@@ -141,12 +150,52 @@ def _settings(pairs: Iterable[tuple[str, str | Sequence[str]]]) -> list[tuple[st
 
 
 @dataclass(frozen=True, kw_only=True)
+class _RenderedRateLimit:
+    """A profile's rate limits as nginx.conf lines: `zones` at the http level, `limits` in its location."""
+    allow_variable: str  # "$pyngress_limit_allowed_<id>": 1 for a client in the allowlist (a geo block)
+    allowlist: list[str]  # quoted networks
+    key_variable: str  # "$pyngress_limit_key_<id>": the client address, or "" (not counted) when allowlisted
+    zones: list[str]
+    limits: list[str]
+
+
+# 5 MiB per zone, as ingress-nginx: about 80,000 client addresses each.
+RATE_LIMIT_ZONE_SIZE = "5m"
+
+
+def rate_limit_lines(limit: RateLimit) -> _RenderedRateLimit:
+    """nginx's limit_req/limit_conn for `limit`, in ingress-nginx's order: connections, then rps, then rpm."""
+    # Variable names take letters, digits and '_' only: a digest of the zone name, which holds '-' and '.'.
+    # The key is this variable also without an allowlist: nginx refuses to reload a zone whose key changed.
+    var_id = hashlib.sha256(limit.zone.encode()).hexdigest()[:16]
+    key = f"$pyngress_limit_key_{var_id}"
+    zones, limits = [], []
+    if limit.connections:
+        zone = quote(f"zone={limit.zone}_conn:{RATE_LIMIT_ZONE_SIZE}")
+        zones.append(f"limit_conn_zone {key} {zone};")
+        limits.append(f"limit_conn {quote(limit.zone + '_conn')} {quote(limit.connections)};")
+    for suffix, count, unit in (("rps", limit.rps, "s"), ("rpm", limit.rpm, "m")):
+        if count:
+            zone = quote(f"zone={limit.zone}_{suffix}:{RATE_LIMIT_ZONE_SIZE}")
+            zones.append(f"limit_req_zone {key} {zone} {quote(f'rate={count}r/{unit}')};")
+            # nginx refuses "burst=0", which is its default (limit-burst-multiplier 0).
+            burst = f" {quote(f'burst={count * limit.burst_multiplier}')}" if limit.burst_multiplier else ""
+            limits.append(f"limit_req {quote(f'zone={limit.zone}_{suffix}')}{burst} nodelay;")
+    return _RenderedRateLimit(allow_variable=f"$pyngress_limit_allowed_{var_id}",
+                              allowlist=[quote(network) for network in limit.allowlist],
+                              key_variable=key, zones=zones, limits=limits)
+
+
+@dataclass(frozen=True, kw_only=True)
 class _RenderedProfile:
     name: str
     settings: list[tuple[str, str]]
     headers: list[tuple[str, str]]
     scheme: str  # of proxy_pass (grpc_pass for gRPC) to the backend
     cors: str | None  # a Lua table literal of cors.lua's options, when the profile answers CORS
+    rate_limit: _RenderedRateLimit | None
+    denied: list[str]  # quoted networks
+    snippet: str | None  # raw nginx configuration, checked by snippet_blocks.check_contained
 
     @property
     def grpc(self) -> bool:
@@ -170,8 +219,15 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
                     for name, value in settings]
         settings += [(_GRPC_TIMEOUTS[name], value) for name, value in profile.directives if name in _GRPC_TIMEOUTS]
     cors = cors_table(profile.cors) if profile.cors else None
+    if profile.snippet is not None:
+        try:
+            check_contained(profile.snippet)
+        except SnippetError as err:
+            raise RenderError(f"location profile {profile.name}: snippet: {err}") from None
     return _RenderedProfile(name=profile.name, settings=_settings(settings), headers=headers,
-                            scheme=profile.backend_scheme, cors=cors)
+                            scheme=profile.backend_scheme, cors=cors,
+                            rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
+                            denied=[quote(network) for network in profile.denied], snippet=profile.snippet)
 
 
 def cors_table(policy: CorsPolicy) -> str:
@@ -212,6 +268,26 @@ def body_limits(profiles: Sequence[LocationProfile], globals_: dict[str, str]) -
         if limit:
             limits[profile.name] = limit
     return limits
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RenderedBlockLists:
+    networks: list[str]  # quoted
+    maps: list[tuple[str, str, list[str]]]  # (variable set to 1 for a blocked request, header variable, keys)
+
+
+def _map_key(entry: str) -> str:
+    """A map key matching `entry`: "~regex" as it is; an exact value behind nginx's "\\" prefix, which keeps a
+    value such as "default" or "~x" from being read as a map parameter or a regular expression."""
+    return quote(entry if entry.startswith("~") else "\\" + entry)
+
+
+def block_lists(blocked: BlockLists) -> _RenderedBlockLists:
+    maps = [(variable, header, [_map_key(entry) for entry in entries])
+            for variable, header, entries in (("$pyngress_blocked_user_agent", "$http_user_agent", blocked.user_agents),
+                                              ("$pyngress_blocked_referer", "$http_referer", blocked.referers))
+            if entries]
+    return _RenderedBlockLists(networks=[quote(network) for network in blocked.networks], maps=maps)
 
 
 def _header_name(value: str | Sequence[str]) -> str:
@@ -271,6 +347,7 @@ def render(config: NginxConfig) -> str:
         ssl_passthrough=bool(config.ssl_passthrough),
         use_forwarded_headers=bool(config.use_forwarded_headers),
         use_proxy_protocol=bool(config.use_proxy_protocol),
+        blocked=block_lists(config.blocked),
         http_settings=http_settings,
         profiles=[check_profile(p) for p in profiles],
         body_limits=body_limits(profiles, config.globals),

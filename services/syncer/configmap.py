@@ -11,6 +11,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from . import block_lists
 from .annotations.base import InvalidValue, Risk
 from .annotations.renderable import check_renders
 from .annotations.validators import boolean, duration, integer, is_true, one_of, size
@@ -65,6 +66,9 @@ GLOBAL_DIRECTIVES: dict[str, tuple[str, Callable[[str], str], str]] = {
     "client-body-timeout": ("client_body_timeout", duration, "60s"),
     "ssl-protocols": ("ssl_protocols", _ssl_protocols, "TLSv1.2 TLSv1.3"),
     "ssl-ciphers": ("ssl_ciphers", _ssl_ciphers, DEFAULT_SSL_CIPHERS),
+    # nginx takes 400-599 here.
+    "limit-req-status-code": ("limit_req_status", integer(400, 599), "503"),
+    "limit-conn-status-code": ("limit_conn_status", integer(400, 599), "503"),
 }
 
 
@@ -87,6 +91,10 @@ class ControllerConfig:
     annotations_risk_level: Risk = Risk.HIGH
     strict_validate_path_type: bool = True
     annotation_value_word_blocklist: tuple[str, ...] = ()
+    allow_snippet_annotations: bool = False
+    block_cidrs: tuple[str, ...] = ()
+    block_user_agents: tuple[str, ...] = ()
+    block_referers: tuple[str, ...] = ()
 
 
 def _words(value: str) -> tuple[str, ...]:
@@ -112,6 +120,10 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "annotations-risk-level": ("annotations_risk_level", _risk),
     "strict-validate-path-type": ("strict_validate_path_type", _flag),
     "annotation-value-word-blocklist": ("annotation_value_word_blocklist", _words),
+    "allow-snippet-annotations": ("allow_snippet_annotations", _flag),
+    "block-cidrs": ("block_cidrs", block_lists.networks),
+    "block-user-agents": ("block_user_agents", block_lists.header_patterns),
+    "block-referers": ("block_referers", block_lists.header_patterns),
 }
 
 

@@ -11,19 +11,21 @@ the syncer compares models to decide what to reload or push. Semantics follow in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
-from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
+from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfile, NginxConfig
 from services.nginxconf.render import RenderError, check_profile
 
 from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
+from .annotations.ratelimit import zone_name
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
-from .model_types import CATCH_ALL_HOST, HostRoutes, Model, Route
+from .client_auth import ClientAuthRejected, resolve_client_auth
+from .model_types import CATCH_ALL_HOST, ClientAuth, HostRoutes, Model, Route
 from .problems import Problem
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
 
@@ -63,6 +65,7 @@ class IngressPlan:
     annotations: IngressAnnotations
     profile: LocationProfile
     tls: tuple[TlsEntry, ...]
+    client_auth: ClientAuth | None = None  # auth-tls-*, checked by the router on this Ingress's routes
 
 
 def creation_order(ingress: Mapping[str, Any], *, namespace: str, name: str) -> tuple[datetime, str]:
@@ -151,7 +154,9 @@ def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
         default_backend=(_service_ref(default, namespace=namespace, where="defaultBackend",
                                       cluster_ip=annotations.service_upstream)
                          if default is not None else None),
-        annotations=annotations, profile=annotations.profile,
+        annotations=annotations,
+        profile=annotations.profile_for(zone_name(namespace=namespace, name=name,
+                                                  uid=(ingress.get("metadata") or {}).get("uid"))),
         tls=tuple(_tls_entry(entry) for entry in spec.get("tls") or ()),
     )
 
@@ -169,8 +174,10 @@ def _tls_entry(entry: Mapping[str, Any]) -> TlsEntry:
 class AnnotationParser:
     """parse_annotations, once per distinct set of our annotations: Ingresses often share them."""
 
-    def __init__(self, prefix: str, max_risk: Risk, *, blocked_words: tuple[str, ...] = ()) -> None:
+    def __init__(self, prefix: str, max_risk: Risk, *, blocked_words: tuple[str, ...] = (),
+                 allow_snippets: bool = False) -> None:
         self.prefix, self.max_risk, self.blocked_words = prefix, max_risk, blocked_words
+        self.allow_snippets = allow_snippets
         self._start = prefix + "/"
         self._cache: dict[tuple[tuple[str, str], ...], IngressAnnotations | InvalidAnnotation] = {}
 
@@ -178,12 +185,14 @@ class AnnotationParser:
         ours = {k: v for k, v in annotations.items() if k.startswith(self._start)}
         self._refuse_blocked_words(ours)
         if not all(isinstance(v, str) for v in ours.values()):
-            return parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk)
+            return parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk,
+                                         allow_snippets=self.allow_snippets)
         key = tuple(sorted(ours.items()))
         result = self._cache.get(key)
         if result is None:
             try:
-                result = parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk)
+                result = parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk,
+                                         allow_snippets=self.allow_snippets)
             except InvalidAnnotation as err:
                 result = err
             self._cache[key] = result
@@ -287,6 +296,9 @@ class _Merger:
 
     def add_http(self, plan: IngressPlan) -> None:
         served = [h for h in plan.hosts if self._http_host(plan, h)]
+        if plan.client_auth is not None:
+            for host in served:
+                self.routes[host].client_auth[plan.ref] = plan.client_auth
         for rule in plan.paths:
             if rule.host not in served:
                 continue
@@ -351,16 +363,20 @@ def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str
 
 
 def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: AnnotationParser,
-           strict_path_types: bool, problems: list[Problem], refused_profiles: Mapping[str, str]) -> list[IngressPlan]:
+           strict_path_types: bool, problems: list[Problem], refused_profiles: Mapping[str, str],
+           secrets: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[IngressPlan]:
     plans = []
     for namespace, name, ingress in ingresses:
         try:
             annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
             plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
                                 strict_path_types=strict_path_types)
+            if annotations.client_auth is not None:
+                plan = replace(plan, client_auth=resolve_client_auth(annotations.client_auth, namespace=namespace,
+                                                                     secrets=secrets))
             # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
             check_profile(plan.profile)
-        except (IngressRejected, InvalidAnnotation, RenderError) as err:
+        except (IngressRejected, InvalidAnnotation, RenderError, ClientAuthRejected) as err:
             problems.append(Problem.error(f"Ingress {namespace}/{name}", str(err)))
             continue
         except (AttributeError, TypeError) as err:  # a manifest whose spec does not have the API's shape
@@ -386,9 +402,10 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     index = StoreIndex.of(store)
     config, problems = load_controller_config(store, settings.ingress.configmap)
     parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
-                              blocked_words=config.annotation_value_word_blocklist)
+                              blocked_words=config.annotation_value_word_blocklist,
+                              allow_snippets=config.allow_snippet_annotations)
     plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
-                   problems=problems, refused_profiles=refused_profiles or {})
+                   problems=problems, refused_profiles=refused_profiles or {}, secrets=index.secrets)
 
     resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
                                allow_external_name=not settings.ingress.disable_svc_external_name)
@@ -426,6 +443,8 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             profiles=[merger.profiles[name] for name in sorted(merger.profiles)],
             globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.ingress.enable_ssl_passthrough,
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
+            blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
+                               referers=config.block_referers),
         ),
         routes=dict(sorted(merger.routes.items())),
         backends=dict(sorted(merger.backends.items())),

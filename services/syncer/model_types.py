@@ -18,6 +18,22 @@ from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
 from .problems import Problem
 
+@dataclass(frozen=True, kw_only=True)
+class ClientAuth:
+    """An Ingress's client-certificate check (auth-tls-*), as templates/lua/pyngress/client_auth.lua reads it."""
+    ca: str  # PEM certificates
+    crl: str | None
+    verify: str  # "on", "off", "optional" or "optional_no_ca"
+    depth: int
+    error_page: str | None
+    pass_certificate: bool
+    match_cn: str | None  # "CN=<regex>" for the subject DN
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ca": self.ca, "crl": self.crl, "verify": self.verify, "depth": self.depth,
+                "error_page": self.error_page, "pass_certificate": self.pass_certificate, "match_cn": self.match_cn}
+
+
 @dataclass(frozen=True)
 class Route:
     """Where one host+path goes. `backend` None means: answer 503 (missing Service or no such port)."""
@@ -41,6 +57,8 @@ class HostRoutes:
     ssl_redirect: bool = True    # redirect http → https with 308 when tls
     force_ssl_redirect: bool = False
     hsts: str | None = None      # the Strict-Transport-Security value for https responses, if any
+    # Ingress ("namespace/name") → its client-certificate check, for the routes that Ingress gave this host.
+    client_auth: dict[str, ClientAuth] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +68,8 @@ class HostRoutes:
             "default": self.default.to_json() if self.default else None,
             "tls": self.tls, "ssl_redirect": self.ssl_redirect,
             "force_ssl_redirect": self.force_ssl_redirect, "hsts": self.hsts,
+            **({"client_auth": {ref: auth.to_json() for ref, auth in sorted(self.client_auth.items())}}
+               if self.client_auth else {}),
         }
 
 

@@ -13,6 +13,12 @@ from services.common.settings import Settings
 TLS_SECRET_TYPE = "kubernetes.io/tls"
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
+# Client-certificate CAs (auth-tls-secret) are Secrets holding ca.crt, generic or TLS ones. Of a generic one
+# only these keys are kept (slim): the store never holds what else it carries. Service-account token
+# Secrets hold a ca.crt too (the cluster's) and are never kept.
+CA_SECRET_TYPES = frozenset({"Opaque", TLS_SECRET_TYPE})
+CA_KEYS = ("ca.crt", "ca.crl")
+
 # Kinds kept whole (within --watch-namespace when they are namespaced).
 _ALWAYS_KEPT = frozenset({"Ingress", "IngressClass", "Service", "EndpointSlice"})
 
@@ -29,6 +35,11 @@ def _named(reference: str | None, *, namespace: str, name: str) -> bool:
 
 def _in_watched_namespace(namespace: str, settings: Settings) -> bool:
     return not settings.source.watch_namespace or namespace == settings.source.watch_namespace
+
+
+def _holds_client_ca(obj: dict[str, Any]) -> bool:
+    data = obj.get("data")
+    return obj.get("type", "Opaque") in CA_SECRET_TYPES and isinstance(data, dict) and "ca.crt" in data
 
 
 def keep(obj: dict[str, Any], settings: Settings) -> bool:
@@ -49,7 +60,8 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
     if kind == "Secret":
         if _named(settings.ingress.default_ssl_certificate, namespace=namespace, name=name):
             return True
-        return obj.get("type") == TLS_SECRET_TYPE and _in_watched_namespace(namespace, settings)
+        return ((obj.get("type") == TLS_SECRET_TYPE or _holds_client_ca(obj))
+                and _in_watched_namespace(namespace, settings))
     if kind == "ConfigMap":
         return any(_named(ref, namespace=namespace, name=name) for ref in
                    (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap))
@@ -57,10 +69,15 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` without what the syncer never reads (managedFields, kubectl's last-applied copy).
+    """`obj` without what the syncer never reads (managedFields, kubectl's last-applied copy, a generic
+    Secret's keys other than CA_KEYS).
 
     Returns a new dict when something is dropped; `obj` itself is never modified.
     """
+    data = obj.get("data")
+    if obj.get("kind") == "Secret" and obj.get("type", "Opaque") != TLS_SECRET_TYPE and isinstance(data, dict) \
+            and set(data) - set(CA_KEYS):
+        obj = {**obj, "data": {k: v for k, v in data.items() if k in CA_KEYS}}
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj

@@ -7,17 +7,22 @@ profiles, no ConfigMap globals, the same switches):
   added or removed a directive, a block or a Lua block anywhere else);
 - each profile's location holds exactly its directives, each with exactly its value's words as arguments,
   beside the directives that the template writes into every profile location;
-- each http-level setting is one directive whose arguments are its value's words.
+- each http-level setting is one directive whose arguments are its value's words;
+- the typed fields written beside them are exactly what their values say: a rate limit's geo/map/zone
+  directives at the http level and its limit_req/limit_conn in its location, a profile's denied networks,
+  the ConfigMap's block lists (geo/map at the http level, an `if` returning 403 in the server). A profile's
+  configuration-snippet may hold any directives, but only inside its own location.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections import Counter
 
-from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
+from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, NginxConfig, RateLimit
 from services.nginxconf.render import TEMPLATES_DIR, http_level_settings, render
-from tests.support.nginx_conf_tree import Directive, parse, words
+from tests.support.nginx_conf_tree import Directive, parse, walk, words
 
 PROFILE_PREFIX = "@profile_"
 # Directives the template writes in a profile location for its typed fields (CORS's Lua, the https scheme):
@@ -41,12 +46,70 @@ def _profile_location(directive: Directive) -> str | None:
     return None
 
 
+def _shape(d: Directive) -> tuple:
+    return (d.name, tuple(d.args), d.lua, tuple(_shape(inner) for inner in d.block) if d.block is not None else None)
+
+
+def _typed(d: Directive) -> bool:
+    """Whether `d` (in http or in the server) is written for a rate limit or a block list."""
+    if d.name in ("limit_req_zone", "limit_conn_zone"):
+        return True
+    if d.name in ("geo", "map", "if"):
+        return any(arg.lstrip("(").startswith(("$pyngress_limit_", "$pyngress_blocked_")) for arg in d.args)
+    return False
+
+
+def _rate_limit_zones(limit: RateLimit) -> list[tuple]:
+    var_id = hashlib.sha256(limit.zone.encode()).hexdigest()[:16]
+    allowed, key = f"$pyngress_limit_allowed_{var_id}", f"$pyngress_limit_key_{var_id}"
+    shapes = [("geo", (allowed,), None, (("default", ("0",), None, None),
+                                         *((network, ("1",), None, None) for network in limit.allowlist))),
+              ("map", (allowed, key), None, (("0", ("$binary_remote_addr",), None, None), ("1", ("",), None, None)))]
+    if limit.connections:
+        shapes.append(("limit_conn_zone", (key, f"zone={limit.zone}_conn:5m"), None, None))
+    for suffix, count, unit in (("rps", limit.rps, "s"), ("rpm", limit.rpm, "m")):
+        if count:
+            shapes.append(("limit_req_zone", (key, f"zone={limit.zone}_{suffix}:5m", f"rate={count}r/{unit}"), None,
+                           None))
+    return shapes
+
+
+def _rate_limits_in_location(limit: RateLimit) -> Counter:
+    limits: Counter = Counter()
+    if limit.connections:
+        limits["limit_conn", (f"{limit.zone}_conn", str(limit.connections))] += 1
+    for suffix, count in (("rps", limit.rps), ("rpm", limit.rpm)):
+        if count:
+            burst = (f"burst={count * limit.burst_multiplier}",) if limit.burst_multiplier else ()
+            limits["limit_req", (f"zone={limit.zone}_{suffix}", *burst, "nodelay")] += 1
+    return limits
+
+
+def _block_lists(blocked: BlockLists) -> tuple[list[tuple], list[tuple]]:
+    """The http-level and the server-level shapes of the block lists."""
+    http, server = [], []
+    lists = (("geo", "$pyngress_blocked_address", (), blocked.networks),
+             ("map", "$pyngress_blocked_user_agent", ("$http_user_agent",), blocked.user_agents),
+             ("map", "$pyngress_blocked_referer", ("$http_referer",), blocked.referers))
+    for kind, variable, source, entries in lists:
+        if entries:
+            keys = entries if kind == "geo" else [e if e.startswith("~") else "\\" + e for e in entries]
+            http.append((kind, (*source, variable), None, (("default", ("0",), None, None),
+                                                          *((k, ("1",), None, None) for k in keys))))
+            server.append(("if", (f"({variable})",), None, (("return", ("403",), None, None),)))
+    return http, server
+
+
+def _typed_shapes(tree: list[Directive]) -> Counter:
+    return Counter(_shape(d) for path, d in walk(tree) if path in (("http",), ("http", "server")) and _typed(d))
+
+
 def _without_values(block: list[Directive], settings: set[str], *, in_http: bool) -> list[tuple]:
-    """`block` as comparable tuples, less the profile locations and (directly in http) the settings; the Lua
-    of init_by_lua_block (it lists the profiles) only by name."""
+    """`block` as comparable tuples, less the profile locations, the typed fields' directives and (directly
+    in http) the settings; the Lua of init_by_lua_block (it lists the profiles) only by name."""
     kept = []
     for d in block:
-        if (_profile_location(d) not in (None, DEFAULT_PROFILE)) or (in_http and d.name in settings):
+        if (_profile_location(d) not in (None, DEFAULT_PROFILE)) or (in_http and d.name in settings) or _typed(d):
             continue
         lua = None if d.name == "init_by_lua_block" else d.lua
         inner = _without_values(d.block, settings, in_http=d.name == "http") if d.block is not None else None
@@ -56,11 +119,17 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
 
 def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
     tree = parse(text)
-    base = parse(render(dataclasses.replace(config, profiles=[], globals={})))
+    base = parse(render(dataclasses.replace(config, profiles=[], globals={}, blocked=BlockLists())))
     settings = http_level_settings(config)
     assert _without_values(tree, set(settings), in_http=False) == _without_values(base, set(settings),
                                                                                   in_http=False), \
         "a value changed nginx.conf outside its own directives"
+
+    http_blocks, server_blocks = _block_lists(config.blocked)
+    expected = Counter([*http_blocks, *server_blocks])
+    for profile in config.profiles:
+        expected.update(_rate_limit_zones(profile.rate_limit) if profile.rate_limit else [])
+    assert _typed_shapes(tree) == expected, "rate limit or block list directives differ from their values"
 
     http = _http(tree)
     for name, value in settings.items():
@@ -77,6 +146,9 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
     for name, profile in profiles.items():
         actual = Counter((d.name, tuple(d.args)) for d in locations[name].block or [])
         own = Counter((directive, tuple(words(value))) for directive, value in profile.directives)
+        own.update(("deny", (network,)) for network in profile.denied)
+        own.update(_rate_limits_in_location(profile.rate_limit) if profile.rate_limit else Counter())
         extra = actual - own - fixed
-        assert all(d in _TEMPLATE_NAMES for d, _ in extra), f"profile {name}: directives {sorted(extra)} added"
+        if profile.snippet is None:
+            assert all(d in _TEMPLATE_NAMES for d, _ in extra), f"profile {name}: directives {sorted(extra)} added"
         assert not own - actual, f"profile {name}: {sorted(own - actual)} not written as their own arguments"

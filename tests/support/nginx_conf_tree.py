@@ -1,7 +1,8 @@
 """nginx.conf text → a tree of directives, read as nginx's own lexer reads it, for tests that must show that
 no value reached nginx.conf as anything but the arguments it was meant to be.
 
-nginx splits a file into words at whitespace, `;`, `{` and `}` outside quotes, drops `#` comments, and
+nginx splits a file into words at whitespace, `;` and `{` outside quotes (a `}` ends a block only where a word
+could start, and `${` goes on within a variable's word), drops `#` comments, and
 unescapes `\\"`, `\\'`, `\\\\`, `\\t`, `\\r` and `\\n` inside quotes. A `*_by_lua_block` directive is the Lua
 module's own: its block is Lua code read up to the brace that closes it (Lua strings, long brackets and
 comments may hold braces), kept here as text.
@@ -111,8 +112,10 @@ def _next_word(reader: _Reader) -> tuple[str | None, str]:
     if ch in "\"'":
         reader.take()
         return _quoted(reader, ch), ""
+    # Inside a word, as in nginx: '}' is a plain character, and '{' right after '$' ("${name}") is too.
     word = []
-    while reader.peek() and not reader.peek().isspace() and reader.peek() not in ";{}":
+    while reader.peek() and not reader.peek().isspace() and (reader.peek() not in ";{"
+                                                             or reader.peek() == "{" and word[-1:] == ["$"]):
         ch = reader.take()
         if ch == "\\" and reader.peek():
             word.append(ch)
@@ -129,7 +132,7 @@ def _quoted(reader: _Reader, quote: str) -> str:
             raise reader.error("unterminated quoted string")
         if ch == quote:
             nxt = reader.peek()
-            if nxt and not nxt.isspace() and nxt not in ";{}":
+            if nxt and not nxt.isspace() and nxt not in ";{)":  # nginx takes ')' there, not '}'
                 raise reader.error(f"unexpected {nxt!r} after a quoted string")
             return "".join(word)
         if ch == "\\" and reader.peek():

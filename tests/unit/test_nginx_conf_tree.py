@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.nginxconf.config import LocationProfile, NginxConfig
+from services.nginxconf.config import BlockLists, LocationProfile, NginxConfig, RateLimit
 from services.nginxconf.render import render
 from tests.support.injection_check import assert_values_stay_arguments
 from tests.support.nginx_conf_tree import ConfSyntaxError, parse, walk
@@ -50,9 +50,36 @@ def test_a_clean_render_passes():
     ("location @pyngress_default_backend {", "location /x { return 200; }\n        location @pyngress_default_backend {"),
 ])
 def test_a_value_that_escaped_its_arguments_fails(tamper):
-    config = _config()
+    assert_tampering_fails(_config(), tamper)
+
+
+def assert_tampering_fails(config: NginxConfig, tamper: tuple[str, str]) -> None:
     old, new = tamper
     text = render(config)
     assert old in text
     with pytest.raises(AssertionError):
         assert_values_stay_arguments(config, text.replace(old, new, 1))
+
+
+def _typed_config() -> NginxConfig:
+    limited = LocationProfile.of((("allow", "10.0.0.0/8"), ("deny", "all")), denied=("10.2.0.0/16",),
+                                 rate_limit=RateLimit(zone="ns_a_uid", rps=5, connections=2, allowlist=("10.1.0.0/16",)))
+    return NginxConfig(http_port=80, https_port=443, state_dir="/s", run_dir="/r", profiles=[limited],
+                       blocked=BlockLists(networks=("10.9.0.0/16",), user_agents=("default", "~*bot"), referers=("x",)))
+
+
+def test_a_clean_render_with_rate_limits_denied_networks_and_block_lists_passes():
+    config = _typed_config()
+    assert_values_stay_arguments(config, render(config))
+
+
+@pytest.mark.parametrize("tamper", [
+    ('"10.1.0.0/16" 1;', '"10.1.0.0/16" 1; "0.0.0.0/0" 1;'),  # an allowlist entry added to a rate limit
+    ('"rate=5r/s";', '"rate=50r/s";'),  # a zone's rate changed
+    ('"burst=25"', '"burst=26"'),  # a location's limit changed
+    ('deny "10.2.0.0/16";', 'deny "10.3.0.0/16";'),  # a denied network changed
+    ('"\\\\default" 1;', '"\\\\default" 1; default 1;'),  # a block list entry became a map parameter
+    ("return 403;", "return 200;"),  # a block list's answer changed
+])
+def test_a_typed_field_that_escaped_its_values_fails(tamper):
+    assert_tampering_fails(_typed_config(), tamper)

@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping
 
 from services.nginxconf.render import RenderError
 
-from . import (access_control, backend_protocol, cors, ipallowlist, proxy, redirect, service_upstream, snippets, ssl,
-               upstream_behaviour, upstream_vhost)
+from . import (access_control, backend_protocol, client_cert, cors, denylist, ipallowlist, proxy, ratelimit, redirect,
+               service_upstream, snippets, ssl, upstream_behaviour, upstream_vhost)
 from .access_control import is_access_control
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
 from .renderable import check_renders, unrenderable_cors_option
@@ -28,22 +28,25 @@ from .renderable import check_renders, unrenderable_cors_option
 ANNOTATIONS: dict[str, Annotation] = {
     a.name: a
     for group in (proxy, upstream_behaviour, backend_protocol, service_upstream, redirect, ssl, cors, ipallowlist,
-                  upstream_vhost, snippets)
+                  denylist, ratelimit, client_cert, upstream_vhost, snippets)
     for a in group.ANNOTATIONS
 }
 
 # Groups whose annotations mean more than one setting each (defaults, precedence, host-level flags).
 _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
     proxy.apply, upstream_behaviour.apply, backend_protocol.apply, service_upstream.apply, redirect.apply, ssl.apply,
-    cors.apply, ipallowlist.apply, upstream_vhost.apply,
+    cors.apply, ipallowlist.apply, denylist.apply, ratelimit.apply, client_cert.apply, upstream_vhost.apply,
+    snippets.apply,
 )
 
 __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation", "Risk", "parse_annotations"]
 
 
-def parse_annotations(annotations: Mapping[str, Any], *, prefix: str,
-                      max_risk: Risk = Risk.HIGH) -> IngressAnnotations:
+def parse_annotations(annotations: Mapping[str, Any], *, prefix: str, max_risk: Risk = Risk.HIGH,
+                      allow_snippets: bool = False) -> IngressAnnotations:
     """Validate and interpret the annotations under `prefix`; raise InvalidAnnotation for the first bad one.
+
+    `max_risk` and `allow_snippets` are the ConfigMap's annotations-risk-level and allow-snippet-annotations.
 
     Last, every location setting must pass render.py's quoting, blamed on the annotation it came from.
     """
@@ -63,6 +66,8 @@ def parse_annotations(annotations: Mapping[str, Any], *, prefix: str,
         if not isinstance(raw, str):
             raise InvalidAnnotation(full_name, value=raw,
                                     reason="annotation values must be strings; quote it in the manifest")
+        if snippets.is_snippet(name) and not allow_snippets:
+            raise InvalidAnnotation(full_name, value=raw, reason=snippets.DISABLED)
         try:
             values[name] = annotation.validate(raw)
         except InvalidValue as err:

@@ -1,7 +1,8 @@
 """Fail closed: access-control annotations pyngress does not implement refuse their Ingress.
 
-An Ingress that was protected behind ingress-nginx's basic auth, external auth, client certificates,
-rate limits, deny lists or ModSecurity must never be served open because pyngress ignores the annotation.
+An Ingress that was protected behind ingress-nginx's basic auth, external auth or ModSecurity (or a name of
+the client-certificate, rate-limit or deny-list families that pyngress does not know) must never be served
+open because pyngress ignores the annotation.
 This rule covers every name of those families, also ones ingress-nginx adds later; an annotation of them
 that pyngress does implement is in ANNOTATIONS and never reaches this check.
 """

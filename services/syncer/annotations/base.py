@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import enum
 import functools
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Callable, NamedTuple
 
-from services.nginxconf.config import BackendScheme, CorsPolicy, LocationProfile
+from services.nginxconf.config import BackendScheme, CorsPolicy, LocationProfile, RateLimit
 
 
 class Risk(enum.IntEnum):
@@ -53,6 +53,18 @@ class Annotation:
     scope: Scope = Scope.LOCATION
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClientAuthSpec:
+    """One Ingress's auth-tls-* annotations (client_cert.py); the Secret is read once the Ingress is known."""
+    secret_namespace: str
+    secret_name: str
+    verify: str  # "on", "off", "optional" or "optional_no_ca"
+    depth: int
+    error_page: str | None
+    pass_certificate: bool
+    match_cn: str | None  # "CN=<regex>"
+
+
 class LocationDirective(NamedTuple):
     """One nginx directive of the location profile and the annotation (without prefix) whose value it carries."""
     name: str
@@ -64,13 +76,18 @@ class LocationDirective(NamedTuple):
 class IngressAnnotations:
     """What one Ingress's annotations mean once every value has passed its validator.
 
-    The location fields (`directives`, `backend_scheme`, `cors`) make the Ingress's LocationProfile.
+    The location fields (`directives`, `backend_scheme`, `cors`, `rate_limit`, `denied`, `snippet`) make the
+    Ingress's LocationProfile.
     """
     prefix: str
     # Location profile directives; a directive such as `allow` may repeat.
     directives: list[LocationDirective] = field(default_factory=list)
     backend_scheme: BackendScheme = "http"
     cors: CorsPolicy | None = None
+    rate_limit: RateLimit | None = None  # its zone is named per Ingress by profile_for()
+    denied: tuple[str, ...] = ()  # networks answered 403, checked before an allowlist
+    snippet: str | None = None
+    client_auth: ClientAuthSpec | None = None  # checked per route by the router, not a profile setting
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
     ssl_passthrough: bool = False
@@ -87,4 +104,15 @@ class IngressAnnotations:
     @functools.cached_property  # read once parsing is done; thousands of Ingresses share one parse
     def profile(self) -> LocationProfile:
         return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
-                                  backend_scheme=self.backend_scheme, cors=self.cors)
+                                  backend_scheme=self.backend_scheme, cors=self.cors, denied=self.denied,
+                                  snippet=self.snippet)
+
+    def profile_for(self, zone: str) -> LocationProfile:
+        """The profile of the Ingress whose rate-limit zones are named `zone` (ratelimit.zone_name): the shared
+        one unless the Ingress has rate limits, which it counts alone."""
+        if self.rate_limit is None:
+            return self.profile
+        shared = self.profile
+        return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,
+                                  denied=shared.denied, snippet=shared.snippet,
+                                  rate_limit=replace(self.rate_limit, zone=zone))

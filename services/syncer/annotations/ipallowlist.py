@@ -7,16 +7,16 @@ from .base import Annotation, IngressAnnotations, Risk
 from .validators import ip_network
 
 
-def _cidr_list(value: str) -> str:
+def cidr_list(value: str) -> str:
     """"10.0.0.0/8, 192.168.1.1" → "10.0.0.0/8 192.168.1.1/32": networks, deduplicated and sorted."""
     networks = {ip_network(part.strip(" ")) for part in value.split(",")}
     return " ".join(str(n) for n in sorted(networks, key=lambda n: (n.version, n)))
 
 
 ANNOTATIONS = (
-    Annotation("allowlist-source-range", validate=_cidr_list, risk=Risk.MEDIUM,
+    Annotation("allowlist-source-range", validate=cidr_list, risk=Risk.MEDIUM,
                doc="Client networks allowed; others get 403."),
-    Annotation("whitelist-source-range", validate=_cidr_list, risk=Risk.MEDIUM,
+    Annotation("whitelist-source-range", validate=cidr_list, risk=Risk.MEDIUM,
                doc="Old name of allowlist-source-range."),
 )
 

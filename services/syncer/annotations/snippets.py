@@ -1,20 +1,68 @@
-"""Snippet annotations: raw nginx configuration from an Ingress. Always rejected.
+"""Snippet annotations: raw nginx configuration from an Ingress.
 
-A snippet lets whoever may edit an Ingress run any nginx directive (read files, proxy anywhere, leak
-other tenants' secrets: CVE-2021-25742, CVE-2025-1974); ingress-nginx disables them by default too.
+A snippet lets whoever may edit an Ingress run any nginx directive (read files, proxy anywhere, leak other
+tenants' secrets: CVE-2021-25742, CVE-2025-1974). As in ingress-nginx, every *-snippet annotation rejects
+its Ingress unless the controller ConfigMap sets allow-snippet-annotations: "true"; their risk is Critical,
+so annotations-risk-level: Critical is needed too. Then configuration-snippet goes into the Ingress's
+location as it is, once it is shown to stay inside it (services/nginxconf/snippet_blocks.py); `nginx -t`
+then rejects only its Ingress if nginx refuses it. The other snippets have no place in pyngress's nginx.conf
+and stay refused, each saying why.
 """
 from __future__ import annotations
 
-from .base import Annotation, InvalidValue, Risk
+from typing import Callable, Mapping
+
+from services.nginxconf.snippet_blocks import SnippetError, check_contained
+
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+
+# Snippets are whole blocks of configuration; this bounds what one Ingress adds to every nginx -t and reload.
+MAX_SNIPPET = 16 * 1024
+
+DISABLED = ('snippet annotations are disabled: remove it, or have the cluster administrator set '
+            'allow-snippet-annotations: "true" and annotations-risk-level: Critical in the controller ConfigMap')
 
 
-def _refuse(value: str) -> str:
-    raise InvalidValue("snippets are disabled in pyngress (they are raw nginx configuration); remove it and "
-                       "use the dedicated annotations instead")
+def _configuration_snippet(value: str) -> str:
+    if len(value) > MAX_SNIPPET:
+        raise InvalidValue(f"is {len(value)} characters long, more than {MAX_SNIPPET}; shorten it")
+    try:
+        check_contained(value)
+    except SnippetError as err:
+        raise InvalidValue(str(err)) from None
+    return value
 
 
-ANNOTATIONS = tuple(
-    Annotation(name, validate=_refuse, risk=Risk.CRITICAL, doc="Raw nginx configuration: always rejected.")
-    for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
-                 "modsecurity-snippet")
+def _refused(reason: str) -> Callable[[str], str]:
+    def refuse(value: str) -> str:
+        raise InvalidValue(reason)
+    return refuse
+
+
+ANNOTATIONS = (
+    Annotation("configuration-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
+               doc="Raw nginx configuration added to the Ingress's location; needs allow-snippet-annotations "
+               "and annotations-risk-level Critical."),
+    Annotation("server-snippet", risk=Risk.CRITICAL, doc="Refused: all hosts share one nginx server block.",
+               validate=_refused("pyngress serves every host from one nginx server block and routes by host in Lua, "
+                                 "so a server-snippet would apply to every tenant's host; use configuration-snippet, "
+                                 "which applies to this Ingress's paths only")),
+    Annotation("auth-snippet", risk=Risk.CRITICAL, doc="Refused: no auth-url location is built from snippets.",
+               validate=_refused("it configures the auth-url subrequest location, which pyngress does not build "
+                                 "from snippets; remove it and use the auth-* annotations")),
+    Annotation("stream-snippet", risk=Risk.CRITICAL, doc="Refused: pyngress's nginx has no stream servers from Ingresses.",
+               validate=_refused("pyngress builds no nginx stream servers from Ingresses; expose TCP and UDP "
+                                 "services with the tcp-services and udp-services ConfigMaps instead")),
+    Annotation("modsecurity-snippet", risk=Risk.CRITICAL, doc="Refused: pyngress's nginx has no ModSecurity.",
+               validate=_refused("pyngress's nginx has no ModSecurity module, so its rules could not apply; remove it")),
 )
+
+
+def is_snippet(name: str) -> bool:
+    """Whether the annotation `name` (without the prefix) is raw configuration, as ingress-nginx tells them."""
+    return name.endswith("-snippet")
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    if "configuration-snippet" in values:
+        parsed.snippet = values["configuration-snippet"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import warnings
 from typing import Callable
 
 from services.nginxconf.render import BYTES_PER_UNIT
@@ -123,3 +124,21 @@ def ip_network(text: str) -> IPNetwork:
     except ValueError:
         raise InvalidValue(f"{text!r} is not an IP address or CIDR such as 10.0.0.0/8, 192.168.1.1 or "
                            "2001:db8::/32") from None
+
+
+# Python's re takes some syntax PCRE (nginx's and ngx.re's) refuses: \u, \U and \N escapes, inline flags
+# other than i. Refused, so that a pattern Python compiles is one PCRE compiles too.
+_NOT_PCRE = re.compile(r"\\[uUN]|\(\?(?![:=!]|<[=!]|P<|i[):])")
+
+
+def pcre_regex(pattern: str, *, ignore_case: bool = False) -> None:
+    """Raise InvalidValue unless `pattern` is a regular expression that both Python and PCRE compile alike."""
+    if _NOT_PCRE.search(pattern):
+        raise InvalidValue(f"{pattern!r} uses syntax PCRE does not take (\\u, \\U, \\N escapes or inline flags "
+                           "other than (?i)); write it with (?:...), character classes or \\x escapes")
+    try:
+        with warnings.catch_warnings():  # Python's notes on what a future version may read differently
+            warnings.simplefilter("ignore")
+            re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as err:
+        raise InvalidValue(f"{pattern!r} is not a valid regular expression ({err})") from None

@@ -8,6 +8,9 @@ The certificates table (POST /configuration/certificates):
      "hosts": {"<host>": "<cert-id>", "*.example.com": "<cert-id>", ...},
      "default": "<cert-id>" | null}
 
+When the SNI's host (found as the router finds it) has routes with client authentication, the handshake
+asks the client for a certificate (client_auth.lua).
+
 Lookup: the SNI name (lowercased) exactly, else the wildcard entry for its parent ("*.example.com" for
 "a.example.com"), else "default", else nginx's static ssl_certificate (the fake certificate). A
 certificate that does not parse is logged and the static one is served instead.
@@ -19,6 +22,8 @@ index when the table changes and parses each certificate once, when a handshake 
 local ssl = require("ngx.ssl")
 local cjson = require("cjson.safe")
 local store = require("pyngress.store")
+local router = require("pyngress.router")
+local client_auth = require("pyngress.client_auth")
 
 local find, sub, lower = string.find, string.sub, string.lower
 local null = cjson.null
@@ -155,7 +160,13 @@ function _M.serve()
         end
         parsed_for = index
     end
-    local entry = certificate_for(index, ngx.shared.pyngress_certificates, ssl.server_name())
+    local name = ssl.server_name()
+    -- A host with client authentication (auth-tls-*): ask for a certificate; the router checks it per route.
+    local routes = router.host_entry(name)
+    if routes and routes.client_certificate then
+        client_auth.request(routes.client_certificate)
+    end
+    local entry = certificate_for(index, ngx.shared.pyngress_certificates, name)
     if not entry then
         return  -- nginx's static ssl_certificate
     end

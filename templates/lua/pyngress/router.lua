@@ -7,8 +7,12 @@ The routes table (POST /configuration/routes), one entry per host as HostRoutes.
                 "prefix": [["<path>", <route>], ...],
                 "default": <route> | null,
                 "tls": bool, "ssl_redirect": bool, "force_ssl_redirect": bool,
-                "hsts": "<Strict-Transport-Security value>" | null}}
+                "hsts": "<Strict-Transport-Security value>" | null,
+                "client_auth": {"<ns/name>": <client_auth.lua config>, ...} (optional)}}
     <route> = {"backend": "<backend name>" | null, "profile": "<profile name>", "ingress": "ns/name"}
+
+A route whose Ingress has a client_auth entry has the client's certificate checked (client_auth.lua) before
+anything else about the route.
 
 <host> is a lowercase name, a wildcard "*.example.com" (exactly one more label) or "_" (any other host).
 Prefix paths carry no trailing slash (except "/") and match whole path elements: "/aaa" matches "/aaa",
@@ -21,6 +25,7 @@ whose Content-Length is above the route profile's client_max_body_size answers 4
 ]]
 local store = require("pyngress.store")
 local settings = require("pyngress.settings")
+local client_auth = require("pyngress.client_auth")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
@@ -30,7 +35,7 @@ local ACME_CHALLENGE = "/.well-known/acme-challenge/"
 
 local _M = {}
 
-local function route_of(raw, where)
+local function route_of(raw, where, auths)
     if raw == nil or raw == null then
         return nil
     end
@@ -51,7 +56,8 @@ local function route_of(raw, where)
     if type(profile) ~= "string" then
         error(where .. ": profile must be a string", 0)
     end
-    return { backend = backend, profile = profile, location = "@profile_" .. profile }
+    return { backend = backend, profile = profile, location = "@profile_" .. profile,
+             client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil }
 end
 
 local function path_of(path, where)
@@ -65,7 +71,9 @@ local function host_of(raw, host)
     if type(raw) ~= "table" then
         error(host .. ": host routes must be an object", 0)
     end
+    local auths, ask = client_auth.configs(raw.client_auth, host)
     local entry = {
+        client_certificate = ask,  -- what the handshake asks for (client_auth.request), or nil
         exact = {},
         prefix = {},         -- path -> route, looked up at each path element boundary
         longest_prefix = 0,  -- no candidate longer than this can match
@@ -80,7 +88,7 @@ local function host_of(raw, host)
             error(host .. ": exact must be an object", 0)
         end
         for path, route in pairs(exact) do
-            entry.exact[path_of(path, host)] = route_of(route, host .. path)
+            entry.exact[path_of(path, host)] = route_of(route, host .. path, auths)
         end
     end
     local prefix = raw.prefix
@@ -93,13 +101,13 @@ local function host_of(raw, host)
                 error(host .. ": prefix must be a list of [path, route]", 0)
             end
             local path = path_of(pair[1], host)
-            entry.prefix[path] = route_of(pair[2], host .. path)
+            entry.prefix[path] = route_of(pair[2], host .. path, auths)
             if #path > entry.longest_prefix then
                 entry.longest_prefix = #path
             end
         end
     end
-    entry.default = route_of(raw.default, host .. " default")
+    entry.default = route_of(raw.default, host .. " default", auths)
     return entry
 end
 
@@ -141,6 +149,9 @@ local function match_prefix(entry, uri)
 end
 
 local function find_host(hosts, host)
+    if not host then
+        return hosts["_"]
+    end
     local entry = hosts[host]
     if entry then
         return entry
@@ -153,6 +164,11 @@ local function find_host(hosts, host)
         end
     end
     return hosts["_"]
+end
+
+-- The routes of the host named `name` (a TLS SNI), as the router would find them; nil when none.
+function _M.host_entry(name)
+    return find_host(store.get("routes"), name and lower(name))
 end
 
 function _M.route()
@@ -174,6 +190,9 @@ function _M.route()
     local route = entry.exact[uri] or match_prefix(entry, uri) or entry.default
     if not route then
         return ngx.exec("@pyngress_default_backend")
+    end
+    if route.client_auth and client_auth.check(route.client_auth) then
+        return  -- the certificate was refused: the request is answered
     end
     local backend = route.backend
     if not backend then

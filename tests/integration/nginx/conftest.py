@@ -262,10 +262,11 @@ class Nginx:
 
     def get(self, path: str, host: str = "example.test", method: str = "GET", body: bytes | None = None,
             headers: dict[str, str] | None = None, https: bool = False, sni: str | None = None,
-            port: int | None = None) -> Response:
-        """One request on a new connection (so that nginx's worker is chosen afresh)."""
+            port: int | None = None, source: str | None = None) -> Response:
+        """One request on a new connection (so that nginx's worker is chosen afresh), from the loopback
+        address `source` (127.0.0.x) when given."""
         sock = socket.create_connection(("127.0.0.1", port or (self.https_port if https else self.http_port)),
-                                        timeout=10)
+                                        timeout=10, source_address=(source, 0) if source else None)
         subject = None
         if https:
             sock = client_tls_context().wrap_socket(sock, server_hostname=sni)

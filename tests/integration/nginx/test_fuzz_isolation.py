@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
+from dataclasses import replace
 import json
 from typing import Any, Iterator
 
@@ -154,9 +156,23 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-buffers-number": numbers, "proxy-busy-buffers-size": sizes, "proxy-max-temp-file-size": sizes,
     "client-body-buffer-size": sizes,
     "connection-proxy-header": st.sampled_from(["keep-alive", "close", "upgrade", "Keep-Alive", "a b"]),
+    "auth-tls-secret": st.sampled_from(["default/ca", "default/missing", "other/ca", "ca", "default/ca/x"]),
+    "auth-tls-verify-client": st.sampled_from(["on", "off", "optional", "optional_no_ca", "ON", "maybe"]),
+    "auth-tls-verify-depth": numbers, "auth-tls-pass-certificate-to-upstream": booleans,
+    "auth-tls-error-page": st.one_of(urls, st.sampled_from(["/denied", "@named", "/a b"])),
+    "auth-tls-match-cn": st.builds(lambda body: "CN=" + body, st.text(st.sampled_from(list("abc()|*$^.\\")),
+                                                                      max_size=12)),
+    "denylist-source-range": network_lists, "limit-allowlist": network_lists, "limit-whitelist": network_lists,
+    **{name: numbers for name in ("limit-rps", "limit-rpm", "limit-connections", "limit-burst-multiplier",
+                                  "limit-rate", "limit-rate-after", "limit-rph")},
     **{name: nginx_text for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
                                      "modsecurity-snippet")},
 }
+
+header_patterns = st.one_of(
+    st.text(st.sampled_from(list("abcXYZ019-._/:() ")), min_size=1, max_size=20),
+    st.builds(lambda flags, body: flags + body, st.sampled_from(["~", "~*"]),
+              st.text(st.sampled_from(list("abc019.^$*+?()[]{}|\\-/ ")), max_size=20)))
 
 _protocols = st.lists(st.sampled_from(["TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3", "SSLv3", ""]), min_size=1,
                       max_size=4).map(" ".join)
@@ -171,6 +187,10 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "annotations-risk-level": st.sampled_from(["Low", "Medium", "High", "Critical", "critical", "none"]),
     "strict-validate-path-type": booleans,
     "annotation-value-word-blocklist": st.lists(hostile, max_size=5).map(",".join),
+    "allow-snippet-annotations": booleans,
+    "limit-req-status-code": numbers, "limit-conn-status-code": numbers,
+    "block-cidrs": network_lists,
+    **{key: comma_lists(header_patterns, "~*{}bot$") for key in ("block-user-agents", "block-referers")},
 }
 
 
@@ -185,6 +205,9 @@ def annotation_values(name: str) -> st.SearchStrategy[str]:
 
 # Annotations that mean nothing without another one: the fuzzed Ingress gets it too (unless fuzzed itself).
 _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.startswith("cors-")},
+          **{name: {"limit-rpm": "60"} for name in ("limit-burst-multiplier", "limit-allowlist", "limit-whitelist")},
+          **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
+             if name.startswith("auth-tls-") and name != "auth-tls-secret"},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"}}
 
@@ -210,9 +233,17 @@ def certificate() -> dict[str, str]:
             "tls.key": base64.b64encode(pem[end:].encode()).decode()}
 
 
+@functools.lru_cache(maxsize=1)
+def _client_ca() -> str:
+    """Secret data for auth-tls-secret "default/ca": a real CA certificate, so that its Ingresses are served."""
+    pem = make_self_signed("/CN=fuzz client CA", ("ca.fuzz.example",)).decode()
+    return base64.b64encode(pem[:pem.index("-----END CERTIFICATE-----") + 26].encode()).decode()
+
+
 def cluster_with_good_ingress() -> Cluster:
     cluster = Cluster()
     cluster.ingress_class()
+    cluster.tls_secret("ca", type="Opaque", data={"ca.crt": _client_ca()})
     # The oldest Ingress: conflicts are won by it, so only a bug can take its host away.
     cluster.app("good", host=GOOD_HOST, created=cluster.timestamp(0))
     return cluster
@@ -351,3 +382,31 @@ def test_a_spec_field_never_breaks_the_configuration(field, nginx_check, certifi
         _replace(objects[kind], path, copy.deepcopy(value))
         check_isolation(cluster, nginx_check)
     check()
+
+
+# --- snippets, where the administrator allows them ------------------------------------------------
+
+_snippet_words = st.one_of(hostile, st.sampled_from([
+    "add_header X-A b;", "return 200;", "if ($arg_x) {", "}", "{", "location @x {", "set $a ${host};", "'}'",
+    '"{"', "\\}", "# }\n", "access_by_lua 'ngx.exit(403)';", "proxy_set_header X y;", "\n"]))
+snippets = st.lists(_snippet_words, max_size=8).map(" ".join)
+
+
+@settings(FUZZ, max_examples=150)
+@given(snippet=snippets)
+def test_a_snippet_stays_in_its_location_and_one_nginx_refuses_is_blamed_on_its_own_profile(snippet, nginx_check):
+    # The model may accept a snippet that `nginx -t` then refuses: the syncer halves the new profiles to find
+    # it (services/syncer/apply.py), which works only if the configuration without it passes.
+    cluster = cluster_with_good_ingress()
+    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
+    cluster.app("fuzz", host=FUZZED_HOST, annotations={"configuration-snippet": snippet})
+    model = cluster.build(state_dir=str(nginx_check.paths.state_dir), run_dir=str(nginx_check.paths.run_dir))
+    assert model.routes[GOOD_HOST].prefix["/"].ingress == GOOD
+    text = render(model.config)
+    if nginx_check.error(text) is not None:
+        fuzzed = {route.profile for route in model.routes[FUZZED_HOST].prefix.values()}
+        others = [p for p in model.config.profiles if p.name not in fuzzed]
+        assert nginx_check.error(render(replace(model.config, profiles=others))) is None
+    else:
+        # Read back as nginx reads it: the snippet's directives are all inside its own location.
+        assert_values_stay_arguments(model.config, text)

@@ -6,7 +6,7 @@ DEFAULT_GLOBALS = {
     "client_body_timeout": "60s", "client_header_timeout": "60s", "client_max_body_size": "1m",
     "keepalive_requests": "1000", "keepalive_timeout": "75s", "proxy_connect_timeout": "5s",
     "proxy_read_timeout": "60s", "proxy_send_timeout": "60s", "ssl_ciphers": DEFAULT_SSL_CIPHERS,
-    "ssl_protocols": "TLSv1.2 TLSv1.3",
+    "ssl_protocols": "TLSv1.2 TLSv1.3", "limit_req_status": "503", "limit_conn_status": "503",
 }
 
 
@@ -29,7 +29,7 @@ def test_configmap_keys_become_nginx_globals(cluster):
         "client_body_timeout": "7s", "client_header_timeout": "5s", "client_max_body_size": "64m",
         "keepalive_requests": "500", "keepalive_timeout": "30s", "proxy_connect_timeout": "10s",
         "proxy_read_timeout": "120s", "proxy_send_timeout": "2m", "ssl_ciphers": "ECDHE-RSA-AES128-GCM-SHA256:!aNULL",
-        "ssl_protocols": "TLSv1.3",
+        "ssl_protocols": "TLSv1.3", "limit_req_status": "503", "limit_conn_status": "503",
     }
     assert model.config.use_forwarded_headers and model.config.use_proxy_protocol and model.use_proxy_protocol
 
@@ -56,9 +56,9 @@ def test_a_bad_value_is_ignored_and_reported_while_the_rest_applies(cluster, key
 
 
 def test_unknown_keys_are_ignored_with_a_warning(cluster):
-    cluster.configmap({"allow-snippet-annotations": "true"})
+    cluster.configmap({"enable-brotli": "true"})
     assert cluster.build().problem_lines() == ["warning: ConfigMap ingress/ingress-nginx-controller: key "
-                                        "allow-snippet-annotations is not supported by pyngress; ignored"]
+                                        "enable-brotli is not supported by pyngress; ignored"]
 
 
 def test_a_configmap_that_is_named_but_absent_means_defaults(cluster):

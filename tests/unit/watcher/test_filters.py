@@ -34,6 +34,17 @@ def test_secrets_only_tls_or_the_default_certificate():
     assert keep(obj("Secret", "default-cert", "ingress", type="Opaque"), settings)
 
 
+def test_client_certificate_cas_are_kept_with_their_ca_keys_only():
+    settings = Settings.from_flags(watch_namespace="team")
+    generic = obj("Secret", "client-ca", "team", type="Opaque", data={"ca.crt": "Q0E=", "ca.crl": "Q1JM", "password": "eA=="})
+    assert keep(generic, settings) and keep(obj("Secret", "untyped-ca", "team", data={"ca.crt": "Q0E="}), settings)
+    assert slim(generic)["data"] == {"ca.crt": "Q0E=", "ca.crl": "Q1JM"} and "password" in generic["data"]
+    token = obj("Secret", "token", "team", type="kubernetes.io/service-account-token", data={"ca.crt": "Q0E=", "token": "dA=="})
+    assert not keep(token, settings)
+    tls = obj("Secret", "tls", "team", type="kubernetes.io/tls", data={"tls.crt": "Yw==", "tls.key": "aw==", "ca.crt": "Q0E="})
+    assert slim(tls)["data"] == tls["data"]
+
+
 def test_configmaps_only_those_named_by_flags():
     settings = Settings.from_flags(configmap="ingress/config", tcp_services_configmap="ingress/tcp",
                         udp_services_configmap="ingress/udp", watch_namespace="team")
