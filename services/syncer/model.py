@@ -20,6 +20,8 @@ from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfi
 from services.nginxconf.render import RenderError, check_profile
 
 from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
+from .annotations.base import InvalidValue
+from .annotations.validators import pcre_regex
 from .annotations.ratelimit import zone_name
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .configmap import ControllerConfig, load_controller_config
@@ -35,6 +37,8 @@ PATH_KINDS = {"Exact": "exact", "Prefix": "prefix", "ImplementationSpecific": "p
 _PATH = re.compile(r"/[A-Za-z0-9\-._~%!$&()*+,=:@/]*")
 # ConfigMap strict-validate-path-type (the default): Exact and Prefix paths as ingress-nginx allows them.
 _STRICT_PATH = re.compile(r"/[A-Za-z0-9._\-/]*")
+_MAX_REGEX = 1024
+_SPACE = re.compile(r"[\s\x00-\x1f\x7f]")
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
 _HOST = re.compile(rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})*")
 _NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # Service and port names (DNS labels)
@@ -115,12 +119,24 @@ def _host(rule: Mapping[str, Any]) -> str:
 
 
 def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_path_types: bool,
-               cluster_ip: bool) -> PathRule:
+               cluster_ip: bool, regex: bool) -> PathRule:
     path, path_type = entry.get("path") or "/", entry.get("pathType") or "ImplementationSpecific"
     where = f"host {host} path {path!r}"
     kind = PATH_KINDS.get(path_type)
     if kind is None:
         raise IngressRejected(f"{where}: pathType {path_type!r} must be Exact, Prefix or ImplementationSpecific")
+    if regex and path_type == "ImplementationSpecific":
+        # use-regex: a regular expression, matched case-insensitively from the start of the URI by router.lua.
+        if not isinstance(path, str) or not path.startswith("/") or len(path) > _MAX_REGEX or _SPACE.search(path):
+            raise IngressRejected(f"{where}: with use-regex a path must be a regular expression starting with / and "
+                                  f"without spaces or control characters, at most {_MAX_REGEX} characters")
+        try:
+            pcre_regex(path, ignore_case=True)
+        except InvalidValue as err:
+            raise IngressRejected(f"{where}: {err}") from None
+        return PathRule(host=host, kind="prefix", path=path,
+                        service=_service_ref(entry.get("backend"), namespace=namespace, where=where,
+                                             cluster_ip=cluster_ip))
     if not isinstance(path, str) or not _PATH.fullmatch(path):
         raise IngressRejected(f"{where}: a path must start with / and contain only letters, digits and "
                               "-._~%!$&()*+,=:@/ (regular expressions are not supported)")
@@ -147,7 +163,7 @@ def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
         hosts[host] = None
         for entry in (rule.get("http") or {}).get("paths") or ():
             paths.append(_path_rule(entry, namespace=namespace, host=host, strict_path_types=strict_path_types,
-                                    cluster_ip=annotations.service_upstream))
+                                    cluster_ip=annotations.service_upstream, regex=annotations.use_regex))
     default = spec.get("defaultBackend")
     return IngressPlan(
         ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
@@ -299,6 +315,8 @@ class _Merger:
         if plan.client_auth is not None:
             for host in served:
                 self.routes[host].client_auth[plan.ref] = plan.client_auth
+        for host in served:
+            self._host_paths_options(plan, host)
         for rule in plan.paths:
             if rule.host not in served:
                 continue
@@ -308,7 +326,7 @@ class _Merger:
                 self.warn(plan, f"host {rule.host} {rule.kind} path {rule.path} is already served by Ingress "
                                 f"{existing.ingress}; ignored here")
             else:
-                table[rule.path] = self._route(plan, rule.service)
+                table[rule.path] = self._route(plan, rule.service, rewrite=plan.annotations.rewrite_target)
         if plan.default_backend is not None:
             # Without rules, an Ingress's defaultBackend is the catch-all host's.
             for host in served if plan.hosts else [h for h in [CATCH_ALL_HOST] if self._http_host(plan, h)]:
@@ -340,12 +358,25 @@ class _Merger:
         return (self.config.ssl_redirect if ann.ssl_redirect is None else ann.ssl_redirect,
                 self.config.force_ssl_redirect if ann.force_ssl_redirect is None else ann.force_ssl_redirect)
 
-    def _route(self, plan: IngressPlan, ref: ServiceRef) -> Route:
+    def _host_paths_options(self, plan: IngressPlan, host: str) -> None:
+        """use-regex (any Ingress of the host turns it on for all its paths, as ingress-nginx) and app-root
+        (the oldest Ingress that sets one decides)."""
+        host_routes = self.routes[host]
+        host_routes.regex |= plan.annotations.use_regex
+        app_root = plan.annotations.app_root
+        if app_root is not None:
+            if host_routes.app_root is None:
+                host_routes.app_root, host_routes.app_root_owner = app_root, plan.ref
+            elif host_routes.app_root != app_root:
+                self.warn(plan, f"host {host} already has app-root {host_routes.app_root} from Ingress "
+                                f"{host_routes.app_root_owner}; ignored here")
+
+    def _route(self, plan: IngressPlan, ref: ServiceRef, *, rewrite: str | None = None) -> Route:
         resolved = self._resolve(plan, ref)
         if resolved.name is not None:
             self.backends[resolved.name] = list(resolved.endpoints)
         self.profiles[plan.profile.name] = plan.profile
-        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref)
+        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, rewrite=rewrite)
 
     def _resolve(self, plan: IngressPlan, ref: ServiceRef) -> ResolvedBackend:
         resolved = self.resolver.resolve(ref)

@@ -41,9 +41,11 @@ class Route:
     _: KW_ONLY
     profile: str = DEFAULT_PROFILE
     ingress: str = ""  # "namespace/name" of the Ingress this route came from, for logs and headers
+    rewrite: str | None = None  # rewrite-target: the URI sent to the backend, with $1..$9 from the path's regex
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress}
+        return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
+                **({"rewrite": self.rewrite} if self.rewrite is not None else {})}
 
 
 @dataclass(kw_only=True)
@@ -59,12 +61,19 @@ class HostRoutes:
     hsts: str | None = None      # the Strict-Transport-Security value for https responses, if any
     # Ingress ("namespace/name") → its client-certificate check, for the routes that Ingress gave this host.
     client_auth: dict[str, ClientAuth] = field(default_factory=dict)
+    # use-regex on any Ingress of the host: its non-Exact paths are case-insensitive regular expressions
+    # anchored at the start of the URI, tried longest first.
+    regex: bool = False
+    app_root: str | None = None  # app-root: "/" answers 302 to this path
+    app_root_owner: str = ""  # the Ingress that set app_root
 
     def to_json(self) -> dict[str, Any]:
         return {
             "exact": {p: r.to_json() for p, r in sorted(self.exact.items())},
-            # Longest first: the Lua matcher takes the first prefix that matches.
+            # Longest first: the Lua matcher takes the first prefix (or regular expression) that matches.
             "prefix": [[p, r.to_json()] for p, r in sorted(self.prefix.items(), key=lambda kv: (-len(kv[0]), kv[0]))],
+            **({"regex": True} if self.regex else {}),
+            **({"app_root": self.app_root} if self.app_root else {}),
             "default": self.default.to_json() if self.default else None,
             "tls": self.tls, "ssl_redirect": self.ssl_redirect,
             "force_ssl_redirect": self.force_ssl_redirect, "hsts": self.hsts,

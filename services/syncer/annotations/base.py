@@ -92,6 +92,9 @@ class IngressAnnotations:
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
     ssl_passthrough: bool = False
     service_upstream: bool = False  # backends are the Services' cluster IPs, not their endpoints
+    use_regex: bool = False  # use-regex or rewrite-target: the host's paths are regular expressions
+    rewrite_target: str | None = None  # the URI sent to the backend, with $1..$9
+    app_root: str | None = None  # "/" redirects here (302)
     warnings: list[str] = field(default_factory=list)
 
     def add(self, directive: str, *, value: str, source: str) -> None:

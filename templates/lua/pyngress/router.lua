@@ -14,6 +14,10 @@ The routes table (POST /configuration/routes), one entry per host as HostRoutes.
 A route whose Ingress has a client_auth entry has the client's certificate checked (client_auth.lua) before
 anything else about the route.
 
+With "regex": true (use-regex), the prefix paths are regular expressions matched from the start of the
+URI, case-insensitively, in the listed order (rewrite.lua); a route's "rewrite" (rewrite-target) is then
+the URI sent to the backend. "app_root": "/" answers 302 to that path.
+
 <host> is a lowercase name, a wildcard "*.example.com" (exactly one more label) or "_" (any other host).
 Prefix paths carry no trailing slash (except "/") and match whole path elements: "/aaa" matches "/aaa",
 "/aaa/" and "/aaa/b", not "/aaab".
@@ -26,6 +30,7 @@ whose Content-Length is above the route profile's client_max_body_size answers 4
 local store = require("pyngress.store")
 local settings = require("pyngress.settings")
 local client_auth = require("pyngress.client_auth")
+local rewrite = require("pyngress.rewrite")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
@@ -57,7 +62,8 @@ local function route_of(raw, where, auths)
         error(where .. ": profile must be a string", 0)
     end
     return { backend = backend, profile = profile, location = "@profile_" .. profile,
-             client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil }
+             client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil,
+             rewrite = type(raw.rewrite) == "string" and raw.rewrite or nil }
 end
 
 local function path_of(path, where)
@@ -81,6 +87,7 @@ local function host_of(raw, host)
         ssl_redirect = raw.ssl_redirect ~= false,
         force_ssl_redirect = raw.force_ssl_redirect == true,
         hsts = type(raw.hsts) == "string" and raw.hsts ~= "" and raw.hsts or nil,
+        app_root = type(raw.app_root) == "string" and raw.app_root or nil,
     }
     local exact = raw.exact
     if exact ~= nil and exact ~= null then
@@ -96,15 +103,21 @@ local function host_of(raw, host)
         if type(prefix) ~= "table" then
             error(host .. ": prefix must be a list of [path, route]", 0)
         end
-        for _, pair in ipairs(prefix) do
+        local built = {}
+        for i, pair in ipairs(prefix) do
             if type(pair) ~= "table" then
                 error(host .. ": prefix must be a list of [path, route]", 0)
             end
             local path = path_of(pair[1], host)
-            entry.prefix[path] = route_of(pair[2], host .. path, auths)
+            local route = route_of(pair[2], host .. path, auths)
+            entry.prefix[path] = route
+            built[i] = { path, route }
             if #path > entry.longest_prefix then
                 entry.longest_prefix = #path
             end
+        end
+        if raw.regex == true then
+            entry.regex = rewrite.compile(built, host)
         end
     end
     entry.default = route_of(raw.default, host .. " default", auths)
@@ -187,7 +200,18 @@ function _M.route()
         and find(uri, ACME_CHALLENGE, 1, true) ~= 1 then
         return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri, 308)
     end
-    local route = entry.exact[uri] or match_prefix(entry, uri) or entry.default
+    if entry.app_root and uri == "/" then
+        return ngx.redirect(var.scheme .. "://" .. (var.http_host or host) .. entry.app_root, 302)
+    end
+    local route, captures = entry.exact[uri], nil
+    if not route then
+        if entry.regex then
+            route, captures = rewrite.match(entry.regex, uri)
+        else
+            route = match_prefix(entry, uri)
+        end
+        route = route or entry.default
+    end
     if not route then
         return ngx.exec("@pyngress_default_backend")
     end
@@ -217,6 +241,10 @@ function _M.route()
         end
     end
     var.proxy_upstream_name = backend
+    if route.rewrite then
+        -- The query string stays as the client sent it (set_uri leaves the arguments alone).
+        ngx.req.set_uri(rewrite.target(route.rewrite, captures), false)
+    end
     return ngx.exec(route.location)
 end
 

@@ -1,0 +1,50 @@
+"""use-regex, rewrite-target and app-root, with ingress-nginx's meaning:
+- use-regex "true": the Ingress's ImplementationSpecific paths are regular expressions; then every
+  non-Exact path of the same host (whatever Ingress it comes from) is matched as a case-insensitive regular
+  expression anchored at the start of the URI, longest first (ingress-nginx's `location ~* "^<path>"`);
+- rewrite-target: the URI sent to the backend, with $1..$9 from the path's capture groups; it implies
+  use-regex for its host;
+- app-root: a request for "/" on the Ingress's hosts is redirected (302) to this path.
+Matching and rewriting happen in Lua (router.lua) from the pushed routes table: no reload."""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Scope
+from .validators import boolean, is_true
+
+# Characters of a URI path (RFC 3986 pchar and "/"), and $1..$9 for the capture groups.
+_REWRITE = re.compile(r"/(?:[A-Za-z0-9\-._~!&'()*+,;=:@/%]|\$[0-9])*")
+_APP_ROOT = re.compile(r"/[A-Za-z0-9\-._~!&'()*+,;=:@/%]*")
+MAX_LENGTH = 1024
+
+
+def rewrite_target(value: str) -> str:
+    if len(value) > MAX_LENGTH or not _REWRITE.fullmatch(value):
+        raise InvalidValue("must be a URI path starting with / with $1..$9 for the path's capture groups, such as "
+                           "/$2 or /api/$1; '$' is allowed only before a digit")
+    return value
+
+
+def app_root(value: str) -> str:
+    if len(value) > MAX_LENGTH or not _APP_ROOT.fullmatch(value) or value == "/":
+        raise InvalidValue("must be a path other than / such as /app (no scheme, host or nginx variables)")
+    return value
+
+
+ANNOTATIONS = (
+    Annotation("use-regex", validate=boolean, risk=Risk.LOW, scope=Scope.HOST,
+               doc="ImplementationSpecific paths are regular expressions; every path of the host is then matched "
+                   "as a case-insensitive regular expression."),
+    Annotation("rewrite-target", validate=rewrite_target, risk=Risk.MEDIUM,
+               doc="The URI sent to the backend, with $1..$9 from the path's capture groups (implies use-regex)."),
+    Annotation("app-root", validate=app_root, risk=Risk.LOW, scope=Scope.HOST,
+               doc="Redirect (302) requests for / to this path."),
+)
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    parsed.use_regex = is_true(values.get("use-regex", "false")) or "rewrite-target" in values
+    parsed.rewrite_target = values.get("rewrite-target")
+    parsed.app_root = values.get("app-root")
