@@ -4,7 +4,8 @@
   expression anchored at the start of the URI, longest first (ingress-nginx's `location ~* "^<path>"`);
 - rewrite-target: the URI sent to the backend, with $1..$9 from the path's capture groups; it implies
   use-regex for its host;
-- app-root: a request for "/" on the Ingress's hosts is redirected (302) to this path.
+- app-root: a request for "/" on the Ingress's hosts is redirected (302) to this path;
+- x-forwarded-prefix: sent to the backend as the X-Forwarded-Prefix header (the part a rewrite took away).
 Matching and rewriting happen in Lua (router.lua) from the pushed routes table: no reload."""
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def app_root(value: str) -> str:
     return value
 
 
+def forwarded_prefix(value: str) -> str:
+    if len(value) > MAX_LENGTH or not _APP_ROOT.fullmatch(value):
+        raise InvalidValue("must be a path such as /api (no scheme, host, spaces or nginx variables)")
+    return value
+
+
 ANNOTATIONS = (
     Annotation("use-regex", validate=boolean, risk=Risk.LOW, scope=Scope.HOST,
                doc="ImplementationSpecific paths are regular expressions; every path of the host is then matched "
@@ -41,6 +48,8 @@ ANNOTATIONS = (
                doc="The URI sent to the backend, with $1..$9 from the path's capture groups (implies use-regex)."),
     Annotation("app-root", validate=app_root, risk=Risk.LOW, scope=Scope.HOST,
                doc="Redirect (302) requests for / to this path."),
+    Annotation("x-forwarded-prefix", validate=forwarded_prefix, risk=Risk.LOW,
+               doc="The X-Forwarded-Prefix header sent to the backend."),
 )
 
 
@@ -48,3 +57,6 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     parsed.use_regex = is_true(values.get("use-regex", "false")) or "rewrite-target" in values
     parsed.rewrite_target = values.get("rewrite-target")
     parsed.app_root = values.get("app-root")
+    if "x-forwarded-prefix" in values:
+        parsed.add("proxy_set_header", value=f"X-Forwarded-Prefix {values['x-forwarded-prefix']}",
+                   source="x-forwarded-prefix")

@@ -16,11 +16,13 @@ def test_rewrite_target_with_captures_and_app_root(manifests_controller, echo):
     cluster.apply(*stage.backend("REWRITE"), *stage.backend("SITE"))
     cluster.apply(
         k8s.ingress("rewrite", [k8s.rule(HOST, ("/something(/|$)(.*)", "ImplementationSpecific", "rewrite", 80))],
-                    annotations={f"{PREFIX}/rewrite-target": "/$2", f"{PREFIX}/app-root": "/app1"}),
+                    annotations={f"{PREFIX}/rewrite-target": "/$2", f"{PREFIX}/app-root": "/app1",
+                                 f"{PREFIX}/x-forwarded-prefix": "/something"}),
         k8s.ingress("site", [k8s.rule(HOST, ("/", "Prefix", "site", 80))]))
     stage.expect(HOST, "/something/new?q=1", "REWRITE")
     answer = controller.get("/something/new?q=1", HOST).json()
     assert answer["path"] == "/new?q=1"
+    assert answer["headers"]["x-forwarded-prefix"] == "/something"
     assert controller.get("/something", HOST).json()["path"] == "/"
     assert stage.served_by(HOST, "/other") == "SITE"
     redirect = controller.get("/", HOST)

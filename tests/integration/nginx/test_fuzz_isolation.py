@@ -149,6 +149,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "upstream-vhost": host_and_ports, "service-upstream": booleans, "use-regex": booleans,
     "rewrite-target": st.sampled_from(["/$1", "/$2", "/api/$1/x", "/", "$host", "/a b"]),
     "app-root": st.one_of(_cookie_paths, st.sampled_from(["/", "app", "/a$b"])),
+    "x-forwarded-prefix": st.one_of(_cookie_paths, st.sampled_from(["/", "api", "/a b"])),
     "proxy-next-upstream": st.lists(st.sampled_from(["error", "timeout", "http_502", "non_idempotent", "off",
                                                      "http_418", "updating", ""]), min_size=1, max_size=4).map(" ".join),
     "proxy-next-upstream-timeout": durations, "proxy-next-upstream-tries": numbers,
