@@ -27,7 +27,7 @@ from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoi
 from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
 from .client_auth import ClientAuthRejected, resolve_client_auth
-from .model_types import CATCH_ALL_HOST, ClientAuth, HostRoutes, Model, Route
+from .model_types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route
 from .problems import Problem
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
 
@@ -358,6 +358,31 @@ class _Merger:
         return (self.config.ssl_redirect if ann.ssl_redirect is None else ann.ssl_redirect,
                 self.config.force_ssl_redirect if ann.force_ssl_redirect is None else ann.force_ssl_redirect)
 
+    def add_canary(self, plan: IngressPlan) -> None:
+        """Attach `plan`'s backends as the canary of the main routes with the same host and path. Only a main
+        Ingress of the same namespace takes a canary: another tenant's canary must not take its traffic."""
+        attached = 0
+        for rule in plan.paths:
+            host_routes = self.routes.get(rule.host)
+            table = getattr(host_routes, rule.kind) if host_routes is not None else {}
+            main = table.get(rule.path)
+            if main is None or main.ingress.split("/")[0] != plan.namespace:
+                continue
+            if main.canary is not None:
+                self.warn(plan, f"host {rule.host} path {rule.path} already has the canary of Ingress "
+                                f"{main.canary.ingress}; ignored here")
+                continue
+            resolved = self._resolve(plan, rule.service)
+            if resolved.name is not None:
+                self.backends[resolved.name] = list(resolved.endpoints)
+            table[rule.path] = replace(main, canary=CanaryRoute(backend=resolved.name, ingress=plan.ref,
+                                                                policy=plan.annotations.canary))
+            attached += 1
+        if not attached:
+            self.problems.append(Problem.error(
+                f"Ingress {plan.ref}", "a canary needs a main Ingress in its namespace with the same host and path "
+                                       "(without canary: \"true\"); create that one first"))
+
     def _host_paths_options(self, plan: IngressPlan, host: str) -> None:
         """use-regex (any Ingress of the host turns it on for all its paths, as ingress-nginx) and app-root
         (the oldest Ingress that sets one decides)."""
@@ -442,10 +467,13 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                                allow_external_name=not settings.ingress.disable_svc_external_name)
     merger = _Merger(config, resolver=resolver, problems=problems)
     http_plans = []
+    canaries = []
     # One pass, oldest first: whoever claims a host first keeps it, by HTTP routing or by passthrough.
     for plan in plans:
         if (refusal := merger.refused_backend(plan)) is not None:
             problems.append(Problem.error(f"Ingress {plan.ref}", refusal))
+        elif plan.annotations.canary is not None:
+            canaries.append(plan)  # once every main route exists
         elif not plan.annotations.ssl_passthrough:
             merger.add_http(plan)
             http_plans.append(plan)
@@ -456,6 +484,9 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                               "controller runs without --enable-ssl-passthrough")
             merger.add_http(plan)
             http_plans.append(plan)
+
+    for plan in canaries:
+        merger.add_canary(plan)
 
     secrets = TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate)
     tls_secrets, tls_hosts = _tls_secrets(http_plans, merger=merger, secrets=secrets)

@@ -16,6 +16,8 @@ from typing import Any
 
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
+from .annotations.base import CanaryPolicy
+
 from .problems import Problem
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +36,17 @@ class ClientAuth:
                 "error_page": self.error_page, "pass_certificate": self.pass_certificate, "match_cn": self.match_cn}
 
 
+@dataclass(frozen=True, kw_only=True)
+class CanaryRoute:
+    """The canary Ingress's backend for one main route, and when a request goes to it (canary.lua)."""
+    backend: str | None
+    ingress: str
+    policy: CanaryPolicy
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "ingress": self.ingress, **self.policy.to_json()}
+
+
 @dataclass(frozen=True)
 class Route:
     """Where one host+path goes. `backend` None means: answer 503 (missing Service or no such port)."""
@@ -42,10 +55,12 @@ class Route:
     profile: str = DEFAULT_PROFILE
     ingress: str = ""  # "namespace/name" of the Ingress this route came from, for logs and headers
     rewrite: str | None = None  # rewrite-target: the URI sent to the backend, with $1..$9 from the path's regex
+    canary: CanaryRoute | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
-                **({"rewrite": self.rewrite} if self.rewrite is not None else {})}
+                **({"rewrite": self.rewrite} if self.rewrite is not None else {}),
+                **({"canary": self.canary.to_json()} if self.canary is not None else {})}
 
 
 @dataclass(kw_only=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 import functools
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from services.nginxconf.config import BackendScheme, CorsPolicy, LocationProfile, RateLimit
 
@@ -65,6 +65,25 @@ class ClientAuthSpec:
     match_cn: str | None  # "CN=<regex>"
 
 
+DEFAULT_WEIGHT_TOTAL = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class CanaryPolicy:
+    """canary-* (canary.py), as templates/lua/pyngress/canary.lua reads it."""
+    header: str | None = None
+    header_value: str | None = None
+    header_pattern: str | None = None
+    cookie: str | None = None
+    weight: int = 0
+    weight_total: int = DEFAULT_WEIGHT_TOTAL
+
+    def to_json(self) -> dict[str, Any]:
+        return {"header": self.header, "header_value": self.header_value, "header_pattern": self.header_pattern,
+                "cookie": self.cookie, "weight": self.weight, "weight_total": self.weight_total}
+
+
+
 class LocationDirective(NamedTuple):
     """One nginx directive of the location profile and the annotation (without prefix) whose value it carries."""
     name: str
@@ -95,6 +114,7 @@ class IngressAnnotations:
     use_regex: bool = False  # use-regex or rewrite-target: the host's paths are regular expressions
     rewrite_target: str | None = None  # the URI sent to the backend, with $1..$9
     app_root: str | None = None  # "/" redirects here (302)
+    canary: CanaryPolicy | None = None  # canary: "true"
     warnings: list[str] = field(default_factory=list)
 
     def add(self, directive: str, *, value: str, source: str) -> None:

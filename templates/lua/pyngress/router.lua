@@ -14,6 +14,7 @@ The routes table (POST /configuration/routes), one entry per host as HostRoutes.
 A route whose Ingress has a client_auth entry has the client's certificate checked (client_auth.lua) before
 anything else about the route.
 
+A route's "canary" (canary.lua) may send the request to the canary Ingress's backend instead.
 With "regex": true (use-regex), the prefix paths are regular expressions matched from the start of the
 URI, case-insensitively, in the listed order (rewrite.lua); a route's "rewrite" (rewrite-target) is then
 the URI sent to the backend. "app_root": "/" answers 302 to that path.
@@ -31,6 +32,7 @@ local store = require("pyngress.store")
 local settings = require("pyngress.settings")
 local client_auth = require("pyngress.client_auth")
 local rewrite = require("pyngress.rewrite")
+local canary = require("pyngress.canary")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
@@ -63,7 +65,8 @@ local function route_of(raw, where, auths)
     end
     return { backend = backend, profile = profile, location = "@profile_" .. profile,
              client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil,
-             rewrite = type(raw.rewrite) == "string" and raw.rewrite or nil }
+             rewrite = type(raw.rewrite) == "string" and raw.rewrite or nil,
+             canary = canary.config(raw.canary, where) }
 end
 
 local function path_of(path, where)
@@ -219,6 +222,9 @@ function _M.route()
         return  -- the certificate was refused: the request is answered
     end
     local backend = route.backend
+    if route.canary and canary.decide(route.canary) then
+        backend = route.canary.backend
+    end
     if not backend then
         return ngx.exit(503)
     end

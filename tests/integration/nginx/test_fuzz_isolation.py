@@ -150,6 +150,11 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "rewrite-target": st.sampled_from(["/$1", "/$2", "/api/$1/x", "/", "$host", "/a b"]),
     "app-root": st.one_of(_cookie_paths, st.sampled_from(["/", "app", "/a$b"])),
     "x-forwarded-prefix": st.one_of(_cookie_paths, st.sampled_from(["/", "api", "/a b"])),
+    "canary": booleans, "canary-by-header": st.sampled_from(["X-Canary", "x_y", "a b"]),
+    "canary-by-header-value": st.sampled_from(["blue", "a b", "é"]),
+    "canary-by-header-pattern": st.sampled_from(["^blue$", "(", "a|b"]),
+    "canary-by-cookie": st.sampled_from(["canary", "a.b", "c"]), "canary-weight": numbers,
+    "canary-weight-total": numbers,
     "proxy-next-upstream": st.lists(st.sampled_from(["error", "timeout", "http_502", "non_idempotent", "off",
                                                      "http_418", "updating", ""]), min_size=1, max_size=4).map(" ".join),
     "proxy-next-upstream-timeout": durations, "proxy-next-upstream-tries": numbers,
@@ -212,7 +217,8 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
              if name.startswith("auth-tls-") and name != "auth-tls-secret"},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
-          "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"}}
+          "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
+          **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")}}
 
 
 def with_companions(annotations: dict[str, str]) -> dict[str, str]:
