@@ -401,7 +401,8 @@ class _Merger:
         if resolved.name is not None:
             self.backends[resolved.name] = list(resolved.endpoints)
         self.profiles[plan.profile.name] = plan.profile
-        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, rewrite=rewrite)
+        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, rewrite=rewrite,
+                     affinity=plan.annotations.affinity)
 
     def _resolve(self, plan: IngressPlan, ref: ServiceRef) -> ResolvedBackend:
         resolved = self.resolver.resolve(ref)

@@ -16,7 +16,7 @@ from typing import Any
 
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
-from .annotations.base import CanaryPolicy
+from .annotations.base import AffinityPolicy, CanaryPolicy
 
 from .problems import Problem
 
@@ -56,11 +56,13 @@ class Route:
     ingress: str = ""  # "namespace/name" of the Ingress this route came from, for logs and headers
     rewrite: str | None = None  # rewrite-target: the URI sent to the backend, with $1..$9 from the path's regex
     canary: CanaryRoute | None = None
+    affinity: AffinityPolicy | None = None  # affinity: cookie
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
                 **({"rewrite": self.rewrite} if self.rewrite is not None else {}),
-                **({"canary": self.canary.to_json()} if self.canary is not None else {})}
+                **({"canary": self.canary.to_json()} if self.canary is not None else {}),
+                **({"affinity": self.affinity.to_json()} if self.affinity is not None else {})}
 
 
 @dataclass(kw_only=True)

@@ -84,6 +84,21 @@ class CanaryPolicy:
 
 
 
+@dataclass(frozen=True, kw_only=True)
+class AffinityPolicy:
+    """affinity: cookie (affinity.py), as templates/lua/pyngress/affinity.lua reads it."""
+    cookie: str
+    path: str = "/"
+    max_age: int | None = None
+    expires: int | None = None
+    secure: bool = False
+    samesite: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cookie": self.cookie, "path": self.path, "max_age": self.max_age, "expires": self.expires,
+                "secure": self.secure, "samesite": self.samesite}
+
+
 class LocationDirective(NamedTuple):
     """One nginx directive of the location profile and the annotation (without prefix) whose value it carries."""
     name: str
@@ -115,6 +130,7 @@ class IngressAnnotations:
     rewrite_target: str | None = None  # the URI sent to the backend, with $1..$9
     app_root: str | None = None  # "/" redirects here (302)
     canary: CanaryPolicy | None = None  # canary: "true"
+    affinity: AffinityPolicy | None = None  # affinity: cookie
     warnings: list[str] = field(default_factory=list)
 
     def add(self, directive: str, *, value: str, source: str) -> None:

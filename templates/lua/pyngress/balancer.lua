@@ -72,8 +72,12 @@ function _M.balance()
             ngx.log(ngx.ERR, "backend ", name, " has no endpoints")
             return ngx.exit(500)
         end
-        index = (cursors[name] or random(#peers)) % #peers + 1
-        cursors[name] = index
+        -- affinity.lua's choice for this request, if any; else round robin.
+        index = tonumber(ngx.var.pyngress_peer)
+        if not index or not peers[index] then
+            index = (cursors[name] or random(#peers)) % #peers + 1
+            cursors[name] = index
+        end
         ctx.pyngress_peers = peers
         if #peers > 1 then
             balancer.set_more_tries(#peers - 1)

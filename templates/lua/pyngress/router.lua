@@ -33,6 +33,7 @@ local settings = require("pyngress.settings")
 local client_auth = require("pyngress.client_auth")
 local rewrite = require("pyngress.rewrite")
 local canary = require("pyngress.canary")
+local affinity = require("pyngress.affinity")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
@@ -66,7 +67,8 @@ local function route_of(raw, where, auths)
     return { backend = backend, profile = profile, location = "@profile_" .. profile,
              client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil,
              rewrite = type(raw.rewrite) == "string" and raw.rewrite or nil,
-             canary = canary.config(raw.canary, where) }
+             canary = canary.config(raw.canary, where),
+             affinity = affinity.config(raw.affinity, where) }
 end
 
 local function path_of(path, where)
@@ -245,6 +247,9 @@ function _M.route()
         if length and length > limit then
             return ngx.exit(413)
         end
+    end
+    if route.affinity then
+        affinity.pick(route.affinity, peers)
     end
     var.proxy_upstream_name = backend
     if route.rewrite then

@@ -155,6 +155,13 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "canary-by-header-pattern": st.sampled_from(["^blue$", "(", "a|b"]),
     "canary-by-cookie": st.sampled_from(["canary", "a.b", "c"]), "canary-weight": numbers,
     "canary-weight-total": numbers,
+    "affinity": st.sampled_from(["cookie", "Cookie", "ip"]),
+    "affinity-mode": st.sampled_from(["balanced", "persistent", "x"]),
+    "affinity-canary-behavior": st.sampled_from(["sticky", "legacy", "x"]),
+    "session-cookie-name": st.sampled_from(["INGRESSCOOKIE", "route", "a b", "a;b"]),
+    "session-cookie-path": st.one_of(_cookie_paths, st.sampled_from(["app", "/a b"])),
+    "session-cookie-max-age": numbers, "session-cookie-expires": numbers, "session-cookie-secure": booleans,
+    "session-cookie-samesite": st.sampled_from(["None", "Lax", "Strict", "lax", "x"]),
     "proxy-next-upstream": st.lists(st.sampled_from(["error", "timeout", "http_502", "non_idempotent", "off",
                                                      "http_418", "updating", ""]), min_size=1, max_size=4).map(" ".join),
     "proxy-next-upstream-timeout": durations, "proxy-next-upstream-tries": numbers,
@@ -218,7 +225,8 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
              if name.startswith("auth-tls-") and name != "auth-tls-secret"},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
-          **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")}}
+          **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")},
+          **{name: {"affinity": "cookie"} for name in ANNOTATIONS if name.startswith(("session-cookie-", "affinity-"))}}
 
 
 def with_companions(annotations: dict[str, str]) -> dict[str, str]:

@@ -1,0 +1,64 @@
+"""Session affinity by cookie (affinity: cookie), with ingress-nginx's annotation names and cookie attributes.
+The cookie names the endpoint (a hash of its address and port), so a session keeps its endpoint across nginx
+reloads, syncer restarts and endpoints added beside it; the pick and the cookie happen in Lua (affinity.lua)
+from the pushed routes table, so changing these reloads nothing."""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from .base import AffinityPolicy, Annotation, IngressAnnotations, InvalidValue, Risk, Scope
+from .validators import boolean, integer, is_true, one_of
+
+_COOKIE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # as nginx's $cookie_ variables take them
+_COOKIE_PATH = re.compile(r"/[A-Za-z0-9\-._~!&'()*+,=:@/%]{0,1023}")
+DEFAULT_COOKIE = "INGRESSCOOKIE"
+
+
+def cookie_name(value: str) -> str:
+    if not _COOKIE_NAME.fullmatch(value):
+        raise InvalidValue("must be a cookie name of letters, digits, '_' and '-', such as INGRESSCOOKIE")
+    return value
+
+
+def cookie_path(value: str) -> str:
+    if not _COOKIE_PATH.fullmatch(value):
+        raise InvalidValue("must be a path such as /app (no spaces, ';' or regular expressions)")
+    return value
+
+
+_SECONDS = integer(0, 10**9)
+ANNOTATIONS = (
+    Annotation("affinity", validate=one_of("cookie"), risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="Session affinity: only \"cookie\"."),
+    Annotation("affinity-mode", validate=one_of("balanced", "persistent"), risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="balanced or persistent; both keep a session on its endpoint while that endpoint exists."),
+    Annotation("affinity-canary-behavior", validate=one_of("sticky", "legacy"), risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="Accepted; the canary decision is made before the endpoint is picked."),
+    Annotation("session-cookie-name", validate=cookie_name, risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="The affinity cookie's name (default INGRESSCOOKIE)."),
+    Annotation("session-cookie-path", validate=cookie_path, risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="The cookie's Path (default /)."),
+    Annotation("session-cookie-max-age", validate=_SECONDS, risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="The cookie's Max-Age in seconds (unset: a session cookie)."),
+    Annotation("session-cookie-expires", validate=_SECONDS, risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="Seconds from now to the cookie's Expires."),
+    Annotation("session-cookie-secure", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="Mark the cookie Secure."),
+    Annotation("session-cookie-samesite", validate=one_of("None", "Lax", "Strict"), risk=Risk.LOW,
+               scope=Scope.INGRESS, doc="The cookie's SameSite attribute."),
+)
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    if values.get("affinity") != "cookie":
+        ignored = sorted(n for n in values if n.startswith(("session-cookie-", "affinity-")))
+        if ignored:
+            parsed.warnings.append(f"annotations {', '.join(ignored)} apply only with affinity: cookie; ignored")
+        return
+    parsed.affinity = AffinityPolicy(
+        cookie=values.get("session-cookie-name", DEFAULT_COOKIE), path=values.get("session-cookie-path", "/"),
+        max_age=int(values["session-cookie-max-age"]) if "session-cookie-max-age" in values else None,
+        expires=int(values["session-cookie-expires"]) if "session-cookie-expires" in values else None,
+        secure=is_true(values.get("session-cookie-secure", "false")),
+        samesite=values.get("session-cookie-samesite"))

@@ -1,0 +1,86 @@
+--[[
+Session affinity by cookie (services/syncer/annotations/affinity.py). A route's "affinity" entry:
+
+    {"cookie": "<name>", "path": "/", "max_age": N | null, "expires": N | null, "secure": bool,
+     "samesite": "None" | "Lax" | "Strict" | null}
+
+The cookie's value names an endpoint: the MD5 of "<address>:<port>", the same in every worker, across reloads
+and restarts. In the router (rewrite phase, where response headers can still be set) pick() keeps the
+endpoint the cookie names while it is one of the backend's, else picks one at random and sets the cookie; it
+leaves the choice in $pyngress_peer for the balancer.
+]]
+local cjson = require("cjson.safe")
+
+local md5, http_time, time = ngx.md5, ngx.http_time, ngx.time
+local concat, random = table.concat, math.random
+
+local null = cjson.null
+local _M = {}
+
+local function text(value)
+    return type(value) == "string" and value ~= "" and value or nil
+end
+
+function _M.config(raw, where)
+    if raw == nil or raw == null then
+        return nil
+    end
+    if type(raw) ~= "table" or not text(raw.cookie) then
+        error(where .. ": affinity must be an object with a cookie name", 0)
+    end
+    return {
+        var = "cookie_" .. raw.cookie,
+        name = raw.cookie,
+        path = text(raw.path) or "/",
+        max_age = tonumber(raw.max_age),
+        expires = tonumber(raw.expires),
+        secure = raw.secure == true,
+        samesite = text(raw.samesite),
+    }
+end
+
+-- peers table (from the backends table) -> { [md5] = "address:port" }, built once per table.
+local by_hash = setmetatable({}, { __mode = "k" })
+
+local function hashes(peers)
+    local found = by_hash[peers]
+    if not found then
+        found = {}
+        for i = 1, #peers do
+            local key = peers[i][1] .. ":" .. peers[i][2]
+            found[md5(key)] = i
+        end
+        by_hash[peers] = found
+    end
+    return found
+end
+
+local function set_cookie(affinity, value)
+    local parts = { affinity.name .. "=" .. value, "Path=" .. affinity.path, "HttpOnly" }
+    if affinity.max_age then
+        parts[#parts + 1] = "Max-Age=" .. affinity.max_age
+    end
+    if affinity.expires then
+        parts[#parts + 1] = "Expires=" .. http_time(time() + affinity.expires)
+    end
+    if affinity.secure then
+        parts[#parts + 1] = "Secure"
+    end
+    if affinity.samesite then
+        parts[#parts + 1] = "SameSite=" .. affinity.samesite
+    end
+    ngx.header["Set-Cookie"] = concat(parts, "; ")
+end
+
+-- Choose the endpoint of this request among `peers`; its index goes to the balancer through $pyngress_peer.
+function _M.pick(affinity, peers)
+    local var = ngx.var
+    local index = hashes(peers)[var[affinity.var] or ""]
+    if not index then
+        index = random(#peers)
+        set_cookie(affinity, md5(peers[index][1] .. ":" .. peers[index][2]))
+    end
+    var.pyngress_peer = index
+end
+
+return _M

@@ -1,0 +1,24 @@
+"""affinity: cookie in the model: the routes carry the cookie's attributes, defaults as ingress-nginx's."""
+import pytest
+
+
+def test_the_routes_carry_the_cookie_policy_with_defaults(cluster):
+    cluster.app(annotations={"affinity": "cookie", "session-cookie-max-age": "60", "session-cookie-samesite": "Strict"})
+    route = cluster.build().routes_json()["app.example.com"]["prefix"][0][1]
+    assert route["affinity"] == {"cookie": "INGRESSCOOKIE", "path": "/", "max_age": 60, "expires": None,
+                                 "secure": False, "samesite": "Strict"}
+
+
+@pytest.mark.parametrize("name, value", [("affinity", "ip"), ("session-cookie-name", "a;b"),
+                                         ("session-cookie-path", "app"), ("session-cookie-samesite", "Maybe"),
+                                         ("session-cookie-max-age", "-5")])
+def test_bad_values_refuse_the_ingress(cluster, name, value):
+    cluster.app(annotations={"affinity": "cookie", name: value})
+    assert cluster.rejections(cluster.build())
+
+
+def test_cookie_settings_without_affinity_are_ignored_with_a_warning(cluster):
+    cluster.app(annotations={"session-cookie-name": "route"})
+    model = cluster.build()
+    assert "affinity" not in model.routes_json()["app.example.com"]["prefix"][0][1]
+    assert any("apply only with affinity: cookie" in line for line in model.problem_lines())
