@@ -10,7 +10,9 @@ ServiceAccount token) through `alias`, `root`, `include` or Lua's io.open, or to
 """
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
+from typing import Any
 
 LEAK_DIR = "/tmp/pyngress-cve-corpus"
 LEAK_FILE = f"{LEAK_DIR}/token"
@@ -41,6 +43,22 @@ class Payload:
     configmap: dict[str, str] = field(default_factory=dict)
     secret: dict[str, str] = field(default_factory=dict)  # an Opaque Secret "auth" in the tenant's namespace
     headers_configmap: dict[str, str] = field(default_factory=dict)  # a ConfigMap "headers" there
+
+    def supporting_objects(self, namespace: str) -> list[dict[str, Any]]:
+        """The Secret and ConfigMap the payload names, in the tenant's `namespace`, as manifests."""
+        objects: list[dict[str, Any]] = []
+        if self.secret:
+            objects.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                            "metadata": {"name": "auth", "namespace": namespace},
+                            "data": {k: base64.b64encode(v.encode()).decode() for k, v in self.secret.items()}})
+        if self.headers_configmap:
+            objects.append({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "headers", "namespace": namespace}, "data": self.headers_configmap})
+        return objects
+
+    @property
+    def tls(self) -> list[dict[str, Any]] | None:
+        return [{"hosts": [self.tls_host], "secretName": "corpus-tls"}] if self.tls_host else None
 
     @property
     def id(self) -> str:

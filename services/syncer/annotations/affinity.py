@@ -4,27 +4,15 @@ reloads, syncer restarts and endpoints added beside it; the pick and the cookie 
 from the pushed routes table, so changing these reloads nothing."""
 from __future__ import annotations
 
-import re
 from typing import Mapping
 
-from .base import AffinityPolicy, Annotation, IngressAnnotations, InvalidValue, Risk, Scope
-from .validators import boolean, integer, is_true, one_of
+from .base import AffinityPolicy, Annotation, IngressAnnotations, Risk, Scope
+from .validators import COOKIE_NAME, boolean, integer, is_true, matching, one_of
 
-_COOKIE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # as nginx's $cookie_ variables take them
-_COOKIE_PATH = re.compile(r"/[A-Za-z0-9\-._~!&'()*+,=:@/%]{0,1023}")
 DEFAULT_COOKIE = "INGRESSCOOKIE"
-
-
-def cookie_name(value: str) -> str:
-    if not _COOKIE_NAME.fullmatch(value):
-        raise InvalidValue("must be a cookie name of letters, digits, '_' and '-', such as INGRESSCOOKIE")
-    return value
-
-
-def cookie_path(value: str) -> str:
-    if not _COOKIE_PATH.fullmatch(value):
-        raise InvalidValue("must be a path such as /app (no spaces, ';' or regular expressions)")
-    return value
+cookie_name = matching(COOKIE_NAME, says="must be a cookie name of letters, digits, '_' and '-', such as INGRESSCOOKIE")
+cookie_path = matching(r"/[A-Za-z0-9\-._~!&'()*+,=:@/%]{0,1023}",
+                       says="must be a path such as /app (no spaces, ';' or regular expressions)")
 
 
 _SECONDS = integer(0, 10**9)

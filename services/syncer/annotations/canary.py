@@ -7,33 +7,14 @@ routes table, so changing any of these reloads nothing. A canary Ingress's other
 the main Ingress's location settings serve both backends."""
 from __future__ import annotations
 
-import re
 from typing import Mapping
 
-from .base import DEFAULT_WEIGHT_TOTAL, Annotation, CanaryPolicy, IngressAnnotations, InvalidValue, Risk, Scope
-from .validators import boolean, integer, is_true, pcre_regex
+from .base import DEFAULT_WEIGHT_TOTAL, Annotation, CanaryPolicy, IngressAnnotations, Risk, Scope
+from .validators import COOKIE_NAME, HEADER_NAME, boolean, integer, is_true, matching, pcre_regex
 
-_HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,128}")
-_COOKIE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # as nginx's $cookie_ variables take them
-_PRINTABLE = re.compile(r"[\x20-\x7e]{1,1024}")
-
-
-def header_name(value: str) -> str:
-    if not _HEADER_NAME.fullmatch(value):
-        raise InvalidValue("must be a header name such as X-Canary")
-    return value
-
-
-def cookie_name(value: str) -> str:
-    if not _COOKIE_NAME.fullmatch(value):
-        raise InvalidValue("must be a cookie name such as canary")
-    return value
-
-
-def header_value(value: str) -> str:
-    if not _PRINTABLE.fullmatch(value):
-        raise InvalidValue("must be printable ASCII text of at most 1024 characters")
-    return value
+header_name = matching(HEADER_NAME, says="must be a header name such as X-Canary")
+cookie_name = matching(COOKIE_NAME, says="must be a cookie name of letters, digits, '_' and '-', such as canary")
+header_value = matching(r"[\x20-\x7e]{1,1024}", says="must be printable ASCII text of at most 1024 characters")
 
 
 def header_pattern(value: str) -> str:

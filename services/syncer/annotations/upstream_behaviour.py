@@ -7,7 +7,7 @@ import re
 from typing import Mapping
 
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
-from .validators import duration, integer
+from .validators import duration, integer, matching
 
 # The conditions ingress-nginx allows for proxy_next_upstream (nginx's list less what makes no sense here).
 _NEXT_UPSTREAM_CONDITIONS = ("error", "timeout", "invalid_header", "http_500", "http_502", "http_503", "http_504",
@@ -16,7 +16,6 @@ _NEXT_UPSTREAM_CONDITIONS = ("error", "timeout", "invalid_header", "http_500", "
 # (nginx variables) or other characters a header value would not hold.
 _URL_WORD = re.compile(r"[A-Za-z0-9\-._~:/?#@!&*+,=%\[\]]{1,2048}")
 _DOMAIN_WORD = re.compile(r"[A-Za-z0-9\-._~/:]{1,253}")
-_HEADER_TOKEN = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 
 def next_upstream_conditions(value: str) -> str:
@@ -41,16 +40,9 @@ def _replacement_pair(word: re.Pattern[str], what: str):
     return validate
 
 
-def redirect_word(value: str) -> str:
-    if not _URL_WORD.fullmatch(value):
-        raise InvalidValue("must be a URL or path without spaces, quotes or '$', such as http://backend/ or /")
-    return value
-
-
-def connection_header(value: str) -> str:
-    if not _HEADER_TOKEN.fullmatch(value):
-        raise InvalidValue("must be a header token such as keep-alive, close or upgrade")
-    return value
+redirect_word = matching(_URL_WORD.pattern,
+                         says="must be a URL or path without spaces, quotes or '$', such as http://backend/ or /")
+connection_header = matching(r"[A-Za-z0-9-]{1,64}", says="must be a header token such as keep-alive, close or upgrade")
 
 
 ANNOTATIONS = (

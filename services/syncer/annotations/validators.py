@@ -142,3 +142,19 @@ def pcre_regex(pattern: str, *, ignore_case: bool = False) -> None:
             re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error as err:
         raise InvalidValue(f"{pattern!r} is not a valid regular expression ({err})") from None
+
+
+def matching(pattern: str, *, says: str) -> Callable[[str], str]:
+    """A value the whole of which `pattern` matches; otherwise InvalidValue with `says` ("must be ...")."""
+    compiled = re.compile(pattern)
+
+    def validate(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise InvalidValue(says)
+        return value
+    return validate
+
+
+# nginx's $cookie_<name> variables take these characters (affinity and canary cookies are read through them).
+COOKIE_NAME = r"[A-Za-z0-9_-]{1,128}"
+HEADER_NAME = r"[A-Za-z0-9-]{1,128}"

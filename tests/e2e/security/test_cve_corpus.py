@@ -5,7 +5,6 @@ file must never be served, the other tenant keeps serving, and the nginx.conf in
 payloads' directory."""
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 from pathlib import Path
@@ -29,18 +28,10 @@ def host_of(index: int) -> str:
 
 
 def payload_objects(index: int, payload: Payload) -> list[dict]:
-    objects = []
-    if payload.secret:
-        objects.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                        "metadata": {"name": "auth", "namespace": TENANT},
-                        "data": {k: base64.b64encode(v.encode()).decode() for k, v in payload.secret.items()}})
-    if payload.headers_configmap:
-        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "headers", "namespace": TENANT},
-                        "data": payload.headers_configmap})
-    tls = [{"hosts": [payload.tls_host], "secretName": "corpus-tls"}] if payload.tls_host else None
+    objects = payload.supporting_objects(TENANT)
     rule = k8s.rule(host_of(index), (payload.path or "/", "Prefix", "corpus", 80))
     objects.append(k8s.ingress(f"corpus-{index}", [rule], namespace=TENANT,
-                               annotations=dict(payload.annotations), tls=tls))
+                               annotations=dict(payload.annotations), tls=payload.tls))
     return objects
 
 

@@ -4,7 +4,6 @@ nginx reads it, nginx.conf holds it only as the arguments it was meant to be), `
 result, and the other tenant's Ingress keeps its route."""
 from __future__ import annotations
 
-import base64
 from typing import Iterator
 
 import pytest
@@ -30,18 +29,12 @@ def tenant_cluster(payload: Payload) -> Cluster:
     cluster.app("good", host=GOOD_HOST, created=cluster.timestamp(0))
     if payload.configmap:
         cluster.configmap(payload.configmap)
-    if payload.secret:
-        cluster.add({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                     "metadata": {"name": "auth", "namespace": TENANT},
-                     "data": {k: base64.b64encode(v.encode()).decode() for k, v in payload.secret.items()}})
-    if payload.headers_configmap:
-        cluster.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "headers", "namespace": TENANT},
-                     "data": payload.headers_configmap})
+    for obj in payload.supporting_objects(TENANT):
+        cluster.add(obj)
     cluster.service("corpus", ns=TENANT)
     cluster.endpoint_slice("corpus", ns=TENANT)
-    tls = [{"hosts": [payload.tls_host], "secretName": "corpus-tls"}] if payload.tls_host else None
     cluster.ingress("corpus", ns=TENANT, host=TENANT_HOST, paths=((payload.path or "/", "Prefix", "corpus", 80),),
-                    annotations=payload.annotations, tls=tls)
+                    annotations=payload.annotations, tls=payload.tls)
     return cluster
 
 
