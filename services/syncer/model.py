@@ -402,7 +402,7 @@ class _Merger:
             self.backends[resolved.name] = list(resolved.endpoints)
         self.profiles[plan.profile.name] = plan.profile
         return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, rewrite=rewrite,
-                     affinity=plan.annotations.affinity)
+                     affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by)
 
     def _resolve(self, plan: IngressPlan, ref: ServiceRef) -> ResolvedBackend:
         resolved = self.resolver.resolve(ref)

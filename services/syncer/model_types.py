@@ -57,12 +57,14 @@ class Route:
     rewrite: str | None = None  # rewrite-target: the URI sent to the backend, with $1..$9 from the path's regex
     canary: CanaryRoute | None = None
     affinity: AffinityPolicy | None = None  # affinity: cookie
+    hash_by: str | None = None  # upstream-hash-by: nginx variables, e.g. "$request_uri"
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
                 **({"rewrite": self.rewrite} if self.rewrite is not None else {}),
                 **({"canary": self.canary.to_json()} if self.canary is not None else {}),
-                **({"affinity": self.affinity.to_json()} if self.affinity is not None else {})}
+                **({"affinity": self.affinity.to_json()} if self.affinity is not None else {}),
+                **({"hash_by": self.hash_by} if self.hash_by is not None else {})}
 
 
 @dataclass(kw_only=True)

@@ -131,6 +131,7 @@ class IngressAnnotations:
     app_root: str | None = None  # "/" redirects here (302)
     canary: CanaryPolicy | None = None  # canary: "true"
     affinity: AffinityPolicy | None = None  # affinity: cookie
+    hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
     warnings: list[str] = field(default_factory=list)
 
     def add(self, directive: str, *, value: str, source: str) -> None:

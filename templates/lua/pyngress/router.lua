@@ -34,6 +34,7 @@ local client_auth = require("pyngress.client_auth")
 local rewrite = require("pyngress.rewrite")
 local canary = require("pyngress.canary")
 local affinity = require("pyngress.affinity")
+local hashing = require("pyngress.hashing")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
@@ -68,7 +69,8 @@ local function route_of(raw, where, auths)
              client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil,
              rewrite = type(raw.rewrite) == "string" and raw.rewrite or nil,
              canary = canary.config(raw.canary, where),
-             affinity = affinity.config(raw.affinity, where) }
+             affinity = affinity.config(raw.affinity, where),
+             hash_by = type(raw.hash_by) == "string" and raw.hash_by or nil }
 end
 
 local function path_of(path, where)
@@ -250,6 +252,8 @@ function _M.route()
     end
     if route.affinity then
         affinity.pick(route.affinity, peers)
+    elseif route.hash_by then
+        hashing.pick(route.hash_by, peers)
     end
     var.proxy_upstream_name = backend
     if route.rewrite then

@@ -1,4 +1,4 @@
-"""affinity: cookie in the model: the routes carry the cookie's attributes, defaults as ingress-nginx's."""
+"""affinity: cookie and upstream-hash-by in the model: the routes carry the policy; values validated."""
 import pytest
 
 
@@ -22,3 +22,20 @@ def test_cookie_settings_without_affinity_are_ignored_with_a_warning(cluster):
     model = cluster.build()
     assert "affinity" not in model.routes_json()["app.example.com"]["prefix"][0][1]
     assert any("apply only with affinity: cookie" in line for line in model.problem_lines())
+
+
+@pytest.mark.parametrize("value, ok", [("$request_uri", True), ("$http_x_user", True), ("$host:$uri", True),
+                                      ("$cookie_session", True), ("$remote_user", False), ("plain", False),
+                                      ("$request_uri;", False), ("${request_uri}", False)])
+def test_upstream_hash_by_takes_request_variables_only(cluster, value, ok):
+    cluster.app(annotations={"upstream-hash-by": value})
+    model = cluster.build()
+    assert (not cluster.rejections(model)) == ok
+    if ok:
+        assert model.routes_json()["app.example.com"]["prefix"][0][1]["hash_by"] == value
+
+
+def test_ewma_is_accepted_with_a_warning(cluster):
+    cluster.app(annotations={"load-balance": "ewma"})
+    model = cluster.build()
+    assert not cluster.rejections(model) and any("ewma" in line for line in model.problem_lines())

@@ -1,0 +1,48 @@
+"""How a route's endpoint is chosen: load-balance and upstream-hash-by, ingress-nginx's names.
+- load-balance: round_robin (pyngress's and the default); ewma is accepted with a warning and balanced round
+  robin (the per-endpoint latency scoring is not built);
+- upstream-hash-by: a key made of nginx variables (an allow-list, such as $request_uri, $remote_addr,
+  $http_x_user, $cookie_session, $arg_id) picks the endpoint by rendezvous hashing in Lua, so the same key
+  keeps its endpoint and only the keys of a removed endpoint move; upstream-hash-by-subset is accepted
+  with a warning and hashes over all endpoints."""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Scope
+from .validators import boolean, integer, is_true, one_of
+
+# Variables whose value is the request's own: no internal state of nginx or of another tenant.
+_VARIABLE = r"\$(?:request_uri|uri|args|host|remote_addr|binary_remote_addr|scheme|request_method|" \
+            r"(?:http|cookie|arg)_[a-z0-9_]{1,64})"
+_HASH_KEY = re.compile(rf"(?:{_VARIABLE}|[A-Za-z0-9_.:/-])+")
+
+
+def hash_key(value: str) -> str:
+    if len(value) > 256 or not _HASH_KEY.fullmatch(value) or "$" not in value:
+        raise InvalidValue("must be nginx variables of the request ($request_uri, $uri, $args, $host, $remote_addr, "
+                           "$binary_remote_addr, $scheme, $request_method, $http_<name>, $cookie_<name>, $arg_<name>), "
+                           "optionally with plain characters between them, such as $request_uri or $http_x_user")
+    return value
+
+
+ANNOTATIONS = (
+    Annotation("load-balance", validate=one_of("round_robin", "ewma"), risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="round_robin (ewma is balanced round robin, with a warning)."),
+    Annotation("upstream-hash-by", validate=hash_key, risk=Risk.MEDIUM, scope=Scope.INGRESS,
+               doc="Consistent hashing of the endpoints on this key of nginx variables."),
+    Annotation("upstream-hash-by-subset", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="Accepted; the key hashes over all endpoints."),
+    Annotation("upstream-hash-by-subset-size", validate=integer(1, 1000), risk=Risk.LOW, scope=Scope.INGRESS,
+               doc="Accepted with upstream-hash-by-subset."),
+)
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    if values.get("load-balance") == "ewma":
+        parsed.warnings.append("annotation load-balance ewma is balanced round robin by pyngress (latency-weighted "
+                               "balancing is not built)")
+    if is_true(values.get("upstream-hash-by-subset", "false")):
+        parsed.warnings.append("annotation upstream-hash-by-subset: pyngress hashes the key over all endpoints")
+    parsed.hash_by = values.get("upstream-hash-by")
