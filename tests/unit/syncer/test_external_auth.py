@@ -1,4 +1,6 @@
 """auth-url and its options: the validators, the profile the model makes, and what nginx.conf gets."""
+import re
+
 import pytest
 
 from services.nginxconf.config import ExternalAuth
@@ -134,6 +136,18 @@ def test_nginx_conf_has_an_internal_location_per_profile_and_the_auth_request(cl
     assert f"error_page 401 = @pyngress_signin_{name};" in conf
     # The signin URL goes to Lua as a string whose '$' is an escape, never an nginx variable.
     assert 'signin("https://\\36host/start", "rd")' in conf
+
+
+def test_every_variable_the_router_sets_is_put_back_after_the_auth_subrequest(cluster):
+    # The subrequest shares the request's variables and runs the server-level `set`s again, which would
+    # reset the backend, the HSTS value and the client-certificate values the router chose.
+    cluster.app(annotations={"auth-url": URL})
+    conf = render(cluster.build().config)
+    server_sets = re.findall(r"^        set \$(\w+) ", conf, re.MULTILINE)
+    assert {"proxy_upstream_name", "pyngress_hsts", "pyngress_client_verify"} <= set(server_sets)
+    for variable in server_sets:
+        assert f"set $pyngress_routed_{variable} ${variable};" in conf
+        assert f"auth_request_set ${variable} $pyngress_routed_{variable};" in conf
 
 
 def test_system_resolvers(tmp_path):
