@@ -4,7 +4,8 @@ A *location profile* is one named location (`@profile_<name>`) shared by every r
 location settings: routing happens in Lua, so nginx.conf holds one location per distinct profile rather
 than one per Ingress path. As ingress-nginx's `Location` is typed, a profile has plain nginx directives,
 written as they are, and typed fields for what the template and the Lua must interpret themselves: the
-scheme to the backend, the CORS policy, the rate limits, the denied networks and a snippet. A new annotation group that needs more than directives
+scheme to the backend, the CORS policy, the rate limits, the denied networks, a snippet, basic and
+external authentication. A new annotation group that needs more than directives
 adds a typed field here and its use in the template, never a sentinel key among the directives.
 """
 from __future__ import annotations
@@ -45,6 +46,38 @@ class RateLimit:
     allowlist: tuple[str, ...] = ()  # networks ("10.0.0.0/8") never limited
 
 
+@dataclass(frozen=True, kw_only=True)
+class BasicAuth:
+    """HTTP basic authentication (auth-type basic): nginx's auth_basic against an htpasswd file.
+
+    `user_file` is a file name in NginxPaths.auth_dir that the syncer keeps up to date: nginx reads it on
+    every request, so a changed Secret needs no reload.
+    """
+    realm: str
+    user_file: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExternalAuth:
+    """auth-url: every request is first asked of an HTTP service (nginx's auth_request).
+
+    2xx lets the request through, with `response_headers` copied from the service's answer to the request
+    to the backend; 401 and 403 go back to the client, 401 as a redirect to `signin` when it is set; any
+    other answer is a 500.
+    """
+    url: str  # http(s)://host[:port]/path, without query or nginx variables
+    method: str | None = None  # proxy_method for the auth request; None: GET
+    signin: str | None = None  # may hold the variables templates/lua/pyngress/external_auth.lua expands
+    signin_redirect_param: str = "rd"
+    response_headers: tuple[str, ...] = ()
+    request_redirect: str | None = None  # X-Auth-Request-Redirect; None: the request's URI
+    always_set_cookie: bool = False
+    # auth-cache-key: answers of the service are cached under this key ("$remote_user$http_authorization"),
+    # within the profile, for `cache_durations` ("200 202 401 5m", ... as proxy_cache_valid takes them).
+    cache_key: str | None = None
+    cache_durations: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class LocationProfile:
     """Location settings shared by every route that uses this profile. Every value is validated already;
@@ -65,21 +98,26 @@ class LocationProfile:
     # configuration-snippet (only with allow-snippet-annotations and annotations-risk-level Critical):
     # raw nginx configuration written into the named location as it is.
     snippet: str | None = None
+    basic_auth: BasicAuth | None = None
+    external_auth: ExternalAuth | None = None
 
     @classmethod
     def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
            cors: CorsPolicy | None = None, rate_limit: RateLimit | None = None, denied: tuple[str, ...] = (),
-           snippet: str | None = None) -> LocationProfile:
+           snippet: str | None = None, basic_auth: BasicAuth | None = None,
+           external_auth: ExternalAuth | None = None) -> LocationProfile:
         """The profile with these settings, named "default" when it has none, else by a short stable hash."""
-        if not (directives or cors or rate_limit or denied or snippet) and backend_scheme == "http":
+        if not (directives or cors or rate_limit or denied or snippet or basic_auth or external_auth) \
+                and backend_scheme == "http":
             return cls(DEFAULT_PROFILE)
         content: dict = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}
         # Newer fields count only when set, so that the names of existing profiles stay the same.
-        newer = {"rate_limit": rate_limit and asdict(rate_limit), "denied": denied, "snippet": snippet}
+        newer = {"rate_limit": rate_limit and asdict(rate_limit), "denied": denied, "snippet": snippet,
+                 "basic_auth": basic_auth and asdict(basic_auth), "external_auth": external_auth and asdict(external_auth)}
         content.update({name: value for name, value in newer.items() if value})
         digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
         return cls(digest, directives, backend_scheme=backend_scheme, cors=cors, rate_limit=rate_limit,
-                   denied=denied, snippet=snippet)
+                   denied=denied, snippet=snippet, basic_auth=basic_auth, external_auth=external_auth)
 
 
 @dataclass(frozen=True, kw_only=True)

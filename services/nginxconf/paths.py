@@ -3,6 +3,9 @@
 - `<state-dir>/nginx/` is nginx's prefix: nginx.conf (0600), the fallback certificate (0600) and the
   temp directories. It is mode 0711: nginx's workers run as `nobody` and must reach the temp
   directories (request bodies and responses that do not fit in memory), but may not list anything.
+  `auth/` there holds the htpasswd files of basic authentication: nginx's workers read them on every
+  request, so the directory is 0750 and the files 0640, group the workers' (owner root); 0700/0600
+  when the whole tree runs as one non-root user.
 - `<state-dir>/dynamic/` (0700) holds the tables last pushed to nginx's Lua (routes, backends,
   certificates), read by the root master when it starts with empty shared dictionaries.
 - `<run-dir>/nginx.pid` is the master's pid file.
@@ -49,6 +52,11 @@ class NginxPaths:
     @property
     def temp(self) -> Path:
         return self.prefix / "tmp"
+
+    @property
+    def auth_dir(self) -> Path:
+        """htpasswd files for auth_basic, written by the syncer (services/syncer/auth_files.py)."""
+        return self.prefix / "auth"
 
     @property
     def dynamic(self) -> Path:

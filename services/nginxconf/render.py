@@ -8,8 +8,8 @@ second line, so that a validator's bug can never add a directive or a block.
 
 Setting values (ConfigMap globals and profile directives) are argument lists: a string is split on spaces
 ("4 8k" → two arguments), a tuple or list gives the arguments as they are. A profile's typed fields
-(config.py) are the template's own: the backend scheme chooses its proxy_pass, and the CORS policy becomes
-a Lua table for templates/lua/pyngress/cors.lua.
+(config.py) are the template's own: the backend scheme chooses its proxy_pass, the CORS policy becomes
+a Lua table for templates/lua/pyngress/cors.lua, basic authentication its auth_basic directives.
 """
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from typing import Iterable, Sequence
 
 import jinja2
 
-from services.nginxconf.config import (DEFAULT_PROFILE, BlockLists, CorsPolicy, LocationProfile, NginxConfig,
-                                       RateLimit)
+from services.nginxconf.config import (DEFAULT_PROFILE, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
+                                       LocationProfile, NginxConfig, RateLimit)
 from services.nginxconf.paths import NginxPaths
+from services.nginxconf.resolvers import system_resolvers
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -196,10 +197,27 @@ class _RenderedProfile:
     rate_limit: _RenderedRateLimit | None
     denied: list[str]  # quoted networks
     snippet: str | None  # raw nginx configuration, checked by snippet_blocks.check_contained
+    basic_auth: BasicAuth | None
+    external_auth: _RenderedExternalAuth | None
 
     @property
     def grpc(self) -> bool:
         return self.scheme in GRPC_SCHEMES
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RenderedExternalAuth:
+    """An ExternalAuth with every value quoted for nginx.conf (or written as a Lua string for the signin)."""
+    url: str
+    host: str
+    method: str | None
+    request_redirect: str | None
+    response_headers: list[tuple[str, str]]  # (quoted header name, $upstream_http_* variable name)
+    signin: str | None  # Lua string literals
+    signin_redirect_param: str
+    always_set_cookie: bool
+    cache_key: str | None  # one double-quoted nginx argument holding variables
+    cache_durations: list[str]  # proxy_cache_valid arguments, each word quoted
 
 
 @functools.lru_cache(maxsize=4096)  # thousands of Ingresses share a handful of profiles
@@ -224,10 +242,76 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
             check_contained(profile.snippet)
         except SnippetError as err:
             raise RenderError(f"location profile {profile.name}: snippet: {err}") from None
+    if profile.basic_auth is not None:
+        check_basic_auth(profile.basic_auth)
+    external_auth = _external_auth(profile.external_auth) if profile.external_auth else None
     return _RenderedProfile(name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
-                            denied=[quote(network) for network in profile.denied], snippet=profile.snippet)
+                            denied=[quote(network) for network in profile.denied], snippet=profile.snippet,
+                            basic_auth=profile.basic_auth, external_auth=external_auth)
+
+
+_AUTH_URL = re.compile(r"(?:http|https)://([^/?#]+)/[^?#]*")
+_HEADER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
+_HTTP_METHOD = re.compile(r"[A-Z]{1,16}")
+
+
+def _external_auth(auth: ExternalAuth) -> _RenderedExternalAuth:
+    url = _AUTH_URL.fullmatch(auth.url)
+    if not url:
+        raise RenderError(f"auth URL {auth.url!r} must be http(s)://host[:port]/path without query")
+    if auth.method is not None and not _HTTP_METHOD.fullmatch(auth.method):
+        raise RenderError(f"{auth.method!r} is not an HTTP method")
+    headers = []
+    for header in auth.response_headers:
+        if not _HEADER_NAME.fullmatch(header):
+            raise RenderError(f"{header!r} is not a header name")
+        headers.append((quote(header), "upstream_http_" + header.lower().replace("-", "_")))
+    return _RenderedExternalAuth(
+        url=quote(auth.url), host=quote(url[1]), method=auth.method and quote(auth.method),
+        request_redirect=auth.request_redirect and quote(auth.request_redirect), response_headers=headers,
+        signin=auth.signin and lua_string(auth.signin),
+        signin_redirect_param=lua_string(auth.signin_redirect_param), always_set_cookie=auth.always_set_cookie,
+        cache_key=auth.cache_key and _cache_key(auth.cache_key),
+        cache_durations=[arguments(duration) for duration in auth.cache_durations])
+
+
+# The variables an auth cache key may hold: nginx always knows them (the prefixed ones exist for any name),
+# so a key never fails nginx -t.
+CACHE_KEY_VARIABLES = (r"(?:http|cookie|arg)_[a-z0-9_]{1,64}|remote_user|remote_addr|host|request_uri|uri|scheme|"
+                       r"request_method")
+_CACHE_KEY_PART = re.compile(rf"\$({CACHE_KEY_VARIABLES})(?![a-z0-9_])|([A-Za-z0-9_:-]+)")
+
+
+def _cache_key(key: str) -> str:
+    """The cache key as one quoted argument: its variables as ${name}, what is between them as plain text.
+
+    The host and the profile's internal location are part of every key (they come first): an answer is never
+    reused for another host's requests, whatever key its Ingress chose.
+    """
+    parts, end = [], 0
+    for match in _CACHE_KEY_PART.finditer(key):
+        if match.start() != end:
+            break
+        parts.append("${" + match[1] + "}" if match[1] else match[2])
+        end = match.end()
+    if end != len(key) or not parts:
+        raise RenderError(f"auth cache key {key!r} may only hold known nginx variables, letters, digits and _:-")
+    return '"${host}${uri}|' + "".join(parts) + '"'
+
+
+_USER_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_basic_auth(auth: BasicAuth) -> None:
+    """Raise RenderError unless auth_basic can be written for `auth` and means what it says."""
+    quote(auth.realm)
+    # nginx reads `auth_basic off` as "no authentication": such a realm would serve the location open.
+    if auth.realm == "off":
+        raise RenderError('the realm "off" would turn basic authentication off in nginx')
+    if not _USER_FILE.fullmatch(auth.user_file):
+        raise RenderError(f"htpasswd file name {auth.user_file!r} may only hold letters, digits, '.', '_' and '-'")
 
 
 def cors_table(policy: CorsPolicy) -> str:
@@ -350,6 +434,8 @@ def render(config: NginxConfig) -> str:
         blocked=block_lists(config.blocked),
         http_settings=http_settings,
         profiles=[check_profile(p) for p in profiles],
+        resolvers=" ".join(system_resolvers()) if any(p.external_auth for p in profiles) else "",
+        auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),
         **ports,
     )

@@ -15,6 +15,7 @@ from services.nginxconf.paths import NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
+from services.syncer.auth_files import AuthFileWriter
 from services.syncer.backends import resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import Model
@@ -35,6 +36,7 @@ class NginxApplier:
         self.conf_path = paths.conf
         self.applied_conf: str | None = None
         self.applied_profiles: set[str] = set()  # the named locations of applied_conf
+        self.auth_files = AuthFileWriter(paths.auth_dir)
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
         self.nginx_serving = False
 
@@ -55,6 +57,8 @@ class NginxApplier:
         """Bring nginx to `model`. Returns the new location profiles that `nginx -t` refused (name → nginx's
         message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
         conf = render(model.config)
+        # Before the reload: a new profile's htpasswd file must be there when its first request comes.
+        self.auth_files.write(model.auth_files)
         if conf != self.applied_conf:
             refused = await self._reload(conf, model)
             if refused:
@@ -64,6 +68,7 @@ class NginxApplier:
         tables = self._tables(model)
         if tables != self.tables:
             await self._push(tables)
+        self.auth_files.remove_others(model.auth_files)
         return {}
 
     async def _refused_profiles(self, config: NginxConfig) -> dict[str, str]:

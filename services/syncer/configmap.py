@@ -11,8 +11,11 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from services.nginxconf.config import ExternalAuth
+
 from . import block_lists
 from .annotations.base import InvalidValue, Risk
+from .annotations.external_auth import GLOBAL_AUTH_KEYS, parse_global_auth
 from .annotations.renderable import check_renders
 from .annotations.validators import boolean, duration, integer, is_true, one_of, size
 from .problems import Problem
@@ -95,6 +98,13 @@ class ControllerConfig:
     block_cidrs: tuple[str, ...] = ()
     block_user_agents: tuple[str, ...] = ()
     block_referers: tuple[str, ...] = ()
+    # Whether an Ingress may name a Secret (auth-secret) in another namespace.
+    allow_cross_namespace_resources: bool = False
+    # global-auth-url and its options: external auth for every Ingress without its own auth-url (and
+    # without enable-global-auth: "false"). A bad global-auth-* value denies those Ingresses (503) instead:
+    # `global_auth_problem` says why.
+    global_auth: ExternalAuth | None = None
+    global_auth_problem: str | None = None
 
 
 def _words(value: str) -> tuple[str, ...]:
@@ -124,6 +134,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "block-cidrs": ("block_cidrs", block_lists.networks),
     "block-user-agents": ("block_user_agents", block_lists.header_patterns),
     "block-referers": ("block_referers", block_lists.header_patterns),
+    "allow-cross-namespace-resources": ("allow_cross_namespace_resources", _flag),
 }
 
 
@@ -132,8 +143,14 @@ def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[Contr
     problems: list[Problem] = []
     globals_ = ControllerConfig().globals
     typed: dict[str, Any] = {}
+    global_auth = parse_global_auth(data)
+    problems += [Problem.error(source, p) for p in global_auth.errors]
+    problems += [Problem.warning(source, w) for w in global_auth.warnings]
+    typed.update(global_auth=global_auth.auth, global_auth_problem=global_auth.problem)
     for key in sorted(data):
         raw = data[key]
+        if key in GLOBAL_AUTH_KEYS:
+            continue
         if key in GLOBAL_DIRECTIVES:
             directive, validate, _ = GLOBAL_DIRECTIVES[key]
             target, store = directive, globals_

@@ -23,6 +23,7 @@ from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_anno
 from .annotations.base import InvalidValue
 from .annotations.validators import pcre_regex
 from .annotations.ratelimit import zone_name
+from .auth_secrets import AuthResolver
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
@@ -153,8 +154,12 @@ def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_pa
 
 
 def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
-                 annotations: IngressAnnotations, strict_path_types: bool = True) -> IngressPlan:
-    """Validate one Ingress's spec; raise IngressRejected saying what to change."""
+                 annotations: IngressAnnotations, profile: LocationProfile,
+                 strict_path_types: bool = True) -> IngressPlan:
+    """Validate one Ingress's spec; raise IngressRejected saying what to change.
+
+    `profile` is what the annotations make of its location settings (auth_secrets.AuthResolver).
+    """
     spec = ingress.get("spec") or {}
     hosts: dict[str, None] = {}
     paths: list[PathRule] = []
@@ -170,9 +175,7 @@ def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
         default_backend=(_service_ref(default, namespace=namespace, where="defaultBackend",
                                       cluster_ip=annotations.service_upstream)
                          if default is not None else None),
-        annotations=annotations,
-        profile=annotations.profile_for(zone_name(namespace=namespace, name=name,
-                                                  uid=(ingress.get("metadata") or {}).get("uid"))),
+        annotations=annotations, profile=profile,
         tls=tuple(_tls_entry(entry) for entry in spec.get("tls") or ()),
     )
 
@@ -420,14 +423,16 @@ def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str
 
 
 def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: AnnotationParser,
-           strict_path_types: bool, problems: list[Problem], refused_profiles: Mapping[str, str],
+           strict_path_types: bool, auth: AuthResolver, problems: list[Problem], refused_profiles: Mapping[str, str],
            secrets: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[IngressPlan]:
     plans = []
     for namespace, name, ingress in ingresses:
         try:
             annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
+            zone = zone_name(namespace=namespace, name=name, uid=(ingress.get("metadata") or {}).get("uid"))
+            location_auth = auth.profile(annotations, namespace=namespace, zone=zone)
             plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
-                                strict_path_types=strict_path_types)
+                                profile=location_auth.profile, strict_path_types=strict_path_types)
             if annotations.client_auth is not None:
                 plan = replace(plan, client_auth=resolve_client_auth(annotations.client_auth, namespace=namespace,
                                                                      secrets=secrets))
@@ -445,6 +450,8 @@ def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: Anno
                                           f"({refused_profiles[plan.profile.name]}); change the annotations"))
             continue
         problems.extend(Problem.warning(f"Ingress {plan.ref}", w) for w in annotations.warnings)
+        if location_auth.problem:
+            problems.append(Problem.error(f"Ingress {plan.ref}", location_auth.problem))
         plans.append(plan)
     return plans
 
@@ -461,8 +468,10 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
                               blocked_words=config.annotation_value_word_blocklist,
                               allow_snippets=config.allow_snippet_annotations)
+    auth = AuthResolver(index.secrets, allow_cross_namespace=config.allow_cross_namespace_resources,
+                        global_auth=config.global_auth, global_auth_problem=config.global_auth_problem)
     plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
-                   problems=problems, refused_profiles=refused_profiles or {}, secrets=index.secrets)
+                   auth=auth, problems=problems, refused_profiles=refused_profiles or {}, secrets=index.secrets)
 
     resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
                                allow_external_name=not settings.ingress.disable_svc_external_name)
@@ -513,6 +522,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         backends=dict(sorted(merger.backends.items())),
         passthrough=dict(sorted(merger.passthrough.items())),
         tls_secrets=tls_secrets,
+        auth_files=_used_auth_files(auth.files, merger.profiles.values()),
         certificates=certificates_table(index.secrets, tls_secrets=tls_secrets,
                                         default_certificate=settings.ingress.default_ssl_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
@@ -551,3 +561,9 @@ def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger,
             if any(names_match(host, list(entry.hosts)) for entry in plan.tls):
                 listed.add(host)
     return dict(sorted(certificates.items())), listed | certificates.keys()
+
+
+def _used_auth_files(files: Mapping[str, bytes], profiles: Iterable[LocationProfile]) -> dict[str, bytes]:
+    """The htpasswd files of the profiles that routes use (an Ingress that lost all its hosts needs none)."""
+    used = {p.basic_auth.user_file for p in profiles if p.basic_auth is not None}
+    return {name: content for name, content in sorted(files.items()) if name in used}

@@ -115,6 +115,9 @@ class Model:
     tls_secrets: dict[str, str] = field(default_factory=dict)
     # Certificates for SNI selection inside nginx (the Lua's certificates table format).
     certificates: dict[str, Any] = field(default_factory=dict)
+    # htpasswd file name → content, for basic authentication (auth_files.py writes them where nginx reads
+    # them). Password hashes: never printed, logged or published.
+    auth_files: dict[str, bytes] = field(default_factory=dict, repr=False)
     # Inbound PROXY protocol on the public ports (ConfigMap use-proxy-protocol); the proxy needs it too.
     use_proxy_protocol: bool = False
     # What was refused or ignored while building the model, each saying what to change.

@@ -1,7 +1,10 @@
 """Which objects the store keeps, and what of them: shared by every watcher source.
 
 Keeping only what the syncer reads holds memory and publish traffic down in big clusters, where most
-Secrets (service-account tokens, Helm releases) and ConfigMaps are of no use to an ingress controller.
+Secrets (service-account tokens, Helm releases, docker configs) and ConfigMaps are of no use to an ingress
+controller. Secrets are kept by type, TLS and Opaque (what auth-secret names): which Opaque Secrets an
+Ingress names is only known once the Ingresses are read, and a Secret dropped here would have to be
+listed again when an Ingress starts naming it.
 """
 from __future__ import annotations
 
@@ -11,13 +14,12 @@ from services.common.objects import CLUSTER_SCOPED
 from services.common.settings import Settings
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
+# Opaque Secrets hold basic authentication's htpasswd files (auth-secret) and client-certificate CAs
+# (auth-tls-secret; TLS ones may too). An object without a type is Opaque: the API server fills it in so.
+# Service-account token Secrets hold a ca.crt too (the cluster's) and are never kept.
+_KEPT_SECRET_TYPES = frozenset({TLS_SECRET_TYPE, "Opaque", None})
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
-# Client-certificate CAs (auth-tls-secret) are Secrets holding ca.crt, generic or TLS ones. Of a generic one
-# only these keys are kept (slim): the store never holds what else it carries. Service-account token
-# Secrets hold a ca.crt too (the cluster's) and are never kept.
-CA_SECRET_TYPES = frozenset({"Opaque", TLS_SECRET_TYPE})
-CA_KEYS = ("ca.crt", "ca.crl")
 
 # Kinds kept whole (within --watch-namespace when they are namespaced).
 _ALWAYS_KEPT = frozenset({"Ingress", "IngressClass", "Service", "EndpointSlice"})
@@ -35,11 +37,6 @@ def _named(reference: str | None, *, namespace: str, name: str) -> bool:
 
 def _in_watched_namespace(namespace: str, settings: Settings) -> bool:
     return not settings.source.watch_namespace or namespace == settings.source.watch_namespace
-
-
-def _holds_client_ca(obj: dict[str, Any]) -> bool:
-    data = obj.get("data")
-    return obj.get("type", "Opaque") in CA_SECRET_TYPES and isinstance(data, dict) and "ca.crt" in data
 
 
 def keep(obj: dict[str, Any], settings: Settings) -> bool:
@@ -60,8 +57,7 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
     if kind == "Secret":
         if _named(settings.ingress.default_ssl_certificate, namespace=namespace, name=name):
             return True
-        return ((obj.get("type") == TLS_SECRET_TYPE or _holds_client_ca(obj))
-                and _in_watched_namespace(namespace, settings))
+        return obj.get("type") in _KEPT_SECRET_TYPES and _in_watched_namespace(namespace, settings)
     if kind == "ConfigMap":
         return any(_named(ref, namespace=namespace, name=name) for ref in
                    (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap))
@@ -69,15 +65,11 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` without what the syncer never reads (managedFields, kubectl's last-applied copy, a generic
-    Secret's keys other than CA_KEYS).
+    """`obj` without what the syncer never reads (managedFields, kubectl's last-applied copy).
 
+    A generic Secret keeps all its keys: auth-secret-type auth-map names one key per user, whatever it is.
     Returns a new dict when something is dropped; `obj` itself is never modified.
     """
-    data = obj.get("data")
-    if obj.get("kind") == "Secret" and obj.get("type", "Opaque") != TLS_SECRET_TYPE and isinstance(data, dict) \
-            and set(data) - set(CA_KEYS):
-        obj = {**obj, "data": {k: v for k, v in data.items() if k in CA_KEYS}}
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj

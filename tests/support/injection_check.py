@@ -30,7 +30,7 @@ PROFILE_PREFIX = "@profile_"
 # `{{ to_backend }}_pass` stands for proxy_pass and grpc_pass.
 _TEMPLATE_TEXT = (TEMPLATES_DIR / "nginx.conf.j2").read_text()
 _TEMPLATE_NAMES = {word for line in _TEMPLATE_TEXT.splitlines() if line.strip()
-                   for word in [line.split()[0]] if word.replace("_", "").isalpha()}
+                   for word in [line.split()[0].rstrip(";")] if word.replace("_", "").isalpha()}
 _TEMPLATE_NAMES |= {f"{module}_{rest}" for rest in re.findall(r"\{\{ to_backend \}\}_([a-z_]+)", _TEMPLATE_TEXT)
                     for module in ("proxy", "grpc")}
 
@@ -104,6 +104,23 @@ def _typed_shapes(tree: list[Directive]) -> Counter:
     return Counter(_shape(d) for path, d in walk(tree) if path in (("http",), ("http", "server")) and _typed(d))
 
 
+# What a profile's external auth adds beside its location: the internal location of its auth subrequest,
+# the named location of its signin redirect, and (at http level) the cache of auth answers.
+_AUTH_LOCATION = re.compile(r"(?:= /_pyngress_auth_|@pyngress_signin_)([A-Za-z0-9_-]+)")
+AUTH_CACHE_ZONE = "keys_zone=pyngress_auth_cache:10m"
+
+
+def _auth_location(directive: Directive) -> str | None:
+    """The profile whose external auth made this location, if it is one."""
+    if directive.name == "location" and (match := _AUTH_LOCATION.fullmatch(" ".join(directive.args))):
+        return match[1]
+    return None
+
+
+def _is_auth_cache(directive: Directive) -> bool:
+    return directive.name == "proxy_cache_path" and AUTH_CACHE_ZONE in directive.args
+
+
 def _without_values(block: list[Directive], settings: set[str], *, in_http: bool) -> list[tuple]:
     """`block` as comparable tuples, less the profile locations, the typed fields' directives and (directly
     in http) the settings; the Lua of init_by_lua_block (it lists the profiles) only by name."""
@@ -111,6 +128,8 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
     for d in block:
         if (_profile_location(d) not in (None, DEFAULT_PROFILE)) or (in_http and d.name in settings) or _typed(d):
             continue
+        if _auth_location(d) is not None or (in_http and _is_auth_cache(d)):
+            continue  # checked by _assert_auth_locations
         lua = None if d.name == "init_by_lua_block" else d.lua
         inner = _without_values(d.block, settings, in_http=d.name == "http") if d.block is not None else None
         kept.append((d.name, tuple(d.args), lua, inner))
@@ -152,3 +171,15 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
         if profile.snippet is None:
             assert all(d in _TEMPLATE_NAMES for d, _ in extra), f"profile {name}: directives {sorted(extra)} added"
         assert not own - actual, f"profile {name}: {sorted(own - actual)} not written as their own arguments"
+    _assert_auth_locations(servers, profiles)
+
+
+def _assert_auth_locations(servers: list[Directive], profiles: dict) -> None:
+    """An auth location belongs to a profile with external auth and holds only the template's directives."""
+    for server in servers:
+        for d in server.block or []:
+            if (profile := _auth_location(d)) is None:
+                continue
+            assert profile in profiles and profiles[profile].external_auth is not None, f"auth location {d.args}"
+            names = {inner.name for inner in d.block or []}
+            assert names <= _TEMPLATE_NAMES, f"auth location of {profile}: {sorted(names - _TEMPLATE_NAMES)} added"

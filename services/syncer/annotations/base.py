@@ -4,9 +4,12 @@ from __future__ import annotations
 import enum
 import functools
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from services.nginxconf.config import BackendScheme, CorsPolicy, LocationProfile, RateLimit
+from services.nginxconf.config import BackendScheme, BasicAuth, CorsPolicy, ExternalAuth, LocationProfile, RateLimit
+
+if TYPE_CHECKING:
+    from .auth import BasicAuthRequest
 
 
 class Risk(enum.IntEnum):
@@ -132,6 +135,10 @@ class IngressAnnotations:
     canary: CanaryPolicy | None = None  # canary: "true"
     affinity: AffinityPolicy | None = None  # affinity: cookie
     hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
+    # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
+    basic_auth: BasicAuthRequest | None = None
+    external_auth: ExternalAuth | None = None
+    enable_global_auth: bool = True  # whether the ConfigMap's global-auth-url applies when external_auth is None
     warnings: list[str] = field(default_factory=list)
 
     def add(self, directive: str, *, value: str, source: str) -> None:
@@ -143,16 +150,25 @@ class IngressAnnotations:
 
     @functools.cached_property  # read once parsing is done; thousands of Ingresses share one parse
     def profile(self) -> LocationProfile:
+        """The location profile, without basic authentication (see profile_with)."""
+        return self.profile_with(basic_auth=None, global_auth=None)
+
+    def profile_with(self, *, basic_auth: BasicAuth | None, global_auth: ExternalAuth | None) -> LocationProfile:
+        """The location profile with `basic_auth` (once the Secret of `self.basic_auth` is found) and the
+        ConfigMap's `global_auth`, which applies unless the Ingress has its own auth-url or opts out."""
+        external_auth = self.external_auth or (global_auth if self.enable_global_auth else None)
         return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
                                   backend_scheme=self.backend_scheme, cors=self.cors, denied=self.denied,
-                                  snippet=self.snippet)
+                                  snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth)
 
-    def profile_for(self, zone: str) -> LocationProfile:
+    def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None,
+                    global_auth: ExternalAuth | None = None) -> LocationProfile:
         """The profile of the Ingress whose rate-limit zones are named `zone` (ratelimit.zone_name): the shared
-        one unless the Ingress has rate limits, which it counts alone."""
+        one unless the Ingress has rate limits, which it counts alone. `basic_auth` and `global_auth` as for
+        profile_with."""
+        shared = self.profile_with(basic_auth=basic_auth, global_auth=global_auth)
         if self.rate_limit is None:
-            return self.profile
-        shared = self.profile
+            return shared
         return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,
-                                  denied=shared.denied, snippet=shared.snippet,
-                                  rate_limit=replace(self.rate_limit, zone=zone))
+                                  denied=shared.denied, snippet=shared.snippet, basic_auth=shared.basic_auth,
+                                  external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))

@@ -6,6 +6,7 @@ require("pyngress.router")
 require("pyngress.balancer")
 require("pyngress.certificates")
 require("pyngress.cors")
+require("pyngress.external_auth")
 require("pyngress.api")
 
 local _M = {}

@@ -33,6 +33,9 @@ from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES
 from services.syncer.model_types import Model
 from services.nginxconf.render import render
 from tests.support.injection_check import assert_values_stay_arguments
+from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
+from services.syncer.auth_secrets import DENIED_PROFILE
+from tests.support.htpasswd import basic_auth_secret
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
 
@@ -183,6 +186,23 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "denylist-source-range": network_lists, "limit-allowlist": network_lists, "limit-whitelist": network_lists,
     **{name: numbers for name in ("limit-rps", "limit-rpm", "limit-connections", "limit-burst-multiplier",
                                   "limit-rate", "limit-rate-after", "limit-rph")},
+    "auth-type": st.sampled_from(["basic", "BASIC", "digest", "ntlm"]),
+    "auth-secret": st.sampled_from(["basic-auth", "default/basic-auth", "other/basic-auth", "missing", "Basic",
+                                    "a/b/c", "../basic-auth"]),
+    "auth-secret-type": st.sampled_from(["auth-file", "auth-map", "htpasswd"]),
+    "auth-realm": st.one_of(st.sampled_from(["Authentication Required", "off", "OFF", "", "a/b:c~d"]),
+                            st.text(max_size=30)),
+    "auth-url": urls, "auth-method": st.sampled_from(["GET", "post", "HEAD", "BREW"]),
+    "auth-signin": st.one_of(urls, st.sampled_from(["https://$host/oauth2/start?rd=$escaped_request_uri",
+                                                    "https://$hostname/x", "https://login/$request_id"])),
+    "auth-signin-redirect-param": st.sampled_from(["rd", "redirect_to", "a b", ""]),
+    "auth-response-headers": comma_lists(_token, "X-Auth-{}"),
+    "auth-request-redirect": st.one_of(urls, st.sampled_from(["/home", "$request_uri"])),
+    "auth-always-set-cookie": booleans, "enable-global-auth": booleans, "auth-keepalive": numbers,
+    "auth-keepalive-requests": numbers, "auth-keepalive-timeout": numbers, "auth-keepalive-share-vars": booleans,
+    "auth-cache-key": st.sampled_from(["$remote_user$http_authorization", "$cookie_session", "x", "$hostname",
+                                       "a:$arg_x-b"]),
+    "auth-cache-duration": st.sampled_from(["200 202 401 5m", "5m", "1h 401", "200 1m, 401 30s", "any 99999d"]),
     **{name: nginx_text for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
                                      "modsecurity-snippet")},
 }
@@ -201,7 +221,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "ssl-protocols": _protocols, "ssl-ciphers": ciphers,
     "ssl-redirect": booleans, "force-ssl-redirect": booleans, "hsts": booleans, "hsts-max-age": numbers,
     "hsts-include-subdomains": booleans, "hsts-preload": booleans, "use-forwarded-headers": booleans,
-    "use-proxy-protocol": booleans,
+    "use-proxy-protocol": booleans, "allow-cross-namespace-resources": booleans,
     "annotations-risk-level": st.sampled_from(["Low", "Medium", "High", "Critical", "critical", "none"]),
     "strict-validate-path-type": booleans,
     "annotation-value-word-blocklist": st.lists(hostile, max_size=5).map(",".join),
@@ -229,7 +249,14 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
           **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")},
-          **{name: {"affinity": "cookie"} for name in ANNOTATIONS if name.startswith(("session-cookie-", "affinity-"))}}
+          **{name: {"affinity": "cookie"} for name in ANNOTATIONS if name.startswith(("session-cookie-", "affinity-"))},
+          **{name: {"auth-type": "basic", "auth-secret": "basic-auth"} for name in ANNOTATIONS
+             if name in ("auth-type", "auth-secret", "auth-secret-type", "auth-realm")},
+          "auth-cache-duration": {"auth-url": "http://127.0.0.1:9/check", "auth-cache-key": "$remote_user"},
+          **{name: {"auth-url": "http://127.0.0.1:9/check"} for name in ANNOTATIONS
+             if name.startswith("auth-") and not name.startswith("auth-tls-")
+             and name not in ("auth-type", "auth-secret", "auth-secret-type", "auth-realm", "auth-url",
+                              "auth-snippet", "auth-cache-duration")}}
 
 
 def with_companions(annotations: dict[str, str]) -> dict[str, str]:
@@ -266,7 +293,15 @@ def cluster_with_good_ingress() -> Cluster:
     cluster.tls_secret("ca", type="Opaque", data={"ca.crt": _client_ca()})
     # The oldest Ingress: conflicts are won by it, so only a bug can take its host away.
     cluster.app("good", host=GOOD_HOST, created=cluster.timestamp(0))
+    # What auth-secret names, so that basic authentication is rendered (and refused or not) for real.
+    cluster.add(basic_auth_secret("basic-auth", {"alice": "s3cret"}, scheme="sha"))
     return cluster
+
+
+def _all_denied(model: Model, ingress: str) -> bool:
+    return all(route.profile == DENIED_PROFILE.name for host_routes in model.routes.values()
+               for route in [*host_routes.exact.values(), *host_routes.prefix.values(), host_routes.default]
+               if route is not None and route.ingress == ingress)
 
 
 def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
@@ -277,7 +312,8 @@ def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
                  for route in [*host_routes.exact.values(), *host_routes.prefix.values(), host_routes.default]
                  if route is not None}
     if any(p.startswith(f"Ingress {FUZZED}: ") for p in model.problem_lines()):
-        assert FUZZED not in routed_by, model.problem_lines()
+        # Rejected, or routed to ingress-nginx's denied location (503) while its auth-secret is unusable.
+        assert FUZZED not in routed_by or _all_denied(model, FUZZED), model.problem_lines()
     text = render(model.config)
     assert_values_stay_arguments(model.config, text)
     error = nginx_check.error(text)
@@ -311,6 +347,26 @@ def test_annotations_together_never_break_the_configuration(annotations, nginx_c
     check_isolation(cluster, nginx_check)
 
 
+_htpasswd_lines = st.lists(st.one_of(
+    st.sampled_from(["alice:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=", "bob:$apr1$x$" + "a" * 22, "# comment", "",
+                     "carol:{PLAIN}pw", "dave", ":x", "e:f:g"]),
+    st.builds(lambda user, tail: f"{user}:{tail}", hostile, hostile)), max_size=5).map("\n".join)
+
+
+@settings(FUZZ, max_examples=60)
+@given(content=st.one_of(_htpasswd_lines, hostile), secret_type=st.sampled_from(["auth-file", "auth-map"]))
+def test_a_hostile_htpasswd_secret_never_breaks_the_configuration(content, secret_type, nginx_check):
+    cluster = cluster_with_good_ingress()
+    data = {"auth": content} if secret_type == "auth-file" else {"u": content, "v": content[:5]}
+    cluster.add({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                 "metadata": {"name": "fuzz-auth", "namespace": "default"},
+                 "data": {k: base64.b64encode(v.encode("utf-8", "surrogatepass")).decode() for k, v in data.items()}})
+    cluster.app("fuzz", host=FUZZED_HOST, annotations={"auth-type": "basic", "auth-secret": "fuzz-auth",
+                                                      "auth-secret-type": secret_type})
+    model = check_isolation(cluster, nginx_check)
+    assert _all_denied(model, FUZZED) or model.auth_files, model.problem_lines()
+
+
 # --- the controller ConfigMap -------------------------------------------------------------------
 
 @pytest.mark.parametrize("key", sorted(CONFIGMAP_VALUES))
@@ -322,6 +378,20 @@ def test_a_configmap_value_never_breaks_the_configuration(key, nginx_check):
         cluster.configmap({key: value})
         model = check_isolation(cluster, nginx_check)
         assert not any(p.startswith(f"Ingress {GOOD}") for p in model.problem_lines()), model.problem_lines()
+    check()
+
+
+@pytest.mark.parametrize("key", sorted(GLOBAL_AUTH_KEYS))
+def test_a_global_auth_value_never_breaks_the_configuration_nor_serves_open(key, nginx_check):
+    @FUZZ
+    @given(value=annotation_values(GLOBAL_AUTH_KEYS[key]) if GLOBAL_AUTH_KEYS[key] in ANNOTATIONS else hostile)
+    def check(value: str) -> None:
+        cluster = cluster_with_good_ingress()
+        cluster.configmap({"global-auth-url": "http://127.0.0.1:9/check", key: value})
+        model = check_isolation(cluster, nginx_check)
+        # The good Ingress is covered by global authentication, or denied while it is invalid: never open.
+        profile = next(p for p in model.config.profiles if p.name == model.routes[GOOD_HOST].prefix["/"].profile)
+        assert profile.external_auth is not None or profile == DENIED_PROFILE, model.problem_lines()
     check()
 
 

@@ -199,7 +199,7 @@ def test_unknown_annotations_under_our_prefix_are_ignored_with_a_warning(cluster
 
 
 @pytest.mark.parametrize("name, value", [
-    ("auth-type", "basic"), ("auth-secret", "basic-auth"), ("auth-url", "https://auth.example.com/check"),
+    ("auth-proxy-set-headers", "default/auth-headers"),
     ("limit-some-future-option", "5"),
     ("blacklist-source-range", "10.0.0.0/8"), ("satisfy", "any"),
     ("enable-modsecurity", "true"), ("enable-owasp-core-rules", "true"), ("modsecurity-transaction-id", "x"),

@@ -124,7 +124,7 @@ def test_filters_apply(manifests_with):
     m.write("a.yaml", f"""apiVersion: v1
 kind: Secret
 metadata: {{name: token, namespace: team}}
-type: Opaque
+type: kubernetes.io/service-account-token
 ---
 apiVersion: v1
 kind: Secret

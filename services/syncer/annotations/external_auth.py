@@ -1,0 +1,208 @@
+"""auth-url and its options: each request is first asked of an external HTTP service (nginx's auth_request).
+
+Implemented: auth-url, auth-method, auth-signin (with the rd= parameter, renamed by
+auth-signin-redirect-param), auth-response-headers, auth-request-redirect, auth-always-set-cookie,
+auth-cache-key with auth-cache-duration. The auth-keepalive* family is accepted and has no effect yet (with
+a warning): connections to the service are simply not kept alive.
+auth-proxy-set-headers stays refused (access_control.py) until it is implemented.
+
+auth-url takes no nginx variables; its host is resolved per request with the system's DNS servers
+(services/nginxconf/resolvers.py), so a Service DNS name works and follows the Service. auth-signin takes
+the variables that the Lua which answers the redirect expands itself (external_auth.lua).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from services.nginxconf.config import ExternalAuth
+from services.nginxconf.render import CACHE_KEY_VARIABLES, PROXY_HEADERS
+
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .validators import HOSTNAME, PORT, boolean, integer, is_true, one_of
+
+_PATH_CHARS = r"[A-Za-z0-9\-._~%!&()*+,=:@/]"
+_AUTH_URL = re.compile(rf"https?://{HOSTNAME}(?::{PORT})?(?:/{_PATH_CHARS}*)?")
+# What external_auth.lua expands in auth-signin (ingress-nginx's users write these, e.g. for oauth2-proxy).
+SIGNIN_VARIABLES = ("best_http_host", "escaped_request_uri", "http_host", "host", "pass_access_scheme",
+                    "request_uri", "scheme")
+_SIGNIN_VARIABLE = re.compile(r"\$(?:" + "|".join(SIGNIN_VARIABLES) + r")(?![A-Za-z0-9_])")
+_SIGNIN = re.compile(r"https?://(?:[A-Za-z0-9.-]+|@)(?::(?:[0-9]{1,5}|@))?(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
+_REQUEST_REDIRECT = re.compile(r"[A-Za-z0-9\-._~%!&()*+,=:@/?#]{1,2048}")
+_HEADER = re.compile(r"[A-Za-z0-9_-]{1,100}")
+_RESERVED_HEADERS = frozenset(name.lower() for name, _ in PROXY_HEADERS)
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE")
+
+
+def _auth_url(value: str) -> str:
+    if len(value) > 2048 or not _AUTH_URL.fullmatch(value):
+        raise InvalidValue("must be an http:// or https:// URL such as http://auth.auth-ns.svc.cluster.local:8080/check "
+                           "(port 1-65535, at most 2048 characters), without query, '$' (nginx variables are not "
+                           "supported here), quotes, spaces or ';'")
+    return value if value.count("/") > 2 else value + "/"  # "http://host" means its "/"
+
+
+def _signin(value: str) -> str:
+    # Each allowed variable stands for something a URL may hold at its place; '@' is not otherwise valid there.
+    if len(value) > 2048 or not _SIGNIN.fullmatch(_SIGNIN_VARIABLE.sub("@", value)):
+        raise InvalidValue("must be an http:// or https:// URL (at most 2048 characters) without quotes, spaces "
+                           "or ';'; the nginx variables it may hold are $" + ", $".join(SIGNIN_VARIABLES))
+    return value
+
+
+def _request_redirect(value: str) -> str:
+    if not _REQUEST_REDIRECT.fullmatch(value):
+        raise InvalidValue("must be a URL or path such as https://app.example.com/home, without quotes, spaces, "
+                           "'$' or ';'")
+    return value
+
+
+def _comma_items(value: str, item: re.Pattern[str], refusal: str) -> list[str]:
+    """The non-empty items of a comma-separated list, each matching `item`; else InvalidValue(refusal)."""
+    items = [part.strip(" ") for part in value.split(",") if part.strip(" ")]
+    if not items or not all(item.fullmatch(part) for part in items):
+        raise InvalidValue(refusal)
+    return items
+
+
+def _response_headers(value: str) -> str:
+    headers = _comma_items(value, _HEADER, "must be a comma-separated list of header names such as "
+                                           "X-Auth-Request-User, X-Auth-Request-Email")
+    reserved = [h for h in headers if h.lower() in _RESERVED_HEADERS]
+    if reserved:
+        raise InvalidValue(f"{', '.join(reserved)} is set by the controller for every request and cannot come "
+                           "from the auth service; remove it from the list")
+    return ",".join(dict.fromkeys(headers))
+
+
+_PARAM = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CACHE_KEY = re.compile(rf"(?:\$(?:{CACHE_KEY_VARIABLES})(?![a-z0-9_])|[A-Za-z0-9_:-]){{1,300}}")
+_CACHE_DURATION = re.compile(r"(?:(?:[1-5][0-9]{2}|any) ){0,10}[0-9]{1,6}[smhd]")
+DEFAULT_CACHE_DURATION = "200 202 401 5m"
+
+
+def _cache_key(value: str) -> str:
+    if not _CACHE_KEY.fullmatch(value):
+        raise InvalidValue("must be nginx variables and letters, digits, '_', ':' and '-', such as "
+                           "$remote_user$http_authorization; the variables may be $http_<header>, $cookie_<name>, "
+                           "$arg_<name>, $remote_user, $remote_addr, $host, $request_uri, $uri, $scheme, "
+                           "$request_method")
+    return value
+
+
+def _cache_durations(value: str) -> str:
+    return ",".join(_comma_items(value, _CACHE_DURATION, "must be comma-separated durations, each with the status "
+                                 "codes it is for, such as \"200 202 401 5m\" or \"200 1m, 401 30s\" (units s, "
+                                 "m, h, d)"))
+
+
+def _redirect_param(value: str) -> str:
+    if not _PARAM.fullmatch(value):
+        raise InvalidValue("must be a query parameter name such as rd or redirect_uri")
+    return value
+
+
+ANNOTATIONS = (
+    Annotation("auth-url", validate=_auth_url, risk=Risk.HIGH,
+               doc="Ask this HTTP service about every request: 2xx lets it through, 401/403 answer the client."),
+    Annotation("auth-method", validate=one_of(*_METHODS), risk=Risk.LOW,
+               doc="HTTP method of the request to auth-url (default GET)."),
+    Annotation("auth-signin", validate=_signin, risk=Risk.HIGH,
+               doc="Where a 401 from auth-url redirects, with rd= the original URL."),
+    Annotation("auth-signin-redirect-param", validate=_redirect_param, risk=Risk.MEDIUM,
+               doc="Name of auth-signin's parameter carrying the original URL (default rd)."),
+    Annotation("auth-response-headers", validate=_response_headers, risk=Risk.MEDIUM,
+               doc="Headers copied from auth-url's answer to the request to the backend."),
+    Annotation("auth-request-redirect", validate=_request_redirect, risk=Risk.MEDIUM,
+               doc="X-Auth-Request-Redirect sent to auth-url (default: the request's URI)."),
+    Annotation("auth-always-set-cookie", validate=boolean, risk=Risk.LOW,
+               doc="Pass auth-url's Set-Cookie to the client also on error answers."),
+    Annotation("enable-global-auth", validate=boolean, risk=Risk.LOW,
+               doc="false: the ConfigMap's global-auth-url does not apply to this Ingress (default true)."),
+    Annotation("auth-cache-key", validate=_cache_key, risk=Risk.MEDIUM,
+               doc="Cache auth-url's answers under this key (nginx variables such as $remote_user$http_authorization)."),
+    Annotation("auth-cache-duration", validate=_cache_durations, risk=Risk.MEDIUM,
+               doc=f"How long each answer is cached, by status (default \"{DEFAULT_CACHE_DURATION}\")."),
+    Annotation("auth-keepalive", validate=integer(0, 10**6), risk=Risk.LOW,
+               doc="Accepted, not implemented: connections to auth-url are not kept alive."),
+    Annotation("auth-keepalive-share-vars", validate=boolean, risk=Risk.LOW,
+               doc="Accepted, not implemented (see auth-keepalive)."),
+    Annotation("auth-keepalive-requests", validate=integer(0, 10**9), risk=Risk.LOW,
+               doc="Accepted, not implemented (see auth-keepalive)."),
+    Annotation("auth-keepalive-timeout", validate=integer(0, 10**6), risk=Risk.LOW,
+               doc="Accepted, not implemented (see auth-keepalive)."),
+)
+
+# The controller ConfigMap's global-auth-* keys → the annotation whose validator and meaning they share.
+GLOBAL_AUTH_KEYS = {f"global-{name}": name for name in (
+    "auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
+    "auth-request-redirect", "auth-always-set-cookie", "auth-cache-key", "auth-cache-duration", "auth-snippet")}
+
+
+@dataclass
+class GlobalAuth:
+    auth: ExternalAuth | None = None
+    problem: str | None = None  # set: every Ingress it would apply to is denied (503), never served open
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_global_auth(data: Mapping[str, Any]) -> GlobalAuth:
+    """The ConfigMap's global-auth-* keys, validated as their annotations are."""
+    found = GlobalAuth()
+    values: dict[str, str] = {}
+    for key, name in GLOBAL_AUTH_KEYS.items():
+        if key not in data:
+            continue
+        raw = data[key]
+        try:
+            if name == "auth-snippet":
+                raise InvalidValue("snippets are disabled in pyngress (they are raw nginx configuration); remove it")
+            if not isinstance(raw, str):
+                raise InvalidValue("ConfigMap values must be strings; quote it in the manifest")
+            values[name] = _BY_NAME[name].validate(raw)
+        except InvalidValue as err:
+            found.errors.append(f"key {key} value {raw!r}: {err}; Ingresses under global authentication answer "
+                                "503 until it is fixed")
+            found.problem = f"the ConfigMap's {key} is invalid"
+    if "auth-url" not in values:
+        if found.problem is None and values:
+            found.warnings += [f"key global-{name} has no effect without global-auth-url; ignored" for name in values]
+        return found
+    found.auth = _external_auth(values)
+    return found
+
+
+def _external_auth(values: Mapping[str, str]) -> ExternalAuth:
+    headers = values.get("auth-response-headers")
+    return ExternalAuth(
+        url=values["auth-url"], method=values.get("auth-method"), signin=values.get("auth-signin"),
+        signin_redirect_param=values.get("auth-signin-redirect-param", "rd"),
+        response_headers=tuple(headers.split(",")) if headers else (),
+        request_redirect=values.get("auth-request-redirect"),
+        always_set_cookie=is_true(values.get("auth-always-set-cookie", "false")),
+        cache_key=values.get("auth-cache-key"),
+        cache_durations=(tuple(values.get("auth-cache-duration", DEFAULT_CACHE_DURATION).split(","))
+                         if "auth-cache-key" in values else ()))
+
+
+_NOT_IMPLEMENTED = ("auth-keepalive", "auth-keepalive-share-vars",
+                    "auth-keepalive-requests", "auth-keepalive-timeout")
+_BY_NAME = {a.name: a for a in ANNOTATIONS}
+_OPTIONS = tuple(a.name for a in ANNOTATIONS if a.name not in ("auth-url", "enable-global-auth"))
+
+
+def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    parsed.enable_global_auth = is_true(values.get("enable-global-auth", "true"))
+    if "auth-url" not in values:
+        for name in _OPTIONS:
+            if name in values:
+                parsed.warn(name, "has no effect without auth-url; ignored")
+        return
+    if "auth-cache-duration" in values and "auth-cache-key" not in values:
+        parsed.warn("auth-cache-duration", "has no effect without auth-cache-key; ignored")
+    for name in _NOT_IMPLEMENTED:
+        if name in values:
+            parsed.warn(name, "is not implemented by pyngress yet; connections to auth-url are not kept alive")
+    parsed.external_auth = _external_auth(values)

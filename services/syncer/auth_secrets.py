@@ -1,0 +1,92 @@
+"""Authentication per Ingress: its auth-secret → an htpasswd file, the ConfigMap's global-auth-url, and the
+location profile using them.
+
+As in ingress-nginx, a location whose Secret cannot be used (missing, in another namespace without the
+ConfigMap's allow-cross-namespace-resources, without the expected keys, or with a hash nginx cannot check)
+is denied: its paths answer 503 and a problem says why, until the Secret is fixed. It is never served
+without authentication. The same holds while the ConfigMap's global-auth-* keys are invalid, for every
+Ingress that global authentication would cover.
+
+The profile names the file by a digest of the Secret's reference, not of its content: a changed Secret
+rewrites the file (nginx reads it on every request) without a new profile, so without a reload.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from services.nginxconf.config import BasicAuth, ExternalAuth, LocationProfile
+
+from .annotations import IngressAnnotations
+from .htpasswd import InvalidHtpasswd, SecretType, htpasswd_file
+
+# What ingress-nginx renders for a denied location: `return 503`.
+DENIED_PROFILE = LocationProfile.of((("return", "503"),))
+
+
+@dataclass(frozen=True)
+class AuthProfile:
+    profile: LocationProfile
+    problem: str | None = None  # why the location is denied (DENIED_PROFILE)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    user_file: str
+    content: bytes = field(repr=False)  # password hashes: never in logs or reprs
+    problem: str | None
+
+
+class AuthResolver:
+    """Resolves each Ingress's authentication against the Secrets and the ConfigMap's global auth; `files`
+    collects the htpasswd files nginx reads."""
+
+    def __init__(self, secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, allow_cross_namespace: bool,
+                 global_auth: ExternalAuth | None = None, global_auth_problem: str | None = None) -> None:
+        self._secrets = secrets
+        self._allow_cross_namespace = allow_cross_namespace
+        self._global_auth = global_auth
+        self._global_auth_problem = global_auth_problem
+        self._checked: dict[tuple[str, str, SecretType], _Checked] = {}
+        # htpasswd file name (in NginxPaths.auth_dir) → content, for the Secrets that some profile uses.
+        self.files: dict[str, bytes] = {}
+
+    def profile(self, annotations: IngressAnnotations, *, namespace: str, zone: str) -> AuthProfile:
+        """The location profile of an Ingress in `namespace` with these annotations and rate-limit `zone`."""
+        if (self._global_auth_problem and annotations.external_auth is None and annotations.enable_global_auth):
+            return AuthProfile(DENIED_PROFILE, f"{self._global_auth_problem}; this Ingress's paths answer 503 until "
+                                               "it is fixed (or set enable-global-auth: \"false\" on it)")
+        request = annotations.basic_auth
+        if request is None:
+            return AuthProfile(annotations.profile_for(zone, global_auth=self._global_auth))
+        secret_namespace = request.namespace or namespace
+        ref = f"{secret_namespace}/{request.secret}"
+        if secret_namespace != namespace and not self._allow_cross_namespace:
+            return AuthProfile(DENIED_PROFILE, f"auth-secret {ref} is in another namespace, which the ConfigMap's "
+                                               "allow-cross-namespace-resources does not allow; its paths answer "
+                                               "503 until the Secret is in the Ingress's namespace")
+        checked = self._check(secret_namespace, request.secret, request.secret_type)
+        if checked.problem:
+            return AuthProfile(DENIED_PROFILE, f"auth-secret {ref} {checked.problem}; its paths answer 503 until "
+                                               "the Secret is fixed")
+        self.files[checked.user_file] = checked.content
+        return AuthProfile(annotations.profile_for(
+            zone, basic_auth=BasicAuth(realm=request.realm, user_file=checked.user_file),
+            global_auth=self._global_auth))
+
+    def _check(self, namespace: str, name: str, secret_type: SecretType) -> _Checked:
+        key = (namespace, name, secret_type)
+        if key not in self._checked:
+            digest = hashlib.sha256(f"{namespace}/{name}/{secret_type}".encode()).hexdigest()[:24]
+            user_file, content, problem = f"{digest}.htpasswd", b"", None
+            secret = self._secrets.get((namespace, name))
+            if secret is None:
+                problem = "was not found (pyngress reads Opaque Secrets in the namespaces it watches)"
+            else:
+                try:
+                    content = htpasswd_file(secret, secret_type)
+                except InvalidHtpasswd as err:
+                    problem = str(err)
+            self._checked[key] = _Checked(user_file, content, problem)
+        return self._checked[key]
