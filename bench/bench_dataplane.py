@@ -84,8 +84,8 @@ def main() -> None:
                       k8s.ingress("web", [k8s.rule(HOST, ("/", "Prefix", "web", 80))]))
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning"])
-        controller.start()
         try:
+            controller.start()
             wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")
             wait_for(lambda: _answers(static_port), 10, what="static nginx up")
             wrk(controller.http_port, 1)  # warm both: Lua code cache, upstream keepalive connections
