@@ -54,6 +54,10 @@ class Annotation:
     doc: str
     directive: str | None = None
     scope: Scope = Scope.LOCATION
+    # False: applied through the tables pushed to Lua (routes, backends, certificates, passthrough), so a
+    # change reloads nothing. True: part of a location profile in nginx.conf, so a new combination of values
+    # reloads nginx once.
+    reloads: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

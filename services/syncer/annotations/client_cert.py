@@ -48,17 +48,17 @@ def _match_cn(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("auth-tls-secret", validate=_secret_ref, risk=Risk.MEDIUM,
+    Annotation("auth-tls-secret", reloads=False, validate=_secret_ref, risk=Risk.MEDIUM,
                doc="namespace/name of a Secret (the Ingress's namespace) with ca.crt, optionally ca.crl."),
-    Annotation("auth-tls-verify-client", validate=one_of("on", "off", "optional", "optional_no_ca"),
+    Annotation("auth-tls-verify-client", reloads=False, validate=one_of("on", "off", "optional", "optional_no_ca"),
                risk=Risk.MEDIUM, doc="on (default), off, optional or optional_no_ca."),
-    Annotation("auth-tls-verify-depth", validate=integer(0, MAX_DEPTH), risk=Risk.LOW,
+    Annotation("auth-tls-verify-depth", reloads=False, validate=integer(0, MAX_DEPTH), risk=Risk.LOW,
                doc=f"Longest chain from the client certificate to the CA (default {DEFAULT_DEPTH})."),
-    Annotation("auth-tls-error-page", validate=_error_page, risk=Risk.HIGH,
+    Annotation("auth-tls-error-page", reloads=False, validate=_error_page, risk=Risk.HIGH,
                doc="Where a request whose certificate failed is redirected (default: 400)."),
-    Annotation("auth-tls-pass-certificate-to-upstream", validate=boolean, risk=Risk.LOW,
+    Annotation("auth-tls-pass-certificate-to-upstream", reloads=False, validate=boolean, risk=Risk.LOW,
                doc="Send the client certificate (URL-encoded PEM) in the ssl-client-cert header."),
-    Annotation("auth-tls-match-cn", validate=_match_cn, risk=Risk.HIGH,
+    Annotation("auth-tls-match-cn", reloads=False, validate=_match_cn, risk=Risk.HIGH,
                doc='"CN=<regex>" the certificate subject must match, else 403.'),
 )
 

@@ -41,12 +41,12 @@ def forwarded_prefix(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("use-regex", validate=boolean, risk=Risk.LOW, scope=Scope.HOST,
+    Annotation("use-regex", reloads=False, validate=boolean, risk=Risk.LOW, scope=Scope.HOST,
                doc="ImplementationSpecific paths are regular expressions; every path of the host is then matched "
                    "as a case-insensitive regular expression."),
-    Annotation("rewrite-target", validate=rewrite_target, risk=Risk.MEDIUM,
+    Annotation("rewrite-target", reloads=False, validate=rewrite_target, risk=Risk.MEDIUM,
                doc="The URI sent to the backend, with $1..$9 from the path's capture groups (implies use-regex)."),
-    Annotation("app-root", validate=app_root, risk=Risk.LOW, scope=Scope.HOST,
+    Annotation("app-root", reloads=False, validate=app_root, risk=Risk.LOW, scope=Scope.HOST,
                doc="Redirect (302) requests for / to this path."),
     Annotation("x-forwarded-prefix", validate=forwarded_prefix, risk=Risk.LOW,
                doc="The X-Forwarded-Prefix header sent to the backend."),

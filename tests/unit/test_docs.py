@@ -1,0 +1,19 @@
+"""docs/annotations.md is the registry's own table: it must be regenerated whenever an annotation changes."""
+from pathlib import Path
+
+from services.syncer.annotations import ANNOTATIONS
+from services.tools.docs import NOT_IMPLEMENTED, annotations_markdown
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "annotations.md"
+
+
+def test_docs_annotations_md_is_current():
+    assert DOC.read_text() == annotations_markdown(), \
+        "docs/annotations.md is out of date: run `.venv/bin/pyngress docs > docs/annotations.md` and commit it"
+
+
+def test_every_annotation_is_listed_once_and_none_is_both_built_and_missing():
+    text = annotations_markdown()
+    for name in ANNOTATIONS:
+        assert text.count(f"| `{name}` |") == 1, name
+    assert not set(NOT_IMPLEMENTED) & set(ANNOTATIONS)
