@@ -22,6 +22,7 @@ from services.nginxconf.render import RenderError, check_profile
 from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
 from .annotations.base import InvalidValue
 from .annotations.validators import pcre_regex
+from .annotations.www_redirect import other_spelling
 from .annotations.ratelimit import zone_name
 from .auth_secrets import AuthResolver
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
@@ -361,6 +362,25 @@ class _Merger:
         return (self.config.ssl_redirect if ann.ssl_redirect is None else ann.ssl_redirect,
                 self.config.force_ssl_redirect if ann.force_ssl_redirect is None else ann.force_ssl_redirect)
 
+    def add_www_redirects(self, plan: IngressPlan) -> dict[str, str]:
+        """from-to-www-redirect: the other spelling of each host `plan` serves redirects to it, unless routed
+        already; returns {host: other spelling} of those added."""
+        added = {}
+        for host in plan.hosts:
+            alias = other_spelling(host)
+            if alias is None or host not in self.routes:
+                continue
+            if alias in self.routes:
+                if self.routes[alias].redirect_host != host:
+                    owner = self.host_owner.get(alias)
+                    self.warn(plan, f"from-to-www-redirect: {alias} is routed by Ingress "
+                                    f"{owner.ref if owner else 'another Ingress'}; not redirected to {host}")
+                continue
+            self.routes[alias] = HostRoutes(redirect_host=host)
+            self.host_owner[alias] = plan
+            added[host] = alias
+        return added
+
     def add_canary(self, plan: IngressPlan) -> None:
         """Attach `plan`'s backends as the canary of the main routes with the same host and path. Only a main
         Ingress of the same namespace takes a canary: another tenant's canary must not take its traffic."""
@@ -497,12 +517,18 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
 
     for plan in canaries:
         merger.add_canary(plan)
+    www_aliases = {alias: host for plan in http_plans if plan.annotations.from_to_www
+                   for host, alias in merger.add_www_redirects(plan).items()}
 
     secrets = TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate)
     tls_secrets, tls_hosts = _tls_secrets(http_plans, merger=merger, secrets=secrets)
     if settings.ingress.default_ssl_certificate and (problem := secrets.problem(settings.ingress.default_ssl_certificate)):
         problems.append(Problem.warning(f"--default-ssl-certificate {settings.ingress.default_ssl_certificate}",
                                         f"{problem}; serving the generated fake certificate instead"))
+    for alias, host in www_aliases.items():
+        # The redirect answers on HTTPS too: with the host's certificate when it names the other spelling.
+        if host in tls_secrets and names_match(alias, secrets.names(tls_secrets[host])):
+            tls_secrets[alias] = tls_secrets[host]
     hsts = hsts_header(config)
     for host in tls_hosts:
         host_routes = merger.routes[host]

@@ -85,6 +85,7 @@ class HostRoutes:
     regex: bool = False
     app_root: str | None = None  # app-root: "/" answers 302 to this path
     app_root_owner: str = ""  # the Ingress that set app_root
+    redirect_host: str | None = None  # from-to-www-redirect: this host only redirects (308) to that one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +94,7 @@ class HostRoutes:
             "prefix": [[p, r.to_json()] for p, r in sorted(self.prefix.items(), key=lambda kv: (-len(kv[0]), kv[0]))],
             **({"regex": True} if self.regex else {}),
             **({"app_root": self.app_root} if self.app_root else {}),
+            **({"redirect_host": self.redirect_host} if self.redirect_host else {}),
             "default": self.default.to_json() if self.default else None,
             "tls": self.tls, "ssl_redirect": self.ssl_redirect,
             "force_ssl_redirect": self.force_ssl_redirect, "hsts": self.hsts,

@@ -16,7 +16,7 @@ PREFIX = "nginx.ingress.kubernetes.io"
 NOT_IMPLEMENTED = (
     "auth-proxy-set-headers", "custom-headers", "custom-http-errors", "default-backend", "enable-access-log",
     "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules", "enable-rewrite-log",
-    "from-to-www-redirect", "http2-push-preload", "mirror-host", "mirror-request-body", "mirror-target",
+    "http2-push-preload", "mirror-host", "mirror-request-body", "mirror-target",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span", "preserve-trailing-slash",
     "proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
     "proxy-ssl-verify", "proxy-ssl-verify-depth", "satisfy", "server-alias", "session-cookie-change-on-failure",

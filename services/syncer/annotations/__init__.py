@@ -21,7 +21,7 @@ from services.nginxconf.render import RenderError
 
 from . import (access_control, affinity, auth, backend_protocol, balancing, canary, client_cert, cors, denylist,
                external_auth, ipallowlist, proxy, ratelimit, redirect, rewrite, service_upstream, snippets, ssl,
-               upstream_behaviour, upstream_vhost)
+               upstream_behaviour, upstream_vhost, www_redirect)
 from .access_control import is_access_control
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
 from .renderable import check_renders, unrenderable_cors_option
@@ -29,7 +29,7 @@ from .renderable import check_renders, unrenderable_cors_option
 ANNOTATIONS: dict[str, Annotation] = {
     a.name: a
     for group in (proxy, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
-                  redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
+                  www_redirect, redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
                   external_auth, snippets)
     for a in group.ANNOTATIONS
 }
@@ -37,8 +37,9 @@ ANNOTATIONS: dict[str, Annotation] = {
 # Groups whose annotations mean more than one setting each (defaults, precedence, host-level flags).
 _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
     proxy.apply, upstream_behaviour.apply, backend_protocol.apply, service_upstream.apply, rewrite.apply, canary.apply,
-    affinity.apply, balancing.apply, redirect.apply, ssl.apply, cors.apply, ipallowlist.apply, denylist.apply,
-    ratelimit.apply, client_cert.apply, upstream_vhost.apply, auth.apply, external_auth.apply, snippets.apply,
+    affinity.apply, balancing.apply, www_redirect.apply, redirect.apply, ssl.apply, cors.apply, ipallowlist.apply,
+    denylist.apply, ratelimit.apply, client_cert.apply, upstream_vhost.apply, auth.apply, external_auth.apply,
+    snippets.apply,
 )
 
 __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation", "Risk", "parse_annotations"]

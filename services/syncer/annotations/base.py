@@ -139,6 +139,7 @@ class IngressAnnotations:
     canary: CanaryPolicy | None = None  # canary: "true"
     affinity: AffinityPolicy | None = None  # affinity: cookie
     hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
+    from_to_www: bool = False  # from-to-www-redirect
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None

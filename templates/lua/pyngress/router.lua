@@ -14,6 +14,7 @@ The routes table (POST /configuration/routes), one entry per host as HostRoutes.
 A route whose Ingress has a client_auth entry has the client's certificate checked (client_auth.lua) before
 anything else about the route.
 
+A host with "redirect_host" (from-to-www-redirect) answers every request with a 308 to that host.
 A route's "canary" (canary.lua) may send the request to the canary Ingress's backend instead.
 With "regex": true (use-regex), the prefix paths are regular expressions matched from the start of the
 URI, case-insensitively, in the listed order (rewrite.lua); a route's "rewrite" (rewrite-target) is then
@@ -37,7 +38,7 @@ local affinity = require("pyngress.affinity")
 local hashing = require("pyngress.hashing")
 local cjson = require("cjson.safe")
 
-local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
+local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
 local null = cjson.null
 local SLASH = 47
 local ACME_CHALLENGE = "/.well-known/acme-challenge/"
@@ -95,6 +96,7 @@ local function host_of(raw, host)
         force_ssl_redirect = raw.force_ssl_redirect == true,
         hsts = type(raw.hsts) == "string" and raw.hsts ~= "" and raw.hsts or nil,
         app_root = type(raw.app_root) == "string" and raw.app_root or nil,
+        redirect_host = type(raw.redirect_host) == "string" and raw.redirect_host or nil,
     }
     local exact = raw.exact
     if exact ~= nil and exact ~= null then
@@ -199,6 +201,11 @@ function _M.route()
         return ngx.exec("@pyngress_default_backend")
     end
     local uri = var.uri
+    if entry.redirect_host then
+        -- from-to-www-redirect: the other spelling of a host; scheme, port and URI kept.
+        local port = match(var.http_host or "", ":%d+$") or ""
+        return ngx.redirect(var.scheme .. "://" .. entry.redirect_host .. port .. var.request_uri, 308)
+    end
     if var.scheme == "https" then
         if entry.hsts then
             var.pyngress_hsts = entry.hsts

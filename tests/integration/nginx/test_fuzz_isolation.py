@@ -165,7 +165,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "session-cookie-path": st.one_of(_cookie_paths, st.sampled_from(["app", "/a b"])),
     "session-cookie-max-age": numbers, "session-cookie-expires": numbers, "session-cookie-secure": booleans,
     "session-cookie-samesite": st.sampled_from(["None", "Lax", "Strict", "lax", "x"]),
-    "load-balance": st.sampled_from(["round_robin", "ewma", "chash"]),
+    "load-balance": st.sampled_from(["round_robin", "ewma", "chash"]), "from-to-www-redirect": booleans,
     "upstream-hash-by": st.sampled_from(["$request_uri", "$http_x_user", "$host:$uri", "$remote_user", "x"]),
     "upstream-hash-by-subset": booleans, "upstream-hash-by-subset-size": numbers,
     "proxy-next-upstream": st.lists(st.sampled_from(["error", "timeout", "http_502", "non_idempotent", "off",
