@@ -36,7 +36,9 @@ async def populate(h) -> None:
         "endpoints": [{"addresses": ["10.1.0.5"]}], "ports": [{"port": 8080}]})
     await h.call(h.core.create_namespaced_secret, "default", {"metadata": {"name": "web-tls"},
                                                               "type": "kubernetes.io/tls", "data": TLS})
-    await h.call(h.core.create_namespaced_secret, "default", {"metadata": {"name": "token"}, "data": {}})
+    # A Secret of a type an ingress controller never reads (Opaque ones are kept: auth-secret names them).
+    await h.call(h.core.create_namespaced_secret, "default", {"metadata": {"name": "release"},
+                                                              "type": "helm.sh/release.v1", "data": {}})
     await h.call(h.core.create_namespaced_config_map, "default", {"metadata": {"name": "pyngress"},
                                                                   "data": {"ssl-redirect": "false"}})
     await h.call(h.core.create_namespaced_config_map, "default", {"metadata": {"name": "unrelated"}})
