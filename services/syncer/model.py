@@ -120,25 +120,19 @@ def _host(rule: Mapping[str, Any]) -> str:
     return lowered
 
 
-def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_path_types: bool,
-               cluster_ip: bool, regex: bool) -> PathRule:
-    path, path_type = entry.get("path") or "/", entry.get("pathType") or "ImplementationSpecific"
-    where = f"host {host} path {path!r}"
-    kind = PATH_KINDS.get(path_type)
-    if kind is None:
-        raise IngressRejected(f"{where}: pathType {path_type!r} must be Exact, Prefix or ImplementationSpecific")
-    if regex and path_type == "ImplementationSpecific":
-        # use-regex: a regular expression, matched case-insensitively from the start of the URI by router.lua.
-        if not isinstance(path, str) or not path.startswith("/") or len(path) > _MAX_REGEX or _SPACE.search(path):
-            raise IngressRejected(f"{where}: with use-regex a path must be a regular expression starting with / and "
-                                  f"without spaces or control characters, at most {_MAX_REGEX} characters")
-        try:
-            pcre_regex(path, ignore_case=True)
-        except InvalidValue as err:
-            raise IngressRejected(f"{where}: {err}") from None
-        return PathRule(host=host, kind="prefix", path=path,
-                        service=_service_ref(entry.get("backend"), namespace=namespace, where=where,
-                                             cluster_ip=cluster_ip))
+def _regex_path(path: Any, *, where: str) -> str:
+    """use-regex: a regular expression, matched case-insensitively from the start of the URI by router.lua."""
+    if not isinstance(path, str) or not path.startswith("/") or len(path) > _MAX_REGEX or _SPACE.search(path):
+        raise IngressRejected(f"{where}: with use-regex a path must be a regular expression starting with / and "
+                              f"without spaces or control characters, at most {_MAX_REGEX} characters")
+    try:
+        pcre_regex(path, ignore_case=True)
+    except InvalidValue as err:
+        raise IngressRejected(f"{where}: {err}") from None
+    return path
+
+
+def _plain_path(path: Any, *, path_type: str, kind: str, strict_path_types: bool, where: str) -> str:
     if not isinstance(path, str) or not _PATH.fullmatch(path):
         raise IngressRejected(f"{where}: a path must start with / and contain only letters, digits and "
                               "-._~%!$&()*+,=:@/ (regular expressions are not supported)")
@@ -149,6 +143,20 @@ def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_pa
     if kind == "prefix":
         # Kubernetes: prefix "/foo/" matches "/foo" too, so it is the same prefix as "/foo".
         path = path.rstrip("/") or "/"
+    return path
+
+
+def _path_rule(entry: Mapping[str, Any], *, namespace: str, host: str, strict_path_types: bool,
+               cluster_ip: bool, regex: bool) -> PathRule:
+    path, path_type = entry.get("path") or "/", entry.get("pathType") or "ImplementationSpecific"
+    where = f"host {host} path {path!r}"
+    kind = PATH_KINDS.get(path_type)
+    if kind is None:
+        raise IngressRejected(f"{where}: pathType {path_type!r} must be Exact, Prefix or ImplementationSpecific")
+    if regex and path_type == "ImplementationSpecific":
+        path = _regex_path(path, where=where)
+    else:
+        path = _plain_path(path, path_type=path_type, kind=kind, strict_path_types=strict_path_types, where=where)
     return PathRule(host=host, kind=kind, path=path,
                     service=_service_ref(entry.get("backend"), namespace=namespace, where=where,
                                          cluster_ip=cluster_ip))

@@ -28,13 +28,15 @@ def hash_key(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("load-balance", reloads=False, validate=one_of("round_robin", "ewma"), risk=Risk.LOW, scope=Scope.INGRESS,
+    Annotation("load-balance", validate=one_of("round_robin", "ewma"), risk=Risk.LOW,
+               scope=Scope.INGRESS, reloads=False,
                doc="round_robin (ewma is balanced round robin, with a warning)."),
-    Annotation("upstream-hash-by", reloads=False, validate=hash_key, risk=Risk.MEDIUM, scope=Scope.INGRESS,
+    Annotation("upstream-hash-by", validate=hash_key, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
                doc="Consistent hashing of the endpoints on this key of nginx variables."),
-    Annotation("upstream-hash-by-subset", reloads=False, validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
+    Annotation("upstream-hash-by-subset", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="Accepted; the key hashes over all endpoints."),
-    Annotation("upstream-hash-by-subset-size", reloads=False, validate=integer(1, 1000), risk=Risk.LOW, scope=Scope.INGRESS,
+    Annotation("upstream-hash-by-subset-size", validate=integer(1, 1000), risk=Risk.LOW,
+               scope=Scope.INGRESS, reloads=False,
                doc="Accepted with upstream-hash-by-subset."),
 )
 

@@ -24,19 +24,20 @@ def header_pattern(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("canary", reloads=False, validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
+    Annotation("canary", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="This Ingress is the canary of the main Ingress with the same host and path."),
-    Annotation("canary-by-header", reloads=False, validate=header_name, risk=Risk.MEDIUM, scope=Scope.INGRESS,
+    Annotation("canary-by-header", validate=header_name, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
                doc="Header that sends a request to the canary (\"always\") or keeps it off (\"never\")."),
-    Annotation("canary-by-header-value", reloads=False, validate=header_value, risk=Risk.MEDIUM, scope=Scope.INGRESS,
+    Annotation("canary-by-header-value", validate=header_value, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
                doc="The canary-by-header value that sends a request to the canary."),
-    Annotation("canary-by-header-pattern", reloads=False, validate=header_pattern, risk=Risk.MEDIUM, scope=Scope.INGRESS,
+    Annotation("canary-by-header-pattern", validate=header_pattern, risk=Risk.MEDIUM,
+               scope=Scope.INGRESS, reloads=False,
                doc="A regular expression on the canary-by-header value that sends a request to the canary."),
-    Annotation("canary-by-cookie", reloads=False, validate=cookie_name, risk=Risk.MEDIUM, scope=Scope.INGRESS,
+    Annotation("canary-by-cookie", validate=cookie_name, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
                doc="Cookie that sends a request to the canary (\"always\") or keeps it off (\"never\")."),
-    Annotation("canary-weight", reloads=False, validate=integer(0, 1_000_000), risk=Risk.LOW, scope=Scope.INGRESS,
+    Annotation("canary-weight", validate=integer(0, 1_000_000), risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="Requests sent to the canary, out of canary-weight-total."),
-    Annotation("canary-weight-total", reloads=False, validate=integer(1, 1_000_000), risk=Risk.LOW, scope=Scope.INGRESS,
+    Annotation("canary-weight-total", validate=integer(1, 1_000_000), risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="The total canary-weight is out of (default 100)."),
 )
 
@@ -49,6 +50,7 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         return
     total = int(values.get("canary-weight-total", DEFAULT_WEIGHT_TOTAL))
     weight = min(int(values.get("canary-weight", 0)), total)  # above the total: every request, as ingress-nginx
-    parsed.canary = CanaryPolicy(header=values.get("canary-by-header"), header_value=values.get("canary-by-header-value"),
+    parsed.canary = CanaryPolicy(header=values.get("canary-by-header"),
+                                 header_value=values.get("canary-by-header-value"),
                                  header_pattern=values.get("canary-by-header-pattern"),
                                  cookie=values.get("canary-by-cookie"), weight=weight, weight_total=total)
