@@ -7,7 +7,7 @@ are read from these declarations, so a new setting is one field.
 
 The groups: `source` (where objects come from), `ports`, `paths`, `ingress` (which Ingresses are ours and
 how they are read), `leader` (leader election and Ingress status), `cni`, `proxy` (the passthrough
-processes' limits) and `log_level`.
+processes' limits), `metrics` (per-request metrics) and `log_level`.
 """
 from __future__ import annotations
 
@@ -62,6 +62,29 @@ def parse_seconds(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a number of seconds greater than 0, got {text!r}")
     return value
+
+
+def parse_buckets(text: str) -> str:
+    """Histogram bucket bounds: finite numbers, comma-separated, increasing ("0.005,0.01,0.025"); kept as text
+    in that canonical form so that it passes on to child processes unchanged."""
+    try:
+        bounds = [float(word) for word in text.split(",")]
+    except ValueError:
+        bounds = []
+    if not bounds or not all(math.isfinite(b) for b in bounds) or any(a >= b for a, b in zip(bounds, bounds[1:])):
+        raise argparse.ArgumentTypeError(f"expected increasing numbers separated by commas, such as "
+                                         f"0.005,0.01,0.025, got {text!r}")
+    return ",".join(repr(b) for b in bounds)
+
+
+def parse_metric_names(text: str) -> str:
+    """Metric names, comma-separated, with or without the nginx_ingress_controller_ prefix."""
+    names = [word.strip() for word in text.split(",") if word.strip()]
+    bad = [name for name in names if not name.replace("_", "").isalnum() or not name.isascii()]
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected metric names such as nginx_ingress_controller_bytes_sent, "
+                                         f"got {', '.join(map(repr, bad))}")
+    return ",".join(names)
 
 
 class EnvironmentSettingError(ValueError):
@@ -184,6 +207,30 @@ class ProxySettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MetricsSettings:
+    """The per-request metrics on /metrics; names, defaults and meaning are ingress-nginx's."""
+    enabled: bool = _flag(True, name="enable-metrics", help_text="record per-request metrics in nginx for /metrics",
+                          parse=parse_bool)
+    per_host: bool = _flag(True, name="metrics-per-host", help_text="a host label on request metrics",
+                           parse=parse_bool)
+    per_undefined_host: bool = _flag(False, name="metrics-per-undefined-host",
+                                     help_text="also count requests for hosts no Ingress defines, by their Host "
+                                               "(needs --metrics-per-host)", parse=parse_bool)
+    report_status_classes: bool = _flag(False, name="report-status-classes",
+                                        help_text="status label 2xx, 4xx, ... instead of the code", parse=parse_bool)
+    exclude_socket_metrics: str = _flag("", name="exclude-socket-metrics",
+                                        help_text="request metrics neither recorded nor exported, comma-separated",
+                                        parse=parse_metric_names)
+    time_buckets: str = _flag("0.005,0.01,0.025,0.05,0.1,0.25,0.5,1.0,2.5,5.0,10.0", name="time-buckets",
+                              help_text="bounds of the duration histograms, seconds", parse=parse_buckets)
+    length_buckets: str = _flag("10.0,20.0,30.0,40.0,50.0,60.0,70.0,80.0,90.0,100.0", name="length-buckets",
+                                help_text="bounds of the request and response size histograms, bytes",
+                                parse=parse_buckets)
+    size_buckets: str = _flag("10.0,100.0,1000.0,10000.0,100000.0,1000000.0,10000000.0", name="size-buckets",
+                              help_text="bounds of the bytes_sent histogram, bytes", parse=parse_buckets)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     source: SourceSettings = field(default_factory=SourceSettings)
     ports: PortSettings = field(default_factory=PortSettings)
@@ -192,6 +239,7 @@ class Settings:
     leader: LeaderSettings = field(default_factory=LeaderSettings)
     cni: CniSettings = field(default_factory=CniSettings)
     proxy: ProxySettings = field(default_factory=ProxySettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
     log_level: str = _flag("info", name="log-level", help_text="debug, info, warning or error")
 
     @classmethod

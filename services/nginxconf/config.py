@@ -15,6 +15,8 @@ import json
 from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Literal
 
+from services.nginxconf.request_metrics import RequestMetricsLayout
+
 DEFAULT_PROFILE = "default"
 BackendScheme = Literal["http", "https", "grpc", "grpcs"]
 
@@ -146,6 +148,8 @@ class NginxConfig:
     use_proxy_protocol: bool = False
     # ConfigMap block-cidrs, block-user-agents, block-referers: 403 on every host, before routing.
     blocked: BlockLists = field(default_factory=lambda: BlockLists())
+    # --enable-metrics: what nginx records of each request for /metrics (None: nothing).
+    request_metrics: RequestMetricsLayout | None = None
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()

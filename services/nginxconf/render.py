@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ LUA_DIR = TEMPLATES_DIR / "lua"
 # Size of each Lua shared dictionary holding a pushed table (also the largest table the internal
 # port accepts). Memory is only used as the tables fill it.
 SHARED_DICT_SIZE = "64m"
+# Request-metrics batches between two collections by the syncer (pages are used only as batches wait).
+METRICS_DICT_SIZE = "32m"
 
 # http-level settings used unless the ConfigMap (NginxConfig.globals) sets the same directive.
 # Values follow ingress-nginx's defaults.
@@ -126,6 +129,25 @@ def lua_string(value: object) -> str:
     """A Lua string literal; every byte that is not plainly safe is a decimal escape."""
     data = str(value).encode()
     return '"' + "".join(chr(b) if _LUA_PLAIN.fullmatch(chr(b)) else f"\\{b}" for b in data) + '"'
+
+
+def lua_literal(value: object) -> str:
+    """A Lua literal of a JSON-like value (None, booleans, finite numbers, strings, lists, string-keyed dicts)."""
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise RenderError(f"{value!r} cannot be written as a Lua number")
+        return repr(value)
+    if isinstance(value, str):
+        return lua_string(value)
+    if isinstance(value, (list, tuple)):
+        return "{ " + " ".join(f"{lua_literal(item)}," for item in value) + " }"
+    if isinstance(value, dict):
+        return "{ " + " ".join(f"[{lua_string(key)}] = {lua_literal(item)}," for key, item in value.items()) + " }"
+    raise RenderError(f"{value!r} cannot be written as a Lua value")
 
 
 def directive(name: str) -> str:
@@ -437,5 +459,7 @@ def render(config: NginxConfig) -> str:
         resolvers=" ".join(system_resolvers()) if any(p.external_auth for p in profiles) else "",
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),
+        request_metrics=lua_literal(config.request_metrics.lua_config() if config.request_metrics else None),
+        metrics_dict_size=METRICS_DICT_SIZE,
         **ports,
     )

@@ -18,14 +18,10 @@ from typing import Any
 import aiohttp
 
 from services.common.files import atomic_write
+from services.nginxconf import config_api
+from services.nginxconf.config_api import NginxUnavailableError
 from services.nginxconf.paths import DYNAMIC_TABLES, NginxPaths
 from services.nginxconf.prefix import prepare
-
-HTTP_TIMEOUT_SECONDS = 30.0
-
-
-class NginxUnavailableError(ConnectionError):
-    """nginx's configuration socket does not answer (nginx is starting or stopped); the state files are written."""
 
 
 class NginxPushError(RuntimeError):
@@ -96,10 +92,7 @@ class TablePusher:
         atomic_write(self.paths.table_file(name), body, mode=0o600)
 
     def _session(self) -> aiohttp.ClientSession:
-        # The API is on a Unix socket only root can open (paths.py), never on TCP: the host name is unused.
-        return aiohttp.ClientSession(
-            base_url="http://nginx", connector=aiohttp.UnixConnector(path=str(self.paths.config_socket)),
-            timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS))
+        return config_api.session(self.paths)
 
     async def _get_versions(self, session: aiohttp.ClientSession) -> dict[str, str | None]:
         try:

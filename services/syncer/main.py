@@ -53,7 +53,7 @@ class Syncer:
         self.refused_for = ""
         # What the Kubernetes API refuses or fails for the Lease and Ingress status (component → message).
         self.api_errors: dict[str, str] = {}
-        self.metrics = SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir)
+        self.metrics = SyncerMetrics(settings)
         self.applier = NginxApplier(settings, self.metrics)
         self.subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(settings.paths.run_dir),
                                           snapshot_endpoint=endpoints.watcher_snapshot(settings.paths.run_dir))
@@ -95,6 +95,7 @@ class Syncer:
             self.metrics.stats.last_error = f"sync failed: {err}"
             log.exception("sync failed; the last applied configuration keeps serving")
             return
+        self.metrics.applied(model)
         self.metrics.objects.set(len(self.store))
         self.metrics.rejected.set(sum(1 for p in model.problems if p.is_error))
         lines = model.problem_lines()
@@ -176,11 +177,13 @@ async def main_async(settings: Settings) -> None:
     try:
         # Cancelled on SIGTERM: the TaskGroup cancels and awaits every task (the status task releases its Lease).
         async with asyncio.TaskGroup() as tasks:
-            for coro in (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve()):
+            for coro in (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve(),
+                         syncer.metrics.collect_forever()):
                 tasks.create_task(coro)
             if status_updates_enabled(settings):
                 tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,
-                                                     after_sync=syncer.after_sync, errors=syncer.api_errors))
+                                                     after_sync=syncer.after_sync, errors=syncer.api_errors,
+                                                     leadership=syncer.metrics.leadership))
     finally:
         await runner.cleanup()
         ctx.destroy(linger=0)

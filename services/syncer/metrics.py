@@ -1,19 +1,39 @@
-"""The syncer's metrics, with ingress-nginx's reload metric names so existing dashboards keep working.
+"""The healthz port's /metrics: ingress-nginx's metrics (reloads, requests, nginx's processes, certificates,
+orphaned Ingresses, leader election) with their names and labels, so that existing dashboards and alerts
+keep working, and pyngress's own.
 
-prometheus_client renames counters to `*_total`; ingress-nginx's Go client does not, and its users'
-alerts say `nginx_ingress_controller_success`. Those few metrics are therefore written by hand in the
-exposition format, beside the registry's own.
+The syncer owns /metrics because it has what the labels need (the model: which Ingresses exist, their
+certificates) and already talks to nginx's configuration socket; the request counts come from nginx in
+batches (request_collector.py), never one message per request.
 """
 from __future__ import annotations
 
-import json
+import asyncio
+import functools
+import os
+import socket
 import time
 import zlib
 from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Callable
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
 from services.common import status
+from services.common.settings import Settings
+from services.nginxconf import config_api
+from services.nginxconf.config_api import NginxUnavailableError
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.request_metrics import PREFIX, layout_of
+from services.syncer import exposition
+from services.syncer.controller_metrics import certificate_lines, orphan_lines, orphaned_ingresses
+from services.syncer.model_types import Model
+from services.syncer.nginx_process import process_lines, process_totals, stub_status_lines
+from services.syncer.request_collector import RequestTotals
+
+# How often request metrics are collected from nginx between scrapes.
+COLLECT_SECONDS = 5.0
 
 
 @dataclass
@@ -30,9 +50,26 @@ class ReloadStats:
 
 
 class SyncerMetrics:
-    def __init__(self, controller_class: str, run_dir: str) -> None:
-        self.stats = ReloadStats(controller_class)
-        self.run_dir = run_dir
+    """Everything on the healthz port's /metrics: ingress-nginx's metrics with their names and labels, and
+    pyngress's own (prometheus_client's registry)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.stats = ReloadStats(settings.ingress.controller_class)
+        self.run_dir = settings.paths.run_dir
+        self.paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
+        # ingress-nginx's constant labels, from the pod's downward-API variables it reads too.
+        self.const_labels = {"controller_class": settings.ingress.controller_class,
+                             "controller_namespace": os.environ.get("POD_NAMESPACE", ""),
+                             "controller_pod": os.environ.get("POD_NAME") or socket.gethostname()}
+        layout = layout_of(settings.metrics)
+        self.requests = RequestTotals(layout, report_status_classes=settings.metrics.report_status_classes) \
+            if layout else None
+        self._collect_lock = asyncio.Lock()
+        self.model: Model | None = None
+        self.orphans_ever: set[tuple[str, str]] = set()
+        # Lease name → whether this process holds it now (set by the status task while it campaigns).
+        self.leadership: dict[str, Callable[[], bool]] = {}
         self.registry = CollectorRegistry()
         self.sync_seconds = Histogram(
             "pyngress_sync_duration_seconds", "Time to turn a store change into nginx state, by what it took",
@@ -45,30 +82,74 @@ class SyncerMetrics:
         self.endpoint_pushes = Gauge("pyngress_dynamic_pushes", "Pushes of routes/backends/certificates to nginx",
                                      registry=self.registry)
 
-    def exposition(self) -> bytes:
-        s = self.stats
-        labels = f'controller_class="{s.controller_class}"'
-        # The config hash as a number, as ingress-nginx exposes it (it uses a 64-bit hash of the config).
-        config_hash = zlib.crc32(s.config_hash.encode()) if s.config_hash else 0
-        lines = [
-            "# HELP nginx_ingress_controller_success Cumulative number of Ingress controller reload operations",
-            "# TYPE nginx_ingress_controller_success counter",
-            f"nginx_ingress_controller_success{{{labels}}} {s.reloads}",
-            "# HELP nginx_ingress_controller_errors Cumulative number of Ingress controller errors during reload operations",
-            "# TYPE nginx_ingress_controller_errors counter",
-            f"nginx_ingress_controller_errors{{{labels}}} {s.reload_errors}",
-            "# HELP nginx_ingress_controller_config_last_reload_successful Whether the last configuration reload attempt was successful",
-            "# TYPE nginx_ingress_controller_config_last_reload_successful gauge",
-            f"nginx_ingress_controller_config_last_reload_successful{{{labels}}} {int(s.last_reload_ok)}",
-            "# HELP nginx_ingress_controller_config_last_reload_successful_timestamp_seconds Timestamp of the last successful configuration reload.",
-            "# TYPE nginx_ingress_controller_config_last_reload_successful_timestamp_seconds gauge",
-            f"nginx_ingress_controller_config_last_reload_successful_timestamp_seconds{{{labels}}} {s.last_reload_time}",
-            "# HELP nginx_ingress_controller_config_hash Running configuration hash actually running",
-            "# TYPE nginx_ingress_controller_config_hash gauge",
-            f"nginx_ingress_controller_config_hash{{{labels}}} {config_hash}",
-        ]
+    def applied(self, model: Model) -> None:
+        """The model now serving: its certificates, orphans and Ingresses (series of deleted ones go)."""
+        self.model = model
+        if self.requests is not None:
+            self.requests.keep_ingresses({route.ingress for route in model.all_routes() if route.ingress})
+        self.orphans_ever |= orphaned_ingresses(model)
+
+    async def collect_requests(self) -> None:
+        """Add the request metrics nginx recorded since the last collection (nothing when nginx is down)."""
+        if self.requests is None:
+            return
+        async with self._collect_lock:  # a batch is handed out once: never two collections at a time
+            try:
+                self.requests.add_batches(await config_api.get(self.paths, "/configuration/metrics"))
+            except NginxUnavailableError:
+                pass
+
+    async def collect_forever(self) -> None:
+        """Collect between scrapes too, so that batches never pile up in nginx's shared memory."""
+        while True:
+            await asyncio.sleep(COLLECT_SECONDS)
+            await self.collect_requests()
+
+    async def exposition(self) -> bytes:
+        await self.collect_requests()
+        try:
+            stub_status = (await config_api.get(self.paths, "/nginx_status")).decode()
+        except NginxUnavailableError:
+            stub_status = ""
+        process = await asyncio.to_thread(process_totals, self.paths.pid_file)
+        labels = self.const_labels
+        lines = self._reload_lines()
+        lines += exposition.family(PREFIX + "build_info",
+                                   "A metric with a constant '1' labeled with information about the build.", "gauge",
+                                   [({**labels, "release": _release(), "build": "pyngress",
+                                      "repository": "pyngress"}, 1)])
+        lines += exposition.family(PREFIX + "leader_election_status",
+                                   "Gauge reporting status of the leader election, 0 indicates follower, 1 indicates "
+                                   "leader. 'name' is the string used to identify the lease", "gauge",
+                                   [({**labels, "name": name}, int(leading())) for name, leading in
+                                    sorted(self.leadership.items())])
+        if self.model is not None:
+            lines += certificate_lines(self.model, self.stats.controller_class)
+            lines += orphan_lines(orphaned_ingresses(self.model), self.orphans_ever, labels)
+        lines += stub_status_lines(stub_status, labels) + process_lines(process, labels)
+        if self.requests is not None:
+            lines += self.requests.lines(labels)
         lines += _process_exit_lines(self.run_dir)
         return ("\n".join(lines) + "\n").encode() + generate_latest(self.registry)
+
+    def _reload_lines(self) -> list[str]:
+        s, labels = self.stats, self.const_labels
+        # The config hash as a number, as ingress-nginx exposes it (it uses a 64-bit hash of the config).
+        config_hash = zlib.crc32(s.config_hash.encode()) if s.config_hash else 0
+        rows = (
+            ("success", "Cumulative number of Ingress controller reload operations", "counter", s.reloads),
+            ("errors", "Cumulative number of Ingress controller errors during reload operations", "counter",
+             s.reload_errors),
+            ("config_last_reload_successful", "Whether the last configuration reload attempt was successful",
+             "gauge", int(s.last_reload_ok)),
+            ("config_last_reload_successful_timestamp_seconds", "Timestamp of the last successful configuration "
+             "reload.", "gauge", s.last_reload_time),
+            ("config_hash", "Running configuration hash actually running", "gauge", config_hash),
+        )
+        lines: list[str] = []
+        for name, help_text, kind, value in rows:
+            lines += exposition.family(PREFIX + name, help_text, kind, [(labels, value)])
+        return lines
 
     def status_json(self) -> dict:
         s = self.stats
@@ -77,14 +158,19 @@ class SyncerMetrics:
                 "last_error": s.last_error, "problems": s.problems[:50], "time": time.time()}
 
 
+@functools.cache
+def _release() -> str:
+    try:
+        return metadata.version("pyngress")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _process_exit_lines(run_dir: str) -> list[str]:
     """Restart counts recorded by crashmon (supervisord's event listener)."""
     for record in status.read_all(run_dir):
         if record.get("component") == "crashmon":
-            exits = record.get("exits", {})
-            lines = ["# HELP pyngress_process_exits_total Unexpected exits of supervised processes",
-                     "# TYPE pyngress_process_exits_total counter"]
-            lines += [f'pyngress_process_exits_total{{program={json.dumps(name)}}} {count}'
-                      for name, count in sorted(exits.items())]
-            return lines
+            return exposition.family("pyngress_process_exits_total", "Unexpected exits of supervised processes",
+                                     "counter", [({"program": name}, count)
+                                                 for name, count in sorted(record.get("exits", {}).items())])
     return []

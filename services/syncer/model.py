@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfile, NginxConfig
 from services.nginxconf.render import RenderError, check_profile
+from services.nginxconf.request_metrics import layout_of
 
 from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
 from .annotations.base import InvalidValue
@@ -432,8 +433,8 @@ class _Merger:
         if resolved.name is not None:
             self.backends[resolved.name] = list(resolved.endpoints)
         self.profiles[plan.profile.name] = plan.profile
-        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, rewrite=rewrite,
-                     affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by)
+        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
+                     rewrite=rewrite, affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by)
 
     def _resolve(self, plan: IngressPlan, ref: ServiceRef) -> ResolvedBackend:
         resolved = self.resolver.resolve(ref)
@@ -551,6 +552,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),
+            request_metrics=layout_of(settings.metrics),
         ),
         routes=dict(sorted(merger.routes.items())),
         backends=dict(sorted(merger.backends.items())),

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
@@ -54,6 +54,7 @@ class Route:
     _: KW_ONLY
     profile: str = DEFAULT_PROFILE
     ingress: str = ""  # "namespace/name" of the Ingress this route came from, for logs and headers
+    service: str = ""  # the Service's name, for the request metrics' service label
     rewrite: str | None = None  # rewrite-target: the URI sent to the backend, with $1..$9 from the path's regex
     canary: CanaryRoute | None = None
     affinity: AffinityPolicy | None = None  # affinity: cookie
@@ -61,6 +62,7 @@ class Route:
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
+                **({"service": self.service} if self.service else {}),
                 **({"rewrite": self.rewrite} if self.rewrite is not None else {}),
                 **({"canary": self.canary.to_json()} if self.canary is not None else {}),
                 **({"affinity": self.affinity.to_json()} if self.affinity is not None else {}),
@@ -131,3 +133,11 @@ class Model:
 
     def routes_json(self) -> dict[str, Any]:
         return {host: hr.to_json() for host, hr in sorted(self.routes.items())}
+
+    def all_routes(self) -> Iterator[Route]:
+        """Every route of every host (exact, prefix and the hosts' defaults)."""
+        for host_routes in self.routes.values():
+            yield from host_routes.exact.values()
+            yield from host_routes.prefix.values()
+            if host_routes.default is not None:
+                yield host_routes.default

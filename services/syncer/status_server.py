@@ -45,7 +45,7 @@ async def start_status_server(settings: Settings, *, healthy: Callable[[], tuple
         return web.json_response(body, status=200 if ok else 503)
 
     async def metrics_handler(_: web.Request) -> web.Response:
-        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_METRICS})
+        return web.Response(body=await metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_METRICS})
 
     async def status_handler(request: web.Request) -> web.Response:
         if not is_local_client(request):

@@ -26,12 +26,14 @@ def status_updates_enabled(settings: Settings) -> bool:
 
 
 async def run_status_updates(settings: Settings, *, current_store: Callable[[], Mapping[str, Any]],
-                             after_sync: list[Callable[[], None]], errors: dict[str, str]) -> None:
+                             after_sync: list[Callable[[], None]], errors: dict[str, str],
+                             leadership: dict[str, Callable[[], bool]]) -> None:
     """Campaign, and write Ingress status while leading, until cancelled.
 
     current_store: the syncer's store as it is now. after_sync: the syncer's callbacks, called after each
     sync; the updater joins them to be told when the store has changed. errors: filled with what the API
-    refuses or fails ("lease", "ingress status" → the API's message) while it does, for /healthz.
+    refuses or fails ("lease", "ingress status" → the API's message) while it does, for /healthz. leadership:
+    the Lease's name → whether this process holds it now, for /metrics.
 
     It never returns on its own (the syncer stops when one of its tasks ends): a configuration that
     cannot work is logged and status updates stay off; everything else keeps working.
@@ -56,6 +58,7 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,
         lease_seconds=elector.lease_duration))
     after_sync.append(updater.notify)
+    leadership[elector.name] = lambda: elector.is_leader
     try:
         await elector.run(lambda: updater.run(current_store),
                           before_release=lambda: updater.clear_on_shutdown(current_store()))

@@ -69,6 +69,17 @@ class CertificateInfo:
     problem: str | None
 
 
+def decode_certificate(cert_pem: bytes) -> dict[str, Any]:
+    """The first certificate of `cert_pem` as the ssl module decodes a peer's (subject, issuer, notAfter,
+    serialNumber, subjectAltName). Raises ssl.SSLError or OSError when it cannot be read."""
+    fd = os.memfd_create("tls.crt")
+    try:
+        os.write(fd, cert_pem)
+        return ssl._ssl._test_decode_cert(f"/proc/self/fd/{fd}")  # the stdlib's only X.509 reader
+    finally:
+        os.close(fd)
+
+
 # Keyed by content: a Secret is inspected again only when it changes (OpenSSL takes ~1 ms per pair).
 @functools.lru_cache(maxsize=4096)
 def inspect_certificate(cert_pem: bytes, key_pem: bytes) -> CertificateInfo:
@@ -76,14 +87,10 @@ def inspect_certificate(cert_pem: bytes, key_pem: bytes) -> CertificateInfo:
     problem = certificate_problem(cert_pem.decode("ascii", "replace"), key_pem.decode("ascii", "replace"))
     if problem:
         return CertificateInfo((), f"holds a tls.crt and tls.key that OpenSSL cannot serve: {problem}")
-    fd = os.memfd_create("tls.crt")
     try:
-        os.write(fd, cert_pem)
-        decoded = ssl._ssl._test_decode_cert(f"/proc/self/fd/{fd}")  # the stdlib's only X.509 reader
+        decoded = decode_certificate(cert_pem)
     except (ssl.SSLError, OSError) as err:
         return CertificateInfo((), f"has a tls.crt whose certificate cannot be read ({err})")
-    finally:
-        os.close(fd)
     names = tuple(value.lower() for kind, value in decoded.get("subjectAltName", ()) if kind == "DNS")
     if not names:
         names = tuple(value.lower() for rdn in decoded.get("subject", ()) for key, value in rdn

@@ -256,6 +256,10 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
+def _floats(values: tuple[float, ...]) -> str:
+    return ",".join(repr(value) for value in values)
+
+
 def _lease_seconds(ttl: float) -> str:
     # ingress-nginx replaces a TTL <= 0 by 30s; pyngress's lease is whole seconds, at least 1.
     return str(max(1, math.ceil(ttl))) if ttl > 0 else "30"
@@ -268,7 +272,8 @@ def _log_level(verbosity: int) -> str:
 
 _NO_TCP_API = ("pyngress's nginx status and configuration API is a Unix socket in the run directory (root-only); "
                "nothing internal listens on TCP")
-_NO_METRICS = "pyngress's /metrics carries the reload metrics only; request histograms are not collected"
+_NO_METRICS = ("pyngress's nginx adds requests up per label set before handing them on (no batch of single "
+               "requests to bound), and /metrics has classic histograms only (no native ones)")
 _KLOG = "a klog setting; pyngress writes one key=value line per event to stderr"
 _NO_WEBHOOK = ("pyngress has no admission webhook: Ingresses are checked when applied (a refused one is not served "
                "and the log and /healthz say why) and nginx -t guards every reload. Delete ingress-nginx's "
@@ -400,20 +405,21 @@ FLAGS: tuple[Flag, ...] = (
     Flag("disable-full-test", BOOL, "false", "admission tests only the changed Ingress",
          Ignored("pyngress has no admission webhook; nginx -t tests the whole configuration before every reload")),
     # -- metrics and profiling
-    Flag("enable-metrics", BOOL, "false", "collect nginx's request metrics", Ignored(_NO_METRICS)),
-    Flag("metrics-per-host", BOOL, "true", "request metrics per host", Ignored(_NO_METRICS)),
+    Flag("enable-metrics", BOOL, "false", "collect nginx's request metrics", Maps("enable-metrics", _bool)),
+    Flag("metrics-per-host", BOOL, "true", "request metrics per host", Maps("metrics-per-host", _bool)),
     Flag("metrics-per-undefined-host", BOOL, "false", "request metrics for hosts no Ingress defines",
-         Ignored(_NO_METRICS)),
+         Maps("metrics-per-undefined-host", _bool)),
     Flag("report-status-classes", BOOL, "false", "status classes (2xx) instead of codes in metrics",
-         Ignored(_NO_METRICS)),
-    Flag("exclude-socket-metrics", STRING_LIST, "", "request metrics not to collect", Ignored(_NO_METRICS)),
+         Maps("report-status-classes", _bool)),
+    Flag("exclude-socket-metrics", STRING_LIST, "", "request metrics not to collect",
+         Maps("exclude-socket-metrics", ",".join)),
     Flag("monitor-max-batch-size", INT, "10000", "batch size of nginx's metrics", Ignored(_NO_METRICS)),
     Flag("time-buckets", FLOAT_LIST, "0.005,0.01,0.025,0.05,0.1,0.25,0.5,1,2.5,5,10", "request time buckets",
-         Ignored(_NO_METRICS)),
+         Maps("time-buckets", _floats)),
     Flag("length-buckets", FLOAT_LIST, "10,20,30,40,50,60,70,80,90,100", "request length buckets",
-         Ignored(_NO_METRICS)),
+         Maps("length-buckets", _floats)),
     Flag("size-buckets", FLOAT_LIST, "10,100,1000,10000,100000,1e+06,1e+07", "response size buckets",
-         Ignored(_NO_METRICS)),
+         Maps("size-buckets", _floats)),
     Flag("bucket-factor", FLOAT64, "0", "native histograms' bucket factor", Ignored(_NO_METRICS)),
     Flag("max-buckets", UINT32, "100", "native histograms' maximum bucket count", Ignored(_NO_METRICS)),
     Flag("profiling", BOOL, "true", "Go profiler at /debug/pprof",

@@ -281,12 +281,13 @@ def test_helm_chart_with_common_values_translates():
         "--configmap=edge/edge-ingress-nginx-controller",
         "--tcp-services-configmap=edge/edge-ingress-nginx-tcp",
         "--watch-namespace=edge",
+        "--enable-metrics=true",
         "--election-lease-seconds=60",
         "--default-ssl-certificate=ingress/wildcard",
         "--enable-ssl-passthrough=true",
     ]
     assert [g.flag.name for g in translation.ignored] == [
-        "enable-annotation-validation", "default-backend-service", *WEBHOOK_FLAGS, "enable-metrics"]
+        "enable-annotation-validation", "default-backend-service", *WEBHOOK_FLAGS]
     pyngress_accepts(translation.up_args)
 
 

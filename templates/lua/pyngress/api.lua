@@ -5,9 +5,11 @@ The configuration API, used by the syncer; nginx serves it on a Unix socket in a
   POST /configuration/routes|backends|certificates   body {"version": "...", "data": {...}}
        201 when kept; 400 with the reason when refused (nothing of it is applied)
   GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...}
+  GET  /configuration/metrics    the request-metrics batches recorded since the last GET (monitor.lua)
 ]]
 local cjson = require("cjson.safe")
 local store = require("pyngress.store")
+local monitor = require("pyngress.monitor")
 
 local match = string.match
 
@@ -49,8 +51,14 @@ function _M.handle()
         end
         return respond(200, cjson.encode(store.versions()))
     end
+    if name == "metrics" then
+        if method ~= "GET" then
+            return fail(405, "use GET")
+        end
+        return respond(200, monitor.take())
+    end
     if not name or not store.defined(name) then
-        return fail(404, "no such table; use /configuration/routes, backends, certificates or versions")
+        return fail(404, "no such table; use /configuration/routes, backends, certificates, versions or metrics")
     end
     if method ~= "POST" then
         return fail(405, "use POST")

@@ -8,6 +8,7 @@ require("pyngress.certificates")
 require("pyngress.cors")
 require("pyngress.external_auth")
 require("pyngress.api")
+local monitor = require("pyngress.monitor")
 
 local _M = {}
 
@@ -17,9 +18,10 @@ function _M.master(values)
     store.load_state_files(values.state_dir .. "/dynamic")
 end
 
--- init_worker_by_lua: each worker starts its round robin at its own place.
+-- init_worker_by_lua: each worker starts its round robin at its own place, and its metrics timer.
 function _M.worker()
     math.randomseed(ngx.now() * 1000 + ngx.worker.pid())
+    monitor.start()
 end
 
 return _M

@@ -36,6 +36,7 @@ local rewrite = require("pyngress.rewrite")
 local canary = require("pyngress.canary")
 local affinity = require("pyngress.affinity")
 local hashing = require("pyngress.hashing")
+local monitor = require("pyngress.monitor")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
@@ -45,7 +46,8 @@ local ACME_CHALLENGE = "/.well-known/acme-challenge/"
 
 local _M = {}
 
-local function route_of(raw, where, auths)
+-- `host` and `path` are the routes table's keys, for the route's metric labels.
+local function route_of(raw, where, auths, host, path)
     if raw == nil or raw == null then
         return nil
     end
@@ -66,12 +68,19 @@ local function route_of(raw, where, auths)
     if type(profile) ~= "string" then
         error(where .. ": profile must be a string", 0)
     end
-    return { backend = backend, profile = profile, location = "@profile_" .. profile,
-             client_auth = type(raw.ingress) == "string" and auths[raw.ingress] or nil,
-             rewrite = type(raw.rewrite) == "string" and raw.rewrite or nil,
-             canary = canary.config(raw.canary, where),
-             affinity = affinity.config(raw.affinity, where),
-             hash_by = type(raw.hash_by) == "string" and raw.hash_by or nil }
+    local ingress = type(raw.ingress) == "string" and raw.ingress or nil
+    local service = type(raw.service) == "string" and raw.service or nil
+    local route = { backend = backend, profile = profile, location = "@profile_" .. profile,
+                    client_auth = ingress and auths[ingress] or nil,
+                    rewrite = type(raw.rewrite) == "string" and raw.rewrite or nil,
+                    canary = canary.config(raw.canary, where),
+                    affinity = affinity.config(raw.affinity, where),
+                    hash_by = type(raw.hash_by) == "string" and raw.hash_by or nil,
+                    metric = monitor.labels_of(host, ingress, service, path) }
+    if route.canary then
+        route.metric_canary = monitor.labels_of(host, ingress, service, path, route.canary.backend)
+    end
+    return route
 end
 
 local function path_of(path, where)
@@ -97,6 +106,7 @@ local function host_of(raw, host)
         hsts = type(raw.hsts) == "string" and raw.hsts ~= "" and raw.hsts or nil,
         app_root = type(raw.app_root) == "string" and raw.app_root or nil,
         redirect_host = type(raw.redirect_host) == "string" and raw.redirect_host or nil,
+        metric = monitor.host_labels(host),  -- requests no route of the host takes
     }
     local exact = raw.exact
     if exact ~= nil and exact ~= null then
@@ -104,7 +114,7 @@ local function host_of(raw, host)
             error(host .. ": exact must be an object", 0)
         end
         for path, route in pairs(exact) do
-            entry.exact[path_of(path, host)] = route_of(route, host .. path, auths)
+            entry.exact[path_of(path, host)] = route_of(route, host .. path, auths, host, path)
         end
     end
     local prefix = raw.prefix
@@ -118,7 +128,7 @@ local function host_of(raw, host)
                 error(host .. ": prefix must be a list of [path, route]", 0)
             end
             local path = path_of(pair[1], host)
-            local route = route_of(pair[2], host .. path, auths)
+            local route = route_of(pair[2], host .. path, auths, host, path)
             entry.prefix[path] = route
             built[i] = { path, route }
             if #path > entry.longest_prefix then
@@ -129,7 +139,7 @@ local function host_of(raw, host)
             entry.regex = rewrite.compile(built, host)
         end
     end
-    entry.default = route_of(raw.default, host .. " default", auths)
+    entry.default = route_of(raw.default, host .. " default", auths, host, "/")
     return entry
 end
 
@@ -200,6 +210,9 @@ function _M.route()
     if not entry then
         return ngx.exec("@pyngress_default_backend")
     end
+    if settings.metrics then
+        var.pyngress_metric = entry.metric
+    end
     local uri = var.uri
     if entry.redirect_host then
         -- from-to-www-redirect: the other spelling of a host; scheme, port and URI kept.
@@ -233,8 +246,12 @@ function _M.route()
         return  -- the certificate was refused: the request is answered
     end
     local backend = route.backend
+    local metric = route.metric
     if route.canary and canary.decide(route.canary) then
-        backend = route.canary.backend
+        backend, metric = route.canary.backend, route.metric_canary
+    end
+    if settings.metrics then
+        var.pyngress_metric = metric
     end
     if not backend then
         return ngx.exit(503)

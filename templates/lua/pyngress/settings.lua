@@ -10,6 +10,8 @@ local _M = {
     cors = {},
     -- The largest request body of each profile with a limit: profile name -> bytes.
     body_limits = {},
+    -- Per-request metrics (monitor.lua), nil when --enable-metrics is off.
+    metrics = nil,
 }
 
 function _M.set(values)
@@ -23,6 +25,7 @@ function _M.set(values)
     _M.profiles = profiles
     _M.cors = values.cors or {}
     _M.body_limits = values.body_limits or {}
+    _M.metrics = require("pyngress.monitor").configure(values.metrics)
 end
 
 return _M

@@ -24,7 +24,7 @@ def settings_in(tmp_path) -> Settings:
 
 def test_only_the_new_profiles_that_fail_alone_are_refused(tmp_path):
     settings = settings_in(tmp_path)
-    applier = NginxApplier(settings, SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir))
+    applier = NginxApplier(settings, SyncerMetrics(settings))
 
     async def scenario():
         refused = await applier.apply(model(settings, GOOD, BAD, ALSO_BAD))
@@ -40,7 +40,7 @@ def test_only_the_new_profiles_that_fail_alone_are_refused(tmp_path):
 
 def test_a_configuration_failing_without_any_new_profile_is_a_reload_error(tmp_path):
     settings = settings_in(tmp_path)
-    applier = NginxApplier(settings, SyncerMetrics(settings.ingress.controller_class, settings.paths.run_dir))
+    applier = NginxApplier(settings, SyncerMetrics(settings))
     broken = model(settings, GOOD)
     broken.config.globals["proxy_buffers"] = "2 1k"  # with proxy_buffer_size 4k: fails whatever the profiles
 

@@ -1,0 +1,158 @@
+--[[
+Per-request metrics (services/nginxconf/request_metrics.py describes the batch format).
+
+record() runs in the log phase of every request on the public server: it adds the request to this
+worker's table, keyed by its labels. Once a second (and when the worker exits) the table goes to the
+pyngress_metrics shared dictionary as one JSON batch; the syncer pops the batches (take()). When the
+dictionary is full (nobody collected for a long time) the worker keeps adding to its table and tries again
+a second later: totals are never lost, they only arrive later.
+
+The router sets $pyngress_metric to the labels of the route (host, namespace, ingress, service, path, canary;
+labels_of() makes them); it stays empty when no Ingress defines the request's host.
+]]
+local cjson = require("cjson.safe")
+local settings = require("pyngress.settings")
+
+local tonumber, concat, gsub = tonumber, table.concat, string.gsub
+local new_table = require("table.new")
+local clear_table = require("table.clear")
+
+local EMPTY_LABELS = "\t\t\t\t\t"  -- after the host: no namespace, ingress, service, path or canary
+local QUEUE = "batches"
+local FLUSH_SECONDS = 1
+
+local _M = {}
+
+local pending = {}   -- this worker's labels key -> numbers since its last batch
+local pending_count = 0
+local observed = {}  -- this request's value of each of settings.metrics.variables (false: none)
+
+-- The numbers of one labels key, all zero (layout in request_metrics.py).
+local function new_numbers(width)
+    local numbers = new_table(width, 0)
+    for i = 1, width do
+        numbers[i] = 0
+    end
+    return numbers
+end
+
+function _M.record()
+    local config = settings.metrics
+    if not config then
+        return
+    end
+    local var = ngx.var
+    local labels = var.pyngress_metric
+    if labels == "" then
+        if not config.per_undefined_host then
+            if config.per_host then
+                return  -- a host no Ingress defines (ingress-nginx's --metrics-per-undefined-host)
+            end
+            labels = EMPTY_LABELS  -- the collector drops the host label
+        else
+            labels = gsub(var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
+        end
+    end
+    local key = labels .. "\t" .. var.status .. "\t" .. var.request_method
+    local numbers = pending[key]
+    if not numbers then
+        numbers = new_numbers(config.width)
+        pending[key] = numbers
+        pending_count = pending_count + 1
+    end
+    numbers[1] = numbers[1] + 1
+    local variables = config.variables
+    for v = 1, #variables do
+        -- A retried request has "0.001, 0.002": not a number, not observed (as in ingress-nginx).
+        observed[v] = tonumber(var[variables[v]]) or false
+    end
+    local histograms = config.histograms
+    for h = 1, #histograms do
+        local histogram = histograms[h]
+        local value = observed[histogram.variable_index]
+        if value then
+            local bounds, base = histogram.buckets, histogram.offset
+            local slot, count = 1, #bounds
+            while slot <= count and value > bounds[slot] do
+                slot = slot + 1
+            end
+            numbers[base + slot] = numbers[base + slot] + 1
+            numbers[base + count + 2] = numbers[base + count + 2] + value
+        end
+    end
+end
+
+local function flush()
+    if pending_count == 0 then
+        return
+    end
+    local batch = cjson.encode(pending)
+    local ok, err = ngx.shared.pyngress_metrics:rpush(QUEUE, batch)
+    if not ok then
+        ngx.log(ngx.WARN, "request metrics kept in the worker until the syncer collects them: ", err)
+        return
+    end
+    clear_table(pending)
+    pending_count = 0
+end
+
+-- init_worker: the batch timer; it also runs when the worker exits (premature), so a reload loses nothing.
+function _M.start()
+    if not settings.metrics then
+        return
+    end
+    local ok, err = ngx.timer.every(FLUSH_SECONDS, flush)
+    if not ok then
+        ngx.log(ngx.ERR, "no request metrics from this worker: cannot start its timer: ", err)
+    end
+end
+
+-- The batches waiting for the syncer, as one JSON array; each is returned once.
+function _M.take()
+    local dict = ngx.shared.pyngress_metrics
+    local batches = {}
+    while true do
+        local batch = dict:lpop(QUEUE)
+        if not batch then
+            break
+        end
+        batches[#batches + 1] = batch
+    end
+    return "[" .. concat(batches, ",") .. "]"
+end
+
+-- The labels of a route ("namespace/name" of its Ingress); a path may hold anything but a tab or newline.
+function _M.labels_of(host, ingress, service, path, canary)
+    local namespace, name = string.match(ingress or "", "^([^/]*)/(.*)$")
+    return concat({ host, namespace or "", name or "", service or "", (gsub(path, "[\t\n]", " ")), canary or "" },
+                  "\t")
+end
+
+-- The labels of a request on a host an Ingress defines that no route of it takes (the default backend).
+function _M.host_labels(host)
+    return host .. EMPTY_LABELS
+end
+
+-- settings.metrics from the rendered layout: each histogram's offset into a key's numbers.
+function _M.configure(values)
+    if not values then
+        return nil
+    end
+    local offset = 1  -- numbers[1] is the request count
+    local variables, index_of = {}, {}  -- each nginx variable is read once per request
+    for _, histogram in ipairs(values.histograms) do
+        histogram.offset = offset
+        offset = offset + #histogram.buckets + 2
+        local name = histogram.variable
+        if not index_of[name] then
+            variables[#variables + 1] = name
+            index_of[name] = #variables
+        end
+        histogram.variable_index = index_of[name]
+    end
+    values.variables = variables
+    values.width = offset
+    return values
+end
+
+return _M

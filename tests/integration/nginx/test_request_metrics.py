@@ -1,0 +1,173 @@
+"""Per-request metrics recorded by nginx's Lua and added up by the syncer's collector, through real nginx."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from services.nginxconf.request_metrics import RequestMetricsLayout
+from services.syncer.annotations.base import CanaryPolicy
+from services.syncer.model_types import CanaryRoute, HostRoutes, Route
+from services.syncer.request_collector import RequestTotals
+
+from .conftest import eventually
+
+LAYOUT = RequestMetricsLayout()
+CONST = {"controller_class": "k8s.io/ingress-nginx", "controller_namespace": "ingress", "controller_pod": "p"}
+
+
+@pytest.fixture(scope="module")
+def nginx(shared_nginx):
+    shared_nginx.apply(shared_nginx.config(request_metrics=LAYOUT))
+    return shared_nginx
+
+
+@pytest.fixture(scope="module")
+def backends(echo):
+    return {"team-web-80": [echo("web").endpoint], "team-web-canary-80": [echo("canary").endpoint]}
+
+
+def web_route(**extra) -> Route:
+    return Route("team-web-80", ingress="team/web", service="web", **extra)
+
+
+def collect(nginx, totals: RequestTotals, expected_requests: int) -> dict[str, float]:
+    """Collect until `expected_requests` are counted (workers hand their batches on once a second);
+    then the sample values by their exposition line's name and labels."""
+    def counted() -> bool:
+        answer = nginx.api("GET", "/configuration/metrics")
+        assert answer.status == 200
+        totals.add_batches(answer.body)
+        return sum(numbers[0] for numbers in totals.totals.values()) >= expected_requests
+    eventually(counted, timeout=10)
+    time.sleep(1.2)  # nothing more may arrive
+    totals.add_batches(nginx.api("GET", "/configuration/metrics").body)
+    samples = {}
+    for line in totals.lines(CONST):
+        if not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def sample(samples: dict[str, float], name: str, **labels: str) -> float:
+    """The value of the one sample of `name` whose labels include `labels`."""
+    found = [value for key, value in samples.items()
+             if key.split("{")[0] == name and all(f'{k}="{v}"' in key for k, v in labels.items())]
+    assert len(found) == 1, (name, labels, [k for k in samples if k.startswith(name)])
+    return found[0]
+
+
+def test_requests_are_counted_with_ingress_nginx_labels_and_histograms(nginx, backends):
+    nginx.push({"web.example.test": HostRoutes(prefix={"/": web_route(), "/api": web_route()})}, backends)
+    totals = RequestTotals(LAYOUT)
+    nginx.api("GET", "/configuration/metrics")  # start from nothing
+    for _ in range(3):
+        assert nginx.get("/api/x", host="web.example.test").status == 200
+    assert nginx.get("/", host="web.example.test", method="POST", body=b"x" * 50).status == 200
+    assert nginx.get("/", host="web.example.test").status == 200
+
+    samples = collect(nginx, totals, 5)
+
+    name = "nginx_ingress_controller_requests"
+    assert sample(samples, name, path="/api", method="GET", status="200", host="web.example.test",
+                  namespace="team", ingress="web", service="web", canary="", controller_pod="p") == 3
+    assert sample(samples, name, path="/", method="POST") == 1
+    assert sample(samples, name, path="/", method="GET") == 1
+    # Histograms: cumulative buckets ending in +Inf, _count equal to the requests, _sum of the observations.
+    duration = "nginx_ingress_controller_request_duration_seconds"
+    assert sample(samples, duration + "_count", path="/api") == 3
+    assert sample(samples, duration + "_bucket", path="/api", le="+Inf") == 3
+    assert sample(samples, duration + "_bucket", path="/api", le="10.0") == 3
+    assert sample(samples, "nginx_ingress_controller_connect_duration_seconds_count", path="/api") == 3
+    assert sample(samples, "nginx_ingress_controller_header_duration_seconds_count", path="/api") == 3
+    assert sample(samples, "nginx_ingress_controller_response_duration_seconds_count", path="/api") == 3
+    # request_length of the POST: request line, headers and the 50-byte body (more than 100 bytes).
+    size = "nginx_ingress_controller_request_size"
+    assert sample(samples, size + "_bucket", path="/", method="POST", le="100.0") == 0
+    assert sample(samples, size + "_sum", path="/", method="POST") > 100
+    assert sample(samples, "nginx_ingress_controller_bytes_sent_count", path="/", method="POST") == 1
+    assert sample(samples, "nginx_ingress_controller_response_size_count", path="/", method="POST") == 1
+    # The deprecated summary, per Ingress.
+    assert sample(samples, "nginx_ingress_controller_ingress_upstream_latency_seconds_count", ingress="web") == 5
+
+
+def test_unrouted_requests_have_empty_labels_and_undefined_hosts_are_not_counted(nginx, backends):
+    nginx.push({"web.example.test": HostRoutes(exact={"/only": web_route()})}, backends)
+    totals = RequestTotals(LAYOUT)
+    nginx.api("GET", "/configuration/metrics")
+    assert nginx.get("/elsewhere", host="web.example.test").status == 404   # defined host, no route
+    assert nginx.get("/", host="random-1.example.test").status == 404        # no Ingress defines it
+    assert nginx.get("/", host="random-2.example.test").status == 404
+    assert nginx.get("/only", host="web.example.test").status == 200
+
+    samples = collect(nginx, totals, 2)
+
+    name = "nginx_ingress_controller_requests"
+    assert sample(samples, name, host="web.example.test", ingress="", namespace="", service="", status="404") == 1
+    assert sample(samples, name, host="web.example.test", ingress="web", path="/only") == 1
+    assert not [key for key in samples if "random-" in key]
+    # No latency for a request that no upstream answered.
+    assert not [key for key in samples if key.startswith("nginx_ingress_controller_connect_duration_seconds_count")
+                and 'status="404"' in key]
+
+
+def test_the_canary_label_names_the_canary_backend_when_it_answered(nginx, backends):
+    canary = CanaryRoute(backend="team-web-canary-80", ingress="team/web-canary",
+                         policy=CanaryPolicy(header="X-Canary"))
+    nginx.push({"web.example.test": HostRoutes(prefix={"/": web_route(canary=canary)})}, backends)
+    totals = RequestTotals(LAYOUT)
+    nginx.api("GET", "/configuration/metrics")
+    assert nginx.get("/", host="web.example.test", headers={"X-Canary": "always"}).backend == "canary"
+    assert nginx.get("/", host="web.example.test").backend == "web"
+
+    samples = collect(nginx, totals, 2)
+
+    name = "nginx_ingress_controller_requests"
+    assert sample(samples, name, canary="team-web-canary-80", service="web", ingress="web") == 1
+    assert sample(samples, name, canary="", service="web", ingress="web") == 1
+
+
+def test_status_classes_and_no_host_label_and_gone_ingresses_dropped(nginx, backends):
+    nginx.push({"web.example.test": HostRoutes(prefix={"/": web_route()}),
+                "other.example.test": HostRoutes(prefix={"/": Route("team-web-80", ingress="team/other",
+                                                                     service="web")})}, backends)
+    layout = RequestMetricsLayout(per_host=False)
+    nginx.apply(nginx.config(request_metrics=layout))
+    totals = RequestTotals(layout, report_status_classes=True)
+    nginx.api("GET", "/configuration/metrics")
+    assert nginx.get("/", host="web.example.test").status == 200
+    assert nginx.get("/", host="other.example.test").status == 200
+    assert nginx.get("/", host="nobody.example.test").status == 404
+
+    samples = collect(nginx, totals, 3)  # the batches carry the host; the collector drops it
+
+    assert not [key for key in samples if "host=" in key]
+    assert sample(samples, "nginx_ingress_controller_requests", ingress="web", status="2xx") == 1
+    # Without per-host metrics, a request for a host no Ingress defines is counted, with empty labels.
+    assert sample(samples, "nginx_ingress_controller_requests", ingress="", status="4xx") == 1
+    totals.keep_ingresses({"team/web"})
+    lines = "\n".join(totals.lines(CONST))
+    assert 'ingress="other"' not in lines and 'ingress="web"' in lines
+
+
+def test_batches_survive_a_reload_and_are_handed_out_once(nginx, backends):
+    nginx.push({"web.example.test": HostRoutes(prefix={"/": web_route()})}, backends)
+    totals = RequestTotals(LAYOUT)
+    nginx.api("GET", "/configuration/metrics")
+    for _ in range(4):
+        assert nginx.get("/", host="web.example.test").status == 200
+    # A reload right away: the old workers hand on what they counted as they exit.
+    nginx.apply(nginx.config(request_metrics=LAYOUT, globals_={"keepalive_timeout": "61s"}))
+
+    samples = collect(nginx, totals, 4)
+
+    assert sample(samples, "nginx_ingress_controller_requests", ingress="web") == 4
+    assert nginx.api("GET", "/configuration/metrics").body == b"[]"
+
+
+def test_the_api_refuses_other_methods_for_metrics(nginx):
+    answer = nginx.api("POST", "/configuration/metrics", b"{}")
+    assert answer.status == 405
+    assert re.search(rb"use GET", answer.body)
