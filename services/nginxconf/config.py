@@ -131,6 +131,25 @@ class BlockLists:
     referers: tuple[str, ...] = ()
 
 
+# ingress-nginx's default log-format-upstream ("upstreaminfo"), field for field, so that log parsers keep working.
+UPSTREAMINFO_FORMAT = (
+    '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" '
+    '"$http_user_agent" $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] '
+    '$upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id')
+
+
+@dataclass(frozen=True)
+class AccessLog:
+    """The access log (ConfigMap disable-access-log, access-log-path, access-log-params, log-format-upstream,
+    log-format-escape-json/-none, enable-access-log-for-default-backend)."""
+    enabled: bool = True
+    path: str = "/dev/stdout"
+    params: str = ""  # nginx's access_log options: buffer=, flush=, gzip
+    format: str = UPSTREAMINFO_FORMAT
+    escape: Literal["default", "json", "none"] = "default"
+    default_backend: bool = False  # log the requests no Ingress takes (404 from the default backend)
+
+
 @dataclass(kw_only=True)
 class NginxConfig:
     """Everything rendered into nginx.conf. Compared by `digest()` to decide whether to reload."""
@@ -150,6 +169,7 @@ class NginxConfig:
     blocked: BlockLists = field(default_factory=lambda: BlockLists())
     # --enable-metrics: what nginx records of each request for /metrics (None: nothing).
     request_metrics: RequestMetricsLayout | None = None
+    access_log: AccessLog = field(default_factory=AccessLog)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()

@@ -131,6 +131,20 @@ def lua_string(value: object) -> str:
     return '"' + "".join(chr(b) if _LUA_PLAIN.fullmatch(chr(b)) else f"\\{b}" for b in data) + '"'
 
 
+_LOG_VARIABLE = re.compile(r"\$(\{[A-Za-z0-9_]+\}|[A-Za-z0-9_]+)")
+
+
+def log_format_string(value: object) -> str:
+    """A log_format string, double-quoted: its `$` must each start a variable name (the only place nginx.conf
+    takes a value with variables from the ConfigMap); no control characters."""
+    text = str(value)
+    rest = _LOG_VARIABLE.sub("", text)
+    bad = re.search(r"[\x00-\x1f\x7f$]", rest)
+    if bad:
+        raise RenderError(f"log format {text!r}: {bad.group()!r} cannot be written into nginx.conf")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def lua_literal(value: object) -> str:
     """A Lua literal of a JSON-like value (None, booleans, finite numbers, strings, lists, string-keyed dicts)."""
     if value is None:
@@ -418,6 +432,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["q"] = quote
     env.filters["lua"] = lua_string
+    env.filters["log_format"] = log_format_string
     return env
 
 
@@ -459,6 +474,7 @@ def render(config: NginxConfig) -> str:
         resolvers=" ".join(system_resolvers()) if any(p.external_auth for p in profiles) else "",
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),
+        access_log=config.access_log,
         request_metrics=lua_literal(config.request_metrics.lua_config() if config.request_metrics else None),
         metrics_dict_size=METRICS_DICT_SIZE,
         **ports,

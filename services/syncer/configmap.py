@@ -11,9 +11,9 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from services.nginxconf.config import ExternalAuth
+from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth
 
-from . import block_lists
+from . import access_log, block_lists
 from .annotations.base import InvalidValue, Risk
 from .annotations.external_auth import GLOBAL_AUTH_KEYS, parse_global_auth
 from .annotations.renderable import check_renders
@@ -105,6 +105,21 @@ class ControllerConfig:
     # `global_auth_problem` says why.
     global_auth: ExternalAuth | None = None
     global_auth_problem: str | None = None
+    # The access log (access_log.py).
+    disable_access_log: bool = False
+    access_log_path: str = AccessLog.path
+    access_log_params: str = ""
+    log_format_upstream: str = UPSTREAMINFO_FORMAT
+    log_format_escape_json: bool = False
+    log_format_escape_none: bool = False
+    access_log_for_default_backend: bool = False
+
+    @property
+    def access_log(self) -> AccessLog:
+        escape = "none" if self.log_format_escape_none else "json" if self.log_format_escape_json else "default"
+        return AccessLog(enabled=not self.disable_access_log, path=self.access_log_path,
+                         params=self.access_log_params, format=self.log_format_upstream, escape=escape,
+                         default_backend=self.access_log_for_default_backend)
 
 
 def _words(value: str) -> tuple[str, ...]:
@@ -135,6 +150,13 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "block-user-agents": ("block_user_agents", block_lists.header_patterns),
     "block-referers": ("block_referers", block_lists.header_patterns),
     "allow-cross-namespace-resources": ("allow_cross_namespace_resources", _flag),
+    "disable-access-log": ("disable_access_log", _flag),
+    "access-log-path": ("access_log_path", access_log.log_path),
+    "access-log-params": ("access_log_params", access_log.log_params),
+    "log-format-upstream": ("log_format_upstream", access_log.log_format),
+    "log-format-escape-json": ("log_format_escape_json", _flag),
+    "log-format-escape-none": ("log_format_escape_none", _flag),
+    "enable-access-log-for-default-backend": ("access_log_for_default_backend", _flag),
 }
 
 

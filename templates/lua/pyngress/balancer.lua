@@ -65,7 +65,11 @@ function _M.balance()
         -- A retry after proxy_next_upstream: the next endpoint.
         index = ctx.pyngress_index % #peers + 1
     else
-        local name = ngx.var.proxy_upstream_name
+        local var = ngx.var
+        local name = var.proxy_alternative_upstream_name  -- the canary, when the router chose it
+        if name == "" then
+            name = var.proxy_upstream_name
+        end
         peers = backends()[name]
         if not peers or #peers == 0 then
             -- The router answers 503 for this; only a push between the two phases gets here.
@@ -73,7 +77,7 @@ function _M.balance()
             return ngx.exit(500)
         end
         -- affinity.lua's choice for this request, if any; else round robin.
-        index = tonumber(ngx.var.pyngress_peer)
+        index = tonumber(var.pyngress_peer)
         if not index or not peers[index] then
             index = (cursors[name] or random(#peers)) % #peers + 1
             cursors[name] = index

@@ -210,9 +210,7 @@ function _M.route()
     if not entry then
         return ngx.exec("@pyngress_default_backend")
     end
-    if settings.metrics then
-        var.pyngress_metric = entry.metric
-    end
+    var.pyngress_metric = entry.metric
     local uri = var.uri
     if entry.redirect_host then
         -- from-to-www-redirect: the other spelling of a host; scheme, port and URI kept.
@@ -246,12 +244,13 @@ function _M.route()
         return  -- the certificate was refused: the request is answered
     end
     local backend = route.backend
-    local metric = route.metric
     if route.canary and canary.decide(route.canary) then
-        backend, metric = route.canary.backend, route.metric_canary
-    end
-    if settings.metrics then
-        var.pyngress_metric = metric
+        -- The balancer takes the alternative (canary) backend; $proxy_upstream_name stays the main one.
+        backend = route.canary.backend
+        var.proxy_alternative_upstream_name = backend
+        var.pyngress_metric = route.metric_canary
+    else
+        var.pyngress_metric = route.metric
     end
     if not backend then
         return ngx.exit(503)
@@ -279,7 +278,7 @@ function _M.route()
     elseif route.hash_by then
         hashing.pick(route.hash_by, peers)
     end
-    var.proxy_upstream_name = backend
+    var.proxy_upstream_name = route.backend or "-"
     if route.rewrite then
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).
         ngx.req.set_uri(rewrite.target(route.rewrite, captures), false)

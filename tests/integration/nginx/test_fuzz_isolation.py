@@ -203,6 +203,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "auth-cache-key": st.sampled_from(["$remote_user$http_authorization", "$cookie_session", "x", "$hostname",
                                        "a:$arg_x-b"]),
     "auth-cache-duration": st.sampled_from(["200 202 401 5m", "5m", "1h 401", "200 1m, 401 30s", "any 99999d"]),
+    "enable-access-log": booleans,
     **{name: nginx_text for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
                                      "modsecurity-snippet")},
 }
@@ -229,6 +230,15 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "limit-req-status-code": numbers, "limit-conn-status-code": numbers,
     "block-cidrs": network_lists,
     **{key: comma_lists(header_patterns, "~*{}bot$") for key in ("block-user-agents", "block-referers")},
+    **{key: booleans for key in ("disable-access-log", "log-format-escape-json", "log-format-escape-none",
+                                 "enable-access-log-for-default-backend")},
+    "access-log-path": st.one_of(st.sampled_from(["/dev/stdout", "/var/log/nginx/access.log", "/tmp/x y", "/a/../b"]),
+                                 hostile.map(lambda h: "/var/log/" + h)),
+    "access-log-params": st.one_of(st.sampled_from(["buffer=16k flush=5s", "gzip=9", "if=$x", "buffer=1g"]), hostile),
+    "log-format-upstream": st.lists(st.one_of(
+        st.sampled_from(["$remote_addr", "${status}", "$namespace", "$http_x_y", "$sent_http_a", "$cookie_b",
+                         "$secret", "\"", "'", "\\", "{", "}", ";", "$", "$$x", "$request_id;"]), hostile),
+        min_size=1, max_size=6).map(" ".join),
 }
 
 
