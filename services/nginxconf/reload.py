@@ -46,10 +46,12 @@ class NginxReloader:
             with os.fdopen(fd, "w") as f:
                 f.write(conf_text)
             # cwd "/": the prefix directory is how processes.py recognises this instance's processes.
+            # stdout /dev/null: nginx -t opens the access log, and /dev/stdout cannot be opened when it is the
+            # socket uvloop gives a child for a pipe (ENXIO); nginx says what it found on stderr.
             proc = await asyncio.create_subprocess_exec(
                 *check_command(self.paths, Path(tmp)), cwd="/",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            output, _ = await proc.communicate()
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            _, output = await proc.communicate()
         finally:
             os.unlink(tmp)
         if proc.returncode != 0:

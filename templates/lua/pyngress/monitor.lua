@@ -110,6 +110,9 @@ end
 -- The batches waiting for the syncer, as one JSON array; each is returned once.
 function _M.take()
     local dict = ngx.shared.pyngress_metrics
+    if not dict then
+        return "[]"  -- this nginx.conf records no metrics (--enable-metrics=false, or not loaded yet)
+    end
     local batches = {}
     while true do
         local batch = dict:lpop(QUEUE)

@@ -210,13 +210,24 @@ function _M.route()
     if not entry then
         return ngx.exec("@pyngress_default_backend")
     end
-    var.pyngress_metric = entry.metric
     local uri = var.uri
     if entry.redirect_host then
         -- from-to-www-redirect: the other spelling of a host; scheme, port and URI kept.
+        var.pyngress_metric = entry.metric
         local port = match(var.http_host or "", ":%d+$") or ""
         return ngx.redirect(var.scheme .. "://" .. entry.redirect_host .. port .. var.request_uri, 308)
     end
+    -- The route first, so that the redirects below are counted for its Ingress (as ingress-nginx counts them).
+    local route, captures = entry.exact[uri], nil
+    if not route then
+        if entry.regex then
+            route, captures = rewrite.match(entry.regex, uri)
+        else
+            route = match_prefix(entry, uri)
+        end
+        route = route or entry.default
+    end
+    var.pyngress_metric = route and route.metric or entry.metric
     if var.scheme == "https" then
         if entry.hsts then
             var.pyngress_hsts = entry.hsts
@@ -227,15 +238,6 @@ function _M.route()
     end
     if entry.app_root and uri == "/" then
         return ngx.redirect(var.scheme .. "://" .. (var.http_host or host) .. entry.app_root, 302)
-    end
-    local route, captures = entry.exact[uri], nil
-    if not route then
-        if entry.regex then
-            route, captures = rewrite.match(entry.regex, uri)
-        else
-            route = match_prefix(entry, uri)
-        end
-        route = route or entry.default
     end
     if not route then
         return ngx.exec("@pyngress_default_backend")
@@ -249,9 +251,8 @@ function _M.route()
         backend = route.canary.backend
         var.proxy_alternative_upstream_name = backend
         var.pyngress_metric = route.metric_canary
-    else
-        var.pyngress_metric = route.metric
     end
+    var.proxy_upstream_name = route.backend or "-"
     if not backend then
         return ngx.exit(503)
     end
@@ -278,7 +279,6 @@ function _M.route()
     elseif route.hash_by then
         hashing.pick(route.hash_by, peers)
     end
-    var.proxy_upstream_name = route.backend or "-"
     if route.rewrite then
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).
         ngx.req.set_uri(rewrite.target(route.rewrite, captures), false)

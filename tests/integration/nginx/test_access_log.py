@@ -3,7 +3,6 @@ custom formats with ingress-nginx's variables, and what is left out of the log."
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -11,15 +10,9 @@ from services.nginxconf.config import AccessLog, LocationProfile
 from services.syncer.annotations.base import CanaryPolicy
 from services.syncer.model_types import CanaryRoute, HostRoutes, Route
 
-from .conftest import eventually
+from tests.support.access_log import UPSTREAMINFO
 
-# ingress-nginx's upstreaminfo format as a log parser reads it (the fields of its log-format-upstream, in order).
-UPSTREAMINFO = re.compile(
-    r'(?P<remote_addr>\S+) - (?P<remote_user>\S+) \[(?P<time_local>[^\]]+)\] "(?P<request>[^"]*)" (?P<status>\d{3}) '
-    r'(?P<body_bytes_sent>\d+) "(?P<http_referer>[^"]*)" "(?P<http_user_agent>[^"]*)" (?P<request_length>\d+) '
-    r'(?P<request_time>[\d.]+) \[(?P<proxy_upstream_name>[^\]]*)\] \[(?P<proxy_alternative_upstream_name>[^\]]*)\] '
-    r'(?P<upstream_addr>\S+) (?P<upstream_response_length>\S+) (?P<upstream_response_time>\S+) '
-    r'(?P<upstream_status>\S+) (?P<req_id>\S+)$')
+from .conftest import eventually
 
 HOST = "logs.example.test"
 
