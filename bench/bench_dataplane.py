@@ -3,8 +3,9 @@ configuration for the same host and backend, same run.
 
 Backend: an nginx answering 200 "ok" on loopback (one worker). Static baseline: nginx with the same
 worker count as pyngress's (`worker_processes auto`), one `server` for the host, `proxy_pass` to an
-upstream with `keepalive 32`, HTTP/1.1 upstream with an empty Connection header, no Lua module. pyngress:
-a running controller (manifests mode) with one Ingress for the host. Load: wrk, 2 threads, 32
+upstream with `keepalive 32`, HTTP/1.1 upstream with an empty Connection header, no Lua module, no access
+log. pyngress: a running controller (manifests mode) with one Ingress for the host, its access log off as the
+baseline's (ConfigMap disable-access-log; bench_metrics_cost.py measures what the log and the metrics cost). Load: wrk, 2 threads, 32
 connections, keep-alive, in rounds that alternate between the two so that load from elsewhere on the
 machine spreads over both; medians, and the median of same-round ratios.
 Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S]
@@ -29,6 +30,8 @@ from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
 HOST = "bench.dataplane.test"
+NO_ACCESS_LOG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "quiet", "namespace": "ingress"},
+                 "data": {"disable-access-log": "true"}}
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
@@ -79,11 +82,12 @@ def main() -> None:
             f"location / {{ proxy_http_version 1.1; proxy_set_header Connection \"\"; "
             f"proxy_set_header Host $host; proxy_pass http://backend; }} }}"))
         cluster = ManifestsCluster(work / "manifests")
-        cluster.apply(k8s.ingress_class("nginx"), k8s.service("web"),
+        cluster.apply(k8s.ingress_class("nginx"), NO_ACCESS_LOG, k8s.service("web"),
                       k8s.endpoint_slice("web", ["127.0.0.1"], backend_port),
                       k8s.ingress("web", [k8s.rule(HOST, ("/", "Prefix", "web", 80))]))
         (work / "pyngress").mkdir()
-        controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning"])
+        controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
+                                                    "--configmap=ingress/quiet"])
         try:
             controller.start()
             wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")

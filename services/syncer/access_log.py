@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from services.nginxconf.config import UPSTREAMINFO_FORMAT
+from services.nginxconf.render import size_bytes
 from .annotations.base import InvalidValue
 
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
@@ -33,6 +34,7 @@ _KNOWN = frozenset("""
 _KNOWN_PREFIXES = ("arg_", "cookie_", "http_", "sent_http_", "sent_trailer_", "upstream_cookie_", "upstream_http_",
                    "upstream_trailer_")
 _PARAMS = re.compile(r"(buffer=[0-9]{1,6}[kKmM]?|flush=[0-9]{1,6}(ms|s|m|h)?|gzip(=[1-9])?)")
+MAX_BUFFER = 4 * 1024**2
 _PATH = re.compile(r"/[A-Za-z0-9._/-]{0,250}")
 
 
@@ -57,6 +59,11 @@ def log_params(value: str) -> str:
     words = value.split()
     if not all(_PARAMS.fullmatch(word) for word in words):
         raise InvalidValue("must be access_log options such as 'buffer=16k flush=5s' (buffer=, flush=, gzip[=1-9])")
+    buffers = [size_bytes(word[len("buffer="):].lower()) for word in words if word.startswith("buffer=")]
+    if any(size > MAX_BUFFER for size in buffers):
+        raise InvalidValue(f"buffer= may be at most {MAX_BUFFER // 1024**2}m (each worker holds one)")
+    if any(word.startswith("flush=") for word in words) and not (buffers or any(w.startswith("gzip") for w in words)):
+        raise InvalidValue("flush= needs buffer= or gzip (nginx refuses it alone)")
     return " ".join(words)
 
 

@@ -108,7 +108,7 @@ class ControllerConfig:
     # The access log (access_log.py).
     disable_access_log: bool = False
     access_log_path: str = AccessLog.path
-    access_log_params: str = ""
+    access_log_params: str = AccessLog.params
     log_format_upstream: str = UPSTREAMINFO_FORMAT
     log_format_escape_json: bool = False
     log_format_escape_none: bool = False

@@ -14,6 +14,7 @@ local cjson = require("cjson.safe")
 local settings = require("pyngress.settings")
 
 local tonumber, concat, gsub = tonumber, table.concat, string.gsub
+local now, start_time, get_method = ngx.now, ngx.req.start_time, ngx.req.get_method
 local new_table = require("table.new")
 local clear_table = require("table.clear")
 
@@ -36,6 +37,28 @@ local function new_numbers(width)
     return numbers
 end
 
+-- This worker's counts since its last batch: labels -> status -> method -> numbers (nested, so that a request
+-- builds no key string; flush() joins them once a second).
+local function numbers_for(labels, status, method, width)
+    local by_status = pending[labels]
+    if not by_status then
+        by_status = {}
+        pending[labels] = by_status
+    end
+    local by_method = by_status[status]
+    if not by_method then
+        by_method = {}
+        by_status[status] = by_method
+    end
+    local numbers = by_method[method]
+    if not numbers then
+        numbers = new_numbers(width)
+        by_method[method] = numbers
+        pending_count = pending_count + 1
+    end
+    return numbers
+end
+
 function _M.record()
     local config = settings.metrics
     if not config then
@@ -53,18 +76,19 @@ function _M.record()
             labels = gsub(var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
         end
     end
-    local key = labels .. "\t" .. var.status .. "\t" .. var.request_method
-    local numbers = pending[key]
-    if not numbers then
-        numbers = new_numbers(config.width)
-        pending[key] = numbers
-        pending_count = pending_count + 1
-    end
+    -- ngx.status, get_method and the request's start time are read without a variable lookup (what $status,
+    -- $request_method and $request_time give, from the same fields).
+    local numbers = numbers_for(labels, ngx.status, get_method(), config.width)
     numbers[1] = numbers[1] + 1
     local variables = config.variables
     for v = 1, #variables do
-        -- A retried request has "0.001, 0.002": not a number, not observed (as in ingress-nginx).
-        observed[v] = tonumber(var[variables[v]]) or false
+        local name = variables[v]
+        if name == "request_time" then
+            observed[v] = now() - start_time()
+        else
+            -- A retried request has "0.001, 0.002": not a number, not observed (as in ingress-nginx).
+            observed[v] = tonumber(var[name]) or false
+        end
     end
     local histograms = config.histograms
     for h = 1, #histograms do
@@ -86,8 +110,15 @@ local function flush()
     if pending_count == 0 then
         return
     end
-    local batch = cjson.encode(pending)
-    local ok, err = ngx.shared.pyngress_metrics:rpush(QUEUE, batch)
+    local batch = {}
+    for labels, by_status in pairs(pending) do
+        for status, by_method in pairs(by_status) do
+            for method, numbers in pairs(by_method) do
+                batch[labels .. "\t" .. status .. "\t" .. method] = numbers
+            end
+        end
+    end
+    local ok, err = ngx.shared.pyngress_metrics:rpush(QUEUE, cjson.encode(batch))
     if not ok then
         ngx.log(ngx.WARN, "request metrics kept in the worker until the syncer collects them: ", err)
         return

@@ -31,7 +31,8 @@ def log_lines(nginx, count: int) -> list[str]:
 def configure(nginx, **access_log) -> None:
     path = nginx.base / "access.log"
     path.unlink(missing_ok=True)
-    nginx.apply(nginx.config(access_log=AccessLog(path=str(path), **access_log),
+    # Unbuffered: each worker's buffer would flush on its own, and these tests read lines in request order.
+    nginx.apply(nginx.config(access_log=AccessLog(path=str(path), params="", **access_log),
                              profiles=[LocationProfile("quiet", (("access_log", "off"),))]))
 
 

@@ -8,9 +8,16 @@ from services.nginxconf.render import render
 
 def test_the_default_is_ingress_nginx_upstreaminfo_to_stdout(cluster):
     config = cluster.build().config
-    assert config.access_log == AccessLog(enabled=True, path="/dev/stdout", format=UPSTREAMINFO_FORMAT)
+    assert config.access_log == AccessLog(enabled=True, path="/dev/stdout", format=UPSTREAMINFO_FORMAT,
+                                          params="buffer=64k flush=1s")
     conf = render(config)
-    assert "log_format upstreaminfo " in conf and 'access_log "/dev/stdout" upstreaminfo;' in conf
+    assert "log_format upstreaminfo " in conf
+    assert 'access_log "/dev/stdout" upstreaminfo buffer=64k flush=1s;' in conf
+
+
+def test_empty_params_write_each_line_at_once(cluster):
+    cluster.configmap({"access-log-params": ""})
+    assert 'access_log "/dev/stdout" upstreaminfo;' in render(cluster.build().config)
 
 
 def test_keys_set_the_format_escape_path_and_params(cluster):
@@ -42,6 +49,8 @@ def test_escape_none_wins_and_disable_turns_it_off(cluster):
     ("log-format-upstream", "$service_port", "$service_port"),
     ("access-log-params", "buffer=16k; include /etc/passwd", "buffer="),
     ("access-log-params", "if=$x", "buffer="),
+    ("access-log-params", "flush=5s", "needs buffer="),
+    ("access-log-params", "buffer=9m", "at most 4m"),
     ("access-log-path", "relative.log", "absolute path"),
     ("access-log-path", "/tmp/a b.log", "absolute path"),
     ("access-log-path", "/var/log/../../etc/shadow", "absolute path"),
