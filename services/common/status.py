@@ -30,3 +30,14 @@ def read_all(run_dir: str | Path) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue  # being replaced right now, or a stale leftover: neither is worth failing over
     return records
+
+
+def pid_alive(pid: object) -> bool:
+    """Whether the process a status record names still runs (its file outlives it)."""
+    try:
+        os.kill(int(pid), 0)  # type: ignore[arg-type]
+    except (ProcessLookupError, ValueError, TypeError):
+        return False
+    except PermissionError:
+        return True  # someone else's, but alive
+    return True

@@ -129,7 +129,8 @@ class SyncerMetrics:
         lines += stub_status_lines(stub_status, labels) + process_lines(process, labels)
         if self.requests is not None:
             lines += self.requests.lines(labels)
-        lines += _process_exit_lines(self.run_dir)
+        records = await asyncio.to_thread(status.read_all, self.run_dir)
+        lines += _process_exit_lines(records) + _passthrough_lines(records)
         return ("\n".join(lines) + "\n").encode() + generate_latest(self.registry)
 
     def _reload_lines(self) -> list[str]:
@@ -166,11 +167,32 @@ def _release() -> str:
         return "unknown"
 
 
-def _process_exit_lines(run_dir: str) -> list[str]:
+def _process_exit_lines(records: list[dict]) -> list[str]:
     """Restart counts recorded by crashmon (supervisord's event listener)."""
-    for record in status.read_all(run_dir):
+    for record in records:
         if record.get("component") == "crashmon":
             return exposition.family("pyngress_process_exits_total", "Unexpected exits of supervised processes",
                                      "counter", [({"program": name}, count)
                                                  for name, count in sorted(record.get("exits", {}).items())])
     return []
+
+
+# The passthrough proxy's connection counters (services/proxy/server.py Counters), by what became of them.
+_PASSTHROUGH_OUTCOMES = ("passthrough", "to_nginx", "malformed", "hello_timeouts", "shed_pending", "no_endpoints",
+                         "unreachable", "idle_closed")
+
+
+def _passthrough_lines(records: list[dict]) -> list[str]:
+    """Connections of each running passthrough proxy process (from its status record, at most a few seconds
+    old): open now, and in all by outcome."""
+    proxies = [r for r in records if str(r.get("component", "")).startswith("proxy-") and status.pid_alive(r.get("pid"))]
+    if not proxies:
+        return []
+    return (exposition.family("pyngress_passthrough_active_connections", "Connections spliced now, per proxy process",
+                              "gauge", [({"process": r["component"]}, r.get("active", 0)) for r in proxies])
+            + exposition.family("pyngress_passthrough_connections_total",
+                                "Connections accepted by the passthrough proxy, by where they went or why they were "
+                                "closed", "counter",
+                                [({"process": r["component"], "outcome": outcome}, r.get(outcome, 0))
+                                 for r in proxies for outcome in _PASSTHROUGH_OUTCOMES]))
+

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -12,16 +11,6 @@ from services.common import status
 from services.common.settings import Settings
 
 ALIVE_SECONDS = 15.0  # components refresh their status file more often than this
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def running_instances() -> list[str]:
@@ -68,7 +57,7 @@ def run(settings: Settings) -> int:
         return 1 if syncer is None else 0
     now = time.time()
     for record in records:
-        alive = _pid_alive(int(record.get("pid", 0))) if record.get("pid") else False
+        alive = status.pid_alive(record["pid"]) if record.get("pid") else False
         state = record.get("state", "running") if alive else "not running"
         extra = {k: v for k, v in record.items() if k not in ("component", "pid", "updated", "state", "problems")}
         age = now - float(record.get("updated", now))

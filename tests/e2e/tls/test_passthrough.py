@@ -4,6 +4,8 @@ PROXY protocol header, so that terminated hosts still see the client's address."
 import json
 import os
 
+import requests
+
 from tests.support import k8s
 from tests.support.net import wait_for
 
@@ -57,6 +59,15 @@ def test_passthrough_and_terminated_hosts_share_the_https_port(passthrough_stage
     assert terminated["headers"]["x-forwarded-port"] == str(port)
     # Plain HTTP still goes to nginx, which redirects the terminated host to the proxy's port.
     assert stage.controller.get("/", "term.tls.example").headers["location"] == f"https://term.tls.example:{port}/"
+    # /metrics counts both kinds of connection (from the proxy processes' status, a few seconds old at most).
+    wait_for(lambda: _proxy_total(stage, "passthrough") >= 1 and _proxy_total(stage, "to_nginx") >= 1, 10,
+             what="passthrough connections on /metrics")
+
+
+def _proxy_total(stage, outcome: str) -> float:
+    text = requests.get(f"http://127.0.0.1:{stage.controller.healthz_port}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("pyngress_passthrough_connections_total{") and f'outcome="{outcome}"' in line)
 
 
 def test_a_killed_proxy_process_is_restarted_and_connections_keep_being_accepted(passthrough_stage, ca,
