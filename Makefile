@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
 	libnginx-mod-stream lua-cjson nftables iproute2 iputils-ping curl openssl util-linux procps \
-	containernetworking-plugins musl-tools prometheus
+	containernetworking-plugins musl-tools prometheus chromium
 PYTEST_ARGS ?=
 
 .PHONY: setup run test bench clean

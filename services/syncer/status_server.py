@@ -1,4 +1,4 @@
-"""The healthz port: /healthz, /metrics (Prometheus text) and /status (JSON).
+"""The healthz port: /healthz, /metrics (Prometheus text), /status (JSON) and the read-only /dashboard.
 
 It listens on --healthz-host (every address when empty), because the kubelet probes /healthz and
 Prometheus scrapes /metrics from outside the pod. What names other tenants' objects or nginx's error
@@ -15,6 +15,7 @@ from typing import Callable
 from aiohttp import web
 
 from services.common.settings import Settings
+from services.syncer.dashboard import PAGE, Recent, dashboard_data
 from services.syncer.metrics import SyncerMetrics
 
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
@@ -22,6 +23,18 @@ CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 # Set by nginx on every proxied request (and by other proxies): the client is not on this host.
 _PROXY_HEADERS = ("X-Forwarded-For", "X-Real-IP", "Forwarded", "Via")
+
+
+# The page loads nothing from elsewhere and may not be framed by another site.
+_PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                                            "'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'",
+                 "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+
+
+def _dashboard_refused() -> web.Response:
+    return web.json_response({"error": "the dashboard is served to clients on the node only (it names every "
+                                       "tenant's routes): use `kubectl port-forward` to this port and open "
+                                       "http://127.0.0.1:<port>/dashboard"}, status=403)
 
 
 def is_local_client(request: web.Request) -> bool:
@@ -53,10 +66,25 @@ async def start_status_server(settings: Settings, *, healthy: Callable[[], tuple
                                                "`pyngress status` on the node"}, status=403)
         return web.json_response(metrics.status_json())
 
+    recent = Recent()
+
+    async def dashboard_page(request: web.Request) -> web.Response:
+        if not is_local_client(request):
+            return _dashboard_refused()
+        return web.Response(body=PAGE.read_bytes(), content_type="text/html", charset="utf-8",
+                            headers=_PAGE_HEADERS)
+
+    async def dashboard_data_handler(request: web.Request) -> web.Response:
+        if not is_local_client(request):
+            return _dashboard_refused()
+        return web.json_response(await dashboard_data(metrics, recent), headers={"Cache-Control": "no-store"})
+
     app = web.Application()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/status", status_handler)
+    app.router.add_get("/dashboard", dashboard_page, allow_head=False)
+    app.router.add_get("/dashboard/data", dashboard_data_handler, allow_head=False)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.ports.healthz_host or None, settings.ports.healthz, reuse_address=True).start()
