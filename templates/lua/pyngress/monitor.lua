@@ -24,7 +24,7 @@ local FLUSH_SECONDS = 1
 
 local _M = {}
 
-local pending = {}   -- this worker's labels key -> numbers since its last batch
+local pending = {}   -- this worker's counts since its last batch (numbers_for)
 local pending_count = 0
 local observed = {}  -- this request's value of each of settings.metrics.variables (false: none)
 
