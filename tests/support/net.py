@@ -1,6 +1,7 @@
 """Small helpers the integration and e2e tests share: free ports and waiting for a condition."""
 from __future__ import annotations
 
+import random
 import socket
 import time
 from typing import Callable, TypeVar
@@ -8,10 +9,22 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 
+# Below Linux's ephemeral range (32768-60999): a port the kernel hands out for port 0 is also one it may give
+# any outgoing connection (nginx's upstream keepalive, a Prometheus scrape) before the test binds it.
+_PORTS = (10000, 32767)
+_random = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on or is connected from now, on every address (servers bind 0.0.0.0)."""
+    while True:
+        port = _random.randint(*_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
 
 
 def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> T:

@@ -29,15 +29,12 @@ from services.syncer.model_types import HostRoutes, Route
 from services.nginxconf.reload import NginxReloader
 from services.nginxconf.tables import TablePusher
 from services.nginxconf.render import render
+from tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT = 20.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def eventually(check: Callable[[], Any], timeout: float = START_TIMEOUT) -> Any:

@@ -22,16 +22,13 @@ from services.common.clone import ClonePublisher
 from services.common.files import ensure_private_dir
 from services.nginxconf.paths import NginxPaths
 from tests.unit.proxy.hello_bytes import first_flight
+from tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 PASS_HOST = "pass.proxy.test"
 OTHER_HOST = "other.proxy.test"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
