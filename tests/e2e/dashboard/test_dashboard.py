@@ -48,10 +48,13 @@ def test_the_dashboard_shows_routes_backends_and_figures_and_follows_changes(sta
     wait_for(lambda: requests.get(url + "/data", timeout=5).json()["backends"][0]["requests"] >= 30, 15,
              what="the requests counted")
 
+    counted = requests.get(url + "/data", timeout=5).json()["backends"][0]["requests"]
+
     dom = chromium(url, "--dump-dom")
     for text in ("shop.dash.example", "/api", "default/shop", "default-shop-80",
                  f"{stage.echo.ips['DASH-SHOP']}:{stage.echo.port}", "watcher", "nginx"):
         assert text in dom, text
+    assert f">{counted:g}</span>" in dom and " ms</span>" in dom and "0.0 %" in dom  # the request figures
     assert "not answering" in dom and 'id="stale" style="display: none;"' in dom  # the data arrived
 
     screenshot = tmp_path / "dashboard.png"
