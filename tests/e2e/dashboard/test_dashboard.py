@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,7 @@ def test_the_dashboard_shows_routes_backends_and_figures_and_follows_changes(sta
     wait_for(lambda: requests.get(url + "/data", timeout=5).json()["backends"][0]["requests"] >= 30, 15,
              what="the requests counted")
 
+    time.sleep(1.5)  # every worker has handed its counts on (once a second): the count no longer moves
     counted = requests.get(url + "/data", timeout=5).json()["backends"][0]["requests"]
 
     dom = chromium(url, "--dump-dom")
