@@ -48,6 +48,22 @@ def start_nginx(directory: Path, *, workers: str, body: str) -> subprocess.Popen
     return subprocess.Popen(["nginx", "-p", str(directory), "-c", str(conf)])
 
 
+def start_ok_backend(directory: Path, port: int) -> subprocess.Popen:
+    """The benchmarks' backend: one nginx worker answering 200 "ok"."""
+    return start_nginx(directory, workers="1", body=(
+        f'server {{ listen 127.0.0.1:{port} backlog=4096; keepalive_requests 100000; '
+        f'location / {{ return 200 "ok"; }} }}'))
+
+
+def plain_ingress_cluster(directory: Path, backend_port: int) -> ManifestsCluster:
+    """A manifests directory with one plain Ingress for HOST to the backend, and the quiet ConfigMap."""
+    cluster = ManifestsCluster(directory)
+    cluster.apply(k8s.ingress_class("nginx"), NO_ACCESS_LOG, k8s.service("web"),
+                  k8s.endpoint_slice("web", ["127.0.0.1"], backend_port),
+                  k8s.ingress("web", [k8s.rule(HOST, ("/", "Prefix", "web", 80))]))
+    return cluster
+
+
 def stop_nginx(process: subprocess.Popen) -> None:
     process.send_signal(signal.SIGQUIT)
     process.wait(30)
@@ -73,18 +89,13 @@ def main() -> None:
         work = Path(tmp)
         os.chmod(work, 0o755)
         backend_port, static_port = free_port(), free_port()
-        backend = start_nginx(work / "backend", workers="1", body=(
-            f'server {{ listen 127.0.0.1:{backend_port} backlog=4096; keepalive_requests 100000; '
-            f'location / {{ return 200 "ok"; }} }}'))
+        backend = start_ok_backend(work / "backend", backend_port)
         static = start_nginx(work / "static", workers="auto", body=(
             f"upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 32; }} "
             f"server {{ listen 127.0.0.1:{static_port} backlog=4096; server_name {HOST}; "
             f"location / {{ proxy_http_version 1.1; proxy_set_header Connection \"\"; "
             f"proxy_set_header Host $host; proxy_pass http://backend; }} }}"))
-        cluster = ManifestsCluster(work / "manifests")
-        cluster.apply(k8s.ingress_class("nginx"), NO_ACCESS_LOG, k8s.service("web"),
-                      k8s.endpoint_slice("web", ["127.0.0.1"], backend_port),
-                      k8s.ingress("web", [k8s.rule(HOST, ("/", "Prefix", "web", 80))]))
+        cluster = plain_ingress_cluster(work / "manifests", backend_port)
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
                                                     "--configmap=ingress/quiet"])

@@ -22,11 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_dataplane import HOST, NO_ACCESS_LOG, start_nginx, stop_nginx, wrk  # noqa: E402
+from bench.bench_dataplane import HOST, plain_ingress_cluster, start_ok_backend, stop_nginx, wrk  # noqa: E402
 from services.nginxconf.paths import NginxPaths  # noqa: E402
 from services.syncer.nginx_process import process_totals  # noqa: E402
-from tests.support import k8s  # noqa: E402
-from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
+from tests.support.controller import Controller  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
 VARIANTS = {"metrics": ["--configmap=ingress/quiet"], "bare": ["--configmap=ingress/quiet", "--enable-metrics=false"],
@@ -42,13 +41,8 @@ def main() -> None:
         work = Path(tmp)
         os.chmod(work, 0o755)
         backend_port = free_port()
-        backend = start_nginx(work / "backend", workers="1", body=(
-            f'server {{ listen 127.0.0.1:{backend_port} backlog=4096; keepalive_requests 100000; '
-            f'location / {{ return 200 "ok"; }} }}'))
-        cluster = ManifestsCluster(work / "manifests")
-        cluster.apply(k8s.ingress_class("nginx"), NO_ACCESS_LOG, k8s.service("web"),
-                      k8s.endpoint_slice("web", ["127.0.0.1"], backend_port),
-                      k8s.ingress("web", [k8s.rule(HOST, ("/", "Prefix", "web", 80))]))
+        backend = start_ok_backend(work / "backend", backend_port)
+        cluster = plain_ingress_cluster(work / "manifests", backend_port)
         controllers = {}
         try:
             for name, flags in VARIANTS.items():
