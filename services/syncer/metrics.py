@@ -67,7 +67,8 @@ class SyncerMetrics:
             if layout else None
         self._collect_lock = asyncio.Lock()
         self.model: Model | None = None
-        self.orphans_ever: set[tuple[str, str]] = set()
+        self.orphans: set[tuple[str, str]] = set()       # of the applied model
+        self.orphans_ever: set[tuple[str, str]] = set()  # reported 0 once they are served again
         # Lease name → whether this process holds it now (set by the status task while it campaigns).
         self.leadership: dict[str, Callable[[], bool]] = {}
         self.registry = CollectorRegistry()
@@ -87,7 +88,8 @@ class SyncerMetrics:
         self.model = model
         if self.requests is not None:
             self.requests.keep_ingresses({route.ingress for route in model.all_routes() if route.ingress})
-        self.orphans_ever |= orphaned_ingresses(model)
+        self.orphans = orphaned_ingresses(model)
+        self.orphans_ever |= self.orphans
 
     async def collect_requests(self) -> None:
         """Add the request metrics nginx recorded since the last collection (nothing when nginx is down)."""
@@ -125,7 +127,7 @@ class SyncerMetrics:
                                     sorted(self.leadership.items())])
         if self.model is not None:
             lines += certificate_lines(self.model, self.stats.controller_class)
-            lines += orphan_lines(orphaned_ingresses(self.model), self.orphans_ever, labels)
+            lines += orphan_lines(self.orphans, self.orphans_ever, labels)
         lines += stub_status_lines(stub_status, labels) + process_lines(process, labels)
         if self.requests is not None:
             lines += self.requests.lines(labels)

@@ -207,6 +207,8 @@ def test_dashboard_and_alert_queries_answer_from_a_real_prometheus(stage, tmp_pa
         [(_, share)] = prometheus.query(ALERT_TOO_MANY_500S)
         errors = sum(n for (_, _, status), n in expected.items() if status.startswith("5"))
         assert share == pytest.approx(100 * errors / sum(expected.values()))
+        # The blog's Service has no ready endpoint: an orphan, as ingress-nginx reports it.
+        assert prometheus.by('nginx_ingress_controller_orphan_ingress{type="no-endpoint"}', "ingress") == {"blog": 1.0}
         [(info, _)] = prometheus.query("nginx_ingress_controller_ssl_certificate_info")
         assert (info["host"], info["namespace"], info["secret_name"], info["issuer_common_name"],
                 info["public_key_algorithm"]) == (SECURE, "shop", "secure-cert", "pyngress test CA", "ECDSA")
