@@ -135,6 +135,9 @@ class PortSettings:
 class PathSettings:
     state_dir: str = _flag(DEFAULT_STATE_DIR, name="state-dir", help_text="nginx's prefix, the dynamic tables, IPAM")
     run_dir: str = _flag(DEFAULT_RUN_DIR, name="run-dir", help_text="sockets and status files (root-only, 0700)")
+    template: str | None = _flag(None, name="template",
+                                 help_text="a directory laid out as templates/ (nginx.conf.j2 and lua/) to use "
+                                 "instead of the built-in template; watched, checked, applied when it passes")
 
 
 @dataclass(frozen=True, kw_only=True)

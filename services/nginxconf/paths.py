@@ -17,6 +17,7 @@
   `listeners.sock` there is the nginx-listeners program's: it hands nginx's listening sockets to each new
   master (services/nginx/listeners.py); `.<socket>.held` are hard links it keeps to nginx's Unix sockets,
   to put a socket file back if an exiting nginx removes it while the socket lives on.
+- `<state-dir>/nginx/templates/` holds snapshots of a custom template (services/nginxconf/template.py).
 """
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ class NginxPaths:
     def auth_dir(self) -> Path:
         """htpasswd files for auth_basic, written by the syncer (services/syncer/auth_files.py)."""
         return self.prefix / "auth"
+
+    @property
+    def template_snapshots(self) -> Path:
+        """Custom templates (--template) as checked and loaded, one directory per fingerprint (0755: the
+        workers may load a Lua module lazily); `in-use` names the last one nginx loaded."""
+        return self.prefix / "templates"
 
     @property
     def dynamic(self) -> Path:

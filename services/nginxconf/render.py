@@ -21,16 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import jinja2
 
 from services.nginxconf.config import (DEFAULT_PROFILE, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
                                        LocationProfile, NginxConfig, RateLimit)
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.resolvers import system_resolvers
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
-
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
-LUA_DIR = TEMPLATES_DIR / "lua"
+from services.nginxconf.template import BUILTIN_DIR, LUA_SUBDIR, Template, compile_files, read_files
 
 # Size of each Lua shared dictionary holding a pushed table (also the largest table the internal
 # port accepts). Memory is only used as the tables fill it.
@@ -421,22 +418,19 @@ def _port(name: str, value: int) -> int:
     return value
 
 
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["q"] = quote
-    env.filters["lua"] = lua_string
-    env.filters["log_format"] = log_format_string
-    return env
+# The template's own filters: every value reaches nginx.conf through one of them.
+TEMPLATE_FILTERS = {"q": quote, "lua": lua_string, "log_format": log_format_string}
 
 
-_ENV = _environment()
+def template_from(directory: Path) -> Template:
+    """The template in `directory`, its Lua loaded from there; raises TemplateError naming what fails."""
+    return compile_files(read_files(directory), source=directory, lua_dir=directory / LUA_SUBDIR,
+                         filters=TEMPLATE_FILTERS)
+
+
+@functools.cache
+def builtin_template() -> Template:
+    return template_from(BUILTIN_DIR)
 
 
 def http_level_settings(config: NginxConfig) -> dict[str, str]:
@@ -447,8 +441,9 @@ def http_level_settings(config: NginxConfig) -> dict[str, str]:
     return settings
 
 
-def render(config: NginxConfig) -> str:
-    """The nginx.conf for `config`. Raises RenderError naming any value that cannot be written safely."""
+def render(config: NginxConfig, template: Template | None = None) -> str:
+    """The nginx.conf for `config` from `template` (the built-in one by default). Raises RenderError naming
+    any value that cannot be written safely, TemplateError when the template itself fails."""
     # nginx's only TCP ports (its configuration API and passthrough TLS listener are Unix sockets); with
     # passthrough the proxy owns the HTTPS port, and the numbers still fill nginx's redirects and headers.
     ports = {name: _port(name, getattr(config, name)) for name in ("http_port", "https_port")}
@@ -461,9 +456,8 @@ def render(config: NginxConfig) -> str:
     if len(set(names)) != len(names):
         raise RenderError(f"location profile names must be unique, got {sorted(names)}")
     http_settings = _settings(sorted(http_level_settings(config).items()))
-    return _ENV.get_template("nginx.conf.j2").render(
+    return (template or builtin_template()).render(
         paths=NginxPaths.of(config.state_dir, config.run_dir),
-        lua_dir=str(LUA_DIR),
         shared_dict_size=SHARED_DICT_SIZE,
         ssl_passthrough=bool(config.ssl_passthrough),
         use_forwarded_headers=bool(config.use_forwarded_headers),

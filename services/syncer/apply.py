@@ -14,11 +14,13 @@ from services.nginxconf.config_test import NginxConfigError
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
+from services.nginxconf.template import Template
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
 from services.syncer.auth_files import AuthFileWriter
 from services.syncer.backends import resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import Model
+from services.syncer.template_watch import TemplateTracker
 
 log = logging.getLogger("syncer")
 
@@ -34,6 +36,7 @@ class NginxApplier:
         self.reloader = NginxReloader(paths)
         self.pusher = TablePusher(paths)
         self.conf_path = paths.conf
+        self.templates = TemplateTracker(settings.paths.template, paths.template_snapshots)
         self.applied_conf: str | None = None
         self.applied_profiles: set[str] = set()  # the named locations of applied_conf
         self.auth_files = AuthFileWriter(paths.auth_dir)
@@ -56,29 +59,62 @@ class NginxApplier:
     async def apply(self, model: Model) -> dict[str, str]:
         """Bring nginx to `model`. Returns the new location profiles that `nginx -t` refused (name → nginx's
         message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
-        conf = render(model.config)
+        conf, template = self.templates.render(model.config)
+        if self.templates.on_trial(template) and conf != self.applied_conf:
+            failure = await self._template_failure(conf, model.config, template)
+            if failure:
+                self.templates.refuse(failure)
+                conf, template = self.templates.render(model.config)
         # Before the reload: a new profile's htpasswd file must be there when its first request comes.
         self.auth_files.write(model.auth_files)
         if conf != self.applied_conf:
-            refused = await self._reload(conf, model)
+            errors_before = self.metrics.stats.reload_errors
+            refused = await self._reload(conf, model, template)
             if refused:
                 return refused
+            if self.templates.on_trial(template) and self.metrics.stats.reload_errors > errors_before:
+                # It passed `nginx -t` but nginx could not load it (its Lua failed in the master): back to
+                # the template in use.
+                self.templates.refuse(f"nginx could not load it: {self.metrics.stats.last_error}")
+                return await self.apply(model)
         elif not self.metrics.stats.config_hash:
             self.metrics.stats.config_hash = model.config.digest()
+        self.templates.accept(template)
         tables = self._tables(model)
         if tables != self.tables:
             await self._push(tables)
         self.auth_files.remove_others(model.auth_files)
         return {}
 
-    async def _refused_profiles(self, config: NginxConfig) -> dict[str, str]:
+    async def _template_failure(self, conf: str, config: NginxConfig, candidate: Template) -> str | None:
+        """nginx -t's message when the candidate template is what makes `conf` fail: it fails even without
+        the location profiles, and the template in use passes there (a tenant's profile is not its fault)."""
+        try:
+            await self.reloader.test(conf)
+            return None
+        except NginxConfigError:
+            pass
+        bare = replace(config, profiles=[])
+        try:
+            await self.reloader.test(render(bare, candidate))
+            return None
+        except NginxConfigError as err:
+            message = f"nginx -t: {err}"
+        if self.templates.in_use is not None:
+            try:
+                await self.reloader.test(render(bare, self.templates.in_use))
+            except NginxConfigError:
+                return None
+        return message
+
+    async def _refused_profiles(self, config: NginxConfig, template: Template) -> dict[str, str]:
         """The new profiles of `config` that fail `nginx -t` on their own, found by halving the new ones.
 
         Empty when the configuration fails without any of them (a global setting): that is no tenant's doing.
         """
         async def failure(profiles: list[LocationProfile]) -> str | None:
             try:
-                await self.reloader.test(render(replace(config, profiles=profiles)))
+                await self.reloader.test(render(replace(config, profiles=profiles), template))
                 return None
             except NginxConfigError as err:
                 return str(err)
@@ -97,7 +133,7 @@ class NginxApplier:
             return {}
         return await refused_among(new)
 
-    async def _reload(self, conf: str, model: Model) -> dict[str, str]:
+    async def _reload(self, conf: str, model: Model, template: Template) -> dict[str, str]:
         started = time.monotonic()
         try:
             running = await self.reloader.apply(conf)
@@ -108,7 +144,7 @@ class NginxApplier:
             self._reload_failed(str(err), "nginx has not finished loading the new configuration")
             return {}
         except NginxConfigError as err:
-            refused = await self._refused_profiles(model.config)
+            refused = await self._refused_profiles(model.config, template)
             if refused:
                 log.warning("nginx -t refused the location settings of some Ingresses; applying the others",
                             extra=logs.kv(profiles=",".join(sorted(refused))))
@@ -188,4 +224,4 @@ class NginxApplier:
         stats = self.metrics.stats
         return {"nginx_serving": self.nginx_serving and self.applied_conf is not None,
                 "last_reload_successful": stats.last_reload_ok, "last_error": stats.last_error,
-                "generation": stats.generation}
+                "generation": stats.generation, **self.templates.status()}

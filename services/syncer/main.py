@@ -38,6 +38,8 @@ COALESCE_SECONDS = 0.02
 COALESCE_MAX_SECONDS = 1.0
 # How often nginx is asked whether it still holds what was pushed (it forgets on a master restart).
 PUSH_CHECK_SECONDS = 0.5
+# How often a custom template directory (--template) is checked for changes (a stat of each file).
+TEMPLATE_CHECK_SECONDS = 1.0
 
 
 class Syncer:
@@ -55,6 +57,7 @@ class Syncer:
         self.api_errors: dict[str, str] = {}
         self.metrics = SyncerMetrics(settings)
         self.applier = NginxApplier(settings, self.metrics)
+        self.metrics.template_ok.set_function(lambda: 0 if self.applier.templates.error else 1)
         self.subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(settings.paths.run_dir),
                                           snapshot_endpoint=endpoints.watcher_snapshot(settings.paths.run_dir))
         self.passthrough = ClonePublisher(ctx, updates_endpoint=endpoints.syncer_updates(settings.paths.run_dir),
@@ -131,8 +134,16 @@ class Syncer:
             await asyncio.sleep(PUSH_CHECK_SECONDS)
             await self.applier.repush_if_needed()
 
+    async def watch_template(self) -> None:
+        """Apply a changed custom template (or report why it cannot be) as any other change."""
+        while True:
+            await asyncio.sleep(TEMPLATE_CHECK_SECONDS)
+            if await asyncio.to_thread(self.applier.templates.poll) and self.store_ready:
+                self.changed.set()
+
     def _write_status(self) -> None:
-        status.write_status(self.settings.paths.run_dir, "syncer", state="running", **self.metrics.status_json())
+        status.write_status(self.settings.paths.run_dir, "syncer", state="running", **self.metrics.status_json(),
+                            **self.applier.templates.status())
 
     def healthy(self) -> tuple[bool, dict]:
         """200 once nginx serves the first applied configuration; detail says what is wrong otherwise.
@@ -178,7 +189,7 @@ async def main_async(settings: Settings) -> None:
         # Cancelled on SIGTERM: the TaskGroup cancels and awaits every task (the status task releases its Lease).
         async with asyncio.TaskGroup() as tasks:
             for coro in (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve(),
-                         syncer.metrics.collect_forever()):
+                         syncer.metrics.collect_forever(), syncer.watch_template()):
                 tasks.create_task(coro)
             if status_updates_enabled(settings):
                 tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,

@@ -80,6 +80,8 @@ class SyncerMetrics:
                               registry=self.registry)
         self.generation = Gauge("pyngress_config_generation", "Generation of the applied nginx.conf",
                                 registry=self.registry)
+        self.template_ok = Gauge("pyngress_template_ok", "1 when the newest version of the nginx template (built "
+                                 "in, or --template) is the one in use; 0 while it is refused", registry=self.registry)
         self.endpoint_pushes = Gauge("pyngress_dynamic_pushes", "Pushes of routes/backends/certificates to nginx",
                                      registry=self.registry)
 

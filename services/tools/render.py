@@ -12,7 +12,8 @@ from pathlib import Path
 from services.common.settings import Settings
 from services.syncer.model import build_model
 from services.syncer.model_types import Model
-from services.nginxconf.render import render
+from services.nginxconf.render import render, template_from
+from services.nginxconf.template import TemplateError
 from services.watcher.manifests import ManifestsSource
 
 
@@ -48,6 +49,12 @@ def run(settings: Settings) -> int:
         for error in source.errors:
             print(f"pyngress render: {error}", file=sys.stderr)
     model = build_model(store, settings=settings)
-    sys.stdout.write(render(model.config))
+    try:
+        template = template_from(Path(settings.paths.template)) if settings.paths.template else None
+        conf = render(model.config, template)
+    except TemplateError as err:
+        print(f"pyngress render: --template: {err}", file=sys.stderr)
+        return 2
+    sys.stdout.write(conf)
     print("\n".join(routes_summary(model)))
     return 0

@@ -21,14 +21,15 @@ import re
 from collections import Counter
 
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, NginxConfig, RateLimit
-from services.nginxconf.render import TEMPLATES_DIR, http_level_settings, render
+from services.nginxconf.render import http_level_settings, render
+from services.nginxconf.template import BUILTIN_DIR, MAIN_TEMPLATE
 from tests.support.nginx_conf_tree import Directive, parse, walk, words
 
 PROFILE_PREFIX = "@profile_"
 # Directives the template writes in a profile location for its typed fields (CORS's Lua, the https scheme):
 # read from the template's own text, so that a new typed field needs no change here.
 # `{{ to_backend }}_pass` stands for proxy_pass and grpc_pass.
-_TEMPLATE_TEXT = (TEMPLATES_DIR / "nginx.conf.j2").read_text()
+_TEMPLATE_TEXT = (BUILTIN_DIR / MAIN_TEMPLATE).read_text()
 _TEMPLATE_NAMES = {word for line in _TEMPLATE_TEXT.splitlines() if line.strip()
                    for word in [line.split()[0].rstrip(";")] if word.replace("_", "").isalpha()}
 _TEMPLATE_NAMES |= {f"{module}_{rest}" for rest in re.findall(r"\{\{ to_backend \}\}_([a-z_]+)", _TEMPLATE_TEXT)
