@@ -44,8 +44,9 @@ store.define("backends", { build = build })
 local cursors = {}        -- backend name -> index of the endpoint this worker used last
 local cursors_for = nil   -- the backends table `cursors` was last pruned against
 
+-- As of the router's refresh for this request: what the router checked is what is balanced.
 local function backends()
-    local current = store.get("backends")
+    local current = store.current("backends")
     if current ~= cursors_for then
         for name in pairs(cursors) do
             if not current[name] then

@@ -206,7 +206,8 @@ end
 function _M.route()
     local var = ngx.var
     local host = var.host
-    local entry = find_host(store.get("routes"), host)
+    store.refresh()
+    local entry = find_host(store.current("routes"), host)
     if not entry then
         return ngx.exec("@pyngress_default_backend")
     end
@@ -228,13 +229,16 @@ function _M.route()
         route = route or entry.default
     end
     var.pyngress_metric = route and route.metric or entry.metric
-    if var.scheme == "https" then
-        if entry.hsts then
-            var.pyngress_hsts = entry.hsts
+    -- Each variable read costs a few hundred nanoseconds outside the JIT: the scheme only when the host needs it.
+    if entry.hsts or entry.tls or entry.force_ssl_redirect then
+        if var.scheme == "https" then
+            if entry.hsts then
+                var.pyngress_hsts = entry.hsts
+            end
+        elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect))
+            and find(uri, ACME_CHALLENGE, 1, true) ~= 1 then
+            return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri, 308)
         end
-    elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect))
-        and find(uri, ACME_CHALLENGE, 1, true) ~= 1 then
-        return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri, 308)
     end
     if entry.app_root and uri == "/" then
         return ngx.redirect(var.scheme .. "://" .. (var.http_host or host) .. entry.app_root, 302)
@@ -256,7 +260,7 @@ function _M.route()
     if not backend then
         return ngx.exit(503)
     end
-    local peers = store.get("backends")[backend]
+    local peers = store.current("backends")[backend]
     if not peers or #peers == 0 then
         return ngx.exit(503)
     end
