@@ -1,0 +1,87 @@
+"""SIGTERM to exit for every Python component of a running controller (issue: each must stop in under 1 s).
+
+A controller runs as a user starts it (`pyngress up`, manifests mode, with --enable-ssl-passthrough and
+--enable-cni so that the proxy and the CNI processes run too) with one Ingress served. For each program, in
+rounds: SIGTERM to its pid, then the time until the process is gone (polled every 2 ms); supervisord starts
+it again, and the next round waits until it is running. nginx is not measured: it drains its own
+connections (worker_shutdown_timeout), as ingress-nginx's does.
+Run: .venv/bin/python bench/bench_shutdown.py [--rounds N]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_dataplane import HOST, plain_ingress_cluster, start_ok_backend, stop_nginx  # noqa: E402
+from tests.support.controller import Controller  # noqa: E402
+from tests.support.net import free_port, wait_for  # noqa: E402
+
+PROGRAMS = ("watcher", "syncer", "crashmon", "nginx-listeners", "proxy:proxy-0", "cniserver", "cniworker:cniworker-0")
+TARGET_SECONDS = 1.0
+
+
+def running_pid(controller: Controller, program: str) -> int:
+    """The pid of `program` once supervisord reports it RUNNING."""
+    def pid() -> int:
+        status = controller.supervisorctl("status", program)
+        return controller.pid(program) if " RUNNING " in status else 0
+    wait_for(lambda: pid() > 0, 30, what=f"{program} running")
+    return pid()
+
+
+def seconds_to_exit(pid: int, timeout: float = 30.0) -> float:
+    started = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    while time.monotonic() - started < timeout:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break  # exited; supervisord has not reaped it yet
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        time.sleep(0.002)
+    return time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        os.chmod(work, 0o755)
+        backend_port = free_port()
+        backend = start_ok_backend(work / "backend", backend_port)
+        cluster = plain_ingress_cluster(work / "manifests", backend_port)
+        (work / "pyngress").mkdir()
+        controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
+                                                    "--enable-ssl-passthrough", "--enable-cni"])
+        results: dict[str, list[float]] = {program: [] for program in PROGRAMS}
+        try:
+            controller.start()
+            wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")
+            for _ in range(args.rounds):
+                for program in PROGRAMS:
+                    results[program].append(seconds_to_exit(running_pid(controller, program)))
+                    running_pid(controller, program)  # started again before the next one is stopped
+        finally:
+            controller.stop()
+            stop_nginx(backend)
+    print(f"SIGTERM to exit, {args.rounds} rounds, a running controller (passthrough and CNI on)")
+    print(f"{'program':24} {'median':>8} {'max':>8}")
+    for program, times in results.items():
+        verdict = "ok" if max(times) < TARGET_SECONDS else f"over {TARGET_SECONDS:.0f} s"
+        print(f"{program:24} {statistics.median(times) * 1000:>6.0f}ms {max(times) * 1000:>6.0f}ms  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
