@@ -141,7 +141,7 @@ def _construct(loader: _ManifestLoader, node: yaml.Node) -> Any:
         return loader.construct_document(node)
 
 
-def _decode(data: bytes) -> str:
+def decoded(data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -206,7 +206,7 @@ def _parse_json(text: str) -> list[Document]:
 
 def parse_manifest(file_name: str, data: bytes) -> list[Document]:
     """The documents of one manifest file; raises ManifestSyntaxError when any part of it is unreadable."""
-    text = _decode(data)
+    text = decoded(data)
     if file_name.endswith(JSON_SUFFIXES):
         return _parse_json(text)
     return _parse_yaml(text)
