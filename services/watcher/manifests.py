@@ -34,6 +34,7 @@ from services.watcher.manifest_objects import Problem, objects_of
 from services.watcher.manifest_parser import (MANIFEST_SUFFIXES, YAML_SUFFIXES, Document, ManifestSyntaxError,
                                               decoded, parse_manifest)
 from services.watcher.metadata import ServerMetadata
+from services.watcher.parse_cache import CACHE_FILE, ParsedFile, load_parse_cache, save_parse_cache
 from services.watcher.source import StoreWriter
 from services.watcher.state_files import load_json, save_json, watcher_state_dir
 from services.watcher.yaml_fast import fast_documents
@@ -108,6 +109,9 @@ class ManifestsSource:
         self._metadata = ServerMetadata(state_dir)
         self._last_good_path = watcher_state_dir(state_dir) / LAST_GOOD_FILE
         self._saved_last_good = self._load_last_good()
+        # What files held at the last run: used once per file, while its signature is the same.
+        self._cache_path = watcher_state_dir(state_dir) / CACHE_FILE
+        self._cached = load_parse_cache(self._cache_path)
         self._files: dict[str, _FileState] = {}
         self._previous_listing: dict[str, Signature] | None = None
         self._listing_error: str | None = None
@@ -118,6 +122,7 @@ class ManifestsSource:
             new_state = await asyncio.to_thread(self.scan)
             if new_state is not None:
                 await store.replace_all(new_state)
+                await asyncio.to_thread(self.save_cache)
             self.synced.set()
             self.last_sync = time.time()
             scan_seconds = time.monotonic() - started
@@ -201,6 +206,9 @@ class ManifestsSource:
 
     def _read(self, name: str, listed: Signature) -> _FileState | None:
         path = self.directory / name
+        cached = self._cached.pop(name, None)
+        if cached is not None and cached.signature == listed:
+            return _FileState(signature=listed, objects=cached.objects, problems=cached.problems, digest=cached.digest)
         try:
             with open(path, "rb") as f:
                 # The signature of what is actually read: a write after it shows up on the next scan.
@@ -252,6 +260,13 @@ class ManifestsSource:
         if failing != self._saved_last_good:
             save_json(self._last_good_path, failing)
             self._saved_last_good = failing
+
+    def save_cache(self) -> None:
+        """Keep what each settled file holds for the next run (after the store has the new contents)."""
+        settled = {name: ParsedFile(signature=state.signature, digest=state.digest, objects=state.objects,
+                                    problems=state.problems)
+                   for name, state in self._files.items() if not state.failed and not state.racy and state.digest}
+        save_parse_cache(self._cache_path, settled)
 
     def _store_contents(self) -> dict[str, dict[str, Any]]:
         """Every kept object by store key, server metadata filled in; the later file name wins a clash."""

@@ -164,3 +164,33 @@ def test_damaged_saved_last_good_objects_are_checked_again(manifests, svc):
     saved = manifests.state_dir / "watcher" / "last-good.json"
     saved.write_text(saved.read_text().replace('"kind":"Service"', '"kind":"Nonsense"', 1))
     assert names(manifests.new_source().scan()) == ["Service/default/b"]
+
+
+def _settled(path, text: str) -> None:
+    """Write `text` and date it an hour back: no longer in the racy window of its read."""
+    path.write_text(text)
+    past = path.stat().st_mtime_ns - 3600 * 10**9
+    os.utime(path, ns=(past, past))
+
+
+def test_a_restart_reads_only_the_files_whose_signature_changed(manifests, svc):
+    _settled(manifests.directory / "kept.yaml", svc("aaa"))
+    _settled(manifests.directory / "changed.yaml", svc("bbb"))
+    manifests.source.scan()
+    manifests.source.save_cache()
+    # Same inode, size and mtime, other content: only a reader that trusts the signature misses it.
+    kept = manifests.directory / "kept.yaml"
+    mtime = kept.stat().st_mtime_ns
+    kept.write_text(svc("zzz"))
+    os.utime(kept, ns=(mtime, mtime))
+    (manifests.directory / "changed.yaml").write_text(svc("ccc-longer"))
+    restarted = manifests.new_source()
+    assert names(restarted.scan()) == ["Service/default/aaa", "Service/default/ccc-longer"]
+
+
+def test_a_damaged_parse_cache_reads_everything_again(manifests, svc):
+    _settled(manifests.directory / "a.yaml", svc("a"))
+    manifests.source.scan()
+    manifests.source.save_cache()
+    (manifests.state_dir / "watcher" / "parsed.msgpack").write_bytes(b"\x93not msgpack")
+    assert names(manifests.new_source().scan()) == ["Service/default/a"]
