@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # they must stay light to import.
 OWN_FLAGS_COMMANDS: dict[str, tuple[str, str]] = {
     "manifests": ("services.tools.manifests", "print the install manifests (YAML) for kubectl apply"),
-    "docs": ("services.tools.docs", "print docs/annotations.md, generated from the annotation registry"),
+    "docs": ("services.tools.docs", "print docs/annotations.md or (--configmap) docs/configmap.md, generated"),
     "nginx-ingress-controller": ("services.tools.ingress_nginx_args", "ingress-nginx's entrypoint, taking its flags"),
 }
 

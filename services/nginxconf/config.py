@@ -151,6 +151,35 @@ class AccessLog:
     format: str = UPSTREAMINFO_FORMAT
     escape: Literal["default", "json", "none"] = "default"
     default_backend: bool = False  # log the requests no Ingress takes (404 from the default backend)
+    skip_urls: tuple[str, ...] = ()  # request URIs not logged (ConfigMap skip-access-log-urls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerSettings:
+    """Controller ConfigMap settings that are not one http-level directive (those are NginxConfig.globals):
+    nginx's processes, the listeners, keepalive to the backends, the request id, the client address, and what
+    the router's Lua reads. Defaults are ingress-nginx's."""
+    worker_processes: str = "auto"
+    worker_connections: int = 16384
+    worker_rlimit_nofile: int = 0  # 0: nginx's own limit
+    worker_shutdown_timeout: str = "240s"
+    worker_cpu_affinity: str = ""  # "": none
+    error_log_level: str = "notice"
+    keepalive_connections: int = 320  # idle connections to the backends kept by each worker; 0: none
+    keepalive_timeout: str = "60s"
+    keepalive_requests: int = 10000
+    keepalive_time: str = "1h"
+    http2: bool = True
+    generate_request_id: bool = True  # false: X-Request-ID only when the client sent one
+    hide_headers: tuple[str, ...] = ()  # backend response headers not passed to clients
+    redirect_code: int = 308  # of the redirect to HTTPS and of from-to-www-redirect
+    no_tls_redirect_locations: tuple[str, ...] = ("/.well-known/acme-challenge",)
+    # The client address: with use-forwarded-headers or enable-real-ip, taken from `forwarded_for_header`
+    # when the connection comes from `real_ip_from`; compute-full-forwarded-for appends to the client's chain.
+    forwarded_for_header: str = "X-Forwarded-For"
+    compute_full_forwarded_for: bool = False
+    enable_real_ip: bool = False
+    real_ip_from: tuple[str, ...] = ("0.0.0.0/0",)
 
 
 @dataclass(kw_only=True)
@@ -173,6 +202,7 @@ class NginxConfig:
     # --enable-metrics: what nginx records of each request for /metrics (None: nothing).
     request_metrics: RequestMetricsLayout | None = None
     access_log: AccessLog = field(default_factory=AccessLog)
+    server: ServerSettings = field(default_factory=ServerSettings)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()

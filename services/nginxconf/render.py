@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 
 
 from services.nginxconf.config import (DEFAULT_PROFILE, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
-                                       LocationProfile, NginxConfig, RateLimit)
+                                       LocationProfile, NginxConfig, RateLimit, ServerSettings)
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.resolvers import system_resolvers
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
@@ -433,6 +433,17 @@ def builtin_template() -> Template:
     return template_from(BUILTIN_DIR)
 
 
+def main_settings(server: ServerSettings) -> list[tuple[str, str]]:
+    """The main context's settings from the ConfigMap (nginx's processes)."""
+    settings = [("worker_processes", server.worker_processes),
+                ("worker_shutdown_timeout", server.worker_shutdown_timeout)]
+    if server.worker_cpu_affinity:
+        settings.append(("worker_cpu_affinity", server.worker_cpu_affinity))
+    if server.worker_rlimit_nofile:
+        settings.append(("worker_rlimit_nofile", str(server.worker_rlimit_nofile)))
+    return settings
+
+
 def http_level_settings(config: NginxConfig) -> dict[str, str]:
     """The http block's settings: the defaults, the ConfigMap's globals over them, and the gRPC timeouts
     taking the proxy ones' values."""
@@ -456,6 +467,7 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
     if len(set(names)) != len(names):
         raise RenderError(f"location profile names must be unique, got {sorted(names)}")
     http_settings = _settings(sorted(http_level_settings(config).items()))
+    server = config.server
     return (template or builtin_template()).render(
         paths=NginxPaths.of(config.state_dir, config.run_dir),
         shared_dict_size=SHARED_DICT_SIZE,
@@ -469,6 +481,8 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),
         access_log=config.access_log,
+        server=server,
+        main_settings=_settings(main_settings(server)),
         request_metrics=lua_literal(config.request_metrics.lua_config() if config.request_metrics else None),
         metrics_dict_size=METRICS_DICT_SIZE,
         **ports,

@@ -1,78 +1,26 @@
 """The controller ConfigMap (--configmap NS/NAME): global nginx settings and controller-wide defaults.
 
-Keys and defaults follow ingress-nginx's. A key with a bad value is ignored (its default applies) and
-reported; the rest of the ConfigMap still applies. Unknown keys are ignored with a warning.
+Keys and defaults follow ingress-nginx's. A key with a bad value is reported, and the value it had before
+(in this syncer's run) keeps applying, or its default when it had none; the rest of the ConfigMap still
+applies. A key ingress-nginx has that pyngress does not take is reported with the reason (UNSUPPORTED);
+an unknown key is ignored with a warning.
 """
 from __future__ import annotations
 
-import functools
-import re
-import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth
+from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth, ServerSettings
 
 from . import access_log, block_lists
 from .annotations.base import InvalidValue, Risk
 from .annotations.external_auth import GLOBAL_AUTH_KEYS, parse_global_auth
 from .annotations.renderable import check_renders
-from .annotations.validators import boolean, duration, integer, is_true, one_of, size
+from .annotations.validators import (HEADER_NAME, boolean, duration, integer, ip_network, is_true, matching, one_of,
+                                    size)
+from .configmap_directives import DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
 from .problems import Problem
 from services.nginxconf.render import RenderError
-
-DEFAULT_SSL_CIPHERS = (
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
-    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
-    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
-)
-_SSL_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
-_CIPHERS = re.compile(r"[A-Za-z0-9!+@:._=-]{1,2000}")
-
-
-def _ssl_protocols(value: str) -> str:
-    words = value.split(" ")
-    if not all(w in _SSL_PROTOCOLS for w in words):
-        raise InvalidValue("must be space-separated protocols from " + " ".join(_SSL_PROTOCOLS))
-    return " ".join(dict.fromkeys(words))
-
-
-def _ssl_ciphers(value: str) -> str:
-    if not _CIPHERS.fullmatch(value):
-        raise InvalidValue("must be an OpenSSL cipher list such as ECDHE-RSA-AES128-GCM-SHA256:!aNULL")
-    if not _openssl_selects_a_cipher(value):
-        raise InvalidValue("selects no cipher OpenSSL knows, so nginx would refuse it; name at least one TLS 1.2 "
-                           "cipher such as ECDHE-RSA-AES128-GCM-SHA256 (TLS 1.3 suites cannot be set here)")
-    return value
-
-
-@functools.lru_cache(maxsize=64)  # the model is rebuilt on every change; the ConfigMap rarely changes
-def _openssl_selects_a_cipher(value: str) -> bool:
-    # nginx's ssl_ciphers makes the same SSL_CTX_set_cipher_list call, with the same system libssl, and
-    # `nginx -t` fails when it selects nothing (e.g. "!aNULL" alone, or a TLS 1.3 suite name).
-    try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(value)
-    except ssl.SSLError:
-        return False
-    return True
-
-
-# ConfigMap key → (nginx directive in NginxConfig.globals, validator, default).
-GLOBAL_DIRECTIVES: dict[str, tuple[str, Callable[[str], str], str]] = {
-    "proxy-connect-timeout": ("proxy_connect_timeout", duration, "5s"),
-    "proxy-read-timeout": ("proxy_read_timeout", duration, "60s"),
-    "proxy-send-timeout": ("proxy_send_timeout", duration, "60s"),
-    "proxy-body-size": ("client_max_body_size", size(1024**4), "1m"),
-    "keep-alive": ("keepalive_timeout", duration, "75s"),
-    "keep-alive-requests": ("keepalive_requests", integer(1, 10**9), "1000"),
-    "client-header-timeout": ("client_header_timeout", duration, "60s"),
-    "client-body-timeout": ("client_body_timeout", duration, "60s"),
-    "ssl-protocols": ("ssl_protocols", _ssl_protocols, "TLSv1.2 TLSv1.3"),
-    "ssl-ciphers": ("ssl_ciphers", _ssl_ciphers, DEFAULT_SSL_CIPHERS),
-    # nginx takes 400-599 here.
-    "limit-req-status-code": ("limit_req_status", integer(400, 599), "503"),
-    "limit-conn-status-code": ("limit_conn_status", integer(400, 599), "503"),
-}
 
 
 def _risk(value: str) -> Risk:
@@ -113,13 +61,25 @@ class ControllerConfig:
     log_format_escape_json: bool = False
     log_format_escape_none: bool = False
     access_log_for_default_backend: bool = False
+    skip_access_log_urls: tuple[str, ...] = ()
+    # Parts of directives that take more than one key (_with_composite_directives).
+    proxy_buffers_number: int = 4
+    ssl_session_cache: bool = True
+    ssl_session_cache_size: str = "10m"
+    use_gzip: bool = False
+    gzip_level: int = 1
+    gzip_min_length: int = 256
+    gzip_types: str = DEFAULT_GZIP_TYPES
+    server: ServerSettings = field(default_factory=ServerSettings)
+    # The raw values accepted, by key: what keeps applying when a later version of the ConfigMap has a bad value.
+    accepted: dict[str, str] = field(default_factory=dict)
 
     @property
     def access_log(self) -> AccessLog:
         escape = "none" if self.log_format_escape_none else "json" if self.log_format_escape_json else "default"
         return AccessLog(enabled=not self.disable_access_log, path=self.access_log_path,
                          params=self.access_log_params, format=self.log_format_upstream, escape=escape,
-                         default_backend=self.access_log_for_default_backend)
+                         default_backend=self.access_log_for_default_backend, skip_urls=self.skip_access_log_urls)
 
 
 def _words(value: str) -> tuple[str, ...]:
@@ -130,6 +90,48 @@ def _words(value: str) -> tuple[str, ...]:
 
 def _flag(value: str) -> bool:
     return is_true(boolean(value))
+
+
+def _count(low: int, high: int) -> Callable[[str], int]:
+    check = integer(low, high)
+    return lambda value: int(check(value))
+
+
+
+
+def _worker_processes(value: str) -> str:
+    return value if value == "auto" else integer(1, 1024)(value)
+
+
+_worker_cpu_affinity = matching(r"|auto(?: [01]{1,64})?|[01]{1,64}(?: [01]{1,64}){0,1023}",
+                                says='must be empty, "auto", or a CPU bit mask per worker such as "0001 0010"')
+_header_name = matching(HEADER_NAME, says="must be a header name such as X-Forwarded-For")
+
+
+def _comma_list(item: Callable[[str], str]) -> Callable[[str], tuple[str, ...]]:
+    """Comma-separated items, each checked by `item`."""
+    return lambda value: tuple(item(word) for word in _words(value))
+
+
+_header_names = _comma_list(matching(HEADER_NAME, says="must be header names separated by commas, such as "
+                                                       "X-Powered-By,Server"))
+_url_paths = _comma_list(matching(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,1023}",
+                                  says="must be URL paths separated by commas, such as /healthz,/metrics"))
+
+
+def _networks(value: str) -> tuple[str, ...]:
+    networks = _words(value)
+    if not networks:
+        raise InvalidValue("must name at least one network, such as 10.0.0.0/8 or 0.0.0.0/0")
+    return tuple(str(ip_network(network)) for network in networks)
+
+
+def _redirect_code(value: str) -> int:
+    return int(one_of("301", "302", "307", "308")(value))
+
+
+def _error_log_level(value: str) -> str:
+    return one_of("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")(value)
 
 
 # ConfigMap key → (ControllerConfig field, parser to its type).
@@ -157,14 +159,110 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "log-format-escape-json": ("log_format_escape_json", _flag),
     "log-format-escape-none": ("log_format_escape_none", _flag),
     "enable-access-log-for-default-backend": ("access_log_for_default_backend", _flag),
+    "skip-access-log-urls": ("skip_access_log_urls", _url_paths),
+    "proxy-buffers-number": ("proxy_buffers_number", _count(1, 1024)),
+    "ssl-session-cache": ("ssl_session_cache", _flag),
+    # nginx refuses a shared zone smaller than 8 pages.
+    "ssl-session-cache-size": ("ssl_session_cache_size", size(1024**3, 64 * 1024)),
+    "use-gzip": ("use_gzip", _flag),
+    "gzip-level": ("gzip_level", _count(1, 9)),
+    "gzip-min-length": ("gzip_min_length", _count(0, 2**31 - 1)),
+    "gzip-types": ("gzip_types", mime_types),
+}
+
+# ConfigMap key → (ServerSettings field, parser to its type).
+SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "worker-processes": ("worker_processes", _worker_processes),
+    "max-worker-connections": ("worker_connections", lambda v: int(integer(0, 1 << 20)(v)) or 16384),
+    "max-worker-open-files": ("worker_rlimit_nofile", _count(0, 1 << 24)),
+    "worker-shutdown-timeout": ("worker_shutdown_timeout", duration),
+    "worker-cpu-affinity": ("worker_cpu_affinity", _worker_cpu_affinity),
+    "error-log-level": ("error_log_level", _error_log_level),
+    "upstream-keepalive-connections": ("keepalive_connections", _count(0, 1 << 20)),
+    "upstream-keepalive-timeout": ("keepalive_timeout", duration),
+    "upstream-keepalive-requests": ("keepalive_requests", _count(1, 10**9)),
+    "upstream-keepalive-time": ("keepalive_time", duration),
+    "use-http2": ("http2", _flag),
+    "generate-request-id": ("generate_request_id", _flag),
+    "hide-headers": ("hide_headers", _header_names),
+    "http-redirect-code": ("redirect_code", _redirect_code),
+    "no-tls-redirect-locations": ("no_tls_redirect_locations", _url_paths),
+    "forwarded-for-header": ("forwarded_for_header", _header_name),
+    "compute-full-forwarded-for": ("compute_full_forwarded_for", _flag),
+    "enable-real-ip": ("enable_real_ip", _flag),
+    "proxy-real-ip-cidr": ("real_ip_from", _networks),
+}
+
+# ingress-nginx's keys that pyngress refuses, with the reason (docs/configmap.md lists them).
+UNSUPPORTED: dict[str, str] = {
+    "reuse-port": "nginx's listening sockets are opened once by the nginx-listeners program and inherited by each "
+                  "new master, so that no connection is refused while nginx restarts; reuseport sockets would die "
+                  "with their master",
+    "enable-brotli": "Debian's nginx has no brotli module installed here",
+    "brotli-level": "Debian's nginx has no brotli module installed here",
+    "brotli-min-length": "Debian's nginx has no brotli module installed here",
+    "brotli-types": "Debian's nginx has no brotli module installed here",
+    "http2-max-field-size": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use large-client-header-buffers",
+    "http2-max-header-size": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use large-client-header-buffers",
+    "http2-max-requests": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use keep-alive-requests",
+    "ssl-dh-param": "not implemented yet: the DHE ciphers use OpenSSL's built-in groups",
+    "proxy-protocol-header-timeout": "not implemented yet",
+    "log-format-stream": "TCP and UDP services are not served yet",
+    "add-headers": "not implemented yet",
+    "proxy-set-headers": "not implemented yet",
+    "proxy-busy-buffers-size": "it must fit the buffers each Ingress may change: set it per Ingress with the "
+                               "proxy-busy-buffers-size annotation, which is checked against that Ingress's buffers",
+    **dict.fromkeys(("custom-http-errors",), "not implemented yet (the default backend answers 404 and 503 itself)"),
+    **dict.fromkeys(("main-snippet", "http-snippet", "server-snippet", "stream-snippet", "location-snippet"),
+                    "global snippets are not taken: nginx.conf is pyngress's own (a custom template, --template, "
+                    "is the way to change it)"),
+    **dict.fromkeys(("enable-modsecurity", "modsecurity-snippet", "enable-owasp-modsecurity-crs"),
+                    "Debian's nginx has no ModSecurity module"),
+    **dict.fromkeys(("use-geoip", "use-geoip2", "geoip2-autoreload-in-minutes"),
+                    "Debian's nginx here has no GeoIP module loaded"),
+    **dict.fromkeys(("enable-opentelemetry", "opentelemetry-trust-incoming-span", "opentelemetry-operation-name",
+                     "opentelemetry-config", "otlp-collector-host", "otlp-collector-port", "otel-max-queuesize",
+                     "otel-schedule-delay-millis", "otel-max-export-batch-size", "otel-service-name", "otel-sampler",
+                     "otel-sampler-parent-based", "otel-sampler-ratio", "jaeger-collector-host",
+                     "jaeger-collector-port", "jaeger-endpoint", "jaeger-service-name", "jaeger-propagation-format",
+                     "jaeger-sampler-type", "jaeger-sampler-param", "jaeger-sampler-host", "jaeger-sampler-port",
+                     "jaeger-trace-context-header-name", "jaeger-debug-header", "jaeger-baggage-header",
+                     "jaeger-trace-baggage-header-prefix"),
+                    "tracing is not built (Debian's nginx has no OpenTelemetry module)"),
+    **dict.fromkeys(("proxy-stream-timeout", "proxy-stream-next-upstream", "proxy-stream-next-upstream-timeout",
+                     "proxy-stream-next-upstream-tries", "proxy-stream-responses", "stream-access-log-path"),
+                    "TCP and UDP services are not served yet"),
+    **dict.fromkeys(("enable-syslog", "syslog-host", "syslog-port"),
+                    "logs go to stdout and stderr through supervisord; not implemented yet"),
+    **dict.fromkeys(("http-access-log-path", "error-log-path"),
+                    "not implemented yet: use access-log-path; the error log goes to stderr"),
+    **dict.fromkeys(("nginx-status-ipv4-whitelist", "nginx-status-ipv6-whitelist"),
+                    "nginx's status is a Unix socket in the root-only run directory: no address reaches it"),
+    "bind-address": "not implemented yet: nginx listens on every address",
+    "lua-shared-dicts": "pyngress's Lua keeps its own shared dictionaries",
+    "enable-serial-reloads": "pyngress reloads at most once per change and never in parallel",
+    "load-balance": "not implemented yet for the whole controller: set it per Ingress with the annotation",
+    **dict.fromkeys(("allow-backend-server-header", "disable-ipv6", "disable-ipv6-dns", "enable-ocsp",
+                     "retry-non-idempotent", "enable-multi-accept", "ssl-session-ticket-key", "enable-aio-write",
+                     "gzip-disable", "limit-conn-zone-variable", "forwarded-for-proxy-protocol-header",
+                     "proxy-add-original-uri-header", "proxy-cookie-path", "proxy-cookie-domain",
+                     "proxy-redirect-from", "denylist-source-range", "whitelist-source-range", "limit-rate",
+                     "limit-rate-after", "global-allowed-response-headers", "no-auth-locations",
+                     "proxy-ssl-location-only", "service-upstream", "ssl-reject-handshake", "debug-connections"),
+                    "not implemented yet"),
 }
 
 
-def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[ControllerConfig, list[Problem]]:
-    """`data` is the ConfigMap's `data`; `source` names it in problems ("ConfigMap ns/name")."""
+def parse_controller_config(data: Mapping[str, Any], source: str, previous: Mapping[str, str] | None = None
+                            ) -> tuple[ControllerConfig, list[Problem]]:
+    """`data` is the ConfigMap's `data`; `source` names it in problems ("ConfigMap ns/name"); `previous` the
+    values accepted from its last version (ControllerConfig.accepted), which keep applying over bad ones."""
     problems: list[Problem] = []
     globals_ = ControllerConfig().globals
     typed: dict[str, Any] = {}
+    server: dict[str, Any] = {}
+    accepted: dict[str, str] = {}
+    previous = previous or {}
     global_auth = parse_global_auth(data)
     problems += [Problem.error(source, p) for p in global_auth.errors]
     problems += [Problem.warning(source, w) for w in global_auth.warnings]
@@ -173,40 +271,75 @@ def parse_controller_config(data: Mapping[str, Any], source: str) -> tuple[Contr
         raw = data[key]
         if key in GLOBAL_AUTH_KEYS:
             continue
+        if key in UNSUPPORTED:
+            problems.append(Problem.error(source, f"key {key} is not supported by pyngress ({UNSUPPORTED[key]}); "
+                                                  "ignored"))
+            continue
         if key in GLOBAL_DIRECTIVES:
             directive, validate, _ = GLOBAL_DIRECTIVES[key]
             target, store = directive, globals_
         elif key in FIELDS:
             target, validate = FIELDS[key]
             store = typed
+        elif key in SERVER_FIELDS:
+            target, validate = SERVER_FIELDS[key]
+            store = server
         else:
             problems.append(Problem.warning(source, f"key {key} is not supported by pyngress; ignored"))
             continue
         try:
-            if not isinstance(raw, str):
-                raise InvalidValue("ConfigMap values must be strings; quote it in the manifest")
-            value = validate(raw)
-            if store is globals_:
-                check_renders(target, value)  # a value render() refuses would stop every configuration
-            store[target] = value
+            store[target] = _checked(raw, target, validate, renders=store is globals_)
+            accepted[key] = raw
         except (InvalidValue, RenderError) as err:
-            problems.append(Problem.error(source, f"key {key} value {raw!r}: {err}; the default applies"))
-    return ControllerConfig(globals=globals_, **typed), problems
+            if key in previous:
+                store[target] = _checked(previous[key], target, validate, renders=store is globals_)
+                accepted[key] = previous[key]
+                kept = f"the previous value {previous[key]!r} keeps applying"
+            else:
+                kept = "the default applies"
+            problems.append(Problem.error(source, f"key {key} value {raw!r}: {err}; {kept}"))
+    config = ControllerConfig(globals=globals_, server=ServerSettings(**server), accepted=accepted, **typed)
+    return _with_composite_directives(config), problems
 
 
-def load_controller_config(store: Mapping[str, dict], configmap: str | None) -> tuple[ControllerConfig, list[Problem]]:
-    """The controller ConfigMap named by --configmap ("NS/NAME") from `store`; defaults when unset or absent."""
+def _checked(raw: Any, target: str, validate: Callable[[str], Any], *, renders: bool) -> Any:
+    if not isinstance(raw, str):
+        raise InvalidValue("ConfigMap values must be strings; quote it in the manifest")
+    value = validate(raw)
+    if renders:
+        check_renders(target, value)  # a value render() refuses would stop every configuration
+    return value
+
+
+def _with_composite_directives(config: ControllerConfig) -> ControllerConfig:
+    """The directives that take more than one key: proxy_buffers (number and size), ssl_session_cache (on and
+    size), and gzip's."""
+    globals_ = config.globals
+    globals_["proxy_buffers"] = f"{config.proxy_buffers_number} {globals_['proxy_buffer_size']}"
+    globals_["ssl_session_cache"] = f"shared:SSL:{config.ssl_session_cache_size}" if config.ssl_session_cache else "off"
+    if config.use_gzip:
+        globals_.update(gzip="on", gzip_comp_level=str(config.gzip_level), gzip_http_version="1.1",
+                        gzip_min_length=str(config.gzip_min_length), gzip_types=config.gzip_types, gzip_proxied="any",
+                        gzip_vary="on")
+    return config
+
+
+def load_controller_config(store: Mapping[str, dict], configmap: str | None, previous: Mapping[str, str] | None = None
+                           ) -> tuple[ControllerConfig, list[Problem]]:
+    """The controller ConfigMap named by --configmap ("NS/NAME") from `store`; defaults when unset or absent.
+    `previous`: as for parse_controller_config."""
+    defaults = _with_composite_directives(ControllerConfig())
     if not configmap:
-        return ControllerConfig(), []
+        return defaults, []
     namespace, _, name = configmap.partition("/")
     if not namespace or not name:
-        return ControllerConfig(), [Problem.error(f"--configmap {configmap!r}",
+        return defaults, [Problem.error(f"--configmap {configmap!r}",
                                                   "must be NAMESPACE/NAME; using the defaults")]
     obj = store.get(f"ConfigMap/{namespace}/{name}")
     if obj is None:
-        return ControllerConfig(), []
+        return defaults, []
     data = obj.get("data") or {}
     if not isinstance(data, dict):
-        return ControllerConfig(), [Problem.error(f"ConfigMap {configmap}",
+        return defaults, [Problem.error(f"ConfigMap {configmap}",
                                                   "data must be a map of strings; using the defaults")]
-    return parse_controller_config(data, f"ConfigMap {configmap}")
+    return parse_controller_config(data, f"ConfigMap {configmap}", previous)

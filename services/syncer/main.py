@@ -53,6 +53,8 @@ class Syncer:
         # Location profiles nginx -t refused (name → its message) under the global settings `refused_for`.
         self.refused_profiles: dict[str, str] = {}
         self.refused_for = ""
+        # The controller ConfigMap values applied last: a bad new value leaves the previous one in force.
+        self.configmap_accepted: dict[str, str] = {}
         # What the Kubernetes API refuses or fails for the Lease and Ingress status (component → message).
         self.api_errors: dict[str, str] = {}
         self.metrics = SyncerMetrics(settings)
@@ -116,7 +118,8 @@ class Syncer:
         that use them (remembered until the global settings change) and apply the rest."""
         while True:
             model = await asyncio.to_thread(build_model, store, settings=self.settings,
-                                            refused_profiles=self.refused_profiles)
+                                            refused_profiles=self.refused_profiles,
+                                            previous_configmap=self.configmap_accepted)
             globals_key = replace(model.config, profiles=[]).digest()
             if globals_key != self.refused_for and self.refused_profiles:
                 # Under other global settings the refused profiles may pass: try them again.
@@ -125,6 +128,7 @@ class Syncer:
             self.refused_for = globals_key
             refused = await self.applier.apply(model)
             if not refused:
+                self.configmap_accepted = model.configmap_accepted
                 return model
             self.refused_profiles.update(refused)
 

@@ -486,14 +486,17 @@ def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: Anno
 
 
 def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
-                refused_profiles: Mapping[str, str] | None = None) -> Model:
+                refused_profiles: Mapping[str, str] | None = None,
+                previous_configmap: Mapping[str, str] | None = None) -> Model:
     """Build the Model from the watcher's store ("Kind/namespace/name" → object as the API shows it).
 
     `refused_profiles` (profile name → nginx's message) are location profiles that `nginx -t` refused:
     the Ingresses that would use one are rejected with that message, so the others can be applied.
+    `previous_configmap`: the controller ConfigMap values the last model accepted (Model.configmap_accepted),
+    which keep applying where the ConfigMap now has a bad value.
     """
     index = StoreIndex.of(store)
-    config, problems = load_controller_config(store, settings.ingress.configmap)
+    config, problems = load_controller_config(store, settings.ingress.configmap, previous_configmap)
     parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
                               blocked_words=config.annotation_value_word_blocklist,
                               allow_snippets=config.allow_snippet_annotations)
@@ -552,8 +555,9 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),
-            request_metrics=layout_of(settings.metrics), access_log=config.access_log,
+            request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=config.server,
         ),
+        configmap_accepted=config.accepted,
         routes=dict(sorted(merger.routes.items())),
         backends=dict(sorted(merger.backends.items())),
         passthrough=dict(sorted(merger.passthrough.items())),

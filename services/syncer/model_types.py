@@ -126,6 +126,8 @@ class Model:
     use_proxy_protocol: bool = False
     # What was refused or ignored while building the model, each saying what to change.
     problems: list[Problem] = field(default_factory=list)
+    # The controller ConfigMap's values this model took, by key (they keep applying over later bad ones).
+    configmap_accepted: dict[str, str] = field(default_factory=dict)
 
     def problem_lines(self) -> list[str]:
         """The problems as text, as logs and `pyngress render` show them."""

@@ -8,6 +8,7 @@ import sys
 
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.access_control import is_access_control
+from services.tools.configmap_docs import configmap_markdown
 
 PREFIX = "nginx.ingress.kubernetes.io"
 
@@ -57,9 +58,11 @@ def annotations_markdown() -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = "Print docs/annotations.md, generated from the annotation registry."
+    parser.description = ("Print docs/annotations.md, generated from the annotation registry (with --configmap: "
+                          "docs/configmap.md, from the ConfigMap's tables).")
+    parser.add_argument("--configmap", action="store_true", help="print docs/configmap.md instead")
 
 
 def run(namespace: argparse.Namespace) -> int:
-    sys.stdout.write(annotations_markdown())
+    sys.stdout.write(configmap_markdown() if namespace.configmap else annotations_markdown())
     return 0

@@ -2,9 +2,21 @@
 from pathlib import Path
 
 from services.syncer.annotations import ANNOTATIONS
+from services.syncer.configmap import FIELDS, SERVER_FIELDS
+from services.tools.configmap_docs import MEANING, configmap_markdown
 from services.tools.docs import NOT_IMPLEMENTED, annotations_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "annotations.md"
+CONFIGMAP_DOC = Path(__file__).resolve().parents[2] / "docs" / "configmap.md"
+
+
+def test_docs_configmap_md_is_current():
+    assert CONFIGMAP_DOC.read_text() == configmap_markdown(), \
+        "docs/configmap.md is out of date: run `.venv/bin/pyngress docs --configmap > docs/configmap.md` and commit it"
+
+
+def test_every_configmap_key_that_is_not_one_directive_says_what_it_means():
+    assert set(FIELDS) | set(SERVER_FIELDS) <= set(MEANING)
 
 
 def test_docs_annotations_md_is_current():

@@ -14,7 +14,8 @@ The routes table (POST /configuration/routes), one entry per host as HostRoutes.
 A route whose Ingress has a client_auth entry has the client's certificate checked (client_auth.lua) before
 anything else about the route.
 
-A host with "redirect_host" (from-to-www-redirect) answers every request with a 308 to that host.
+A host with "redirect_host" (from-to-www-redirect) answers every request with a redirect to that host (308, or
+the ConfigMap's http-redirect-code).
 A route's "canary" (canary.lua) may send the request to the canary Ingress's backend instead.
 With "regex": true (use-regex), the prefix paths are regular expressions matched from the start of the
 URI, case-insensitively, in the listed order (rewrite.lua); a route's "rewrite" (rewrite-target) is then
@@ -42,7 +43,6 @@ local cjson = require("cjson.safe")
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
 local null = cjson.null
 local SLASH = 47
-local ACME_CHALLENGE = "/.well-known/acme-challenge/"
 
 local _M = {}
 
@@ -180,6 +180,18 @@ local function match_prefix(entry, uri)
     return prefixes["/"]
 end
 
+-- ConfigMap no-tls-redirect-locations: a path under one of these prefixes stays on plain HTTP (by default the
+-- ACME HTTP-01 challenge, which must be answered there).
+local function tls_redirect_exempt(uri)
+    local prefixes = settings.no_tls_redirect_locations
+    for i = 1, #prefixes do
+        if find(uri, prefixes[i], 1, true) == 1 then
+            return true
+        end
+    end
+    return false
+end
+
 local function find_host(hosts, host)
     if not host then
         return hosts["_"]
@@ -216,7 +228,8 @@ function _M.route()
         -- from-to-www-redirect: the other spelling of a host; scheme, port and URI kept.
         var.pyngress_metric = entry.metric
         local port = match(var.http_host or "", ":%d+$") or ""
-        return ngx.redirect(var.scheme .. "://" .. entry.redirect_host .. port .. var.request_uri, 308)
+        return ngx.redirect(var.scheme .. "://" .. entry.redirect_host .. port .. var.request_uri,
+                            settings.redirect_code)
     end
     -- The route first, so that the redirects below are counted for its Ingress (as ingress-nginx counts them).
     local route, captures = entry.exact[uri], nil
@@ -235,9 +248,9 @@ function _M.route()
             if entry.hsts then
                 var.pyngress_hsts = entry.hsts
             end
-        elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect))
-            and find(uri, ACME_CHALLENGE, 1, true) ~= 1 then
-            return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri, 308)
+        elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect)) and not tls_redirect_exempt(uri) then
+            return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri,
+                                settings.redirect_code)
         end
     end
     if entry.app_root and uri == "/" then

@@ -12,6 +12,10 @@ local _M = {
     body_limits = {},
     -- Per-request metrics (monitor.lua), nil when --enable-metrics is off.
     metrics = nil,
+    -- ConfigMap http-redirect-code: the redirect to HTTPS and from-to-www-redirect.
+    redirect_code = 308,
+    -- ConfigMap no-tls-redirect-locations: path prefixes never redirected to HTTPS.
+    no_tls_redirect_locations = { "/.well-known/acme-challenge" },
 }
 
 function _M.set(values)
@@ -26,6 +30,8 @@ function _M.set(values)
     _M.cors = values.cors or {}
     _M.body_limits = values.body_limits or {}
     _M.metrics = require("pyngress.monitor").configure(values.metrics)
+    _M.redirect_code = values.redirect_code or 308
+    _M.no_tls_redirect_locations = values.no_tls_redirect_locations or {}
 end
 
 return _M

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from services.nginxconf.prefix import make_self_signed
 from services.syncer.annotations import ANNOTATIONS
-from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES
+from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES, SERVER_FIELDS, UNSUPPORTED
 from services.syncer.model_types import Model
 from services.nginxconf.render import render
 from tests.support.injection_check import assert_values_stay_arguments
@@ -235,6 +235,35 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "access-log-path": st.one_of(st.sampled_from(["/dev/stdout", "/var/log/nginx/access.log", "/tmp/x y", "/a/../b"]),
                                  hostile.map(lambda h: "/var/log/" + h)),
     "access-log-params": st.one_of(st.sampled_from(["buffer=16k flush=5s", "gzip=9", "if=$x", "buffer=1g"]), hostile),
+    **{key: booleans for key in ("proxy-buffering", "proxy-request-buffering", "server-tokens",
+                                 "ignore-invalid-headers", "enable-underscores-in-headers", "ssl-session-tickets",
+                                 "ssl-session-cache", "use-gzip", "use-http2", "generate-request-id",
+                                 "compute-full-forwarded-for", "enable-real-ip", "relative-redirects")},
+    "default-type": st.sampled_from(["text/html", "application/octet-stream", "text/html; charset=x", "x"]),
+    **{key: sizes for key in ("proxy-buffer-size", "client-body-buffer-size", "client-header-buffer-size",
+                              "ssl-buffer-size", "ssl-session-cache-size")},
+    **{key: durations for key in ("proxy-next-upstream-timeout", "ssl-session-timeout", "worker-shutdown-timeout",
+                                  "upstream-keepalive-timeout", "upstream-keepalive-time")},
+    **{key: numbers for key in ("proxy-next-upstream-tries", "variables-hash-bucket-size", "variables-hash-max-size",
+                                "map-hash-bucket-size", "server-name-hash-bucket-size", "server-name-hash-max-size",
+                                "http2-max-concurrent-streams", "proxy-buffers-number", "gzip-level",
+                                "gzip-min-length", "max-worker-connections", "max-worker-open-files",
+                                "upstream-keepalive-connections", "upstream-keepalive-requests",
+                                "proxy-headers-hash-max-size", "proxy-headers-hash-bucket-size", "grpc-buffer-size-kb")},
+    "proxy-next-upstream": st.sampled_from(["error timeout", "http_502 non_idempotent", "off", "error;", "bogus"]),
+    "proxy-http-version": st.sampled_from(["1.1", "1.0", "2", "1.1;"]),
+    "large-client-header-buffers": st.sampled_from(["4 8k", "8 16k", "0 8k", "4", "4 8k;"]),
+    "ssl-ecdh-curve": st.sampled_from(["auto", "X25519:prime256v1", "secp384r1", "bogus curve"]),
+    "gzip-types": st.sampled_from(["text/css application/json", "*/*", "text/html;", "application/x-foo+xml"]),
+    "worker-processes": st.sampled_from(["auto", "2", "0", "-1", "two"]),
+    "worker-cpu-affinity": st.sampled_from(["", "auto", "01 10", "auto 0011", "0x3"]),
+    "error-log-level": st.sampled_from(["notice", "debug", "warn", "verbose"]),
+    "hide-headers": comma_lists(st.sampled_from(["X-Powered-By", "Server", "X Bad"]), "{},X-A"),
+    "skip-access-log-urls": comma_lists(st.sampled_from(["/healthz", "/a b", "/x;y", "nohost"]), "{},/metrics"),
+    "no-tls-redirect-locations": comma_lists(st.sampled_from(["/.well-known/acme-challenge", "/x", "bad"]), "{}"),
+    "http-redirect-code": st.sampled_from(["301", "302", "307", "308", "200", "999"]),
+    "forwarded-for-header": st.sampled_from(["X-Forwarded-For", "X-Real-IP", "CF-Connecting-IP", "X Y"]),
+    "proxy-real-ip-cidr": network_lists,
     "log-format-upstream": st.lists(st.one_of(
         st.sampled_from(["$remote_addr", "${status}", "$namespace", "$http_x_y", "$sent_http_a", "$cookie_b",
                          "$secret", "\"", "'", "\\", "{", "}", ";", "$", "$$x", "$request_id;"]), hostile),
@@ -244,7 +273,8 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
 
 def test_every_annotation_and_configmap_key_has_a_value_strategy():
     assert set(ANNOTATION_VALUES) == set(ANNOTATIONS)
-    assert set(CONFIGMAP_VALUES) == set(GLOBAL_DIRECTIVES) | set(FIELDS)
+    assert set(CONFIGMAP_VALUES) == set(GLOBAL_DIRECTIVES) | set(FIELDS) | set(SERVER_FIELDS)
+    assert not set(CONFIGMAP_VALUES) & set(UNSUPPORTED)
 
 
 def annotation_values(name: str) -> st.SearchStrategy[str]:

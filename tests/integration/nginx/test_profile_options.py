@@ -146,7 +146,8 @@ def test_use_forwarded_headers_trusts_the_load_balancer_s_x_forwarded_headers(ng
                     "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Port: 443\r\n"
                     "X-Forwarded-Host: public.example.com\r\n")["headers"]
     assert seen["x-real-ip"] == "203.0.113.7"
-    assert seen["x-forwarded-for"] == "203.0.113.7, 127.0.0.1"
+    # As ingress-nginx: the client's address; the whole chain only with compute-full-forwarded-for.
+    assert seen["x-forwarded-for"] == "203.0.113.7"
     assert (seen["x-forwarded-proto"], seen["x-forwarded-port"], seen["x-forwarded-host"]) == (
         "https", "443", "public.example.com")
     plain = _raw_get(instance.http_port, b"", "fwd.test")["headers"]

@@ -8,7 +8,7 @@ import pytest
 
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.renderable import MAX_LUA_STRING
-from services.syncer.configmap import DEFAULT_SSL_CIPHERS, GLOBAL_DIRECTIVES
+from services.syncer.configmap_directives import DEFAULT_SSL_CIPHERS, GLOBAL_DIRECTIVES
 from services.nginxconf.render import lua_string
 
 PREFIX = "nginx.ingress.kubernetes.io"

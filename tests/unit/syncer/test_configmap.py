@@ -1,12 +1,24 @@
 import pytest
 
-from services.syncer.configmap import DEFAULT_SSL_CIPHERS, ControllerConfig, parse_controller_config
+from services.syncer.configmap import ControllerConfig, parse_controller_config
+from services.syncer.configmap_directives import DEFAULT_SSL_CIPHERS
 
+# ingress-nginx's defaults (internal/ingress/controller/config/config.go).
 DEFAULT_GLOBALS = {
     "client_body_timeout": "60s", "client_header_timeout": "60s", "client_max_body_size": "1m",
     "keepalive_requests": "1000", "keepalive_timeout": "75s", "proxy_connect_timeout": "5s",
     "proxy_read_timeout": "60s", "proxy_send_timeout": "60s", "ssl_ciphers": DEFAULT_SSL_CIPHERS,
     "ssl_protocols": "TLSv1.2 TLSv1.3", "limit_req_status": "503", "limit_conn_status": "503",
+    "proxy_buffering": "off", "proxy_buffer_size": "4k", "proxy_buffers": "4 4k", "proxy_request_buffering": "on",
+    "proxy_next_upstream": "error timeout", "proxy_next_upstream_timeout": "0s", "proxy_next_upstream_tries": "3",
+    "proxy_http_version": "1.1", "client_body_buffer_size": "8k", "client_header_buffer_size": "1k",
+    "large_client_header_buffers": "4 8k", "server_tokens": "off", "ignore_invalid_headers": "on",
+    "underscores_in_headers": "off", "variables_hash_bucket_size": "256", "variables_hash_max_size": "2048",
+    "map_hash_bucket_size": "64", "server_names_hash_bucket_size": "64", "server_names_hash_max_size": "4096",
+    "ssl_session_cache": "shared:SSL:10m", "ssl_session_timeout": "10m", "ssl_session_tickets": "off",
+    "ssl_ecdh_curve": "auto", "ssl_buffer_size": "4k", "http2_max_concurrent_streams": "128",
+    "default_type": "text/html", "proxy_headers_hash_max_size": "512", "proxy_headers_hash_bucket_size": "64",
+    "absolute_redirect": "on", "grpc_buffer_size": "4k",
 }
 
 
@@ -26,6 +38,7 @@ def test_configmap_keys_become_nginx_globals(cluster):
     model = cluster.build()
     assert model.problem_lines() == []
     assert model.config.globals == {
+        **DEFAULT_GLOBALS,
         "client_body_timeout": "7s", "client_header_timeout": "5s", "client_max_body_size": "64m",
         "keepalive_requests": "500", "keepalive_timeout": "30s", "proxy_connect_timeout": "10s",
         "proxy_read_timeout": "120s", "proxy_send_timeout": "2m", "ssl_ciphers": "ECDHE-RSA-AES128-GCM-SHA256:!aNULL",
@@ -56,9 +69,16 @@ def test_a_bad_value_is_ignored_and_reported_while_the_rest_applies(cluster, key
 
 
 def test_unknown_keys_are_ignored_with_a_warning(cluster):
-    cluster.configmap({"enable-brotli": "true"})
+    cluster.configmap({"no-such-key": "true"})
     assert cluster.build().problem_lines() == ["warning: ConfigMap ingress/ingress-nginx-controller: key "
-                                        "enable-brotli is not supported by pyngress; ignored"]
+                                               "no-such-key is not supported by pyngress; ignored"]
+
+
+def test_keys_pyngress_refuses_say_why(cluster):
+    cluster.configmap({"reuse-port": "true"})
+    [problem] = cluster.build().problem_lines()
+    assert problem.startswith("ConfigMap ingress/ingress-nginx-controller: key reuse-port is not supported by "
+                              "pyngress (nginx's listening sockets are opened once by the nginx-listeners program")
 
 
 def test_a_configmap_that_is_named_but_absent_means_defaults(cluster):
@@ -77,6 +97,6 @@ def test_typed_values_for_the_rest_of_the_model():
         "hsts-include-subdomains": "false", "hsts-preload": "true", "annotations-risk-level": "medium",
     }, "ConfigMap x/y")
     assert problems == []
-    assert config == ControllerConfig(
-        ssl_redirect=False, force_ssl_redirect=True, hsts=False, hsts_max_age=600, hsts_include_subdomains=False,
-        hsts_preload=True, annotations_risk_level=config.annotations_risk_level.MEDIUM)
+    assert (config.ssl_redirect, config.force_ssl_redirect, config.hsts, config.hsts_max_age,
+            config.hsts_include_subdomains, config.hsts_preload, config.annotations_risk_level) == (
+        False, True, False, 600, False, True, config.annotations_risk_level.MEDIUM)

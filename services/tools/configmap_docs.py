@@ -1,0 +1,136 @@
+"""docs/configmap.md, generated from the controller ConfigMap's tables (services/syncer/configmap.py and
+configmap_directives.py), so that the table users read is the one the code validates against
+(`pyngress docs --configmap`; tests/unit/test_docs.py fails when the committed file is out of date)."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from services.nginxconf.config import ServerSettings
+from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
+from services.syncer.configmap import FIELDS, SERVER_FIELDS, UNSUPPORTED, ControllerConfig
+from services.syncer.configmap_directives import GLOBAL_DIRECTIVES, on_off
+
+# What the keys that are not one nginx directive do.
+MEANING: dict[str, str] = {
+    "ssl-redirect": "Redirect plain HTTP to HTTPS for hosts with TLS.",
+    "force-ssl-redirect": "Redirect plain HTTP to HTTPS for every host.",
+    "hsts": "Send Strict-Transport-Security on HTTPS.",
+    "hsts-max-age": "HSTS max-age, seconds.",
+    "hsts-include-subdomains": "HSTS includeSubDomains.",
+    "hsts-preload": "HSTS preload.",
+    "use-forwarded-headers": "Trust X-Forwarded-* from the peer (a load balancer in front).",
+    "use-proxy-protocol": "The public ports expect a PROXY protocol header.",
+    "annotations-risk-level": "The highest annotation risk level accepted (Low, Medium, High, Critical).",
+    "strict-validate-path-type": "Refuse paths that do not fit their pathType.",
+    "annotation-value-word-blocklist": "Words refused in any annotation value (comma-separated).",
+    "allow-snippet-annotations": "Allow configuration-snippet (with annotations-risk-level Critical).",
+    "block-cidrs": "Client networks refused with 403 on every host.",
+    "block-user-agents": "User agents refused with 403 (exact, or ~regex).",
+    "block-referers": "Referers refused with 403 (exact, or ~regex).",
+    "allow-cross-namespace-resources": "Let an Ingress name a Secret in another namespace.",
+    "disable-access-log": "No access log.",
+    "access-log-path": "Where the access log goes.",
+    "access-log-params": "nginx access_log options (buffer=, flush=, gzip).",
+    "log-format-upstream": "The access log format (nginx variables, allow-listed).",
+    "log-format-escape-json": "Escape logged values for JSON.",
+    "log-format-escape-none": "Do not escape logged values.",
+    "enable-access-log-for-default-backend": "Log the requests no Ingress takes.",
+    "skip-access-log-urls": "Request URIs not logged (comma-separated).",
+    "proxy-buffers-number": "How many proxy buffers (of proxy-buffer-size) a request may use.",
+    "ssl-session-cache": "Share TLS sessions between workers.",
+    "ssl-session-cache-size": "Size of the shared TLS session cache.",
+    "use-gzip": "Compress responses of gzip-types with gzip.",
+    "gzip-level": "gzip compression level, 1-9.",
+    "gzip-min-length": "Smallest response compressed, bytes.",
+    "gzip-types": "MIME types compressed (space-separated).",
+    "worker-processes": "nginx worker processes (auto: one per CPU).",
+    "max-worker-connections": "Connections per worker (0: 16384).",
+    "max-worker-open-files": "Open files per worker (0: nginx's limit).",
+    "worker-shutdown-timeout": "How long old workers drain after a reload.",
+    "worker-cpu-affinity": "Workers bound to CPUs (auto, or bit masks).",
+    "error-log-level": "nginx's error log level.",
+    "upstream-keepalive-connections": "Idle connections to the backends kept per worker (0: none).",
+    "upstream-keepalive-timeout": "How long an idle backend connection is kept.",
+    "upstream-keepalive-requests": "Requests per backend connection.",
+    "upstream-keepalive-time": "Longest life of a backend connection.",
+    "use-http2": "HTTP/2 on the HTTPS port.",
+    "generate-request-id": "Make up an X-Request-ID when the client sent none.",
+    "hide-headers": "Backend response headers not passed to clients (comma-separated).",
+    "http-redirect-code": "Code of the redirect to HTTPS and of from-to-www-redirect (301, 302, 307, 308).",
+    "no-tls-redirect-locations": "Path prefixes never redirected to HTTPS (comma-separated).",
+    "forwarded-for-header": "The header that names the client (use-forwarded-headers, enable-real-ip).",
+    "compute-full-forwarded-for": "Send the whole X-Forwarded-For chain plus the peer (with use-forwarded-headers).",
+    "enable-real-ip": "Take the client address from forwarded-for-header (without the other X-Forwarded-*).",
+    "proxy-real-ip-cidr": "Peers whose forwarded-for-header is trusted (comma-separated networks).",
+    "relative-redirects": "Redirects nginx itself writes name only the path (nginx's absolute_redirect off).",
+    "limit-req-status-code": "Status of a request over its rate limit.",
+    "limit-conn-status-code": "Status of a request over its connection limit.",
+}
+# Keys whose value is pushed to nginx's Lua with the routes: a change never reloads nginx.
+PUSHED = frozenset({"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains",
+                    "hsts-preload"})
+# Keys that decide which Ingresses and settings are accepted: nginx reloads only if that changes a profile.
+POLICY = frozenset({"annotations-risk-level", "strict-validate-path-type", "annotation-value-word-blocklist",
+                    "allow-snippet-annotations", "allow-cross-namespace-resources"})
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# Defaults whose ConfigMap form is not the directive's argument.
+_CONFIGMAP_FORM = {"relative-redirects": "false", "grpc-buffer-size-kb": "4"}
+
+
+def _default(key: str) -> str:
+    if key in _CONFIGMAP_FORM:
+        return _CONFIGMAP_FORM[key]
+    if key in GLOBAL_DIRECTIVES:
+        _, validate, default = GLOBAL_DIRECTIVES[key]
+        return {"on": "true", "off": "false"}[default] if validate is on_off else default
+    target, source = (SERVER_FIELDS[key][0], ServerSettings) if key in SERVER_FIELDS else (FIELDS[key][0], ControllerConfig)
+    value = {f.name: f for f in dataclasses.fields(source)}[target].default
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(value)
+    if isinstance(value, enum.Enum):
+        return value.name.capitalize()
+    return "" if value is None or value is dataclasses.MISSING else str(value)
+
+
+def _applied(key: str) -> str:
+    if key in PUSHED:
+        return "Lua tables (no reload)"
+    if key in POLICY:
+        return "model (reloads only if a profile changes)"
+    return "nginx.conf (one reload)"
+
+
+def configmap_markdown() -> str:
+    keys = sorted({*GLOBAL_DIRECTIVES, *FIELDS, *SERVER_FIELDS})
+    lines = [
+        "# Controller ConfigMap keys",
+        "",
+        "Generated by `pyngress docs --configmap` from the ConfigMap's tables; do not edit. Names and defaults are "
+        "ingress-nginx's. A bad value is reported (`pyngress status`, the syncer's log) with the key, and the value "
+        "it had before keeps applying (its default when it had none); the other keys still apply. *Applied* says "
+        "whether a change reloads nginx (after `nginx -t`).",
+        "",
+        "| Key | Meaning | Default | Applied |",
+        "|---|---|---|---|",
+    ]
+    for key in keys:
+        meaning = MEANING.get(key) or f"nginx's `{GLOBAL_DIRECTIVES[key][0]}`."
+        default = _default(key)
+        lines.append(f"| `{key}` | {_cell(meaning)} | {f'`{_cell(default)}`' if default else '(none)'} | "
+                     f"{_applied(key)} |")
+    lines += ["", "The global external authentication keys (" + ", ".join(f"`{k}`" for k in sorted(GLOBAL_AUTH_KEYS))
+              + ") take the values of the auth-* annotations of the same names (docs/annotations.md); a change "
+              "reloads nginx.", "",
+              "## ingress-nginx keys pyngress does not take", "",
+              "Each is reported as an error naming the key when a ConfigMap sets it; nothing else changes.", "",
+              "| Key | Why |", "|---|---|"]
+    lines += [f"| `{key}` | {_cell(reason)} |" for key, reason in sorted(UNSUPPORTED.items())]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,173 @@
+"""Controller ConfigMap keys as a client sees them through a running controller (manifests mode)."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.e2e.ingress.scenarios import Stage
+from tests.support import k8s
+from tests.support.controller import start_manifests_controller
+from tests.support.net import wait_for
+
+CONFIGMAP = "ingress/controller"
+HOST = "keys.example.com"
+
+
+def configmap(**data: str) -> dict:
+    namespace, name = CONFIGMAP.split("/")
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+@pytest.fixture(scope="module")
+def log_dir():
+    # Not under pytest's 0700 tmp_path: nginx opens the log as root, but keep it readable for the assertions.
+    directory = Path(tempfile.mkdtemp(prefix="pyngress-keys-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    yield directory
+
+
+@pytest.fixture(scope="module")
+def stage(tmp_path_factory, echo):
+    controller, cluster = start_manifests_controller(tmp_path_factory.mktemp("controller"),
+                                                     extra_args=[f"--configmap={CONFIGMAP}"])
+    stage = Stage(controller, cluster, echo)
+    cluster.apply(*stage.backend("KEYS", "keys"), k8s.ingress("keys", [k8s.rule(HOST, ("/", "Prefix", "keys", 80))]))
+    stage.expect(HOST, "/", "KEYS")
+    yield stage
+    controller.stop()
+
+
+def status(stage: Stage) -> dict:
+    return requests.get(f"http://127.0.0.1:{stage.controller.healthz_port}/status", timeout=5).json()
+
+
+def problems(stage: Stage) -> list[str]:
+    return status(stage)["problems"]
+
+
+def get(stage: Stage, path: str = "/", **headers: str) -> requests.Response:
+    return requests.get(f"http://127.0.0.1:{stage.controller.http_port}{path}", headers={"Host": HOST, **headers},
+                        timeout=5, allow_redirects=False)
+
+
+def test_response_and_request_headers(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"use-gzip": "true", "gzip-types": "application/json", "gzip-min-length": "10",
+                                     "hide-headers": "X-Backend", "server-tokens": "true",
+                                     "generate-request-id": "false"}))
+    wait_for(lambda: get(stage, **{"Accept-Encoding": "gzip"}).headers.get("Content-Encoding") == "gzip", 15,
+             what="gzip on")
+    response = requests.get(f"http://127.0.0.1:{stage.controller.http_port}/", headers={
+        "Host": HOST, "Accept-Encoding": "gzip"}, stream=True, timeout=5)
+    assert json.loads(gzip.decompress(response.raw.read()))["backend"] == "KEYS"
+    plain = get(stage, **{"Accept-Encoding": "identity"})
+    assert "Content-Encoding" not in plain.headers  # the client did not ask for gzip
+    assert "X-Backend" not in plain.headers  # hide-headers
+    assert plain.headers["Server"].startswith("nginx/")  # server-tokens: the version
+    assert "x-request-id" not in plain.json()["headers"]  # generate-request-id false: none made up
+    assert get(stage, **{"X-Request-ID": "abc"}).json()["headers"]["x-request-id"] == "abc"
+
+    stage.cluster.apply(configmap())  # back to the defaults
+    wait_for(lambda: "X-Backend" in get(stage).headers, 15, what="defaults back")
+    default = get(stage, **{"Accept-Encoding": "gzip"})
+    assert default.headers["Server"] == "nginx" and "Content-Encoding" not in default.headers
+    assert len(default.json()["headers"]["x-request-id"]) == 32
+
+
+def test_client_header_buffers(stage: Stage) -> None:
+    big = {"X-Big": "x" * 1500}
+    assert get(stage, **big).status_code == 200  # default: 4 buffers of 8k
+    stage.cluster.apply(configmap(**{"large-client-header-buffers": "2 1k"}))
+    wait_for(lambda: get(stage, **big).status_code == 400, 15, what="a 1.5 KiB header refused")
+    assert get(stage).status_code == 200
+
+
+def test_redirect_code_and_locations_kept_on_plain_http(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"force-ssl-redirect": "true", "http-redirect-code": "301",
+                                     "no-tls-redirect-locations": "/plain,/.well-known/acme-challenge"}))
+    wait_for(lambda: get(stage, "/x").status_code == 301, 15, what="301 to HTTPS")
+    assert get(stage, "/x").headers["Location"] == f"https://{HOST}:{stage.controller.https_port}/x"
+    assert get(stage, "/plain/file").status_code == 200
+    assert get(stage, "/.well-known/acme-challenge/token").status_code == 200
+
+
+def test_a_bad_value_keeps_the_previous_one(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"force-ssl-redirect": "true", "http-redirect-code": "307"}))
+    wait_for(lambda: get(stage, "/x").status_code == 307, 15, what="307 to HTTPS")
+    stage.cluster.apply(configmap(**{"force-ssl-redirect": "true", "http-redirect-code": "200"}))
+    message = ("key http-redirect-code value '200': must be one of 301, 302, 307, 308; the previous value '307' "
+               "keeps applying")
+    wait_for(lambda: any(message in line for line in problems(stage)), 15, what="the bad value reported")
+    assert get(stage, "/x").status_code == 307
+
+
+def test_skip_access_log_urls(stage: Stage, log_dir: Path) -> None:
+    log = log_dir / "access.log"
+    stage.cluster.apply(configmap(**{"access-log-path": str(log), "access-log-params": "",
+                                     "skip-access-log-urls": "/skipped"}))
+    wait_for(lambda: log.exists() and (get(stage, "/logged"), "/logged" in log.read_text())[1], 15,
+             what="requests logged to the file")
+    get(stage, "/skipped")
+    get(stage, "/logged-after")
+    wait_for(lambda: "/logged-after" in log.read_text(), 10, what="the later request logged")
+    assert "/skipped" not in log.read_text()
+
+
+def test_what_the_routes_table_carries_reloads_nothing_and_a_directive_reloads_once(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"force-ssl-redirect": "true"}))
+    wait_for(lambda: get(stage, "/x").status_code == 308, 15, what="redirected to HTTPS")
+    reloads = stage.controller.metric("nginx_ingress_controller_success")
+    stage.cluster.apply(configmap(**{"force-ssl-redirect": "false"}))
+    wait_for(lambda: get(stage, "/x").status_code == 200, 15, what="served on plain HTTP")
+    assert stage.controller.metric("nginx_ingress_controller_success") == reloads
+    stage.cluster.apply(configmap(**{"force-ssl-redirect": "false", "proxy-read-timeout": "33"}))
+    wait_for(lambda: b'proxy_read_timeout "33s"' in stage.controller.nginx_conf(), 15, what="the new timeout")
+    wait_for(lambda: stage.controller.metric("nginx_ingress_controller_success") == reloads + 1, 15,
+             what="one reload for proxy-read-timeout")
+
+
+def forwarded(stage: Stage, **headers: str) -> tuple[str, str]:
+    seen = get(stage, **headers).json()["headers"]
+    return seen["x-forwarded-for"], seen["x-real-ip"]
+
+
+def test_the_client_address_from_a_trusted_header(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"enable-real-ip": "true", "forwarded-for-header": "X-Client",
+                                     "proxy-real-ip-cidr": "127.0.0.0/8"}))
+    wait_for(lambda: forwarded(stage, **{"X-Client": "10.1.2.3"}) == ("10.1.2.3", "10.1.2.3"), 15,
+             what="the address from X-Client")
+    stage.cluster.apply(configmap(**{"enable-real-ip": "true", "forwarded-for-header": "X-Client",
+                                     "proxy-real-ip-cidr": "192.0.2.0/24"}))
+    wait_for(lambda: forwarded(stage, **{"X-Client": "10.1.2.3"}) == ("127.0.0.1", "127.0.0.1"), 15,
+             what="X-Client ignored from an untrusted peer")
+
+
+def test_forwarded_for_chain_only_with_compute_full_forwarded_for(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"use-forwarded-headers": "true"}))
+    wait_for(lambda: forwarded(stage, **{"X-Forwarded-For": "198.51.100.7"}) == ("198.51.100.7", "198.51.100.7"),
+             15, what="the client from X-Forwarded-For")
+    stage.cluster.apply(configmap(**{"use-forwarded-headers": "true", "compute-full-forwarded-for": "true"}))
+    wait_for(lambda: forwarded(stage, **{"X-Forwarded-For": "198.51.100.7"})[0] == "198.51.100.7, 127.0.0.1", 15,
+             what="the chain with the connecting address")
+
+
+def test_worker_processes_and_upstream_keepalive(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"worker-processes": "1", "upstream-keepalive-connections": "0"}))
+    wait_for(lambda: len(nginx_workers(stage)) == 1, 20, what="one nginx worker")
+    first, second = get(stage).json()["client"], get(stage).json()["client"]
+    assert first != second  # no keepalive to the backend: each request on a new connection (a new source port)
+    stage.cluster.apply(configmap(**{"worker-processes": "1"}))
+    wait_for(lambda: b"keepalive 320;" in stage.controller.nginx_conf() and len(nginx_workers(stage)) == 1, 20,
+             what="keepalive back")
+    get(stage)
+    assert get(stage).json()["client"] == get(stage).json()["client"]  # one kept connection, one worker
+
+
+def nginx_workers(stage: Stage) -> list[int]:
+    master = stage.controller.pid("nginx")
+    return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
