@@ -1,0 +1,141 @@
+"""Each controller ConfigMap key: an accepted value becomes its nginx directive (in the rendered nginx.conf,
+which `nginx -t` accepts), a refused one is reported with the key and what to write instead."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from services.nginxconf.render import render
+from services.syncer.configmap import FIELDS, SERVER_FIELDS
+from services.syncer.configmap_directives import GLOBAL_DIRECTIVES
+from tests.support.model_cluster import Cluster
+from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
+
+# key → (accepted value, what nginx.conf then holds, refused value, what the message says)
+CASES: dict[str, tuple[str, str, str, str]] = {
+    "proxy-connect-timeout": ("3", 'proxy_connect_timeout "3s";', "3x", "must be a duration"),
+    "proxy-read-timeout": ("2m", 'proxy_read_timeout "2m";', "-1", "must be a duration"),
+    "proxy-send-timeout": ("90", 'proxy_send_timeout "90s";', "1d", "must be a duration"),
+    "proxy-body-size": ("8m", 'client_max_body_size "8m";', "8t", "must be a size"),
+    "proxy-buffering": ("true", 'proxy_buffering "on";', "yes", 'must be "true" or "false"'),
+    "proxy-buffer-size": ("16k", 'proxy_buffer_size "16k";', "16", "must be a size"),
+    "proxy-buffers-number": ("8", 'proxy_buffers "8" "4k";', "0", "must be a whole number from 1 to 1024"),
+    "proxy-request-buffering": ("false", 'proxy_request_buffering "off";', "no", 'must be "true" or "false"'),
+    "proxy-next-upstream": ("error http_502", 'proxy_next_upstream "error" "http_502";', "error;", "must be"),
+    "proxy-next-upstream-timeout": ("10", 'proxy_next_upstream_timeout "10s";', "ten", "must be a duration"),
+    "proxy-next-upstream-tries": ("5", 'proxy_next_upstream_tries "5";', "-5", "must be a whole number"),
+    "proxy-http-version": ("1.0", 'proxy_http_version "1.0";', "2", 'must be "1.1"'),
+    "client-body-buffer-size": ("64k", 'client_body_buffer_size "64k";', "64q", "must be a size"),
+    "client-header-buffer-size": ("2k", 'client_header_buffer_size "2k";', "0", "must be a size"),
+    "large-client-header-buffers": ("8 16k", 'large_client_header_buffers "8" "16k";', "8", "number of buffers"),
+    "keep-alive": ("30", 'keepalive_timeout "30s";', "forever", "must be a duration"),
+    "keep-alive-requests": ("50", 'keepalive_requests "50";', "0", "must be a whole number"),
+    "client-header-timeout": ("5", 'client_header_timeout "5s";', "x", "must be a duration"),
+    "client-body-timeout": ("5", 'client_body_timeout "5s";', "x", "must be a duration"),
+    "server-tokens": ("true", 'server_tokens "on";', "maybe", 'must be "true" or "false"'),
+    "ignore-invalid-headers": ("false", 'ignore_invalid_headers "off";', "x", 'must be "true" or "false"'),
+    "enable-underscores-in-headers": ("true", 'underscores_in_headers "on";', "x", 'must be "true" or "false"'),
+    "variables-hash-bucket-size": ("512", 'variables_hash_bucket_size "512";', "8", "must be a whole number"),
+    "variables-hash-max-size": ("4096", 'variables_hash_max_size "4096";', "x", "must be a whole number"),
+    "map-hash-bucket-size": ("128", 'map_hash_bucket_size "128";', "x", "must be a whole number"),
+    "server-name-hash-bucket-size": ("128", 'server_names_hash_bucket_size "128";', "x", "must be a whole number"),
+    "server-name-hash-max-size": ("8192", 'server_names_hash_max_size "8192";', "x", "must be a whole number"),
+    "ssl-protocols": ("TLSv1.3", 'ssl_protocols "TLSv1.3";', "SSLv3", "must be space-separated protocols"),
+    "ssl-ciphers": ("ECDHE-RSA-AES128-GCM-SHA256", 'ssl_ciphers "ECDHE-RSA-AES128-GCM-SHA256";', "!ALL",
+                    "selects no cipher"),
+    "ssl-session-timeout": ("1h", 'ssl_session_timeout "1h";', "500ms", "in seconds or more"),
+    "ssl-session-tickets": ("true", 'ssl_session_tickets "on";', "x", 'must be "true" or "false"'),
+    "ssl-session-cache": ("false", 'ssl_session_cache "off";', "x", 'must be "true" or "false"'),
+    "ssl-session-cache-size": ("20m", 'ssl_session_cache "shared:SSL:20m";', "1k", "must be a size"),
+    "ssl-ecdh-curve": ("X25519:prime256v1", 'ssl_ecdh_curve "X25519:prime256v1";', "a b", "curve names"),
+    "ssl-buffer-size": ("8k", 'ssl_buffer_size "8k";', "1m", "must be a size"),
+    "http2-max-concurrent-streams": ("64", 'http2_max_concurrent_streams "64";', "0", "must be a whole number"),
+    "default-type": ("application/octet-stream", 'default_type "application/octet-stream";', "html",
+                     "one MIME type"),
+    "proxy-headers-hash-max-size": ("1024", 'proxy_headers_hash_max_size "1024";', "x", "must be a whole number"),
+    "proxy-headers-hash-bucket-size": ("128", 'proxy_headers_hash_bucket_size "128";', "x", "must be a whole number"),
+    "relative-redirects": ("true", 'absolute_redirect "off";', "x", 'must be "true" or "false"'),
+    "grpc-buffer-size-kb": ("16", 'grpc_buffer_size "16k";', "0", "must be a whole number"),
+    "limit-req-status-code": ("429", 'limit_req_status "429";', "200", "must be a whole number from 400 to 599"),
+    "limit-conn-status-code": ("429", 'limit_conn_status "429";', "600", "must be a whole number from 400 to 599"),
+    "use-gzip": ("true", 'gzip "on";', "x", 'must be "true" or "false"'),
+    "gzip-level": ("6", "", "10", "must be a whole number from 1 to 9"),
+    "gzip-min-length": ("100", "", "-1", "must be a whole number"),
+    "gzip-types": ("text/css", "", "text/css;", "MIME types"),
+    "worker-processes": ("2", 'worker_processes "2";', "0", "must be a whole number from 1 to 1024"),
+    "max-worker-connections": ("4096", "worker_connections 4096;", "-1", "must be a whole number"),
+    "max-worker-open-files": ("65536", 'worker_rlimit_nofile "65536";', "x", "must be a whole number"),
+    "worker-shutdown-timeout": ("30s", 'worker_shutdown_timeout "30s";', "soon", "must be a duration"),
+    "worker-cpu-affinity": ("auto", 'worker_cpu_affinity "auto";', "0x3", "CPU bit mask"),
+    "error-log-level": ("warn", 'error_log stderr "warn";', "verbose", "must be one of"),
+    "upstream-keepalive-connections": ("64", "keepalive 64;", "-1", "must be a whole number"),
+    "upstream-keepalive-timeout": ("30", 'keepalive_timeout "30s";', "x", "must be a duration"),
+    "upstream-keepalive-requests": ("100", "keepalive_requests 100;", "0", "must be a whole number"),
+    "upstream-keepalive-time": ("30m", 'keepalive_time "30m";', "x", "must be a duration"),
+    "use-http2": ("false", "ssl default_server;", "x", 'must be "true" or "false"'),
+    "generate-request-id": ("false", "", "x", 'must be "true" or "false"'),
+    "hide-headers": ("X-Powered-By,Server", 'proxy_hide_header "X-Powered-By";', "X Bad", "header names"),
+    "skip-access-log-urls": ("/healthz", 'if=$pyngress_loggable', "healthz", "URL paths"),
+    "http-redirect-code": ("301", "redirect_code = 301,", "200", "must be one of 301, 302, 307, 308"),
+    "no-tls-redirect-locations": ("/plain", 'no_tls_redirect_locations = { "/plain", },', "plain", "URL paths"),
+    "forwarded-for-header": ("X-Client", 'real_ip_header "X-Client";', "X Client", "header name"),
+    "compute-full-forwarded-for": ("true", '"$http_x_forwarded_for, $realip_remote_addr"', "x",
+                                   'must be "true" or "false"'),
+    "enable-real-ip": ("true", "real_ip_recursive on;", "x", 'must be "true" or "false"'),
+    "proxy-real-ip-cidr": ("10.0.0.0/8,192.168.0.0/16", 'set_real_ip_from "192.168.0.0/16";', "10.0.0.0/33",
+                           "10.0.0.0/33"),
+}
+# Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects).
+ELSEWHERE = {"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
+             "use-forwarded-headers", "use-proxy-protocol", "annotations-risk-level", "strict-validate-path-type",
+             "annotation-value-word-blocklist", "allow-snippet-annotations", "block-cidrs", "block-user-agents",
+             "block-referers", "allow-cross-namespace-resources", "disable-access-log", "access-log-path",
+             "access-log-params", "log-format-upstream", "log-format-escape-json", "log-format-escape-none",
+             "enable-access-log-for-default-backend"}
+# What a key needs beside it to show in nginx.conf.
+COMPANIONS = {"gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},
+              "gzip-types": {"use-gzip": "true"}, "compute-full-forwarded-for": {"use-forwarded-headers": "true"},
+              "forwarded-for-header": {"enable-real-ip": "true"}, "proxy-real-ip-cidr": {"enable-real-ip": "true"}}
+# And what a companion makes nginx.conf hold for the rest of its group.
+GROUP_LINES = {"gzip-level": 'gzip_comp_level "6";', "gzip-min-length": 'gzip_min_length "100";',
+               "gzip-types": 'gzip_types "text/css";'}
+
+
+def test_every_key_has_a_case():
+    assert set(CASES) | ELSEWHERE == set(GLOBAL_DIRECTIVES) | set(FIELDS) | set(SERVER_FIELDS)
+
+
+@pytest.fixture(scope="module")
+def nginx_check() -> Iterator[NginxCheck]:
+    yield from nginx_check_in_tmp()
+
+
+def rendered(nginx_check: NginxCheck, data: dict[str, str]) -> tuple[str, list[str]]:
+    cluster = Cluster()
+    cluster.ingress_class()
+    cluster.app("web", host="keys.example.com")
+    cluster.configmap(data)
+    paths = nginx_check.paths
+    model = cluster.build(configmap="ingress/ingress-nginx-controller", state_dir=str(paths.state_dir),
+                          run_dir=str(paths.run_dir))
+    return render(model.config), model.problem_lines()
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_an_accepted_value_is_its_directive_and_nginx_takes_it(nginx_check, key):
+    good, expected, _, _ = CASES[key]
+    text, problems = rendered(nginx_check, {**COMPANIONS.get(key, {}), key: good})
+    assert problems == []
+    assert (GROUP_LINES.get(key) or expected) in text
+    assert nginx_check.error(text) is None
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_a_refused_value_names_the_key_and_what_to_write(nginx_check, key):
+    _, _, bad, says = CASES[key]
+    text, problems = rendered(nginx_check, {key: bad})
+    [problem] = problems
+    assert problem.startswith(f"ConfigMap ingress/ingress-nginx-controller: key {key} value {bad!r}: ")
+    assert says in problem and problem.endswith("; the default applies")
+    assert nginx_check.error(text) is None
