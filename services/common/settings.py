@@ -151,6 +151,9 @@ class IngressSettings:
     configmap: str | None = _flag(None, name="configmap", help_text="the controller ConfigMap, NAMESPACE/NAME")
     tcp_services_configmap: str | None = _flag(None, name="tcp-services-configmap", help_text="NAMESPACE/NAME")
     udp_services_configmap: str | None = _flag(None, name="udp-services-configmap", help_text="NAMESPACE/NAME")
+    default_backend_service: str | None = _flag(None, name="default-backend-service",
+                                                help_text="the Service (NAMESPACE/NAME) that answers requests no "
+                                                "Ingress takes and those whose Service has no endpoints")
     default_ssl_certificate: str | None = _flag(None, name="default-ssl-certificate",
                                                 help_text="the Secret served when no other certificate matches, "
                                                 "NAMESPACE/NAME")

@@ -33,6 +33,8 @@ from services.common import logs
 log = logging.getLogger("syncer")
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+# The --default-backend-service backend, under ingress-nginx's name (access logs show it).
+DEFAULT_BACKEND = "upstream-default-backend"
 _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\.?",
                        re.IGNORECASE | re.ASCII)  # ASCII: no Unicode case folding (the Kelvin sign is not a "k")
 
@@ -48,7 +50,9 @@ class ServiceRef:
     @property
     def backend_name(self) -> str:
         # Another Ingress may use the same Service without service-upstream: a name of its own.
-        return f"{self.namespace}-{self.service}-{self.port}" + ("-cluster-ip" if self.cluster_ip else "")
+        name = f"{self.namespace}-{self.service}-{self.port}" + ("-cluster-ip" if self.cluster_ip else "")
+        # Namespace "upstream", Service "default", port "backend" must not take the default backend's place.
+        return name + "-service" if name == DEFAULT_BACKEND else name
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,17 @@ class BackendResolver:
         self._cache: dict[ServiceRef, ResolvedBackend] = {}
         # One Service port is often named by number in one Ingress and by name in another.
         self._endpoints: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+    def default_backend(self, reference: str) -> ResolvedBackend:
+        """The --default-backend-service Service ("NAMESPACE/NAME") on its first port, as ingress-nginx takes it."""
+        namespace, _, name = reference.partition("/")
+        service = self._services.get((namespace, name))
+        ports = ((service or {}).get("spec") or {}).get("ports") or ()
+        if service is None or not ports or not isinstance(ports[0].get("port"), int):
+            return ResolvedBackend(None, problem=f"Service {reference} not found, or without a port")
+        resolved = self.resolve(ServiceRef(namespace=namespace, service=name, port=ports[0]["port"]))
+        return ResolvedBackend(DEFAULT_BACKEND, resolved.endpoints, problem=resolved.problem) if resolved.name \
+            else resolved
 
     def resolve(self, ref: ServiceRef) -> ResolvedBackend:
         resolved = self._cache.get(ref)

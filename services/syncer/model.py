@@ -541,6 +541,13 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         # The redirect answers on HTTPS too: with the host's certificate when it names the other spelling.
         if host in tls_secrets and names_match(alias, secrets.names(tls_secrets[host])):
             tls_secrets[alias] = tls_secrets[host]
+    if settings.ingress.default_backend_service:
+        default = resolver.default_backend(settings.ingress.default_backend_service)
+        if default.name is None:
+            problems.append(Problem.warning(f"--default-backend-service {settings.ingress.default_backend_service}",
+                                            f"{default.problem}; the built-in 404 answers instead"))
+        else:
+            merger.backends[default.name] = list(default.endpoints)
     hsts = hsts_header(config)
     for host in tls_hosts:
         host_routes = merger.routes[host]

@@ -339,7 +339,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("deep-inspect", BOOL, "true", "inspect Ingress objects for dangerous content",
          Ignored(f"{_STRICTER}: every annotation and path is checked before it reaches nginx.conf")),
     Flag("default-backend-service", STRING, "", "the Service that answers requests no Ingress matches",
-         Ignored("pyngress answers unmatched requests with its built-in 404 (no custom default backend yet)")),
+         Maps("default-backend-service", empty_is_unset=True)),
     Flag("default-ssl-certificate", STRING, "", "the Secret served when no other certificate matches",
          Maps("default-ssl-certificate", empty_is_unset=True)),
     Flag("enable-ssl-chain-completion", BOOL, "false", "fetch missing intermediate certificates (AIA)",

@@ -43,8 +43,8 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
     """Whether the store keeps `obj`.
 
     Objects named by a flag (--configmap, --tcp/udp-services-configmap, --default-ssl-certificate,
-    --node-name) are kept whatever --watch-namespace says: they usually live in the controller's own
-    namespace, not in the one whose Ingresses it serves.
+    --default-backend-service, --node-name) are kept whatever --watch-namespace says: they usually live in the
+    controller's own namespace, not in the one whose Ingresses it serves.
     """
     kind = obj.get("kind")
     if kind == "Node":
@@ -53,7 +53,7 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
         return kind in _ALWAYS_KEPT
     namespace, name = _namespace_and_name(obj)
     if kind in _ALWAYS_KEPT:
-        return _in_watched_namespace(namespace, settings)
+        return _in_watched_namespace(namespace, settings) or _of_default_backend(obj, namespace, name, settings)
     if kind == "Secret":
         if _named(settings.ingress.default_ssl_certificate, namespace=namespace, name=name):
             return True
@@ -62,6 +62,15 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
         return any(_named(ref, namespace=namespace, name=name) for ref in
                    (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap))
     return False
+
+
+def _of_default_backend(obj: dict[str, Any], namespace: str | None, name: str | None, settings: Settings) -> bool:
+    """The --default-backend-service Service, or one of its EndpointSlices."""
+    if obj.get("kind") == "EndpointSlice":
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        name = labels.get("kubernetes.io/service-name") if isinstance(labels, dict) else None
+    return obj.get("kind") in ("Service", "EndpointSlice") and \
+        _named(settings.ingress.default_backend_service, namespace=namespace, name=name)
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:

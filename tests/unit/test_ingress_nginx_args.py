@@ -274,6 +274,7 @@ def test_helm_chart_with_common_values_translates():
     env = {"POD_NAMESPACE": "edge"}
     translation = translate(*expand(HELM_CUSTOM_ARGS, env), env=env)
     assert translation.up_args == [
+        "--default-backend-service=edge/edge-ingress-nginx-defaultbackend",
         "--publish-service=edge/edge-ingress-nginx-controller",
         "--election-id=edge-ingress-nginx-leader",
         "--controller-class=k8s.io/ingress-nginx",
@@ -287,7 +288,7 @@ def test_helm_chart_with_common_values_translates():
         "--enable-ssl-passthrough=true",
     ]
     assert [g.flag.name for g in translation.ignored] == [
-        "enable-annotation-validation", "default-backend-service", *WEBHOOK_FLAGS]
+        "enable-annotation-validation", *WEBHOOK_FLAGS]
     pyngress_accepts(translation.up_args)
 
 

@@ -25,9 +25,11 @@ the URI sent to the backend. "app_root": "/" answers 302 to that path.
 Prefix paths carry no trailing slash (except "/") and match whole path elements: "/aaa" matches "/aaa",
 "/aaa/" and "/aaa/b", not "/aaab".
 
-Order: host (exact, wildcard, "_"; none → 404 from the default backend), then on plain HTTP the redirect
-to HTTPS, then the path: exact, longest prefix, the host's default, else 404. A route without a backend,
-or whose backend has no endpoints, answers 503 here: from the balancer it could only be a 500. A body
+Order: host (exact, wildcard, "_"; none → the default backend), then on plain HTTP the redirect to HTTPS,
+then the path: exact, longest prefix, the host's default, else the default backend. A route without a
+backend, or whose backend has no endpoints, goes to the --default-backend-service when it has endpoints, else
+answers 503 here: from the balancer it could only be a 500. The default backend is that Service when it has
+endpoints, else the built-in 404. A body
 whose Content-Length is above the route profile's client_max_body_size answers 413 here.
 ]]
 local store = require("pyngress.store")
@@ -43,6 +45,8 @@ local cjson = require("cjson.safe")
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
 local null = cjson.null
 local SLASH = 47
+-- The --default-backend-service backend (services/syncer/backends.py): in the backends table only when set.
+local DEFAULT_BACKEND = "upstream-default-backend"
 
 local _M = {}
 
@@ -180,6 +184,20 @@ local function match_prefix(entry, uri)
     return prefixes["/"]
 end
 
+-- What no route takes (`status` 404), or a route whose Service is missing or has no endpoints (503): the
+-- --default-backend-service when it has endpoints, as in ingress-nginx; else the built-in answer.
+local function default_backend(status)
+    local peers = store.current("backends")[DEFAULT_BACKEND]
+    if peers and #peers > 0 then
+        ngx.var.proxy_upstream_name = DEFAULT_BACKEND
+        return ngx.exec("@profile_default")
+    end
+    if status == 503 then
+        return ngx.exit(503)
+    end
+    return ngx.exec("@pyngress_default_backend")
+end
+
 -- ConfigMap no-tls-redirect-locations: a path under one of these prefixes stays on plain HTTP (by default the
 -- ACME HTTP-01 challenge, which must be answered there).
 local function tls_redirect_exempt(uri)
@@ -221,7 +239,7 @@ function _M.route()
     store.refresh()
     local entry = find_host(store.current("routes"), host)
     if not entry then
-        return ngx.exec("@pyngress_default_backend")
+        return default_backend(404)
     end
     local uri = var.uri
     if entry.redirect_host then
@@ -257,7 +275,7 @@ function _M.route()
         return ngx.redirect(var.scheme .. "://" .. (var.http_host or host) .. entry.app_root, 302)
     end
     if not route then
-        return ngx.exec("@pyngress_default_backend")
+        return default_backend(404)
     end
     if route.client_auth and client_auth.check(route.client_auth) then
         return  -- the certificate was refused: the request is answered
@@ -271,11 +289,11 @@ function _M.route()
     end
     var.proxy_upstream_name = route.backend or "-"
     if not backend then
-        return ngx.exit(503)
+        return default_backend(503)
     end
     local peers = store.current("backends")[backend]
     if not peers or #peers == 0 then
-        return ngx.exit(503)
+        return default_backend(503)
     end
     if not settings.profiles[route.profile] then
         -- Pushed before the reload that adds it: serving with other settings could skip an access rule.

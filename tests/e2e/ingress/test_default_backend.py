@@ -1,0 +1,65 @@
+"""--default-backend-service: what answers unknown hosts and paths, and Ingresses whose Service has no
+endpoints, as a client sees it."""
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.e2e.ingress.scenarios import Stage
+from tests.support import k8s
+from tests.support.controller import start_manifests_controller
+from tests.support.net import wait_for
+
+
+@pytest.fixture(scope="module")
+def stage(tmp_path_factory, echo):
+    controller, cluster = start_manifests_controller(tmp_path_factory.mktemp("controller"),
+                                                     extra_args=["--default-backend-service=ingress/fallback"])
+    stage = Stage(controller, cluster, echo)
+    ip = echo.ips.get("FALLBACK") or echo.start("FALLBACK")
+    stage.fallback = [k8s.service("fallback", namespace="ingress"),
+                      k8s.endpoint_slice("fallback", [ip], echo.port, namespace="ingress")]
+    cluster.apply(*stage.fallback, *stage.backend("APP", "app"), k8s.service("empty"),
+                  k8s.ingress("app", [k8s.rule("app.example.com", ("/api", "Prefix", "app", 80))]),
+                  k8s.ingress("empty", [k8s.rule("empty.example.com", ("/", "Prefix", "empty", 80))]))
+    stage.expect("app.example.com", "/api", "APP")
+    yield stage
+    controller.stop()
+
+
+def answer(stage: Stage, host: str, path: str = "/") -> tuple[int, str]:
+    response = requests.get(f"http://127.0.0.1:{stage.controller.http_port}{path}", headers={"Host": host},
+                            timeout=5)
+    is_json = response.headers.get("Content-Type") == "application/json"
+    return response.status_code, response.json()["backend"] if is_json else response.text
+
+
+def test_unknown_hosts_paths_and_services_without_endpoints_go_to_the_default_backend(stage):
+    wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="an unknown host")
+    assert answer(stage, "app.example.com", "/other") == (200, "FALLBACK")  # a path no rule takes
+    assert answer(stage, "empty.example.com") == (200, "FALLBACK")  # a Service without endpoints
+    assert answer(stage, "app.example.com", "/api/x") == (200, "APP")
+    seen = requests.get(f"http://127.0.0.1:{stage.controller.http_port}/some/page",
+                        headers={"Host": "nobody.example.com"}, timeout=5).json()
+    assert (seen["path"], seen["headers"]["host"]) == ("/some/page", "nobody.example.com")
+
+
+def test_a_tenant_service_cannot_take_the_default_backends_place(stage):
+    # Namespace "upstream", Service "default", port "backend": the generated backend name would be the default
+    # backend's own.
+    ip = stage.echo.ips.get("TENANT") or stage.echo.start("TENANT")
+    stage.cluster.apply(k8s.service("default", namespace="upstream", port_name="backend"),
+                        k8s.endpoint_slice("default", [ip], stage.echo.port, namespace="upstream", port_name="backend"),
+                        k8s.ingress("tenant", [k8s.rule("tenant.example.com", ("/", "Prefix", "default", "backend"))],
+                                    namespace="upstream"))
+    wait_for(lambda: answer(stage, "tenant.example.com") == (200, "TENANT"), 15, what="the tenant's own host")
+    assert answer(stage, "nobody.example.com") == (200, "FALLBACK")
+
+
+def test_without_endpoints_the_built_in_answers_come_back(stage):
+    stage.cluster.delete(stage.fallback[1])
+    wait_for(lambda: answer(stage, "nobody.example.com") == (404, "default backend - 404"), 15,
+             what="the built-in 404")
+    assert answer(stage, "empty.example.com")[0] == 503
+    stage.cluster.apply(*stage.fallback)
+    wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="the default backend back")
