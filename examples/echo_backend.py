@@ -3,13 +3,15 @@
     python examples/echo_backend.py --name NAME --port PORT [--host 127.0.0.1]
 
 The JSON body says which backend answered, the method, path, headers and the client address, so a
-reader (or a test) can see where the ingress sent a request and what it forwarded.
+reader (or a test) can see where the ingress sent a request and what it forwarded. A query with
+`status=NNN` is answered with that status (the body is the same).
 """
 from __future__ import annotations
 
 import argparse
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 
 def make_handler(name: str) -> type[BaseHTTPRequestHandler]:
@@ -27,7 +29,8 @@ def make_handler(name: str) -> type[BaseHTTPRequestHandler]:
                 "client": f"{self.client_address[0]}:{self.client_address[1]}",
                 "body_bytes": len(body),
             }).encode() + b"\n"
-            self.send_response(200)
+            wanted = parse_qs(urlsplit(self.path).query).get("status", ["200"])[0]
+            self.send_response(int(wanted) if wanted.isdigit() and 200 <= int(wanted) <= 599 else 200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.send_header("X-Backend", name)

@@ -119,6 +119,14 @@ _url_paths = _comma_list(matching(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,1023}",
                                   says="must be URL paths separated by commas, such as /healthz,/metrics"))
 
 
+def _status_codes(value: str) -> tuple[int, ...]:
+    """Comma-separated HTTP error statuses ("404,503")."""
+    codes = _comma_list(integer(400, 599))(value)
+    if not codes:
+        raise InvalidValue("must be error statuses separated by commas, such as 404,503")
+    return tuple(sorted({int(code) for code in codes}))
+
+
 def _networks(value: str) -> tuple[str, ...]:
     networks = _words(value)
     if not networks:
@@ -186,6 +194,7 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "generate-request-id": ("generate_request_id", _flag),
     "hide-headers": ("hide_headers", _header_names),
     "http-redirect-code": ("redirect_code", _redirect_code),
+    "custom-http-errors": ("custom_http_errors", _status_codes),
     "no-tls-redirect-locations": ("no_tls_redirect_locations", _url_paths),
     "forwarded-for-header": ("forwarded_for_header", _header_name),
     "compute-full-forwarded-for": ("compute_full_forwarded_for", _flag),
@@ -212,7 +221,6 @@ UNSUPPORTED: dict[str, str] = {
     "proxy-set-headers": "not implemented yet",
     "proxy-busy-buffers-size": "it must fit the buffers each Ingress may change: set it per Ingress with the "
                                "proxy-busy-buffers-size annotation, which is checked against that Ingress's buffers",
-    **dict.fromkeys(("custom-http-errors",), "not implemented yet (the default backend answers 404 and 503 itself)"),
     **dict.fromkeys(("main-snippet", "http-snippet", "server-snippet", "stream-snippet", "location-snippet"),
                     "global snippets are not taken: nginx.conf is pyngress's own (a custom template, --template, "
                     "is the way to change it)"),

@@ -57,6 +57,9 @@ MEANING: dict[str, str] = {
     "use-http2": "HTTP/2 on the HTTPS port.",
     "generate-request-id": "Make up an X-Request-ID when the client sent none.",
     "hide-headers": "Backend response headers not passed to clients (comma-separated).",
+    "custom-http-errors": "Statuses (comma-separated) answered by --default-backend-service, with X-Code, "
+                          "X-Format, X-Original-URI, X-Namespace, X-Ingress-Name, X-Service-Name, X-Service-Port "
+                          "and X-Request-ID.",
     "http-redirect-code": "Code of the redirect to HTTPS and of from-to-www-redirect (301, 302, 307, 308).",
     "no-tls-redirect-locations": "Path prefixes never redirected to HTTPS (comma-separated).",
     "forwarded-for-header": "The header that names the client (use-forwarded-headers, enable-real-ip).",

@@ -187,6 +187,9 @@ end
 -- What no route takes (`status` 404), or a route whose Service is missing or has no endpoints (503): the
 -- --default-backend-service when it has endpoints, as in ingress-nginx; else the built-in answer.
 local function default_backend(status)
+    if settings.custom_http_errors[status] then
+        return ngx.exit(status)  -- its error location asks the default backend, with X-Code
+    end
     local peers = store.current("backends")[DEFAULT_BACKEND]
     if peers and #peers > 0 then
         ngx.var.proxy_upstream_name = DEFAULT_BACKEND
@@ -196,6 +199,24 @@ local function default_backend(status)
         return ngx.exit(503)
     end
     return ngx.exec("@pyngress_default_backend")
+end
+
+-- ConfigMap custom-http-errors: the error location of `status` asks the default backend, on "/" (the request's
+-- URI is in X-Original-URI); without one, the built-in 404, or nginx's own page for other statuses.
+function _M.error_page(status)
+    local peers = store.current("backends")[DEFAULT_BACKEND]
+    if not peers or #peers == 0 then
+        if status == 404 then
+            return ngx.exec("@pyngress_default_backend")
+        end
+        return ngx.exit(status)
+    end
+    local var = ngx.var
+    -- The route's Service port is the last part of its backend name ("namespace-service-port").
+    ngx.req.set_header("X-Service-Port", match(var.proxy_upstream_name, "%-([^-]+)$") or "")
+    var.proxy_upstream_name = DEFAULT_BACKEND
+    var.proxy_alternative_upstream_name = ""
+    ngx.req.set_uri("/", false)
 end
 
 -- ConfigMap no-tls-redirect-locations: a path under one of these prefixes stays on plain HTTP (by default the

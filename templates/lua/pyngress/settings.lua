@@ -16,6 +16,8 @@ local _M = {
     redirect_code = 308,
     -- ConfigMap no-tls-redirect-locations: path prefixes never redirected to HTTPS.
     no_tls_redirect_locations = { "/.well-known/acme-challenge" },
+    -- ConfigMap custom-http-errors: status -> true, answered through the default backend's error locations.
+    custom_http_errors = {},
 }
 
 function _M.set(values)
@@ -32,6 +34,7 @@ function _M.set(values)
     _M.metrics = require("pyngress.monitor").configure(values.metrics)
     _M.redirect_code = values.redirect_code or 308
     _M.no_tls_redirect_locations = values.no_tls_redirect_locations or {}
+    _M.custom_http_errors = values.custom_http_errors or {}
 end
 
 return _M

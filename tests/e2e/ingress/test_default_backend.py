@@ -10,11 +10,14 @@ from tests.support import k8s
 from tests.support.controller import start_manifests_controller
 from tests.support.net import wait_for
 
+CONFIGMAP = "ingress/controller"
+
 
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory, echo):
     controller, cluster = start_manifests_controller(tmp_path_factory.mktemp("controller"),
-                                                     extra_args=["--default-backend-service=ingress/fallback"])
+                                                     extra_args=["--default-backend-service=ingress/fallback",
+                                                                 f"--configmap={CONFIGMAP}"])
     stage = Stage(controller, cluster, echo)
     ip = echo.ips.get("FALLBACK") or echo.start("FALLBACK")
     stage.fallback = [k8s.service("fallback", namespace="ingress"),
@@ -63,3 +66,35 @@ def test_without_endpoints_the_built_in_answers_come_back(stage):
     assert answer(stage, "empty.example.com")[0] == 503
     stage.cluster.apply(*stage.fallback)
     wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="the default backend back")
+
+
+def test_custom_http_errors_are_answered_by_the_default_backend_with_the_original_status(stage):
+    namespace, name = CONFIGMAP.split("/")
+    stage.cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                         "data": {"custom-http-errors": "404,503"}})
+    url = f"http://127.0.0.1:{stage.controller.http_port}"
+
+    def error(host: str, path: str) -> tuple[int, dict]:
+        response = requests.get(url + path, headers={"Host": host, "Accept": "text/html", "X-Request-ID": "rid-1"},
+                                timeout=5)
+        return response.status_code, response.json() if response.headers.get("Content-Type") == "application/json" \
+            else {}
+
+    # The backend answers 404 itself: the default backend makes the page, the client keeps the 404.
+    wait_for(lambda: error("app.example.com", "/api/x?status=404")[1].get("backend") == "FALLBACK", 15,
+             what="the backend's 404 intercepted")
+    status, seen = error("app.example.com", "/api/x?status=404")
+    headers = seen["headers"]
+    assert status == 404 and seen["path"] == "/?status=404"  # on "/", the query kept (as ingress-nginx's rewrite)
+    assert (headers["x-code"], headers["x-format"], headers["x-original-uri"]) == ("404", "text/html",
+                                                                                   "/api/x?status=404")
+    assert (headers["x-namespace"], headers["x-ingress-name"], headers["x-service-name"],
+            headers["x-service-port"], headers["x-request-id"]) == ("default", "app", "app", "80", "rid-1")
+    # nginx's own 503 (a Service without endpoints) and 404 (a host no Ingress names) take the same way.
+    status, seen = error("empty.example.com", "/")
+    assert status == 503 and seen["headers"]["x-code"] == "503" and seen["backend"] == "FALLBACK"
+    status, seen = error("nobody.example.com", "/page")
+    assert status == 404 and seen["headers"]["x-code"] == "404" and seen["headers"]["x-original-uri"] == "/page"
+    # A status not in the list passes as the backend sent it.
+    assert requests.get(url + "/api/x?status=500", headers={"Host": "app.example.com"}, timeout=5).json()[
+        "backend"] == "APP"

@@ -77,6 +77,8 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "generate-request-id": ("false", "", "x", 'must be "true" or "false"'),
     "hide-headers": ("X-Powered-By,Server", 'proxy_hide_header "X-Powered-By";', "X Bad", "header names"),
     "skip-access-log-urls": ("/healthz", 'if=$pyngress_loggable', "healthz", "URL paths"),
+    "custom-http-errors": ("404,503", "error_page 503 @pyngress_error_503;", "404,200",
+                           "must be a whole number from 400 to 599"),
     "http-redirect-code": ("301", "redirect_code = 301,", "200", "must be one of 301, 302, 307, 308"),
     "no-tls-redirect-locations": ("/plain", 'no_tls_redirect_locations = { "/plain", },', "plain", "URL paths"),
     "forwarded-for-header": ("X-Client", 'real_ip_header "X-Client";', "X Client", "header name"),
