@@ -174,6 +174,8 @@ class ServerSettings:
     hide_headers: tuple[str, ...] = ()  # backend response headers not passed to clients
     redirect_code: int = 308  # of the redirect to HTTPS and of from-to-www-redirect
     custom_http_errors: tuple[int, ...] = ()  # answered by the default backend (--default-backend-service)
+    add_headers: tuple[tuple[str, str], ...] = ()  # to every client (add-headers)
+    proxy_set_headers: tuple[tuple[str, str], ...] = ()  # to every backend (proxy-set-headers)
     no_tls_redirect_locations: tuple[str, ...] = ("/.well-known/acme-challenge",)
     # The client address: with use-forwarded-headers or enable-real-ip, taken from `forwarded_for_header`
     # when the connection comes from `real_ip_from`; compute-full-forwarded-for appends to the client's chain.

@@ -7,7 +7,7 @@ an unknown key is ignored with a warning.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth, ServerSettings
@@ -19,8 +19,9 @@ from .annotations.renderable import check_renders
 from .annotations.validators import (HEADER_NAME, boolean, duration, integer, ip_network, is_true, matching, one_of,
                                     size)
 from .configmap_directives import DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
+from .header_configmaps import configmap_reference, headers_of
 from .problems import Problem
-from services.nginxconf.render import RenderError
+from services.nginxconf.render import PROXY_HEADERS, RenderError
 
 
 def _risk(value: str) -> Risk:
@@ -70,6 +71,9 @@ class ControllerConfig:
     gzip_level: int = 1
     gzip_min_length: int = 256
     gzip_types: str = DEFAULT_GZIP_TYPES
+    # NAMESPACE/NAME of the ConfigMaps of headers (header_configmaps.py), read into `server`.
+    add_headers: str | None = None
+    proxy_set_headers: str | None = None
     server: ServerSettings = field(default_factory=ServerSettings)
     # The raw values accepted, by key: what keeps applying when a later version of the ConfigMap has a bad value.
     accepted: dict[str, str] = field(default_factory=dict)
@@ -176,6 +180,8 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "gzip-level": ("gzip_level", _count(1, 9)),
     "gzip-min-length": ("gzip_min_length", _count(0, 2**31 - 1)),
     "gzip-types": ("gzip_types", mime_types),
+    "add-headers": ("add_headers", configmap_reference),
+    "proxy-set-headers": ("proxy_set_headers", configmap_reference),
 }
 
 # ConfigMap key → (ServerSettings field, parser to its type).
@@ -217,8 +223,6 @@ UNSUPPORTED: dict[str, str] = {
     "ssl-dh-param": "not implemented yet: the DHE ciphers use OpenSSL's built-in groups",
     "proxy-protocol-header-timeout": "not implemented yet",
     "log-format-stream": "TCP and UDP services are not served yet",
-    "add-headers": "not implemented yet",
-    "proxy-set-headers": "not implemented yet",
     "proxy-busy-buffers-size": "it must fit the buffers each Ingress may change: set it per Ingress with the "
                                "proxy-busy-buffers-size annotation, which is checked against that Ingress's buffers",
     **dict.fromkeys(("main-snippet", "http-snippet", "server-snippet", "stream-snippet", "location-snippet"),
@@ -350,4 +354,21 @@ def load_controller_config(store: Mapping[str, dict], configmap: str | None, pre
     if not isinstance(data, dict):
         return defaults, [Problem.error(f"ConfigMap {configmap}",
                                                   "data must be a map of strings; using the defaults")]
-    return parse_controller_config(data, f"ConfigMap {configmap}", previous)
+    config, problems = parse_controller_config(data, f"ConfigMap {configmap}", previous)
+    return _with_header_configmaps(config, store, problems, source=f"ConfigMap {configmap}"), problems
+
+
+_RESERVED_HEADERS = frozenset(header.lower() for header, _ in PROXY_HEADERS)
+
+
+def _with_header_configmaps(config: ControllerConfig, store: Mapping[str, dict], problems: list[Problem], *,
+                            source: str) -> ControllerConfig:
+    """`config` with the headers of the ConfigMaps that add-headers and proxy-set-headers name."""
+    found = {}
+    for key, field_name, reserved in (("add-headers", "add_headers", frozenset()),
+                                      ("proxy-set-headers", "proxy_set_headers", _RESERVED_HEADERS)):
+        reference = getattr(config, field_name)
+        if reference:
+            found[field_name], messages = headers_of(store, reference, key=key, reserved=reserved)
+            problems.extend(Problem.error(source, message) for message in messages)
+    return replace(config, server=replace(config.server, **found)) if found else config

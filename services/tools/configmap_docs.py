@@ -57,6 +57,10 @@ MEANING: dict[str, str] = {
     "use-http2": "HTTP/2 on the HTTPS port.",
     "generate-request-id": "Make up an X-Request-ID when the client sent none.",
     "hide-headers": "Backend response headers not passed to clients (comma-separated).",
+    "add-headers": "NAMESPACE/NAME of a ConfigMap (in the controller ConfigMap's namespace) of headers sent to every "
+                   "client; literal values.",
+    "proxy-set-headers": "NAMESPACE/NAME of a ConfigMap (in the controller ConfigMap's namespace) of headers sent to "
+                         "every backend; literal values; the headers pyngress sets itself cannot be replaced.",
     "custom-http-errors": "Statuses (comma-separated) answered by --default-backend-service, with X-Code, "
                           "X-Format, X-Original-URI, X-Namespace, X-Ingress-Name, X-Service-Name, X-Service-Port "
                           "and X-Request-ID.",

@@ -59,8 +59,10 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
             return True
         return obj.get("type") in _KEPT_SECRET_TYPES and _in_watched_namespace(namespace, settings)
     if kind == "ConfigMap":
+        # The controller ConfigMap's own namespace too: add-headers and proxy-set-headers name ConfigMaps there.
         return any(_named(ref, namespace=namespace, name=name) for ref in
-                   (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap))
+                   (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap)) \
+            or (settings.ingress.configmap or "").partition("/")[0] == namespace
     return False
 
 

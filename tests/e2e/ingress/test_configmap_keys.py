@@ -171,3 +171,22 @@ def test_worker_processes_and_upstream_keepalive(stage: Stage) -> None:
 def nginx_workers(stage: Stage) -> list[int]:
     master = stage.controller.pid("nginx")
     return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+
+
+def test_headers_from_configmaps_to_clients_and_backends(stage: Stage) -> None:
+    namespace = CONFIGMAP.split("/")[0]
+    stage.cluster.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "to-clients", "namespace": namespace},
+         "data": {"X-Served-By": "pyngress edge"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "to-backends", "namespace": namespace},
+         "data": {"X-Team": "payments", "X-Forwarded-For": "1.2.3.4", "X-Var": "$remote_addr"}},
+        configmap(**{"add-headers": f"{namespace}/to-clients", "proxy-set-headers": f"{namespace}/to-backends"}))
+    # Each manifest is a file of its own: wait until the watcher has read all three.
+    wait_for(lambda: (lambda r: r.headers.get("X-Served-By") == "pyngress edge" and
+                      r.json()["headers"].get("x-team") == "payments")(get(stage)), 15, what="both headers")
+    seen = get(stage).json()["headers"]
+    assert seen["x-forwarded-for"] == "127.0.0.1" and "x-var" not in seen  # refused entries
+    refusals = ("entry 'X-Forwarded-For': pyngress sets this header for every backend itself; skipped",
+                "entry 'X-Var': the value must be printable text without '$'")
+    # The status record follows the reload by a moment.
+    wait_for(lambda: all(r in " ".join(status(stage)["problems"]) for r in refusals), 10, what="refusals reported")

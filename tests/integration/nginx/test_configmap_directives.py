@@ -88,8 +88,9 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "proxy-real-ip-cidr": ("10.0.0.0/8,192.168.0.0/16", 'set_real_ip_from "192.168.0.0/16";', "10.0.0.0/33",
                            "10.0.0.0/33"),
 }
-# Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects).
-ELSEWHERE = {"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
+# Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects, the
+# ConfigMaps of headers).
+ELSEWHERE = {"add-headers", "proxy-set-headers","ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
              "use-forwarded-headers", "use-proxy-protocol", "annotations-risk-level", "strict-validate-path-type",
              "annotation-value-word-blocklist", "allow-snippet-annotations", "block-cidrs", "block-user-agents",
              "block-referers", "allow-cross-namespace-resources", "disable-access-log", "access-log-path",

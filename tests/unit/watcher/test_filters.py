@@ -50,13 +50,14 @@ def test_client_certificate_cas_are_kept():
     assert slim(tls)["data"] == tls["data"]
 
 
-def test_configmaps_only_those_named_by_flags():
-    settings = Settings.from_flags(configmap="ingress/config", tcp_services_configmap="ingress/tcp",
-                        udp_services_configmap="ingress/udp", watch_namespace="team")
-    for name in ("config", "tcp", "udp"):
-        assert keep(obj("ConfigMap", name, "ingress"), settings)
+def test_configmaps_named_by_flags_and_those_beside_the_controller_configmap():
+    settings = Settings.from_flags(configmap="ingress/config", tcp_services_configmap="system/tcp",
+                                   udp_services_configmap="system/udp", watch_namespace="team")
+    for namespace, name in (("ingress", "config"), ("system", "tcp"), ("system", "udp")):
+        assert keep(obj("ConfigMap", name, namespace), settings)
+    assert keep(obj("ConfigMap", "headers", "ingress"), settings)  # add-headers / proxy-set-headers name them
     assert not keep(obj("ConfigMap", "config", "team"), settings)
-    assert not keep(obj("ConfigMap", "other", "ingress"), settings)
+    assert not keep(obj("ConfigMap", "other", "system"), settings)
     assert not keep(obj("ConfigMap", "config", "ingress"), Settings())
 
 

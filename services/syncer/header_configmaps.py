@@ -1,0 +1,51 @@
+"""ConfigMap keys add-headers and proxy-set-headers: each names a ConfigMap ("NAMESPACE/NAME", in the controller
+ConfigMap's namespace, where the watcher keeps them) whose entries are headers, sent to every client
+(add-headers) or to every backend (proxy-set-headers), as in ingress-nginx.
+
+Names are header names; values are literal text (nginx variables are not taken: a `$` is refused, as are
+control characters). The headers pyngress sets for every backend itself (Host, X-Forwarded-*, ...) cannot be
+replaced this way: an entry naming one is refused with the reason.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from .annotations.base import InvalidValue
+
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,128}")
+_VALUE = re.compile(r"[\x20-\x23\x25-\x7e]{0,4096}")  # printable ASCII but `$`
+_REFERENCE = re.compile(r"([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)")
+
+
+def configmap_reference(value: str) -> str:
+    """The key's value: NAMESPACE/NAME of a ConfigMap."""
+    if not _REFERENCE.fullmatch(value):
+        raise InvalidValue("must be NAMESPACE/NAME of a ConfigMap of headers, such as ingress-nginx/custom-headers")
+    return value
+
+
+def headers_of(store: Mapping[str, dict[str, Any]], reference: str, *, key: str,
+               reserved: frozenset[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """The headers of the ConfigMap `reference` (sorted by name), and a message per entry or ConfigMap refused."""
+    namespace, name = reference.split("/")
+    obj = store.get(f"ConfigMap/{namespace}/{name}")
+    if obj is None:
+        return (), [f"key {key}: ConfigMap {reference} not found (it must be in the controller ConfigMap's "
+                    "namespace); no headers from it"]
+    data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        return (), [f"key {key}: ConfigMap {reference} data must be a map of strings; no headers from it"]
+    headers, problems = [], []
+    for header, value in sorted(data.items()):
+        where = f"key {key}: ConfigMap {reference} entry {header!r}"
+        if not isinstance(header, str) or not _HEADER_NAME.fullmatch(header):
+            problems.append(f"{where}: not a header name (letters, digits and '-'); skipped")
+        elif header.lower() in reserved:
+            problems.append(f"{where}: pyngress sets this header for every backend itself; skipped")
+        elif not isinstance(value, str) or not _VALUE.fullmatch(value):
+            problems.append(f"{where}: the value must be printable text without '$' (nginx variables are not "
+                            "taken); skipped")
+        else:
+            headers.append((header, value))
+    return tuple(headers), problems
