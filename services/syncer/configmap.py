@@ -19,6 +19,7 @@ from .annotations.renderable import check_renders
 from .annotations.validators import (HEADER_NAME, boolean, duration, integer, ip_network, is_true, matching, one_of,
                                     size)
 from .configmap_directives import DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
+from .annotations.ipallowlist import cidr_list
 from .header_configmaps import configmap_reference, headers_of
 from .problems import Problem
 from services.nginxconf.render import PROXY_HEADERS, RenderError
@@ -74,9 +75,23 @@ class ControllerConfig:
     # NAMESPACE/NAME of the ConfigMaps of headers (header_configmaps.py), read into `server`.
     add_headers: str | None = None
     proxy_set_headers: str | None = None
+    # whitelist-source-range, denylist-source-range: for every Ingress without the annotation of its own.
+    default_allowlist: str = ""
+    default_denylist: str = ""
     server: ServerSettings = field(default_factory=ServerSettings)
     # The raw values accepted, by key: what keeps applying when a later version of the ConfigMap has a bad value.
     accepted: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def annotation_defaults(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Annotations the ConfigMap sets for every Ingress: name → (value, the names any of which overrides it)."""
+        defaults = {}
+        if self.default_allowlist:
+            defaults["allowlist-source-range"] = (self.default_allowlist,
+                                                  ("allowlist-source-range", "whitelist-source-range"))
+        if self.default_denylist:
+            defaults["denylist-source-range"] = (self.default_denylist, ("denylist-source-range",))
+        return defaults
 
     @property
     def access_log(self) -> AccessLog:
@@ -181,6 +196,8 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "gzip-min-length": ("gzip_min_length", _count(0, 2**31 - 1)),
     "gzip-types": ("gzip_types", mime_types),
     "add-headers": ("add_headers", configmap_reference),
+    "whitelist-source-range": ("default_allowlist", cidr_list),
+    "denylist-source-range": ("default_denylist", cidr_list),
     "proxy-set-headers": ("proxy_set_headers", configmap_reference),
 }
 
@@ -258,7 +275,7 @@ UNSUPPORTED: dict[str, str] = {
                      "retry-non-idempotent", "enable-multi-accept", "ssl-session-ticket-key", "enable-aio-write",
                      "gzip-disable", "limit-conn-zone-variable", "forwarded-for-proxy-protocol-header",
                      "proxy-add-original-uri-header", "proxy-cookie-path", "proxy-cookie-domain",
-                     "proxy-redirect-from", "denylist-source-range", "whitelist-source-range", "limit-rate",
+                     "proxy-redirect-from", "limit-rate",
                      "limit-rate-after", "global-allowed-response-headers", "no-auth-locations",
                      "proxy-ssl-location-only", "service-upstream", "ssl-reject-handshake", "debug-connections"),
                     "not implemented yet"),

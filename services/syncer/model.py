@@ -204,15 +204,23 @@ class AnnotationParser:
     """parse_annotations, once per distinct set of our annotations: Ingresses often share them."""
 
     def __init__(self, prefix: str, max_risk: Risk, *, blocked_words: tuple[str, ...] = (),
-                 allow_snippets: bool = False) -> None:
+                 allow_snippets: bool = False,
+                 defaults: Mapping[str, tuple[str, tuple[str, ...]]] | None = None) -> None:
         self.prefix, self.max_risk, self.blocked_words = prefix, max_risk, blocked_words
         self.allow_snippets = allow_snippets
         self._start = prefix + "/"
+        # The ConfigMap's defaults for annotations: name → (value, the names any of which, on an Ingress, overrides
+        # it). They come from the administrator: not checked for blocked words.
+        self._defaults = {self._start + name: (value, tuple(self._start + n for n in names))
+                          for name, (value, names) in (defaults or {}).items()}
         self._cache: dict[tuple[tuple[str, str], ...], IngressAnnotations | InvalidAnnotation] = {}
 
     def parse(self, annotations: Mapping[str, Any]) -> IngressAnnotations:
         ours = {k: v for k, v in annotations.items() if k.startswith(self._start)}
         self._refuse_blocked_words(ours)
+        for name, (value, overridden_by) in self._defaults.items():
+            if not any(alias in ours for alias in overridden_by):
+                ours[name] = value
         if not all(isinstance(v, str) for v in ours.values()):
             return parse_annotations(ours, prefix=self.prefix, max_risk=self.max_risk,
                                          allow_snippets=self.allow_snippets)
@@ -499,7 +507,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     config, problems = load_controller_config(store, settings.ingress.configmap, previous_configmap)
     parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
                               blocked_words=config.annotation_value_word_blocklist,
-                              allow_snippets=config.allow_snippet_annotations)
+                              allow_snippets=config.allow_snippet_annotations, defaults=config.annotation_defaults)
     auth = AuthResolver(index.secrets, allow_cross_namespace=config.allow_cross_namespace_resources,
                         global_auth=config.global_auth, global_auth_problem=config.global_auth_problem)
     plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,

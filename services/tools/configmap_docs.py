@@ -61,6 +61,10 @@ MEANING: dict[str, str] = {
                    "client; literal values.",
     "proxy-set-headers": "NAMESPACE/NAME of a ConfigMap (in the controller ConfigMap's namespace) of headers sent to "
                          "every backend; literal values; the headers pyngress sets itself cannot be replaced.",
+    "whitelist-source-range": "Client networks allowed on every Ingress without allowlist-source-range of its "
+                              "own (comma-separated); others get 403.",
+    "denylist-source-range": "Client networks refused with 403 on every Ingress without denylist-source-range of "
+                             "its own (comma-separated).",
     "custom-http-errors": "Statuses (comma-separated) answered by --default-backend-service, with X-Code, "
                           "X-Format, X-Original-URI, X-Namespace, X-Ingress-Name, X-Service-Name, X-Service-Port "
                           "and X-Request-ID.",

@@ -190,3 +190,18 @@ def test_headers_from_configmaps_to_clients_and_backends(stage: Stage) -> None:
                 "entry 'X-Var': the value must be printable text without '$'")
     # The status record follows the reload by a moment.
     wait_for(lambda: all(r in " ".join(status(stage)["problems"]) for r in refusals), 10, what="refusals reported")
+
+
+def test_default_allow_and_deny_lists_apply_to_ingresses_without_their_own(stage: Stage) -> None:
+    stage.cluster.apply(*stage.backend("OWN", "own"), k8s.ingress(
+        "own", [k8s.rule("own.example.com", ("/", "Prefix", "own", 80))],
+        annotations={"nginx.ingress.kubernetes.io/allowlist-source-range": "127.0.0.0/8"}))
+    stage.expect("own.example.com", "/", "OWN")
+    stage.cluster.apply(configmap(**{"whitelist-source-range": "192.0.2.0/24"}))
+    wait_for(lambda: get(stage).status_code == 403, 15, what="the default allowlist refusing 127.0.0.1")
+    assert stage.served_by("own.example.com", "/") == "OWN"  # its own allowlist lets 127.0.0.1 in
+    stage.cluster.apply(configmap(**{"denylist-source-range": "127.0.0.1"}))
+    wait_for(lambda: get(stage).status_code == 403 and stage.served_by("own.example.com", "/") == "403", 15,
+             what="the default denylist on both")
+    stage.cluster.apply(configmap())
+    wait_for(lambda: get(stage).status_code == 200, 15, what="open again")

@@ -90,7 +90,7 @@ CASES: dict[str, tuple[str, str, str, str]] = {
 }
 # Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects, the
 # ConfigMaps of headers).
-ELSEWHERE = {"add-headers", "proxy-set-headers","ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
+ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "denylist-source-range","ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
              "use-forwarded-headers", "use-proxy-protocol", "annotations-risk-level", "strict-validate-path-type",
              "annotation-value-word-blocklist", "allow-snippet-annotations", "block-cidrs", "block-user-agents",
              "block-referers", "allow-cross-namespace-resources", "disable-access-log", "access-log-path",

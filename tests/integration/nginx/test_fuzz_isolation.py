@@ -264,6 +264,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "http-redirect-code": st.sampled_from(["301", "302", "307", "308", "200", "999"]),
     **{key: st.sampled_from(["ingress/headers", "ingress/missing", "a/b/c", "x"]) for key in ("add-headers",
                                                                                               "proxy-set-headers")},
+    **{key: network_lists for key in ("whitelist-source-range", "denylist-source-range")},
     "custom-http-errors": comma_lists(st.sampled_from(["404", "503", "500", "200", "x", "599"]), "{},502"),
     "forwarded-for-header": st.sampled_from(["X-Forwarded-For", "X-Real-IP", "CF-Connecting-IP", "X Y"]),
     "proxy-real-ip-cidr": network_lists,
