@@ -170,6 +170,7 @@ class ServerSettings:
     keepalive_requests: int = 10000
     keepalive_time: str = "1h"
     http2: bool = True
+    brotli: bool = False  # enable-brotli: Debian's brotli filter module is loaded
     generate_request_id: bool = True  # false: X-Request-ID only when the client sent one
     hide_headers: tuple[str, ...] = ()  # backend response headers not passed to clients
     redirect_code: int = 308  # of the redirect to HTTPS and of from-to-www-redirect

@@ -8,6 +8,7 @@ an unknown key is ignored with a warning.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth, ServerSettings
@@ -18,7 +19,7 @@ from .annotations.external_auth import GLOBAL_AUTH_KEYS, parse_global_auth
 from .annotations.renderable import check_renders
 from .annotations.validators import (HEADER_NAME, boolean, duration, integer, ip_network, is_true, matching, one_of,
                                     size)
-from .configmap_directives import DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
+from .configmap_directives import BROTLI_MODULE, DEFAULT_BROTLI_TYPES, DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
 from .annotations.ipallowlist import cidr_list
 from .header_configmaps import configmap_reference, headers_of
 from .problems import Problem
@@ -72,6 +73,9 @@ class ControllerConfig:
     gzip_level: int = 1
     gzip_min_length: int = 256
     gzip_types: str = DEFAULT_GZIP_TYPES
+    brotli_level: int = 4
+    brotli_min_length: int = 20
+    brotli_types: str = DEFAULT_BROTLI_TYPES
     # NAMESPACE/NAME of the ConfigMaps of headers (header_configmaps.py), read into `server`.
     add_headers: str | None = None
     proxy_set_headers: str | None = None
@@ -138,6 +142,14 @@ _url_paths = _comma_list(matching(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,1023}",
                                   says="must be URL paths separated by commas, such as /healthz,/metrics"))
 
 
+def _brotli(value: str) -> bool:
+    wanted = _flag(value)
+    if wanted and not Path(BROTLI_MODULE).is_file():
+        raise InvalidValue("Debian's nginx brotli module is not installed on this node (apt-get install "
+                           "libnginx-mod-http-brotli-filter)")
+    return wanted
+
+
 def _status_codes(value: str) -> tuple[int, ...]:
     """Comma-separated HTTP error statuses ("404,503")."""
     codes = _comma_list(integer(400, 599))(value)
@@ -195,6 +207,9 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "gzip-level": ("gzip_level", _count(1, 9)),
     "gzip-min-length": ("gzip_min_length", _count(0, 2**31 - 1)),
     "gzip-types": ("gzip_types", mime_types),
+    "brotli-level": ("brotli_level", _count(1, 11)),
+    "brotli-min-length": ("brotli_min_length", _count(0, 2**31 - 1)),
+    "brotli-types": ("brotli_types", mime_types),
     "add-headers": ("add_headers", configmap_reference),
     "whitelist-source-range": ("default_allowlist", cidr_list),
     "denylist-source-range": ("default_denylist", cidr_list),
@@ -214,6 +229,7 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "upstream-keepalive-requests": ("keepalive_requests", _count(1, 10**9)),
     "upstream-keepalive-time": ("keepalive_time", duration),
     "use-http2": ("http2", _flag),
+    "enable-brotli": ("brotli", _brotli),
     "generate-request-id": ("generate_request_id", _flag),
     "hide-headers": ("hide_headers", _header_names),
     "http-redirect-code": ("redirect_code", _redirect_code),
@@ -230,10 +246,6 @@ UNSUPPORTED: dict[str, str] = {
     "reuse-port": "nginx's listening sockets are opened once by the nginx-listeners program and inherited by each "
                   "new master, so that no connection is refused while nginx restarts; reuseport sockets would die "
                   "with their master",
-    "enable-brotli": "Debian's nginx has no brotli module installed here",
-    "brotli-level": "Debian's nginx has no brotli module installed here",
-    "brotli-min-length": "Debian's nginx has no brotli module installed here",
-    "brotli-types": "Debian's nginx has no brotli module installed here",
     "http2-max-field-size": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use large-client-header-buffers",
     "http2-max-header-size": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use large-client-header-buffers",
     "http2-max-requests": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use keep-alive-requests",
@@ -342,10 +354,13 @@ def _checked(raw: Any, target: str, validate: Callable[[str], Any], *, renders: 
 
 def _with_composite_directives(config: ControllerConfig) -> ControllerConfig:
     """The directives that take more than one key: proxy_buffers (number and size), ssl_session_cache (on and
-    size), and gzip's."""
+    size), gzip's and brotli's."""
     globals_ = config.globals
     globals_["proxy_buffers"] = f"{config.proxy_buffers_number} {globals_['proxy_buffer_size']}"
     globals_["ssl_session_cache"] = f"shared:SSL:{config.ssl_session_cache_size}" if config.ssl_session_cache else "off"
+    if config.server.brotli:
+        globals_.update(brotli="on", brotli_comp_level=str(config.brotli_level),
+                        brotli_min_length=str(config.brotli_min_length), brotli_types=config.brotli_types)
     if config.use_gzip:
         globals_.update(gzip="on", gzip_comp_level=str(config.gzip_level), gzip_http_version="1.1",
                         gzip_min_length=str(config.gzip_min_length), gzip_types=config.gzip_types, gzip_proxied="any",

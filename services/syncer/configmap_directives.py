@@ -26,6 +26,11 @@ _CURVES = re.compile(r"[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9_-]{1,64}){0,31}")
 _MIME_TYPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,126}/[a-z0-9*][a-z0-9.+*-]{0,126}")
 _BUFFERS = re.compile(r"([0-9]{1,4}) +([0-9]{1,13}[kKmM]?)")
 
+BROTLI_MODULE = "/usr/lib/nginx/modules/ngx_http_brotli_filter_module.so"
+DEFAULT_BROTLI_TYPES = ("application/xml+rss application/atom+xml application/javascript application/x-javascript "
+                        "application/json application/rss+xml application/vnd.ms-fontobject application/x-font-ttf "
+                        "application/x-web-app-manifest+json application/xhtml+xml application/xml font/opentype "
+                        "image/svg+xml image/x-icon text/css text/javascript text/plain text/x-component")
 DEFAULT_GZIP_TYPES = ("application/atom+xml application/javascript application/x-javascript application/json "
                       "application/rss+xml application/vnd.ms-fontobject application/x-font-ttf "
                       "application/x-web-app-manifest+json application/xhtml+xml application/xml font/opentype "

@@ -205,3 +205,11 @@ def test_default_allow_and_deny_lists_apply_to_ingresses_without_their_own(stage
              what="the default denylist on both")
     stage.cluster.apply(configmap())
     wait_for(lambda: get(stage).status_code == 200, 15, what="open again")
+
+
+def test_brotli(stage: Stage) -> None:
+    stage.cluster.apply(configmap(**{"enable-brotli": "true", "brotli-types": "application/json",
+                                     "brotli-min-length": "10"}))
+    wait_for(lambda: get(stage, **{"Accept-Encoding": "br"}).headers.get("Content-Encoding") == "br", 15,
+             what="brotli on")
+    assert "Content-Encoding" not in get(stage, **{"Accept-Encoding": "identity"}).headers

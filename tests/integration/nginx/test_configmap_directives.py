@@ -63,6 +63,11 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "gzip-level": ("6", "", "10", "must be a whole number from 1 to 9"),
     "gzip-min-length": ("100", "", "-1", "must be a whole number"),
     "gzip-types": ("text/css", "", "text/css;", "MIME types"),
+    "enable-brotli": ("true", "load_module /usr/lib/nginx/modules/ngx_http_brotli_filter_module.so;", "x",
+                      'must be "true" or "false"'),
+    "brotli-level": ("6", "", "12", "must be a whole number from 1 to 11"),
+    "brotli-min-length": ("100", "", "-1", "must be a whole number"),
+    "brotli-types": ("text/css", "", "text/css;", "MIME types"),
     "worker-processes": ("2", 'worker_processes "2";', "0", "must be a whole number from 1 to 1024"),
     "max-worker-connections": ("4096", "worker_connections 4096;", "-1", "must be a whole number"),
     "max-worker-open-files": ("65536", 'worker_rlimit_nofile "65536";', "x", "must be a whole number"),
@@ -97,11 +102,13 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "access-log-params", "log-format-upstream", "log-format-escape-json", "log-format-escape-none",
              "enable-access-log-for-default-backend"}
 # What a key needs beside it to show in nginx.conf.
-COMPANIONS = {"gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},
+COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},
+              "brotli-types": {"enable-brotli": "true"}, "gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},
               "gzip-types": {"use-gzip": "true"}, "compute-full-forwarded-for": {"use-forwarded-headers": "true"},
               "forwarded-for-header": {"enable-real-ip": "true"}, "proxy-real-ip-cidr": {"enable-real-ip": "true"}}
 # And what a companion makes nginx.conf hold for the rest of its group.
-GROUP_LINES = {"gzip-level": 'gzip_comp_level "6";', "gzip-min-length": 'gzip_min_length "100";',
+GROUP_LINES = {"brotli-level": 'brotli_comp_level "6";', "brotli-min-length": 'brotli_min_length "100";',
+               "brotli-types": 'brotli_types "text/css";', "gzip-level": 'gzip_comp_level "6";', "gzip-min-length": 'gzip_min_length "100";',
                "gzip-types": 'gzip_types "text/css";'}
 
 
