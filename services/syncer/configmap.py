@@ -332,12 +332,14 @@ def parse_controller_config(data: Mapping[str, Any], source: str, previous: Mapp
             store[target] = _checked(raw, target, validate, renders=store is globals_)
             accepted[key] = raw
         except (InvalidValue, RenderError) as err:
+            kept = "the default applies"
             if key in previous:
-                store[target] = _checked(previous[key], target, validate, renders=store is globals_)
-                accepted[key] = previous[key]
-                kept = f"the previous value {previous[key]!r} keeps applying"
-            else:
-                kept = "the default applies"
+                try:  # it was taken before; only what it depends on (a module on this node) could have changed
+                    store[target] = _checked(previous[key], target, validate, renders=store is globals_)
+                    accepted[key] = previous[key]
+                    kept = f"the previous value {previous[key]!r} keeps applying"
+                except (InvalidValue, RenderError):
+                    pass
             problems.append(Problem.error(source, f"key {key} value {raw!r}: {err}; {kept}"))
     config = ControllerConfig(globals=globals_, server=ServerSettings(**server), accepted=accepted, **typed)
     return _with_composite_directives(config), problems

@@ -100,3 +100,16 @@ def test_typed_values_for_the_rest_of_the_model():
     assert (config.ssl_redirect, config.force_ssl_redirect, config.hsts, config.hsts_max_age,
             config.hsts_include_subdomains, config.hsts_preload, config.annotations_risk_level) == (
         False, True, False, 600, False, True, config.annotations_risk_level.MEDIUM)
+
+
+@pytest.mark.parametrize("previous, level, says", [
+    ({"gzip-level": "5"}, 5, "the previous value '5' keeps applying"),
+    ({}, 1, "the default applies"),
+    ({"gzip-level": "99"}, 1, "the default applies"),  # a previous value that no longer passes is not kept
+])
+def test_a_bad_value_keeps_the_previous_good_one(previous, level, says):
+    config, problems = parse_controller_config({"use-gzip": "true", "gzip-level": "12"}, "ConfigMap x/y", previous)
+    assert config.globals["gzip_comp_level"] == str(level)
+    assert [str(p) for p in problems] == [f"ConfigMap x/y: key gzip-level value '12': must be a whole number from 1 "
+                                          f"to 9; {says}"]
+    assert config.accepted == {"use-gzip": "true", **({"gzip-level": "5"} if level == 5 else {})}
