@@ -9,6 +9,8 @@ whole configuration for it.
 """
 from __future__ import annotations
 
+import os
+
 import re
 
 from services.nginxconf.config import UPSTREAMINFO_FORMAT
@@ -71,4 +73,7 @@ def log_path(value: str) -> str:
     """access-log-path: an absolute file path (/dev/stdout by default)."""
     if not _PATH.fullmatch(value) or "/../" in value + "/":
         raise InvalidValue("must be an absolute path of letters, digits, '.', '_', '-' and '/', such as /dev/stdout")
+    # nginx opens it when it loads its configuration: a directory would fail `nginx -t` for everyone.
+    if value.endswith("/") or os.path.isdir(value):
+        raise InvalidValue("must name a file, not a directory, such as /var/log/nginx/access.log")
     return value

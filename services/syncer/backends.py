@@ -104,7 +104,7 @@ def _packed_address(address: Any) -> bytes | None:
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
             return socket.inet_pton(family, address)
-        except (OSError, TypeError):
+        except (OSError, TypeError, ValueError):  # ValueError: a NUL in the text
             continue
     return None
 

@@ -86,7 +86,23 @@ def _buffers(value: str) -> str:
 def _ecdh_curve(value: str) -> str:
     if not _CURVES.fullmatch(value):
         raise InvalidValue('must be "auto" or curve names separated by ":", such as X25519:prime256v1')
+    if value == "auto":
+        return value
+    unknown = [name for name in value.split(":") if not _openssl_knows_group(name)]
+    if unknown:
+        # nginx would fail to load the configuration for everyone (SSL_CTX_set1_curves_list).
+        raise InvalidValue(f"OpenSSL knows no curve named {unknown[0]}; use names such as X25519, prime256v1, "
+                           "secp384r1")
     return value
+
+
+@functools.lru_cache(maxsize=64)
+def _openssl_knows_group(name: str) -> bool:
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ecdh_curve(name)
+    except (ssl.SSLError, ValueError):
+        return False
+    return True
 
 
 def mime_types(value: str) -> str:

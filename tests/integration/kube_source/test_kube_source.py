@@ -42,6 +42,7 @@ async def populate(h) -> None:
     await h.call(h.core.create_namespaced_config_map, "default", {"metadata": {"name": "pyngress"},
                                                                   "data": {"ssl-redirect": "false"}})
     await h.call(h.core.create_namespaced_config_map, "default", {"metadata": {"name": "unrelated"}})
+    await h.call(h.core.create_namespaced_config_map, "kube-system", {"metadata": {"name": "elsewhere"}})
     await h.call(h.core.create_node, {"metadata": {"name": "node-a"}, "spec": {"podCIDR": "10.244.1.0/24"}})
     await h.call(h.core.create_node, {"metadata": {"name": "node-b"}, "spec": {"podCIDR": "10.244.2.0/24"}})
 
@@ -54,9 +55,10 @@ def test_initial_lists_fill_the_store_with_kept_objects_as_the_api_serves_them(h
             await h.converged()
             await asyncio.wait_for(h.source.synced.wait(), 10)
             store = h.mirror
+            # Every ConfigMap beside the controller's is kept: add-headers and proxy-set-headers name them.
             assert set(store) == {"IngressClass//nginx", "Ingress/default/web", "Service/default/web",
                                   "EndpointSlice/default/web-1", "Secret/default/web-tls",
-                                  "ConfigMap/default/pyngress", "Node//node-a"}
+                                  "ConfigMap/default/pyngress", "ConfigMap/default/unrelated", "Node//node-a"}
             web = store["Ingress/default/web"]
             assert web["kind"] == "Ingress" and web["apiVersion"] == "networking.k8s.io/v1"  # added to list items
             assert web["metadata"]["annotations"] == {"team": "web"}  # slimmed: no last-applied copy

@@ -256,7 +256,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-next-upstream": st.sampled_from(["error timeout", "http_502 non_idempotent", "off", "error;", "bogus"]),
     "proxy-http-version": st.sampled_from(["1.1", "1.0", "2", "1.1;"]),
     "large-client-header-buffers": st.sampled_from(["4 8k", "8 16k", "0 8k", "4", "4 8k;"]),
-    "ssl-ecdh-curve": st.sampled_from(["auto", "X25519:prime256v1", "secp384r1", "bogus curve"]),
+    "ssl-ecdh-curve": st.sampled_from(["auto", "X25519:prime256v1", "secp384r1", "bogus curve", "auto:X25519", "9999"]),
     "gzip-types": st.sampled_from(["text/css application/json", "*/*", "text/html;", "application/x-foo+xml"]),
     "worker-processes": st.sampled_from(["auto", "2", "0", "-1", "two"]),
     "worker-cpu-affinity": st.sampled_from(["", "auto", "01 10", "auto 0011", "0x3"]),

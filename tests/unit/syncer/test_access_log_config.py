@@ -54,6 +54,8 @@ def test_escape_none_wins_and_disable_turns_it_off(cluster):
     ("access-log-path", "relative.log", "absolute path"),
     ("access-log-path", "/tmp/a b.log", "absolute path"),
     ("access-log-path", "/var/log/../../etc/shadow", "absolute path"),
+    ("access-log-path", "/var/log/", "not a directory"),
+    ("access-log-path", "/tmp", "not a directory"),
 ])
 def test_bad_values_are_reported_and_the_default_keeps_applying(cluster, key, value, says):
     cluster.configmap({key: value})

@@ -12,6 +12,14 @@ def test_only_ready_endpoints_count_and_a_missing_condition_means_ready(cluster)
     assert cluster.build().backends == {"default-web-80": ["10.0.0.1:8080", "10.0.0.3:8080"]}
 
 
+def test_an_address_with_a_nul_is_skipped_and_the_model_still_builds(cluster):
+    # A tenant's EndpointSlice: inet_pton raises ValueError, not OSError, for "\x00".
+    cluster.service("web")
+    cluster.endpoint_slice("web", addresses=["\x00", "10.0.0.1"])
+    cluster.ingress("web")
+    assert cluster.build().backends == {"default-web-80": ["10.0.0.1:8080"]}
+
+
 def test_slices_of_a_service_are_merged_deduplicated_and_sorted(cluster):
     cluster.service("web")
     cluster.endpoint_slice("web", addresses=["10.0.0.9", "10.0.0.1"])
