@@ -210,7 +210,9 @@ def test_answers_are_cached_by_the_cache_key_for_the_duration(stage, auth_servic
                                         "auth-cache-key": "$http_x_token", "auth-cache-duration": "200 401 1m"})
     protected(stage, "uncached", "uncached.example.com",
               **{"auth-url": f"http://127.0.0.1:{auth_service.port}/check"})
-    wait_for(lambda: get(stage, host, **{"X-Token": "warm-up"}).status_code == 200, 10, what="allowed")
+    # Each Ingress is a manifest file of its own: wait until both are served.
+    for name in (host, "uncached.example.com"):
+        wait_for(lambda: get(stage, name, **{"X-Token": "warm-up"}).status_code == 200, 10, what=f"{name} allowed")
     auth_service.seen.clear()
     # An answer with Set-Cookie is never cached (nginx's rule, as in ingress-nginx): the quiet 200 has none.
     for _ in range(3):
