@@ -60,6 +60,17 @@ class BasicAuth:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AuthKeepalive:
+    """auth-keepalive*: connections to the auth service are kept open (an upstream of its own, balanced over the
+    addresses the syncer resolves), and the auth request is a Lua subrequest that reads the whole answer, which
+    nginx's auth_request cannot do on a kept-alive connection (ingress-nginx's way too)."""
+    connections: int  # idle connections kept per worker
+    requests: int = 1000  # requests per connection before it is closed
+    timeout: int = 60  # seconds an idle connection stays open
+    share_vars: bool = False  # the subrequest shares the request's variables (so the same $request_id)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ExternalAuth:
     """auth-url: every request is first asked of an HTTP service (nginx's auth_request).
 
@@ -78,6 +89,12 @@ class ExternalAuth:
     # within the profile, for `cache_durations` ("200 202 401 5m", ... as proxy_cache_valid takes them).
     cache_key: str | None = None
     cache_durations: tuple[str, ...] = ()
+    # auth-proxy-set-headers: (name, literal value) pairs sent to the service, from a ConfigMap.
+    proxy_set_headers: tuple[tuple[str, str], ...] = ()
+    keepalive: AuthKeepalive | None = None
+    # auth-snippet (only with allow-snippet-annotations and annotations-risk-level Critical): raw nginx
+    # configuration written into the auth request's location as it is.
+    snippet: str | None = None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 
-from services.nginxconf.config import (DEFAULT_PROFILE, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
+from services.nginxconf.config import (DEFAULT_PROFILE, AuthKeepalive, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
                                        LocationProfile, NginxConfig, RateLimit, ServerSettings)
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.resolvers import system_resolvers
@@ -98,6 +98,12 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
 # gRPC backends (backend-protocol GRPC, GRPCS) are spoken to with nginx's grpc module: its own pass and header
 # directives, and its own timeouts, which take the proxy ones' values as in ingress-nginx.
 GRPC_SCHEMES = frozenset({"grpc", "grpcs"})
+# What the auth-url request carries from pyngress itself (the template's auth location); auth-proxy-set-headers
+# may not replace them.
+AUTH_REQUEST_HEADERS = frozenset({
+    "content-length", "x-forwarded-proto", "x-request-id", "host", "x-original-url", "x-original-method",
+    "x-sent-from", "x-real-ip", "x-forwarded-for", "x-auth-request-redirect", "x-original-uri", "x-scheme",
+    "connection"})
 _GRPC_TIMEOUTS = {"proxy_connect_timeout": "grpc_connect_timeout", "proxy_send_timeout": "grpc_send_timeout",
                   "proxy_read_timeout": "grpc_read_timeout"}
 # Hop-by-hop headers have no place in HTTP/2 to the backend.
@@ -246,11 +252,19 @@ class _RenderedExternalAuth:
     method: str | None
     request_redirect: str | None
     response_headers: list[tuple[str, str]]  # (quoted header name, $upstream_http_* variable name)
+    response_headers_lua: str  # the names as a Lua list literal
     signin: str | None  # Lua string literals
     signin_redirect_param: str
     always_set_cookie: bool
     cache_key: str | None  # one double-quoted nginx argument holding variables
     cache_durations: list[str]  # proxy_cache_valid arguments, each word quoted
+    proxy_set_headers: list[tuple[str, str]]  # quoted (name, literal value)
+    keepalive: AuthKeepalive | None
+    # With keepalive: proxy_pass's quoted argument, the auth URL with its host:port replaced by the upstream
+    # `pyngress_auth_<profile>` (the Host header still names the service).
+    keepalive_url: str | None
+    server_name: str  # quoted: the service's host name, its SNI
+    snippet: str | None  # auth-snippet, checked by snippet_blocks.check_contained
 
 
 @functools.lru_cache(maxsize=4096)  # thousands of Ingresses share a handful of profiles
@@ -277,7 +291,7 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
             raise RenderError(f"location profile {profile.name}: snippet: {err}") from None
     if profile.basic_auth is not None:
         check_basic_auth(profile.basic_auth)
-    external_auth = _external_auth(profile.external_auth) if profile.external_auth else None
+    external_auth = _external_auth(profile.external_auth, profile.name) if profile.external_auth else None
     return _RenderedProfile(name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
@@ -285,15 +299,38 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
                             basic_auth=profile.basic_auth, external_auth=external_auth)
 
 
-_AUTH_URL = re.compile(r"(?:http|https)://([^/?#]+)/[^?#]*")
+_AUTH_URL = re.compile(r"(http|https)://([^/?#]+)(/[^?#]*)")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
+_HEADER_VALUE = re.compile(r"[\x20-\x23\x25-\x7e]{0,4096}")  # printable ASCII but `$`: no variables
 _HTTP_METHOD = re.compile(r"[A-Z]{1,16}")
 
 
-def _external_auth(auth: ExternalAuth) -> _RenderedExternalAuth:
+def auth_upstream(profile_name: str) -> str:
+    """The name of the upstream (and of its backend in the pushed tables) of a profile's auth-keepalive."""
+    return f"pyngress_auth_{profile_name}"
+
+
+def auth_endpoint(auth: ExternalAuth) -> str:
+    """host:port of the auth service, as the balancer's table takes an endpoint (the syncer resolves a name)."""
     url = _AUTH_URL.fullmatch(auth.url)
     if not url:
         raise RenderError(f"auth URL {auth.url!r} must be http(s)://host[:port]/path without query")
+    host, _, port = url[2].partition(":")
+    return f"{host.lower()}:{port or (443 if url[1] == 'https' else 80)}"
+
+
+def _external_auth(auth: ExternalAuth, profile_name: str) -> _RenderedExternalAuth:
+    url = _AUTH_URL.fullmatch(auth.url)
+    if not url:
+        raise RenderError(f"auth URL {auth.url!r} must be http(s)://host[:port]/path without query")
+    for header, value in auth.proxy_set_headers:
+        if not _HEADER_NAME.fullmatch(header) or not _HEADER_VALUE.fullmatch(value):
+            raise RenderError(f"auth header {header!r} must be a header name with printable text without '$'")
+    if auth.snippet is not None:
+        try:
+            check_contained(auth.snippet)
+        except SnippetError as err:
+            raise RenderError(f"auth-snippet: {err}") from None
     if auth.method is not None and not _HTTP_METHOD.fullmatch(auth.method):
         raise RenderError(f"{auth.method!r} is not an HTTP method")
     headers = []
@@ -302,12 +339,16 @@ def _external_auth(auth: ExternalAuth) -> _RenderedExternalAuth:
             raise RenderError(f"{header!r} is not a header name")
         headers.append((quote(header), "upstream_http_" + header.lower().replace("-", "_")))
     return _RenderedExternalAuth(
-        url=quote(auth.url), host=quote(url[1]), method=auth.method and quote(auth.method),
+        url=quote(auth.url), host=quote(url[2]), method=auth.method and quote(auth.method),
         request_redirect=auth.request_redirect and quote(auth.request_redirect), response_headers=headers,
+        response_headers_lua=lua_literal(list(auth.response_headers)), server_name=quote(url[2].partition(":")[0]),
         signin=auth.signin and lua_string(auth.signin),
         signin_redirect_param=lua_string(auth.signin_redirect_param), always_set_cookie=auth.always_set_cookie,
         cache_key=auth.cache_key and _cache_key(auth.cache_key),
-        cache_durations=[arguments(duration) for duration in auth.cache_durations])
+        cache_durations=[arguments(duration) for duration in auth.cache_durations],
+        proxy_set_headers=[(quote(header), quote(value)) for header, value in auth.proxy_set_headers],
+        keepalive=auth.keepalive, snippet=auth.snippet,
+        keepalive_url=quote(f"{url[1]}://{auth_upstream(profile_name)}{url[3]}") if auth.keepalive else None)
 
 
 # The variables an auth cache key may hold: nginx always knows them (the prefixed ones exist for any name),

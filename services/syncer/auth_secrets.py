@@ -1,9 +1,10 @@
-"""Authentication per Ingress: its auth-secret → an htpasswd file, the ConfigMap's global-auth-url, and the
-location profile using them.
+"""Authentication per Ingress: its auth-secret → an htpasswd file, its auth-proxy-set-headers → the headers of
+a ConfigMap, the ConfigMap's global-auth-url, and the location profile using them.
 
 As in ingress-nginx, a location whose Secret cannot be used (missing, in another namespace without the
-ConfigMap's allow-cross-namespace-resources, without the expected keys, or with a hash nginx cannot check)
-is denied: its paths answer 503 and a problem says why, until the Secret is fixed. It is never served
+ConfigMap's allow-cross-namespace-resources, without the expected keys, or with a hash nginx cannot check),
+or whose auth-proxy-set-headers ConfigMap cannot be used in full (missing, in another namespace, an entry that
+is not a header or whose value is not plain text), is denied: its paths answer 503 and a problem says why, until the Secret is fixed. It is never served
 without authentication. The same holds while the ConfigMap's global-auth-* keys are invalid, for every
 Ingress that global authentication would cover.
 
@@ -18,7 +19,10 @@ from typing import Any, Mapping
 
 from services.nginxconf.config import BasicAuth, ExternalAuth, LocationProfile
 
+from services.nginxconf.render import AUTH_REQUEST_HEADERS
+
 from .annotations import IngressAnnotations
+from .header_configmaps import headers_of
 from .htpasswd import InvalidHtpasswd, SecretType, htpasswd_file
 
 # What ingress-nginx renders for a denied location: `return 503`.
@@ -43,8 +47,10 @@ class AuthResolver:
     collects the htpasswd files nginx reads."""
 
     def __init__(self, secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, allow_cross_namespace: bool,
-                 global_auth: ExternalAuth | None = None, global_auth_problem: str | None = None) -> None:
+                 global_auth: ExternalAuth | None = None, global_auth_problem: str | None = None,
+                 store: Mapping[str, dict[str, Any]] | None = None) -> None:
         self._secrets = secrets
+        self._store = store or {}  # the watcher's store, for ConfigMaps
         self._allow_cross_namespace = allow_cross_namespace
         self._global_auth = global_auth
         self._global_auth_problem = global_auth_problem
@@ -57,9 +63,15 @@ class AuthResolver:
         if (self._global_auth_problem and annotations.external_auth is None and annotations.enable_global_auth):
             return AuthProfile(DENIED_PROFILE, f"{self._global_auth_problem}; this Ingress's paths answer 503 until "
                                                "it is fixed (or set enable-global-auth: \"false\" on it)")
+        auth_headers: tuple[tuple[str, str], ...] = ()
+        if annotations.external_auth and annotations.auth_proxy_set_headers:
+            auth_headers, problem = self._auth_headers(annotations.auth_proxy_set_headers, namespace=namespace,
+                                                       prefix=annotations.prefix)
+            if problem:
+                return AuthProfile(DENIED_PROFILE, problem)
         request = annotations.basic_auth
         if request is None:
-            return AuthProfile(annotations.profile_for(zone, global_auth=self._global_auth))
+            return AuthProfile(annotations.profile_for(zone, global_auth=self._global_auth, auth_headers=auth_headers))
         secret_namespace = request.namespace or namespace
         ref = f"{secret_namespace}/{request.secret}"
         if secret_namespace != namespace and not self._allow_cross_namespace:
@@ -73,7 +85,25 @@ class AuthResolver:
         self.files[checked.user_file] = checked.content
         return AuthProfile(annotations.profile_for(
             zone, basic_auth=BasicAuth(realm=request.realm, user_file=checked.user_file),
-            global_auth=self._global_auth))
+            global_auth=self._global_auth, auth_headers=auth_headers))
+
+    def _auth_headers(self, reference: str, *, namespace: str,
+                      prefix: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """The headers of the auth-proxy-set-headers ConfigMap, or why the Ingress's paths are denied."""
+        configmap_namespace, _, name = reference.rpartition("/")
+        configmap_namespace = configmap_namespace or namespace
+        full = f"{configmap_namespace}/{name}"
+        if configmap_namespace != namespace and not self._allow_cross_namespace:
+            return (), (f"auth-proxy-set-headers {full} is in another namespace, which the ConfigMap's "
+                        "allow-cross-namespace-resources does not allow; its paths answer 503 until the ConfigMap "
+                        "is in the Ingress's namespace")
+        headers, messages = headers_of(self._store, full, source=f"annotation {prefix}/auth-proxy-set-headers",
+                                       where_kept="in a namespace the controller watches",
+                                       reserved=AUTH_REQUEST_HEADERS)
+        if messages:
+            return (), "; ".join(m.removesuffix("; skipped").removesuffix("; no headers from it") for m in messages) \
+                + "; its paths answer 503 until the ConfigMap is fixed"
+        return headers, None
 
     def _check(self, namespace: str, name: str, secret_type: SecretType) -> _Checked:
         key = (namespace, name, secret_type)

@@ -353,6 +353,7 @@ def _with_header_configmaps(config: ControllerConfig, store: Mapping[str, dict],
                                       ("proxy-set-headers", "proxy_set_headers", _RESERVED_HEADERS)):
         reference = getattr(config, field_name)
         if reference:
-            found[field_name], messages = headers_of(store, reference, key=key, reserved=reserved)
+            found[field_name], messages = headers_of(store, reference, source=f"key {key}", reserved=reserved,
+                                                      where_kept="in the controller ConfigMap's namespace")
             problems.extend(Problem.error(source, message) for message in messages)
     return replace(config, server=replace(config.server, **found)) if found else config

@@ -1,6 +1,7 @@
-"""ConfigMap keys add-headers and proxy-set-headers: each names a ConfigMap ("NAMESPACE/NAME", in the controller
-ConfigMap's namespace, where the watcher keeps them) whose entries are headers, sent to every client
-(add-headers) or to every backend (proxy-set-headers), as in ingress-nginx.
+"""ConfigMaps of headers: the controller ConfigMap's add-headers and proxy-set-headers name one ("NAMESPACE/NAME",
+in the controller ConfigMap's namespace, where the watcher keeps them) whose entries are headers, sent to every
+client (add-headers) or to every backend (proxy-set-headers), as in ingress-nginx; an Ingress's
+auth-proxy-set-headers names one in its own namespace, whose headers go to its auth-url service.
 
 Names are header names; values are literal text (nginx variables are not taken: a `$` is refused, as are
 control characters). The headers pyngress sets for every backend itself (Host, X-Forwarded-*, ...) cannot be
@@ -25,24 +26,24 @@ def configmap_reference(value: str) -> str:
     return value
 
 
-def headers_of(store: Mapping[str, dict[str, Any]], reference: str, *, key: str,
+def headers_of(store: Mapping[str, dict[str, Any]], reference: str, *, source: str, where_kept: str,
                reserved: frozenset[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
-    """The headers of the ConfigMap `reference` (sorted by name), and a message per entry or ConfigMap refused."""
+    """The headers of the ConfigMap `reference` ("NAMESPACE/NAME"; sorted by name), and a message per entry or
+    ConfigMap refused, each starting with `source` (what named it); `where_kept` says where it must be."""
     namespace, name = reference.split("/")
     obj = store.get(f"ConfigMap/{namespace}/{name}")
     if obj is None:
-        return (), [f"key {key}: ConfigMap {reference} not found (it must be in the controller ConfigMap's "
-                    "namespace); no headers from it"]
+        return (), [f"{source}: ConfigMap {reference} not found (it must be {where_kept}); no headers from it"]
     data = obj.get("data") or {}
     if not isinstance(data, dict):
-        return (), [f"key {key}: ConfigMap {reference} data must be a map of strings; no headers from it"]
+        return (), [f"{source}: ConfigMap {reference} data must be a map of strings; no headers from it"]
     headers, problems = [], []
     for header, value in sorted(data.items()):
-        where = f"key {key}: ConfigMap {reference} entry {header!r}"
+        where = f"{source}: ConfigMap {reference} entry {header!r}"
         if not isinstance(header, str) or not _HEADER_NAME.fullmatch(header):
             problems.append(f"{where}: not a header name (letters, digits and '-'); skipped")
         elif header.lower() in reserved:
-            problems.append(f"{where}: pyngress sets this header for every backend itself; skipped")
+            problems.append(f"{where}: pyngress sets this header itself; skipped")
         elif not isinstance(value, str) or not _VALUE.fullmatch(value):
             problems.append(f"{where}: the value must be printable text without '$' (nginx variables are not "
                             "taken); skipped")

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfile, NginxConfig
-from services.nginxconf.render import RenderError, check_profile
+from services.nginxconf.render import RenderError, auth_endpoint, auth_upstream, check_profile
 from services.nginxconf.request_metrics import layout_of
 
 from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
@@ -509,7 +509,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                               blocked_words=config.annotation_value_word_blocklist,
                               allow_snippets=config.allow_snippet_annotations, defaults=config.annotation_defaults)
     auth = AuthResolver(index.secrets, allow_cross_namespace=config.allow_cross_namespace_resources,
-                        global_auth=config.global_auth, global_auth_problem=config.global_auth_problem)
+                        global_auth=config.global_auth, global_auth_problem=config.global_auth_problem, store=store)
     plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
                    auth=auth, problems=problems, refused_profiles=refused_profiles or {}, secrets=index.secrets)
 
@@ -556,6 +556,10 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                                             f"{default.problem}; the built-in 404 answers instead"))
         else:
             merger.backends[default.name] = list(default.endpoints)
+    for profile in merger.profiles.values():
+        if profile.external_auth and profile.external_auth.keepalive:
+            # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
+            merger.backends[auth_upstream(profile.name)] = [auth_endpoint(profile.external_auth)]
     hsts = hsts_header(config)
     for host in tls_hosts:
         host_routes = merger.routes[host]

@@ -127,17 +127,15 @@ CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "services", ("list", "watch"), _WATCHED),
     Permission("discovery.k8s.io", "endpointslices", ("list", "watch"), _WATCHED),
     Permission("", "secrets", ("list", "watch"), _WATCHED + " (TLS certificates)"),
+    Permission("", "configmaps", ("list", "watch"), _WATCHED + " (the ConfigMaps Ingresses name)"),
     Permission("networking.k8s.io", "ingresses/status", ("patch",),
                "services/syncer/ingress_status.py: the leader's merge patch of status.loadBalancer"),
 )
 
 
 def namespace_permissions() -> tuple[Permission, ...]:
-    """The Role, in the controller's namespace: its ConfigMap, its own Service and its Lease."""
+    """The Role, in the controller's namespace: its own Service and its Lease."""
     return (
-        Permission("", "configmaps", ("list", "watch"),
-                   "services/watcher/kube_source.py: ConfigMaps only in the namespaces of --configmap "
-                   "(and --tcp/udp-services-configmap)"),
         Permission("", "services", ("get",),
                    "services/syncer/ingress_status.py: the --publish-service Service's addresses",
                    (CONTROLLER,)),

@@ -1,10 +1,11 @@
 """Which objects the store keeps, and what of them: shared by every watcher source.
 
 Keeping only what the syncer reads holds memory and publish traffic down in big clusters, where most
-Secrets (service-account tokens, Helm releases, docker configs) and ConfigMaps are of no use to an ingress
-controller. Secrets are kept by type, TLS and Opaque (what auth-secret names): which Opaque Secrets an
-Ingress names is only known once the Ingresses are read, and a Secret dropped here would have to be
-listed again when an Ingress starts naming it.
+Secrets (service-account tokens, Helm releases, docker configs) are of no use to an ingress controller.
+Secrets are kept by type, TLS and Opaque (what auth-secret names): which Opaque Secrets an Ingress names
+is only known once the Ingresses are read, and a Secret dropped here would have to be listed again when an
+Ingress starts naming it. ConfigMaps are kept in the watched namespaces for the same reason (an Ingress's
+auth-proxy-set-headers names one), but for the CA bundle the API server puts in every namespace.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ TLS_SECRET_TYPE = "kubernetes.io/tls"
 # (auth-tls-secret; TLS ones may too). An object without a type is Opaque: the API server fills it in so.
 # Service-account token Secrets hold a ca.crt too (the cluster's) and are never kept.
 _KEPT_SECRET_TYPES = frozenset({TLS_SECRET_TYPE, "Opaque", None})
+# kube-controller-manager publishes the cluster's CA bundle in every namespace; no Ingress names it.
+_ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
 
@@ -62,7 +65,8 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
         # The controller ConfigMap's own namespace too: add-headers and proxy-set-headers name ConfigMaps there.
         return any(_named(ref, namespace=namespace, name=name) for ref in
                    (settings.ingress.configmap, settings.ingress.tcp_services_configmap, settings.ingress.udp_services_configmap)) \
-            or (settings.ingress.configmap or "").partition("/")[0] == namespace
+            or (settings.ingress.configmap or "").partition("/")[0] == namespace \
+            or (_in_watched_namespace(namespace, settings) and name != _ROOT_CA_CONFIGMAP)
     return False
 
 

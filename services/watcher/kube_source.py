@@ -92,7 +92,7 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
     """What to list and watch so that nothing `filters.keep` would keep is missed, and little else is read.
 
     Objects named by a flag live outside --watch-namespace as often as not, so their namespaces are
-    watched too. ConfigMaps are only ever kept when a flag names them: only those namespaces are watched.
+    watched too.
     """
     def namespaced(kind: str, extra: list[str | None]) -> list[WatchTarget]:
         if settings.source.watch_namespace is None:
@@ -107,7 +107,7 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
     configmap_namespaces = dict.fromkeys(
         ns for ns in map(_namespace_of, (settings.ingress.configmap, settings.ingress.tcp_services_configmap,
                                          settings.ingress.udp_services_configmap)) if ns)
-    targets += [WatchTarget("ConfigMap", namespace=ns) for ns in configmap_namespaces]
+    targets += namespaced("ConfigMap", list(configmap_namespaces))
     if settings.cni.node_name:
         targets.append(WatchTarget("Node", field_selector=f"metadata.name={settings.cni.node_name}"))
     return targets

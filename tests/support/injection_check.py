@@ -42,8 +42,9 @@ def _http(tree: list[Directive]) -> Directive:
 
 
 def _profile_location(directive: Directive) -> str | None:
+    """The profile whose named location this is (auth-keepalive's profiles have a second one for HTTP/2)."""
     if directive.name == "location" and directive.args and directive.args[0].startswith(PROFILE_PREFIX):
-        return directive.args[0][len(PROFILE_PREFIX):]
+        return directive.args[0][len(PROFILE_PREFIX):].removesuffix(HTTP2_SUFFIX)
     return None
 
 
@@ -106,14 +107,19 @@ def _typed_shapes(tree: list[Directive]) -> Counter:
 
 
 # What a profile's external auth adds beside its location: the internal location of its auth subrequest,
-# the named location of its signin redirect, and (at http level) the cache of auth answers.
+# the named location of its signin redirect, and (at http level) the cache of auth answers and the upstream
+# of auth-keepalive.
 _AUTH_LOCATION = re.compile(r"(?:= /_pyngress_auth_|@pyngress_signin_)([A-Za-z0-9_-]+)")
+_AUTH_UPSTREAM = re.compile(r"pyngress_auth_([A-Za-z0-9_-]+)")
+HTTP2_SUFFIX = "_http2"
 AUTH_CACHE_ZONE = "keys_zone=pyngress_auth_cache:10m"
 
 
 def _auth_location(directive: Directive) -> str | None:
     """The profile whose external auth made this location, if it is one."""
     if directive.name == "location" and (match := _AUTH_LOCATION.fullmatch(" ".join(directive.args))):
+        return match[1]
+    if directive.name == "upstream" and (match := _AUTH_UPSTREAM.fullmatch(" ".join(directive.args))):
         return match[1]
     return None
 
@@ -156,31 +162,35 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
         assert [d.args for d in http.find(name)] == [words(value)], f"http-level {name} {value!r}"
 
     servers = [d for d in http.block or [] if d.name == "server"]
-    locations = {_profile_location(d): d for server in servers for d in server.block or []
-                 if _profile_location(d) is not None}
+    locations: dict[str, list[Directive]] = {}
+    for d in (d for server in servers for d in server.block or [] if _profile_location(d) is not None):
+        locations.setdefault(_profile_location(d), []).append(d)
     [base_default] = [d for server in _http(base).find("server") for d in server.block or []
                       if _profile_location(d) == DEFAULT_PROFILE]
     fixed = Counter((d.name, tuple(d.args)) for d in base_default.block or [])
     profiles = {p.name: p for p in config.profiles}
     assert set(locations) - {DEFAULT_PROFILE} == set(profiles) - {DEFAULT_PROFILE}, "profile locations"
     for name, profile in profiles.items():
-        actual = Counter((d.name, tuple(d.args)) for d in locations[name].block or [])
         own = Counter((directive, tuple(words(value))) for directive, value in profile.directives)
         own.update(("deny", (network,)) for network in profile.denied)
         own.update(_rate_limits_in_location(profile.rate_limit) if profile.rate_limit else Counter())
-        extra = actual - own - fixed
-        if profile.snippet is None:
-            assert all(d in _TEMPLATE_NAMES for d, _ in extra), f"profile {name}: directives {sorted(extra)} added"
-        assert not own - actual, f"profile {name}: {sorted(own - actual)} not written as their own arguments"
-    _assert_auth_locations(servers, profiles)
+        for location in locations[name]:
+            actual = Counter((d.name, tuple(d.args)) for d in location.block or [])
+            extra = actual - own - fixed
+            if profile.snippet is None:
+                assert all(d in _TEMPLATE_NAMES for d, _ in extra), f"profile {name}: directives {sorted(extra)} added"
+            assert not own - actual, f"profile {name}: {sorted(own - actual)} not written as their own arguments"
+    _assert_auth_locations([http, *servers], profiles)
 
 
-def _assert_auth_locations(servers: list[Directive], profiles: dict) -> None:
-    """An auth location belongs to a profile with external auth and holds only the template's directives."""
-    for server in servers:
-        for d in server.block or []:
+def _assert_auth_locations(blocks: list[Directive], profiles: dict) -> None:
+    """An auth location or upstream (in `blocks`: http and its servers) belongs to a profile with external auth
+    and holds only the template's directives."""
+    for block in blocks:
+        for d in block.block or []:
             if (profile := _auth_location(d)) is None:
                 continue
             assert profile in profiles and profiles[profile].external_auth is not None, f"auth location {d.args}"
             names = {inner.name for inner in d.block or []}
-            assert names <= _TEMPLATE_NAMES, f"auth location of {profile}: {sorted(names - _TEMPLATE_NAMES)} added"
+            if profiles[profile].external_auth.snippet is None:  # auth-snippet: whatever nginx -t takes
+                assert names <= _TEMPLATE_NAMES, f"auth location of {profile}: {sorted(names - _TEMPLATE_NAMES)} added"

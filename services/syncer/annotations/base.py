@@ -143,6 +143,8 @@ class IngressAnnotations:
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None
+    # auth-proxy-set-headers: the ConfigMap (NAME or NAMESPACE/NAME) resolved into external_auth per Ingress.
+    auth_proxy_set_headers: str | None = None
     enable_global_auth: bool = True  # whether the ConfigMap's global-auth-url applies when external_auth is None
     warnings: list[str] = field(default_factory=list)
 
@@ -158,20 +160,23 @@ class IngressAnnotations:
         """The location profile, without basic authentication (see profile_with)."""
         return self.profile_with(basic_auth=None, global_auth=None)
 
-    def profile_with(self, *, basic_auth: BasicAuth | None, global_auth: ExternalAuth | None) -> LocationProfile:
+    def profile_with(self, *, basic_auth: BasicAuth | None, global_auth: ExternalAuth | None,
+                     auth_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
         """The location profile with `basic_auth` (once the Secret of `self.basic_auth` is found) and the
-        ConfigMap's `global_auth`, which applies unless the Ingress has its own auth-url or opts out."""
+        ConfigMap's `global_auth`, which applies unless the Ingress has its own auth-url or opts out.
+        `auth_headers`: the headers of the auth-proxy-set-headers ConfigMap, for its own auth-url."""
         external_auth = self.external_auth or (global_auth if self.enable_global_auth else None)
+        if self.external_auth and auth_headers:
+            external_auth = replace(self.external_auth, proxy_set_headers=auth_headers)
         return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
                                   backend_scheme=self.backend_scheme, cors=self.cors, denied=self.denied,
                                   snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth)
 
-    def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None,
-                    global_auth: ExternalAuth | None = None) -> LocationProfile:
+    def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None, global_auth: ExternalAuth | None = None,
+                    auth_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
         """The profile of the Ingress whose rate-limit zones are named `zone` (ratelimit.zone_name): the shared
-        one unless the Ingress has rate limits, which it counts alone. `basic_auth` and `global_auth` as for
-        profile_with."""
-        shared = self.profile_with(basic_auth=basic_auth, global_auth=global_auth)
+        one unless the Ingress has rate limits, which it counts alone. The others as for profile_with."""
+        shared = self.profile_with(basic_auth=basic_auth, global_auth=global_auth, auth_headers=auth_headers)
         if self.rate_limit is None:
             return shared
         return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,

@@ -1,26 +1,28 @@
 """auth-url and its options: each request is first asked of an external HTTP service (nginx's auth_request).
 
-Implemented: auth-url, auth-method, auth-signin (with the rd= parameter, renamed by
-auth-signin-redirect-param), auth-response-headers, auth-request-redirect, auth-always-set-cookie,
-auth-cache-key with auth-cache-duration. The auth-keepalive* family is accepted and has no effect yet (with
-a warning): connections to the service are simply not kept alive.
-auth-proxy-set-headers stays refused (access_control.py) until it is implemented.
+auth-url, auth-method, auth-signin (with the rd= parameter, renamed by auth-signin-redirect-param),
+auth-response-headers, auth-request-redirect, auth-always-set-cookie, auth-cache-key with auth-cache-duration,
+auth-proxy-set-headers (a ConfigMap of headers for the service, resolved in services/syncer/auth_secrets.py),
+auth-snippet (under the snippet rule of snippets.py), and the auth-keepalive* family: with auth-keepalive > 0
+connections to the service are kept open (ingress-nginx's conditions: auth-keepalive-requests and
+auth-keepalive-timeout must be above zero, or keepalive is off with a warning).
 
 auth-url takes no nginx variables; its host is resolved per request with the system's DNS servers
-(services/nginxconf/resolvers.py), so a Service DNS name works and follows the Service. auth-signin takes
-the variables that the Lua which answers the redirect expands itself (external_auth.lua).
+(services/nginxconf/resolvers.py), so a Service DNS name works and follows the Service; with keepalive the
+syncer resolves it at each push instead (the balancer takes addresses). auth-signin takes the variables that
+the Lua which answers the redirect expands itself (external_auth.lua).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from services.nginxconf.config import ExternalAuth
+from services.nginxconf.config import AuthKeepalive, ExternalAuth
 from services.nginxconf.render import CACHE_KEY_VARIABLES, PROXY_HEADERS
 
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
-from .validators import HOSTNAME, PORT, boolean, integer, is_true, one_of
+from .validators import HOSTNAME, PORT, boolean, configmap_name, integer, is_true, one_of
 
 _PATH_CHARS = r"[A-Za-z0-9\-._~%!&()*+,=:@/]"
 _AUTH_URL = re.compile(rf"https?://{HOSTNAME}(?::{PORT})?(?:/{_PATH_CHARS}*)?")
@@ -125,13 +127,16 @@ ANNOTATIONS = (
     Annotation("auth-cache-duration", validate=_cache_durations, risk=Risk.MEDIUM,
                doc=f"How long each answer is cached, by status (default \"{DEFAULT_CACHE_DURATION}\")."),
     Annotation("auth-keepalive", validate=integer(0, 10**6), risk=Risk.LOW,
-               doc="Accepted, not implemented: connections to auth-url are not kept alive."),
+               doc="Idle connections to auth-url kept open per worker (default 0: none)."),
     Annotation("auth-keepalive-share-vars", validate=boolean, risk=Risk.LOW,
-               doc="Accepted, not implemented (see auth-keepalive)."),
+               doc="With auth-keepalive: the auth request shares the request's variables, so the same "
+                   "X-Request-ID (default false)."),
     Annotation("auth-keepalive-requests", validate=integer(0, 10**9), risk=Risk.LOW,
-               doc="Accepted, not implemented (see auth-keepalive)."),
+               doc="With auth-keepalive: requests per kept connection (default 1000)."),
     Annotation("auth-keepalive-timeout", validate=integer(0, 10**6), risk=Risk.LOW,
-               doc="Accepted, not implemented (see auth-keepalive)."),
+               doc="With auth-keepalive: seconds an idle connection stays open (default 60)."),
+    Annotation("auth-proxy-set-headers", validate=configmap_name, risk=Risk.MEDIUM,
+               doc="A ConfigMap (NAME, or NAMESPACE/NAME) whose entries are headers sent to auth-url."),
 )
 
 # The controller ConfigMap's global-auth-* keys → the annotation whose validator and meaning they share.
@@ -187,8 +192,6 @@ def _external_auth(values: Mapping[str, str]) -> ExternalAuth:
                          if "auth-cache-key" in values else ()))
 
 
-_NOT_IMPLEMENTED = ("auth-keepalive", "auth-keepalive-share-vars",
-                    "auth-keepalive-requests", "auth-keepalive-timeout")
 _BY_NAME = {a.name: a for a in ANNOTATIONS}
 _OPTIONS = tuple(a.name for a in ANNOTATIONS if a.name not in ("auth-url", "enable-global-auth"))
 
@@ -202,7 +205,25 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         return
     if "auth-cache-duration" in values and "auth-cache-key" not in values:
         parsed.warn("auth-cache-duration", "has no effect without auth-cache-key; ignored")
-    for name in _NOT_IMPLEMENTED:
-        if name in values:
-            parsed.warn(name, "is not implemented by pyngress yet; connections to auth-url are not kept alive")
-    parsed.external_auth = _external_auth(values)
+    parsed.external_auth = replace(_external_auth(values), keepalive=_keepalive(values, parsed),
+                                   snippet=values.get("auth-snippet"))
+    if "auth-proxy-set-headers" in values:
+        parsed.auth_proxy_set_headers = values["auth-proxy-set-headers"]
+
+
+def _keepalive(values: Mapping[str, str], parsed: IngressAnnotations) -> AuthKeepalive | None:
+    connections = int(values.get("auth-keepalive", "0"))
+    if connections == 0:
+        for name in ("auth-keepalive-share-vars", "auth-keepalive-requests", "auth-keepalive-timeout"):
+            if name in values:
+                parsed.warn(name, "has no effect without auth-keepalive above 0; ignored")
+        return None
+    keepalive = AuthKeepalive(connections=connections, requests=int(values.get("auth-keepalive-requests", "1000")),
+                              timeout=int(values.get("auth-keepalive-timeout", "60")),
+                              share_vars=is_true(values.get("auth-keepalive-share-vars", "false")))
+    for name, value in (("auth-keepalive-requests", keepalive.requests), ("auth-keepalive-timeout", keepalive.timeout)):
+        if value == 0:
+            parsed.warn(name, "is 0, which turns auth-keepalive off (as in ingress-nginx); set it above 0 to keep "
+                              "connections to auth-url open")
+            return None
+    return keepalive

@@ -4,9 +4,10 @@ A snippet lets whoever may edit an Ingress run any nginx directive (read files, 
 tenants' secrets: CVE-2021-25742, CVE-2025-1974). As in ingress-nginx, every *-snippet annotation rejects
 its Ingress unless the controller ConfigMap sets allow-snippet-annotations: "true"; their risk is Critical,
 so annotations-risk-level: Critical is needed too. Then configuration-snippet goes into the Ingress's
-location as it is, once it is shown to stay inside it (services/nginxconf/snippet_blocks.py); `nginx -t`
-then rejects only its Ingress if nginx refuses it. The other snippets have no place in pyngress's nginx.conf
-and stay refused, each saying why.
+location, and auth-snippet into the location of its auth-url request (external_auth.py), as they are, once
+each is shown to stay inside it (services/nginxconf/snippet_blocks.py); `nginx -t` then rejects only its
+Ingress if nginx refuses it. The other snippets have no place in pyngress's nginx.conf and stay refused,
+each saying why.
 """
 from __future__ import annotations
 
@@ -47,9 +48,9 @@ ANNOTATIONS = (
                validate=_refused("pyngress serves every host from one nginx server block and routes by host in Lua, "
                                  "so a server-snippet would apply to every tenant's host; use configuration-snippet, "
                                  "which applies to this Ingress's paths only")),
-    Annotation("auth-snippet", risk=Risk.CRITICAL, doc="Refused: no auth-url location is built from snippets.",
-               validate=_refused("it configures the auth-url subrequest location, which pyngress does not build "
-                                 "from snippets; remove it and use the auth-* annotations")),
+    Annotation("auth-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
+               doc="Raw nginx configuration added to the location of the auth-url request; needs "
+               "allow-snippet-annotations and annotations-risk-level Critical."),
     Annotation("stream-snippet", risk=Risk.CRITICAL, doc="Refused: pyngress's nginx has no stream servers from Ingresses.",
                validate=_refused("pyngress builds no nginx stream servers from Ingresses; expose TCP and UDP "
                                  "services with the tcp-services and udp-services ConfigMaps instead")),
@@ -64,5 +65,7 @@ def is_snippet(name: str) -> bool:
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    if "auth-snippet" in values and "auth-url" not in values:
+        parsed.warn("auth-snippet", "has no effect without auth-url; ignored")
     if "configuration-snippet" in values:
         parsed.snippet = values["configuration-snippet"]

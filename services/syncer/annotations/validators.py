@@ -108,6 +108,19 @@ def host_and_port(value: str) -> str:
     return value
 
 
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+# NAME or NAMESPACE/NAME of a namespaced object: a namespace is a DNS label, a name a DNS subdomain.
+_OBJECT_REFERENCE = re.compile(rf"(?:{_DNS_LABEL}/)?(?=[^/]{{1,253}}$){_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+
+
+def configmap_name(value: str) -> str:
+    """NAME or NAMESPACE/NAME of a ConfigMap (the Ingress's namespace when none is given)."""
+    if not _OBJECT_REFERENCE.fullmatch(value):
+        raise InvalidValue("must name a ConfigMap as NAME or NAMESPACE/NAME, in lower case (such as auth-headers "
+                           "or team-a/auth-headers)")
+    return value
+
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 

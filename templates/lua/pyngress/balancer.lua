@@ -58,7 +58,8 @@ local function backends()
     return current
 end
 
-function _M.balance()
+-- `fixed`: the backend an upstream of its own always uses (auth-keepalive's); else the router's choice.
+function _M.balance(fixed)
     local ctx = ngx.ctx
     local peers = ctx.pyngress_peers
     local index
@@ -67,9 +68,12 @@ function _M.balance()
         index = ctx.pyngress_index % #peers + 1
     else
         local var = ngx.var
-        local name = var.proxy_alternative_upstream_name  -- the canary, when the router chose it
-        if name == "" then
-            name = var.proxy_upstream_name
+        local name = fixed
+        if not name then
+            name = var.proxy_alternative_upstream_name  -- the canary, when the router chose it
+            if name == "" then
+                name = var.proxy_upstream_name
+            end
         end
         peers = backends()[name]
         if not peers or #peers == 0 then
@@ -78,7 +82,7 @@ function _M.balance()
             return ngx.exit(500)
         end
         -- affinity.lua's choice for this request, if any; else round robin.
-        index = tonumber(var.pyngress_peer)
+        index = not fixed and tonumber(var.pyngress_peer)
         if not index or not peers[index] then
             index = (cursors[name] or random(#peers)) % #peers + 1
             cursors[name] = index

@@ -339,6 +339,10 @@ function _M.route()
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).
         ngx.req.set_uri(rewrite.target(route.rewrite, captures), false)
     end
+    local http2_location = settings.http2_locations[route.profile]
+    if http2_location and var.http2 ~= "" then
+        return ngx.exec(http2_location)
+    end
     return ngx.exec(route.location)
 end
 

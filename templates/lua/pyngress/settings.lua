@@ -18,6 +18,8 @@ local _M = {
     no_tls_redirect_locations = { "/.well-known/acme-challenge" },
     -- ConfigMap custom-http-errors: status -> true, answered through the default backend's error locations.
     custom_http_errors = {},
+    -- Profiles with another named location for HTTP/2 requests (auth-keepalive): profile name -> location.
+    http2_locations = {},
 }
 
 function _M.set(values)
@@ -35,6 +37,7 @@ function _M.set(values)
     _M.redirect_code = values.redirect_code or 308
     _M.no_tls_redirect_locations = values.no_tls_redirect_locations or {}
     _M.custom_http_errors = values.custom_http_errors or {}
+    _M.http2_locations = values.http2_locations or {}
 end
 
 return _M

@@ -186,7 +186,7 @@ def test_headers_from_configmaps_to_clients_and_backends(stage: Stage) -> None:
                       r.json()["headers"].get("x-team") == "payments")(get(stage)), 15, what="both headers")
     seen = get(stage).json()["headers"]
     assert seen["x-forwarded-for"] == "127.0.0.1" and "x-var" not in seen  # refused entries
-    refusals = ("entry 'X-Forwarded-For': pyngress sets this header for every backend itself; skipped",
+    refusals = ("entry 'X-Forwarded-For': pyngress sets this header itself; skipped",
                 "entry 'X-Var': the value must be printable text without '$'")
     # The status record follows the reload by a moment.
     wait_for(lambda: all(r in " ".join(status(stage)["problems"]) for r in refusals), 10, what="refusals reported")

@@ -1,18 +1,14 @@
-"""auth-url through the whole controller, with a real HTTP auth service started by the test.
-
-The service answers by the X-Test-Verdict header the client sends (auth_request passes the client's headers
-on): allow (200, with X-Auth-Request-User and a Set-Cookie), 401, 403, or 500. It records what it was sent.
-"""
+"""auth-url through the whole controller, with a real HTTP auth service started by the test
+(tests/support/auth_service.py: it answers by the X-Test-Verdict header the client sends)."""
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
 import pytest
 import requests
 
 from tests.support import k8s
+from tests.support.auth_service import AuthService, running_auth_service
 from tests.support.controller import start_manifests_controller
 from tests.support.net import wait_for
 from tests.e2e.ingress.scenarios import Stage
@@ -20,45 +16,9 @@ from tests.e2e.ingress.scenarios import Stage
 PREFIX = "nginx.ingress.kubernetes.io"
 
 
-class _AuthHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def _answer(self) -> None:
-        self.server.seen.append({"method": self.command, "path": self.path,
-                                 "headers": {k.lower(): v for k, v in self.headers.items()}})
-        verdict = self.headers.get("X-Test-Verdict", "allow")
-        code = {"allow": 200, "allow-quietly": 200, "deny": 401, "forbid": 403, "fail": 500}[verdict]
-        self.send_response(code)
-        if verdict == "allow":
-            self.send_header("X-Auth-Request-User", "alice")
-            self.send_header("Set-Cookie", "session=from-auth")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    do_GET = do_POST = do_HEAD = _answer
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-class AuthService(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _AuthHandler)
-        self.seen: list[dict] = []
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-
 @pytest.fixture(scope="module")
 def auth_service() -> Iterator[AuthService]:
-    service = AuthService()
-    threading.Thread(target=service.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield service
-    service.shutdown()
+    yield from running_auth_service()
 
 
 @pytest.fixture

@@ -200,6 +200,8 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "auth-request-redirect": st.one_of(urls, st.sampled_from(["/home", "$request_uri"])),
     "auth-always-set-cookie": booleans, "enable-global-auth": booleans, "auth-keepalive": numbers,
     "auth-keepalive-requests": numbers, "auth-keepalive-timeout": numbers, "auth-keepalive-share-vars": booleans,
+    "auth-proxy-set-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers",
+                                               "missing", "Auth", "a/b/c", "../auth-headers"]),
     "auth-cache-key": st.sampled_from(["$remote_user$http_authorization", "$cookie_session", "x", "$hostname",
                                        "a:$arg_x-b"]),
     "auth-cache-duration": st.sampled_from(["200 202 401 5m", "5m", "1h 401", "200 1m, 401 30s", "any 99999d"]),
@@ -342,7 +344,13 @@ def cluster_with_good_ingress() -> Cluster:
     cluster.app("good", host=GOOD_HOST, created=cluster.timestamp(0))
     # What auth-secret names, so that basic authentication is rendered (and refused or not) for real.
     cluster.add(basic_auth_secret("basic-auth", {"alice": "s3cret"}, scheme="sha"))
+    # What auth-proxy-set-headers names.
+    cluster.add(_headers_configmap("auth-headers", {"X-Tenant": "team-a"}))
     return cluster
+
+
+def _headers_configmap(name: str, data: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": data}
 
 
 def _all_denied(model: Model, ingress: str) -> bool:
@@ -412,6 +420,19 @@ def test_a_hostile_htpasswd_secret_never_breaks_the_configuration(content, secre
                                                       "auth-secret-type": secret_type})
     model = check_isolation(cluster, nginx_check)
     assert _all_denied(model, FUZZED) or model.auth_files, model.problem_lines()
+
+
+@settings(FUZZ, max_examples=60)
+@given(data=st.dictionaries(st.one_of(st.sampled_from(["X-Tenant", "Host", "X-Original-URL"]), hostile),
+                            st.one_of(st.sampled_from(["team-a", "a b", "$host"]), hostile), max_size=4))
+def test_a_hostile_auth_headers_configmap_never_breaks_the_configuration(data, nginx_check):
+    cluster = cluster_with_good_ingress()
+    cluster.add(_headers_configmap("fuzz-headers", data))
+    cluster.app("fuzz", host=FUZZED_HOST, annotations={"auth-url": "http://127.0.0.1:9/check",
+                                                      "auth-proxy-set-headers": "fuzz-headers"})
+    model = check_isolation(cluster, nginx_check)
+    sent = [p.external_auth.proxy_set_headers for p in model.config.profiles if p.external_auth]
+    assert _all_denied(model, FUZZED) or sent == [tuple(sorted(data.items()))], model.problem_lines()
 
 
 # --- the controller ConfigMap -------------------------------------------------------------------

@@ -159,7 +159,6 @@ def test_snippets_are_rejected_unless_the_configmap_allows_them_at_critical_risk
 
 @pytest.mark.parametrize("name, reason", [
     ("server-snippet", "pyngress serves every host from one nginx server block"),
-    ("auth-snippet", "which pyngress does not build from snippets"),
     ("stream-snippet", "pyngress builds no nginx stream servers from Ingresses"),
     ("modsecurity-snippet", "pyngress's nginx has no ModSecurity module"),
 ])
@@ -168,6 +167,23 @@ def test_snippets_without_a_place_in_pyngress_stay_refused_when_snippets_are_all
     cluster.app(annotations={name: "return 200;"})
     [problem] = cluster.rejections(cluster.build())
     assert reason in problem
+
+
+def test_auth_snippet_goes_into_the_auth_location_when_snippets_are_allowed(cluster):
+    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
+    cluster.app(annotations={"auth-url": "http://auth.example.com/check", "auth-snippet": "proxy_set_header X-A b;"})
+    model = cluster.build()
+    assert cluster.rejections(model) == []
+    [profile] = [p for p in model.config.profiles if p.external_auth]
+    assert profile.external_auth.snippet == "proxy_set_header X-A b;"
+
+
+def test_auth_snippet_without_auth_url_is_ignored_with_a_warning(cluster):
+    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
+    cluster.app(annotations={"auth-snippet": "proxy_set_header X-A b;"})
+    model = cluster.build()
+    assert model.problem_lines() == [f"warning: Ingress default/web: annotation {PREFIX}/auth-snippet has no effect "
+                                     "without auth-url; ignored"]
 
 
 def test_annotations_above_the_configmap_risk_level_are_rejected(cluster):
@@ -199,7 +215,6 @@ def test_unknown_annotations_under_our_prefix_are_ignored_with_a_warning(cluster
 
 
 @pytest.mark.parametrize("name, value", [
-    ("auth-proxy-set-headers", "default/auth-headers"),
     ("limit-some-future-option", "5"),
     ("blacklist-source-range", "10.0.0.0/8"), ("satisfy", "any"),
     ("enable-modsecurity", "true"), ("enable-owasp-core-rules", "true"), ("modsecurity-transaction-id", "x"),

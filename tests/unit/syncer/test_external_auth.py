@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from services.nginxconf.config import ExternalAuth
+from services.nginxconf.config import AuthKeepalive, ExternalAuth
 from services.nginxconf.render import render
 from services.nginxconf.resolvers import system_resolvers
 from services.syncer.annotations import ANNOTATIONS
@@ -90,13 +90,56 @@ def test_options_without_auth_url_are_ignored_with_a_warning(cluster):
         f"warning: Ingress default/web: annotation {PREFIX}/auth-signin has no effect without auth-url; ignored"]
 
 
-def test_keepalive_is_accepted_with_a_warning(cluster):
-    cluster.app(annotations={"auth-url": URL, "auth-keepalive": "10"})
+def test_keepalive_makes_an_upstream_of_its_own_and_a_lua_subrequest(cluster):
+    cluster.app(annotations={"auth-url": URL, "auth-keepalive": "10", "auth-keepalive-timeout": "30",
+                             "auth-response-headers": "X-User"})
     model = cluster.build()
-    assert route_profile(model).external_auth is not None
-    assert cluster.warnings(model) == [
-        f"warning: Ingress default/web: annotation {PREFIX}/auth-keepalive is not implemented by pyngress yet; "
-        "connections to auth-url are not kept alive"]
+    profile = route_profile(model)
+    assert profile.external_auth.keepalive == AuthKeepalive(connections=10, requests=1000, timeout=30, share_vars=False)
+    assert cluster.warnings(model) == []
+    assert model.backends[f"pyngress_auth_{profile.name}"] == ["auth.auth-ns.svc.cluster.local:8080"]
+    conf = render(model.config)
+    upstream = conf[conf.index(f"upstream pyngress_auth_{profile.name} {{"):]
+    upstream = upstream[:upstream.index("\n    }\n")]
+    assert f'require("pyngress.balancer").balance("pyngress_auth_{profile.name}")' in upstream
+    assert "keepalive 10;\n        keepalive_requests 1000;\n        keepalive_timeout 30s;" in upstream
+    assert f'proxy_pass "http://pyngress_auth_{profile.name}/check";' in conf
+    assert 'proxy_ssl_name "auth.auth-ns.svc.cluster.local";' in conf
+    # HTTP/1 requests: the Lua subrequest; HTTP/2 ones (the router picks the location): auth_request.
+    http1 = conf[conf.index(f"location @profile_{profile.name} {{"):conf.index(f"location @profile_{profile.name}_http2")]
+    assert f'require("pyngress.external_auth").ask("/_pyngress_auth_{profile.name}"' in http1
+    assert "auth_request " not in http1
+    http2 = conf[conf.index(f"location @profile_{profile.name}_http2 {{"):]
+    assert f"auth_request /_pyngress_auth_{profile.name};" in http2[:http2.index("\n        }\n")]
+    assert f'http2_locations = {{ ["{profile.name}"] = "\\64profile_{profile.name}_http2", }},' in conf  # \64: "@"
+    assert 'response_headers = { "X-User", },' in conf
+
+
+@pytest.mark.parametrize("annotations, warning", [
+    ({"auth-keepalive": "0", "auth-keepalive-timeout": "5"}, "auth-keepalive-timeout has no effect without "
+                                                              "auth-keepalive above 0; ignored"),
+    ({"auth-keepalive": "4", "auth-keepalive-requests": "0"}, "auth-keepalive-requests is 0, which turns "
+                                                               "auth-keepalive off"),
+    ({"auth-keepalive": "4", "auth-keepalive-timeout": "0"}, "auth-keepalive-timeout is 0, which turns "
+                                                              "auth-keepalive off"),
+])
+def test_keepalive_off_as_in_ingress_nginx(cluster, annotations, warning):
+    cluster.app(annotations={"auth-url": URL, **annotations})
+    model = cluster.build()
+    assert route_profile(model).external_auth.keepalive is None
+    [line] = cluster.warnings(model)
+    assert warning in line
+    assert not any(name.startswith("pyngress_auth_") for name in model.backends)
+
+
+def test_the_default_port_of_a_kept_alive_https_service_is_443(cluster):
+    cluster.app(annotations={"auth-url": "https://10.0.0.5/oauth2/auth", "auth-keepalive": "2",
+                             "auth-keepalive-share-vars": "true"})
+    model = cluster.build()
+    profile = route_profile(model)
+    assert profile.external_auth.keepalive.share_vars
+    assert model.backends[f"pyngress_auth_{profile.name}"] == ["10.0.0.5:443"]
+    assert "share_vars = true," in render(model.config)
 
 
 def test_the_cache_key_takes_the_default_durations(cluster):
@@ -117,10 +160,37 @@ def test_cache_duration_without_cache_key_is_ignored_with_a_warning(cluster):
                                        "no effect without auth-cache-key; ignored"]
 
 
-def test_auth_proxy_set_headers_is_still_refused(cluster):
-    cluster.app(annotations={"auth-url": URL, "auth-proxy-set-headers": "default/headers"})
-    [rejection] = cluster.rejections(cluster.build())
-    assert "auth-proxy-set-headers" in rejection and "does not implement it yet" in rejection
+def headers_configmap(cluster, data, *, name="auth-headers", ns="default"):
+    cluster.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data})
+
+
+@pytest.mark.parametrize("reference", ["auth-headers", "default/auth-headers"])
+def test_auth_proxy_set_headers_are_sent_to_the_auth_service(cluster, reference):
+    headers_configmap(cluster, {"X-Tenant": "team-a", "X-Scopes": "read write"})
+    cluster.app(annotations={"auth-url": URL, "auth-proxy-set-headers": reference})
+    model = cluster.build()
+    assert cluster.rejections(model) == []
+    assert route_profile(model).external_auth.proxy_set_headers == (("X-Scopes", "read write"), ("X-Tenant", "team-a"))
+    conf = render(model.config)
+    assert 'proxy_set_header "X-Scopes" "read write";\n            proxy_set_header "X-Tenant" "team-a";' in conf
+
+
+@pytest.mark.parametrize("configmap, reference, problem", [
+    (None, "auth-headers", "ConfigMap default/auth-headers not found (it must be in a namespace the controller "
+                           "watches)"),
+    ({"X-Tenant": "a$host"}, "auth-headers", "entry 'X-Tenant': the value must be printable text without '$'"),
+    ({"X-Tenant\n": "a"}, "auth-headers", "entry 'X-Tenant\\n': not a header name"),
+    ({"X-Original-URL": "http://x/"}, "auth-headers", "entry 'X-Original-URL': pyngress sets this header itself"),
+    ({"X-Tenant": "a"}, "other/auth-headers", "auth-proxy-set-headers other/auth-headers is in another namespace"),
+])
+def test_an_unusable_auth_proxy_set_headers_configmap_denies_the_paths(cluster, configmap, reference, problem):
+    if configmap is not None:
+        headers_configmap(cluster, configmap, ns=reference.split("/")[0] if "/" in reference else "default")
+    cluster.app(annotations={"auth-url": URL, "auth-proxy-set-headers": reference})
+    model = cluster.build()
+    assert route_profile(model) == DENIED_PROFILE
+    [rejection] = cluster.rejections(model)
+    assert problem in rejection and "its paths answer 503 until the ConfigMap is" in rejection
 
 
 def test_nginx_conf_has_an_internal_location_per_profile_and_the_auth_request(cluster):

@@ -50,15 +50,17 @@ def test_client_certificate_cas_are_kept():
     assert slim(tls)["data"] == tls["data"]
 
 
-def test_configmaps_named_by_flags_and_those_beside_the_controller_configmap():
+def test_configmaps_named_by_flags_beside_the_controller_configmap_and_in_watched_namespaces():
     settings = Settings.from_flags(configmap="ingress/config", tcp_services_configmap="system/tcp",
                                    udp_services_configmap="system/udp", watch_namespace="team")
     for namespace, name in (("ingress", "config"), ("system", "tcp"), ("system", "udp")):
         assert keep(obj("ConfigMap", name, namespace), settings)
     assert keep(obj("ConfigMap", "headers", "ingress"), settings)  # add-headers / proxy-set-headers name them
-    assert not keep(obj("ConfigMap", "config", "team"), settings)
+    assert keep(obj("ConfigMap", "auth-headers", "team"), settings)  # auth-proxy-set-headers names them
+    assert not keep(obj("ConfigMap", "kube-root-ca.crt", "team"), settings)
     assert not keep(obj("ConfigMap", "other", "system"), settings)
-    assert not keep(obj("ConfigMap", "config", "ingress"), Settings())
+    assert keep(obj("ConfigMap", "config", "ingress"), Settings())
+    assert not keep(obj("ConfigMap", "kube-root-ca.crt", "ingress"), Settings())
 
 
 def test_only_our_own_node():
