@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import KW_ONLY, asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field, is_dataclass, replace
 from typing import Literal
 
 from services.nginxconf.request_metrics import RequestMetricsLayout
@@ -119,24 +119,29 @@ class LocationProfile:
     snippet: str | None = None
     basic_auth: BasicAuth | None = None
     external_auth: ExternalAuth | None = None
+    # server-snippet and stream-snippet (under the same rule as `snippet`): raw nginx configuration for the
+    # server block of the Ingress's hosts (NginxConfig.snippet_servers) and for the stream block. They belong
+    # to the profile so that `nginx -t` refusing one rejects only its Ingress, as for `snippet`.
+    server_snippet: str | None = None
+    stream_snippet: str | None = None
 
     @classmethod
     def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
            cors: CorsPolicy | None = None, rate_limit: RateLimit | None = None, denied: tuple[str, ...] = (),
-           snippet: str | None = None, basic_auth: BasicAuth | None = None,
-           external_auth: ExternalAuth | None = None) -> LocationProfile:
+           snippet: str | None = None, basic_auth: BasicAuth | None = None, external_auth: ExternalAuth | None = None,
+           server_snippet: str | None = None, stream_snippet: str | None = None) -> LocationProfile:
         """The profile with these settings, named "default" when it has none, else by a short stable hash."""
-        if not (directives or cors or rate_limit or denied or snippet or basic_auth or external_auth) \
-                and backend_scheme == "http":
+        settings = {"cors": cors, "rate_limit": rate_limit, "denied": denied, "snippet": snippet,
+                    "basic_auth": basic_auth, "external_auth": external_auth, "server_snippet": server_snippet,
+                    "stream_snippet": stream_snippet}
+        if not directives and not any(settings.values()) and backend_scheme == "http":
             return cls(DEFAULT_PROFILE)
         content: dict = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}
         # Newer fields count only when set, so that the names of existing profiles stay the same.
-        newer = {"rate_limit": rate_limit and asdict(rate_limit), "denied": denied, "snippet": snippet,
-                 "basic_auth": basic_auth and asdict(basic_auth), "external_auth": external_auth and asdict(external_auth)}
-        content.update({name: value for name, value in newer.items() if value})
+        content.update({name: asdict(value) if is_dataclass(value) else value
+                        for name, value in settings.items() if value and name != "cors"})
         digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
-        return cls(digest, directives, backend_scheme=backend_scheme, cors=cors, rate_limit=rate_limit,
-                   denied=denied, snippet=snippet, basic_auth=basic_auth, external_auth=external_auth)
+        return cls(digest, directives, backend_scheme=backend_scheme, **settings)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,6 +229,12 @@ class NginxConfig:
     request_metrics: RequestMetricsLayout | None = None
     access_log: AccessLog = field(default_factory=AccessLog)
     server: ServerSettings = field(default_factory=ServerSettings)
+    # (host, profile): the hosts that get a server block of their own for their profile's server_snippet.
+    snippet_servers: tuple[tuple[str, str], ...] = ()
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+    def without_profiles(self) -> NginxConfig:
+        """The global settings alone: no location profile, nor what belongs to one (its snippet servers)."""
+        return replace(self, profiles=[], snippet_servers=())

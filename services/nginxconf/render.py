@@ -284,11 +284,13 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
                     for name, value in settings]
         settings += [(_GRPC_TIMEOUTS[name], value) for name, value in profile.directives if name in _GRPC_TIMEOUTS]
     cors = cors_table(profile.cors) if profile.cors else None
-    if profile.snippet is not None:
-        try:
-            check_contained(profile.snippet)
-        except SnippetError as err:
-            raise RenderError(f"location profile {profile.name}: snippet: {err}") from None
+    for what, snippet in (("snippet", profile.snippet), ("server snippet", profile.server_snippet),
+                          ("stream snippet", profile.stream_snippet)):
+        if snippet is not None:
+            try:
+                check_contained(snippet)
+            except SnippetError as err:
+                raise RenderError(f"location profile {profile.name}: {what}: {err}") from None
     if profile.basic_auth is not None:
         check_basic_auth(profile.basic_auth)
     external_auth = _external_auth(profile.external_auth, profile.name) if profile.external_auth else None
@@ -504,9 +506,9 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
     profiles = list(config.profiles)
     if DEFAULT_PROFILE not in {p.name for p in profiles}:
         profiles.insert(0, LocationProfile(DEFAULT_PROFILE))
-    names = [p.name for p in profiles]
-    if len(set(names)) != len(names):
-        raise RenderError(f"location profile names must be unique, got {sorted(names)}")
+    by_name = {p.name: p for p in profiles}
+    if len(by_name) != len(profiles):
+        raise RenderError(f"location profile names must be unique, got {sorted(p.name for p in profiles)}")
     http_settings = _settings(sorted(http_level_settings(config).items()))
     server = config.server
     return (template or builtin_template()).render(
@@ -518,6 +520,9 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         blocked=block_lists(config.blocked),
         http_settings=http_settings,
         profiles=[check_profile(p) for p in profiles],
+        snippet_servers=[(quote(host), by_name[name].server_snippet) for host, name in config.snippet_servers
+                         if name in by_name],
+        stream_snippets=[p.stream_snippet for p in profiles if p.stream_snippet],
         resolvers=" ".join(system_resolvers()) if any(p.external_auth for p in profiles) else "",
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),

@@ -94,7 +94,7 @@ class NginxApplier:
             return None
         except NginxConfigError:
             pass
-        bare = replace(config, profiles=[])
+        bare = config.without_profiles()
         try:
             await self.reloader.test(render(bare, candidate))
             return None

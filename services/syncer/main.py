@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -120,7 +119,7 @@ class Syncer:
             model = await asyncio.to_thread(build_model, store, settings=self.settings,
                                             refused_profiles=self.refused_profiles,
                                             previous_configmap=self.configmap_accepted)
-            globals_key = replace(model.config, profiles=[]).digest()
+            globals_key = model.config.without_profiles().digest()
             if globals_key != self.refused_for and self.refused_profiles:
                 # Under other global settings the refused profiles may pass: try them again.
                 self.refused_profiles, self.refused_for = {}, globals_key

@@ -556,6 +556,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                                             f"{default.problem}; the built-in 404 answers instead"))
         else:
             merger.backends[default.name] = list(default.endpoints)
+    snippet_servers = _snippet_servers(http_plans, merger)
     for profile in merger.profiles.values():
         if profile.external_auth and profile.external_auth.keepalive:
             # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
@@ -575,6 +576,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),
             request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=config.server,
+            snippet_servers=snippet_servers,
         ),
         configmap_accepted=config.accepted,
         routes=dict(sorted(merger.routes.items())),
@@ -587,6 +589,25 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
     )
+
+
+def _snippet_servers(plans: Iterable[IngressPlan], merger: _Merger) -> tuple[tuple[str, str], ...]:
+    """(host, profile) for each routed host whose Ingresses set a server-snippet: the oldest one's, as in
+    ingress-nginx; the others are warned about."""
+    owners: dict[str, IngressPlan] = {}
+    for plan in plans:
+        if plan.profile.server_snippet is None or plan.profile.name not in merger.profiles:
+            continue
+        for host in plan.hosts:
+            if host == CATCH_ALL_HOST:
+                merger.warn(plan, "server-snippet is ignored for its rules without a host: they are served by the "
+                                  "server block every host shares; give the rule a host")
+            elif host in owners:
+                merger.warn(plan, f"server-snippet is ignored for host {host}: Ingress {owners[host].ref} (older) "
+                                  "sets the server-snippet of that host")
+            elif host in merger.routes:
+                owners[host] = plan
+    return tuple((host, plan.profile.name) for host, plan in sorted(owners.items()))
 
 
 def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger,

@@ -55,7 +55,8 @@ class Controller:
 
     def request(self, method: str, path: str, host: str = "example.com", **kwargs) -> requests.Response:
         """One request to the HTTP port with `host` as its Host header."""
-        return requests.request(method, f"http://127.0.0.1:{self.http_port}{path}", headers={"Host": host},
+        headers = {"Host": host, **kwargs.pop("headers", {})}
+        return requests.request(method, f"http://127.0.0.1:{self.http_port}{path}", headers=headers,
                                 timeout=5, allow_redirects=False, **kwargs)
 
     def metric(self, name: str, **labels: str) -> float:

@@ -128,6 +128,8 @@ class IngressAnnotations:
     rate_limit: RateLimit | None = None  # its zone is named per Ingress by profile_for()
     denied: tuple[str, ...] = ()  # networks answered 403, checked before an allowlist
     snippet: str | None = None
+    server_snippet: str | None = None  # server-snippet: for the server blocks of the Ingress's hosts
+    stream_snippet: str | None = None  # stream-snippet: for nginx's stream block
     client_auth: ClientAuthSpec | None = None  # checked per route by the router, not a profile setting
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
@@ -170,7 +172,8 @@ class IngressAnnotations:
             external_auth = replace(self.external_auth, proxy_set_headers=auth_headers)
         return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
                                   backend_scheme=self.backend_scheme, cors=self.cors, denied=self.denied,
-                                  snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth)
+                                  snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth,
+                                  server_snippet=self.server_snippet, stream_snippet=self.stream_snippet)
 
     def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None, global_auth: ExternalAuth | None = None,
                     auth_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
@@ -181,4 +184,5 @@ class IngressAnnotations:
             return shared
         return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,
                                   denied=shared.denied, snippet=shared.snippet, basic_auth=shared.basic_auth,
+                                  server_snippet=shared.server_snippet, stream_snippet=shared.stream_snippet,
                                   external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))

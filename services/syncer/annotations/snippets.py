@@ -3,11 +3,12 @@
 A snippet lets whoever may edit an Ingress run any nginx directive (read files, proxy anywhere, leak other
 tenants' secrets: CVE-2021-25742, CVE-2025-1974). As in ingress-nginx, every *-snippet annotation rejects
 its Ingress unless the controller ConfigMap sets allow-snippet-annotations: "true"; their risk is Critical,
-so annotations-risk-level: Critical is needed too. Then configuration-snippet goes into the Ingress's
-location, and auth-snippet into the location of its auth-url request (external_auth.py), as they are, once
-each is shown to stay inside it (services/nginxconf/snippet_blocks.py); `nginx -t` then rejects only its
-Ingress if nginx refuses it. The other snippets have no place in pyngress's nginx.conf and stay refused,
-each saying why.
+so annotations-risk-level: Critical is needed too. Then each goes in as it is, once it is shown to stay inside
+its block (services/nginxconf/snippet_blocks.py): configuration-snippet into the Ingress's location,
+auth-snippet into the location of its auth-url request (external_auth.py), server-snippet into a server block
+of each of the Ingress's hosts (the oldest Ingress's, when several set one for a host, as in ingress-nginx),
+stream-snippet into nginx's stream block. `nginx -t` then rejects only its Ingress if nginx refuses it.
+modsecurity-snippet stays refused: pyngress's nginx has no ModSecurity.
 """
 from __future__ import annotations
 
@@ -44,16 +45,15 @@ ANNOTATIONS = (
     Annotation("configuration-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
                doc="Raw nginx configuration added to the Ingress's location; needs allow-snippet-annotations "
                "and annotations-risk-level Critical."),
-    Annotation("server-snippet", risk=Risk.CRITICAL, doc="Refused: all hosts share one nginx server block.",
-               validate=_refused("pyngress serves every host from one nginx server block and routes by host in Lua, "
-                                 "so a server-snippet would apply to every tenant's host; use configuration-snippet, "
-                                 "which applies to this Ingress's paths only")),
+    Annotation("server-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
+               doc="Raw nginx configuration added to the server block of the Ingress's hosts; needs "
+               "allow-snippet-annotations and annotations-risk-level Critical."),
     Annotation("auth-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
                doc="Raw nginx configuration added to the location of the auth-url request; needs "
                "allow-snippet-annotations and annotations-risk-level Critical."),
-    Annotation("stream-snippet", risk=Risk.CRITICAL, doc="Refused: pyngress's nginx has no stream servers from Ingresses.",
-               validate=_refused("pyngress builds no nginx stream servers from Ingresses; expose TCP and UDP "
-                                 "services with the tcp-services and udp-services ConfigMaps instead")),
+    Annotation("stream-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
+               doc="Raw nginx configuration added to nginx's stream block (stream servers); needs "
+               "allow-snippet-annotations and annotations-risk-level Critical."),
     Annotation("modsecurity-snippet", risk=Risk.CRITICAL, doc="Refused: pyngress's nginx has no ModSecurity.",
                validate=_refused("pyngress's nginx has no ModSecurity module, so its rules could not apply; remove it")),
 )
@@ -69,3 +69,5 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         parsed.warn("auth-snippet", "has no effect without auth-url; ignored")
     if "configuration-snippet" in values:
         parsed.snippet = values["configuration-snippet"]
+    parsed.server_snippet = values.get("server-snippet")
+    parsed.stream_snippet = values.get("stream-snippet")

@@ -4,6 +4,7 @@ import pytest
 
 from services.syncer.annotations import ANNOTATIONS, Risk
 from services.nginxconf.config import DEFAULT_PROFILE, CorsPolicy, LocationProfile
+from services.nginxconf.render import render
 
 PREFIX = "nginx.ingress.kubernetes.io"
 CORS_DEFAULTS = CorsPolicy(
@@ -158,8 +159,6 @@ def test_snippets_are_rejected_unless_the_configmap_allows_them_at_critical_risk
 
 
 @pytest.mark.parametrize("name, reason", [
-    ("server-snippet", "pyngress serves every host from one nginx server block"),
-    ("stream-snippet", "pyngress builds no nginx stream servers from Ingresses"),
     ("modsecurity-snippet", "pyngress's nginx has no ModSecurity module"),
 ])
 def test_snippets_without_a_place_in_pyngress_stay_refused_when_snippets_are_allowed(cluster, name, reason):
@@ -286,3 +285,28 @@ def test_every_annotation_has_a_validator_a_risk_level_and_a_doc():
     for name, annotation in ANNOTATIONS.items():
         assert name == annotation.name and re.fullmatch(r"[a-z0-9-]+", name)
         assert isinstance(annotation.risk, Risk) and annotation.doc and callable(annotation.validate)
+
+
+def test_the_oldest_server_snippet_of_a_host_wins(cluster):
+    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
+    cluster.app("first", annotations={"server-snippet": "return 418;"}, created=cluster.timestamp())
+    cluster.ingress("second", host="app.example.com", paths=(("/b", "Prefix", "first", 80),),
+                    annotations={"server-snippet": "return 419;"}, created=cluster.timestamp())
+    model = cluster.build()
+    [first] = [p for p in model.config.profiles if p.server_snippet == "return 418;"]
+    assert model.config.snippet_servers == (("app.example.com", first.name),)
+    assert model.problem_lines() == ["warning: Ingress default/second: server-snippet is ignored for host "
+                                     "app.example.com: Ingress default/first (older) sets the server-snippet of that "
+                                     "host"]
+    conf = render(model.config)
+    assert conf.count("server_name \"app.example.com\";") == 1 and "return 418;" in conf and "return 419;" not in conf
+    assert conf.count("listen 80 default_server;") == 1 and conf.count("listen 80;") == 1
+
+
+def test_stream_snippets_make_a_stream_block_with_the_stream_module(cluster):
+    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
+    assert "stream {" not in render(cluster.build().config)
+    cluster.app(annotations={"stream-snippet": "server { listen 127.0.0.1:9999; return ok; }"})
+    conf = render(cluster.build().config)
+    assert "load_module /usr/lib/nginx/modules/ngx_stream_module.so;" in conf
+    assert "\nstream {\n    server { listen 127.0.0.1:9999; return ok; }\n}\n" in conf
