@@ -50,13 +50,15 @@ class RateLimit:
 
 @dataclass(frozen=True, kw_only=True)
 class BasicAuth:
-    """HTTP basic authentication (auth-type basic): nginx's auth_basic against an htpasswd file.
+    """HTTP basic authentication (auth-type basic): nginx's auth_basic against an htpasswd file; with `digest`
+    (auth-type digest), digest_auth.lua against an htdigest file.
 
     `user_file` is a file name in NginxPaths.auth_dir that the syncer keeps up to date: nginx reads it on
-    every request, so a changed Secret needs no reload.
+    every request (digest_auth.lua at most once a second per worker), so a changed Secret needs no reload.
     """
     realm: str
     user_file: str
+    digest: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

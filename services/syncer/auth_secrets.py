@@ -23,6 +23,7 @@ from services.nginxconf.render import AUTH_REQUEST_HEADERS
 
 from .annotations import IngressAnnotations
 from .header_configmaps import headers_of
+from .htdigest import htdigest_file
 from .htpasswd import InvalidHtpasswd, SecretType, htpasswd_file
 
 # What ingress-nginx renders for a denied location: `return 503`.
@@ -54,7 +55,7 @@ class AuthResolver:
         self._allow_cross_namespace = allow_cross_namespace
         self._global_auth = global_auth
         self._global_auth_problem = global_auth_problem
-        self._checked: dict[tuple[str, str, SecretType], _Checked] = {}
+        self._checked: dict[tuple[str, str, SecretType, str | None], _Checked] = {}
         # htpasswd file name (in NginxPaths.auth_dir) → content, for the Secrets that some profile uses.
         self.files: dict[str, bytes] = {}
 
@@ -78,13 +79,14 @@ class AuthResolver:
             return AuthProfile(DENIED_PROFILE, f"auth-secret {ref} is in another namespace, which the ConfigMap's "
                                                "allow-cross-namespace-resources does not allow; its paths answer "
                                                "503 until the Secret is in the Ingress's namespace")
-        checked = self._check(secret_namespace, request.secret, request.secret_type)
+        checked = self._check(secret_namespace, request.secret, request.secret_type,
+                              digest_realm=request.realm if request.digest else None)
         if checked.problem:
             return AuthProfile(DENIED_PROFILE, f"auth-secret {ref} {checked.problem}; its paths answer 503 until "
                                                "the Secret is fixed")
         self.files[checked.user_file] = checked.content
         return AuthProfile(annotations.profile_for(
-            zone, basic_auth=BasicAuth(realm=request.realm, user_file=checked.user_file),
+            zone, basic_auth=BasicAuth(realm=request.realm, user_file=checked.user_file, digest=request.digest),
             global_auth=self._global_auth, auth_headers=auth_headers))
 
     def _auth_headers(self, reference: str, *, namespace: str,
@@ -105,17 +107,21 @@ class AuthResolver:
                 + "; its paths answer 503 until the ConfigMap is fixed"
         return headers, None
 
-    def _check(self, namespace: str, name: str, secret_type: SecretType) -> _Checked:
-        key = (namespace, name, secret_type)
+    def _check(self, namespace: str, name: str, secret_type: SecretType, *, digest_realm: str | None) -> _Checked:
+        """The Secret's htpasswd file, or its htdigest file for `digest_realm` (digest authentication)."""
+        key = (namespace, name, secret_type, digest_realm)
         if key not in self._checked:
-            digest = hashlib.sha256(f"{namespace}/{name}/{secret_type}".encode()).hexdigest()[:24]
-            user_file, content, problem = f"{digest}.htpasswd", b"", None
+            kind = "htpasswd" if digest_realm is None else "htdigest"
+            reference = f"{namespace}/{name}/{secret_type}" + ("" if digest_realm is None else f"/{digest_realm}")
+            user_file = f"{hashlib.sha256(reference.encode()).hexdigest()[:24]}.{kind}"
+            content, problem = b"", None
             secret = self._secrets.get((namespace, name))
             if secret is None:
                 problem = "was not found (pyngress reads Opaque Secrets in the namespaces it watches)"
             else:
                 try:
-                    content = htpasswd_file(secret, secret_type)
+                    content = (htpasswd_file(secret, secret_type) if digest_realm is None
+                               else htdigest_file(secret, secret_type, digest_realm))
                 except InvalidHtpasswd as err:
                     problem = str(err)
             self._checked[key] = _Checked(user_file, content, problem)

@@ -40,8 +40,9 @@ class InvalidHtpasswd(ValueError):
     """A Secret nginx could not check passwords against; the message says which user and what to change."""
 
 
-def htpasswd_file(secret: Mapping[str, Any], secret_type: SecretType) -> bytes:
-    """The htpasswd file for `secret`: its `auth` key (auth-file) or one key per user (auth-map)."""
+def secret_entries(secret: Mapping[str, Any], secret_type: SecretType) -> list[tuple[str, bytes, str]]:
+    """(user, what the Secret says of it, where) from its `auth` key (auth-file) or one key per user (auth-map);
+    each user name checked."""
     data = _secret_data(secret)
     if secret_type == "auth-file":
         if "auth" not in data:
@@ -50,11 +51,17 @@ def htpasswd_file(secret: Mapping[str, Any], secret_type: SecretType) -> bytes:
         entries = _file_entries(data["auth"])
     else:
         entries = [(user, value.strip(b"\r\n"), f"key {user}") for user, value in sorted(data.items())]
-    lines = []
-    for user, password_hash, where in entries:
+    for user, _, where in entries:
         if not _USER.fullmatch(user):
             raise InvalidHtpasswd(f"{where}: user {user!r} may not be empty, start with '#' or hold ':' or control "
                                   "characters")
+    return entries
+
+
+def htpasswd_file(secret: Mapping[str, Any], secret_type: SecretType) -> bytes:
+    """The htpasswd file for `secret`: its `auth` key (auth-file) or one key per user (auth-map)."""
+    lines = []
+    for user, password_hash, where in secret_entries(secret, secret_type):
         problem = hash_problem(password_hash.decode("ascii", "replace"))
         if problem:
             raise InvalidHtpasswd(f"{where}: the password hash of user {user!r} {problem}; {_HOW_TO_HASH}")
@@ -76,6 +83,7 @@ def _secret_data(secret: Mapping[str, Any]) -> dict[str, bytes]:
 
 
 def _file_entries(content: bytes) -> list[tuple[str, bytes, str]]:
+    """(user, what follows its ':', "auth line N") of each line of an htpasswd-like file."""
     entries = []
     for number, raw in enumerate(content.split(b"\n"), start=1):
         line = raw.rstrip(b"\r")

@@ -41,3 +41,16 @@ def basic_auth_secret(name: str, users: dict[str, str], *, namespace: str = "def
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": namespace},
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}}
+
+
+def digest_auth_secret(name: str, users: dict[str, str], *, realm: str, namespace: str = "default",
+                       secret_type: str = "auth-file") -> dict:
+    """An Opaque Secret for auth-type digest: htdigest lines (user:realm:HA1) in `auth` (auth-file), as Apache's
+    htdigest writes them, or one key per user holding realm:HA1 (auth-map)."""
+    ha1 = {user: hashlib.md5(f"{user}:{realm}:{password}".encode()).hexdigest() for user, password in users.items()}
+    if secret_type == "auth-file":
+        data = {"auth": "".join(f"{user}:{realm}:{h}\n" for user, h in ha1.items())}
+    else:
+        data = {user: f"{realm}:{h}" for user, h in ha1.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {"name": name, "namespace": namespace},
+            "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}}

@@ -7,6 +7,8 @@ require("pyngress.balancer")
 require("pyngress.certificates")
 require("pyngress.cors")
 require("pyngress.external_auth")
+-- Its nonce key is made at load: loaded in the master, every worker signs and checks nonces with the same one.
+require("pyngress.digest_auth")
 require("pyngress.api")
 local monitor = require("pyngress.monitor")
 

@@ -32,8 +32,8 @@ def test_accepted_values(name, value, canonical):
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("auth-type", "digest", "digest authentication needs nginx's auth_digest module"),
-    ("auth-type", "basic;", "must be basic"),
+    ("auth-type", "ntlm", "must be basic or digest"),
+    ("auth-type", "basic;", "must be basic or digest"),
     ("auth-type", "", "must be basic"),
     ("auth-secret", "Basic-Auth", "must name a Secret as NAME or NAMESPACE/NAME"),
     ("auth-secret", "a/b/c", "must name a Secret"),
