@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
-	libnginx-mod-stream lua-cjson libnginx-mod-http-brotli-filter nftables iproute2 iputils-ping curl openssl util-linux procps \
+	libnginx-mod-stream libnginx-mod-stream-js lua-cjson libnginx-mod-http-brotli-filter nftables iproute2 iputils-ping curl openssl util-linux procps \
 	containernetworking-plugins musl-tools prometheus chromium
 PYTEST_ARGS ?=
 

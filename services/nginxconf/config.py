@@ -178,12 +178,22 @@ class AccessLog:
     skip_urls: tuple[str, ...] = ()  # request URIs not logged (ConfigMap skip-access-log-urls)
 
 
+# ingress-nginx's default log-format-stream.
+STREAM_LOG_FORMAT = "[$remote_addr] [$time_local] $protocol $status $bytes_sent $bytes_received $session_time"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServerSettings:
     """Controller ConfigMap settings that are not one http-level directive (those are NginxConfig.globals):
     nginx's processes, the listeners, keepalive to the backends, the request id, the client address, and what
     the router's Lua reads. Defaults are ingress-nginx's."""
     worker_processes: str = "auto"
+    # TCP and UDP services: their access log ("" : the HTTP access log's path), idle timeout, and the answers
+    # a UDP client's datagram waits for.
+    stream_log_format: str = STREAM_LOG_FORMAT
+    stream_access_log_path: str = ""
+    proxy_stream_timeout: str = "600s"
+    proxy_stream_responses: int = 1
     worker_connections: int = 16384
     worker_rlimit_nofile: int = 0  # 0: nginx's own limit
     worker_shutdown_timeout: str = "240s"
@@ -210,6 +220,17 @@ class ServerSettings:
     real_ip_from: tuple[str, ...] = ("0.0.0.0/0",)
 
 
+@dataclass(frozen=True, kw_only=True)
+class StreamServer:
+    """A TCP or UDP service (--tcp/udp-services-configmap): nginx's stream server on `port`, forwarding to one of
+    the endpoints of `backend`, read per connection from the stream endpoints file (no reload when they move)."""
+    port: int
+    protocol: Literal["tcp", "udp"]
+    backend: str  # the name of its endpoints in the stream endpoints file
+    proxy_protocol_in: bool = False  # clients send a PROXY protocol header first
+    proxy_protocol_out: bool = False  # nginx sends one to the endpoint
+
+
 @dataclass(kw_only=True)
 class NginxConfig:
     """Everything rendered into nginx.conf. Compared by `digest()` to decide whether to reload."""
@@ -233,6 +254,7 @@ class NginxConfig:
     server: ServerSettings = field(default_factory=ServerSettings)
     # (host, profile): the hosts that get a server block of their own for their profile's server_snippet.
     snippet_servers: tuple[tuple[str, str], ...] = ()
+    stream_servers: tuple[StreamServer, ...] = ()
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()

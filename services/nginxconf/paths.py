@@ -28,6 +28,9 @@ from pathlib import Path
 DYNAMIC_TABLES = ("backends", "certificates", "routes")
 
 
+STREAM_ENDPOINTS_FILE = "endpoints.json"
+
+
 @dataclass(frozen=True)
 class NginxPaths:
     state_dir: Path
@@ -56,8 +59,17 @@ class NginxPaths:
 
     @property
     def auth_dir(self) -> Path:
-        """htpasswd files for auth_basic, written by the syncer (services/syncer/auth_files.py)."""
+        """htpasswd files for auth_basic, written by the syncer (services/syncer/worker_files.py)."""
         return self.prefix / "auth"
+
+    @property
+    def stream_dir(self) -> Path:
+        """What nginx's workers read per TCP or UDP connection (the endpoints of the stream servers)."""
+        return self.prefix / "stream"
+
+    @property
+    def stream_endpoints(self) -> Path:
+        return self.stream_dir / STREAM_ENDPOINTS_FILE
 
     @property
     def template_snapshots(self) -> Path:

@@ -523,6 +523,7 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         snippet_servers=[(quote(host), by_name[name].server_snippet) for host, name in config.snippet_servers
                          if name in by_name],
         stream_snippets=[p.stream_snippet for p in profiles if p.stream_snippet],
+        stream_servers=list(config.stream_servers), stream_js=str(BUILTIN_DIR / "njs" / "stream.js"),
         resolvers=" ".join(system_resolvers()) if any(p.external_auth for p in profiles) else "",
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),

@@ -10,10 +10,9 @@ whole configuration for it.
 from __future__ import annotations
 
 import os
-
 import re
 
-from services.nginxconf.config import UPSTREAMINFO_FORMAT
+from services.nginxconf.config import STREAM_LOG_FORMAT, UPSTREAMINFO_FORMAT
 from services.nginxconf.render import size_bytes
 from .annotations.base import InvalidValue
 
@@ -33,6 +32,14 @@ _KNOWN = frozenset("""
     realip_remote_addr realip_remote_port proxy_add_x_forwarded_for
     proxy_upstream_name proxy_alternative_upstream_name req_id namespace ingress_name service_name location_path
 """.split())
+# nginx's stream core, proxy and upstream variables, and $proxy_upstream_name ("tcp-NAMESPACE-SERVICE-PORT").
+_STREAM_KNOWN = frozenset("""
+    binary_remote_addr bytes_received bytes_sent connection hostname msec nginx_version pid protocol
+    proxy_protocol_addr proxy_protocol_port proxy_protocol_server_addr proxy_protocol_server_port remote_addr
+    remote_port server_addr server_port session_time status time_iso8601 time_local upstream_addr
+    upstream_bytes_received upstream_bytes_sent upstream_connect_time upstream_first_byte_time
+    upstream_session_time proxy_upstream_name
+""".split())
 _KNOWN_PREFIXES = ("arg_", "cookie_", "http_", "sent_http_", "sent_trailer_", "upstream_cookie_", "upstream_http_",
                    "upstream_trailer_")
 _PARAMS = re.compile(r"(buffer=[0-9]{1,6}[kKmM]?|flush=[0-9]{1,6}(ms|s|m|h)?|gzip(=[1-9])?)")
@@ -40,20 +47,29 @@ MAX_BUFFER = 4 * 1024**2
 _PATH = re.compile(r"/[A-Za-z0-9._/-]{0,250}")
 
 
-def log_format(value: str) -> str:
-    """A log-format-upstream: printable text whose variables nginx (or pyngress's nginx.conf) defines."""
-    if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise InvalidValue("must be one line of text with nginx variables, such as "
-                           f"'{UPSTREAMINFO_FORMAT[:40]}...'")
-    unknown = sorted({name for braced, plain in _VARIABLE.findall(value) for name in [braced or plain]
-                      if name not in _KNOWN and not name.startswith(_KNOWN_PREFIXES)})
-    if unknown:
-        raise InvalidValue(f"names variables nginx does not define here: {', '.join('$' + n for n in unknown)}; "
-                           "use nginx's variables (such as $remote_addr, $status, $request_time) or "
-                           "$proxy_upstream_name, $req_id, $namespace, $ingress_name, $service_name, $location_path")
-    if "$" in _VARIABLE.sub("", value):
-        raise InvalidValue("has a $ that starts no variable name; variables are $name or ${name}")
-    return value
+def _log_format_of(known: frozenset[str], prefixes: tuple[str, ...], example: str, ours: str):
+    """A validator of a log format: printable text whose variables are `known` or start with `prefixes`."""
+    def validate(value: str) -> str:
+        if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise InvalidValue(f"must be one line of text with nginx variables, such as '{example[:40]}...'")
+        unknown = sorted({name for braced, plain in _VARIABLE.findall(value) for name in [braced or plain]
+                          if name not in known and not name.startswith(prefixes)})
+        if unknown:
+            raise InvalidValue(f"names variables nginx does not define here: {', '.join('$' + n for n in unknown)}; "
+                               f"use nginx's variables ({ours})")
+        if "$" in _VARIABLE.sub("", value):
+            raise InvalidValue("has a $ that starts no variable name; variables are $name or ${name}")
+        return value
+    return validate
+
+
+# log-format-upstream: printable text whose variables nginx (or pyngress's nginx.conf) defines.
+log_format = _log_format_of(_KNOWN, _KNOWN_PREFIXES, UPSTREAMINFO_FORMAT,
+                            "such as $remote_addr, $status, $request_time) or $proxy_upstream_name, $req_id, "
+                            "$namespace, $ingress_name, $service_name, $location_path")
+# log-format-stream: the same for the TCP and UDP services' stream servers.
+stream_log_format = _log_format_of(_STREAM_KNOWN, (), STREAM_LOG_FORMAT,
+                                   "such as $remote_addr, $protocol, $status, $session_time) or $proxy_upstream_name")
 
 
 def log_params(value: str) -> str:

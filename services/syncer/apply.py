@@ -1,6 +1,7 @@
 """Bringing nginx to a model: reload only for nginx.conf changes, push everything else to Lua."""
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -11,16 +12,16 @@ from services.common import logs
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
 from services.nginxconf.config_test import NginxConfigError
-from services.nginxconf.paths import NginxPaths
+from services.nginxconf.paths import STREAM_ENDPOINTS_FILE, NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
 from services.nginxconf.template import Template
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
-from services.syncer.auth_files import AuthFileWriter
 from services.syncer.backends import resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import Model
 from services.syncer.template_watch import TemplateTracker
+from services.syncer.worker_files import WorkerFiles
 
 log = logging.getLogger("syncer")
 
@@ -39,7 +40,8 @@ class NginxApplier:
         self.templates = TemplateTracker(settings.paths.template, paths.template_snapshots)
         self.applied_conf: str | None = None
         self.applied_profiles: set[str] = set()  # the named locations of applied_conf
-        self.auth_files = AuthFileWriter(paths.auth_dir)
+        self.auth_files = WorkerFiles(paths.auth_dir)
+        self.stream_files = WorkerFiles(paths.stream_dir)
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
         self.nginx_serving = False
 
@@ -65,8 +67,13 @@ class NginxApplier:
             if failure:
                 self.templates.refuse(failure)
                 conf, template = self.templates.render(model.config)
-        # Before the reload: a new profile's htpasswd file must be there when its first request comes.
+        # Before the reload: a new profile's htpasswd file (a new stream server's endpoints) must be there when
+        # its first request (connection) comes.
         self.auth_files.write(model.auth_files)
+        if model.config.stream_servers:
+            # The balancer takes addresses: ExternalName Services are resolved at each apply, as for Ingresses.
+            endpoints = await resolve_backends(model.stream_endpoints)
+            self.stream_files.write({STREAM_ENDPOINTS_FILE: json.dumps(endpoints, sort_keys=True).encode()})
         if conf != self.applied_conf:
             errors_before = self.metrics.stats.reload_errors
             refused = await self._reload(conf, model, template)

@@ -240,6 +240,10 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "compute-full-forwarded-for": ("compute_full_forwarded_for", _flag),
     "enable-real-ip": ("enable_real_ip", _flag),
     "proxy-real-ip-cidr": ("real_ip_from", _networks),
+    "log-format-stream": ("stream_log_format", access_log.stream_log_format),
+    "stream-access-log-path": ("stream_access_log_path", access_log.log_path),
+    "proxy-stream-timeout": ("proxy_stream_timeout", duration),
+    "proxy-stream-responses": ("proxy_stream_responses", _count(0, 1 << 20)),
 }
 
 

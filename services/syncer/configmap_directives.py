@@ -136,6 +136,11 @@ def _hash_size(value: str) -> str:
     return integer(32, 1 << 20)(value)
 
 
+def _hash_bucket_size(value: str) -> str:
+    # nginx rounds a bucket up to its cache line (64 bytes) and refuses one above 65536 minus a cache line.
+    return integer(32, 65536 - 64)(value)
+
+
 # ConfigMap key → (nginx directive in NginxConfig.globals, validator, default).
 GLOBAL_DIRECTIVES: dict[str, tuple[str, Callable[[str], str], str]] = {
     "proxy-connect-timeout": ("proxy_connect_timeout", duration, "5s"),
@@ -159,10 +164,10 @@ GLOBAL_DIRECTIVES: dict[str, tuple[str, Callable[[str], str], str]] = {
     "server-tokens": ("server_tokens", on_off, "off"),
     "ignore-invalid-headers": ("ignore_invalid_headers", on_off, "on"),
     "enable-underscores-in-headers": ("underscores_in_headers", on_off, "off"),
-    "variables-hash-bucket-size": ("variables_hash_bucket_size", _hash_size, "256"),
+    "variables-hash-bucket-size": ("variables_hash_bucket_size", _hash_bucket_size, "256"),
     "variables-hash-max-size": ("variables_hash_max_size", _hash_size, "2048"),
-    "map-hash-bucket-size": ("map_hash_bucket_size", _hash_size, "64"),
-    "server-name-hash-bucket-size": ("server_names_hash_bucket_size", _hash_size, "64"),
+    "map-hash-bucket-size": ("map_hash_bucket_size", _hash_bucket_size, "64"),
+    "server-name-hash-bucket-size": ("server_names_hash_bucket_size", _hash_bucket_size, "64"),
     "server-name-hash-max-size": ("server_names_hash_max_size", _hash_size, "4096"),
     "ssl-protocols": ("ssl_protocols", _ssl_protocols, "TLSv1.2 TLSv1.3"),
     "ssl-ciphers": ("ssl_ciphers", _ssl_ciphers, DEFAULT_SSL_CIPHERS),
@@ -173,7 +178,7 @@ GLOBAL_DIRECTIVES: dict[str, tuple[str, Callable[[str], str], str]] = {
     "http2-max-concurrent-streams": ("http2_max_concurrent_streams", integer(1, 100_000), "128"),
     "default-type": ("default_type", _mime_type, "text/html"),
     "proxy-headers-hash-max-size": ("proxy_headers_hash_max_size", _hash_size, "512"),
-    "proxy-headers-hash-bucket-size": ("proxy_headers_hash_bucket_size", _hash_size, "64"),
+    "proxy-headers-hash-bucket-size": ("proxy_headers_hash_bucket_size", _hash_bucket_size, "64"),
     # relative-redirects "true" is nginx's absolute_redirect off.
     "relative-redirects": ("absolute_redirect", lambda value: "off" if on_off(value) == "on" else "on", "on"),
     "grpc-buffer-size-kb": ("grpc_buffer_size", _kib, "4k"),

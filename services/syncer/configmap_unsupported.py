@@ -11,7 +11,6 @@ UNSUPPORTED: dict[str, str] = {
     "http2-max-requests": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use keep-alive-requests",
     "ssl-dh-param": "not implemented yet: the DHE ciphers use OpenSSL's built-in groups",
     "proxy-protocol-header-timeout": "not implemented yet",
-    "log-format-stream": "TCP and UDP services are not served yet",
     "proxy-busy-buffers-size": "it must fit the buffers each Ingress may change: set it per Ingress with the "
                                "proxy-busy-buffers-size annotation, which is checked against that Ingress's buffers",
     **dict.fromkeys(("main-snippet", "http-snippet", "server-snippet", "stream-snippet", "location-snippet"),
@@ -30,9 +29,10 @@ UNSUPPORTED: dict[str, str] = {
                      "jaeger-trace-context-header-name", "jaeger-debug-header", "jaeger-baggage-header",
                      "jaeger-trace-baggage-header-prefix"),
                     "tracing is not built (Debian's nginx has no OpenTelemetry module)"),
-    **dict.fromkeys(("proxy-stream-timeout", "proxy-stream-next-upstream", "proxy-stream-next-upstream-timeout",
-                     "proxy-stream-next-upstream-tries", "proxy-stream-responses", "stream-access-log-path"),
-                    "TCP and UDP services are not served yet"),
+    **dict.fromkeys(("proxy-stream-next-upstream", "proxy-stream-next-upstream-timeout",
+                     "proxy-stream-next-upstream-tries"),
+                    "each TCP or UDP connection is given one endpoint (read per connection, without a reload): "
+                    "there is no next one to try"),
     **dict.fromkeys(("enable-syslog", "syslog-host", "syslog-port"),
                     "logs go to stdout and stderr through supervisord; not implemented yet"),
     **dict.fromkeys(("http-access-log-path", "error-log-path"),

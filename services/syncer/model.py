@@ -32,6 +32,7 @@ from .ingress_class import IngressClassFilter
 from .client_auth import ClientAuthRejected, resolve_client_auth
 from .model_types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route
 from .problems import Problem
+from .stream_services import stream_services
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
 
 # pathType → which HostRoutes table the path goes to. ImplementationSpecific is matched as a prefix.
@@ -557,6 +558,8 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         else:
             merger.backends[default.name] = list(default.endpoints)
     snippet_servers = _snippet_servers(http_plans, merger)
+    streams = stream_services(store, settings, resolver)
+    problems.extend(streams.problems)
     for profile in merger.profiles.values():
         if profile.external_auth and profile.external_auth.keepalive:
             # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
@@ -576,12 +579,13 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),
             request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=config.server,
-            snippet_servers=snippet_servers,
+            snippet_servers=snippet_servers, stream_servers=tuple(streams.servers),
         ),
         configmap_accepted=config.accepted,
         routes=dict(sorted(merger.routes.items())),
         backends=dict(sorted(merger.backends.items())),
         passthrough=dict(sorted(merger.passthrough.items())),
+        stream_endpoints=streams.endpoints,
         tls_secrets=tls_secrets,
         auth_files=_used_auth_files(auth.files, merger.profiles.values()),
         certificates=certificates_table(index.secrets, tls_secrets=tls_secrets,

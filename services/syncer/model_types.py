@@ -114,13 +114,15 @@ class Model:
     routes: dict[str, HostRoutes] = field(default_factory=dict)  # host (lowercase, "*.x" wildcard, "_") → routes
     backends: dict[str, list[str]] = field(default_factory=dict)  # backend name → ["ip:port", ...] (ready only)
     passthrough: dict[str, list[str]] = field(default_factory=dict)  # SNI host → ["ip:port", ...]
+    # TCP and UDP services: the backend of each stream server (NginxConfig.stream_servers) → ["ip:port", ...].
+    stream_endpoints: dict[str, list[str]] = field(default_factory=dict)
     # Host with tls → "namespace/name" of the kubernetes.io/tls Secret that holds its certificate
     # (present with valid base64 tls.crt/tls.key; whoever fills `certificates` loads them from here).
     tls_secrets: dict[str, str] = field(default_factory=dict)
     # Certificates for SNI selection inside nginx (the Lua's certificates table format).
     certificates: dict[str, Any] = field(default_factory=dict)
-    # htpasswd file name → content, for basic authentication (auth_files.py writes them where nginx reads
-    # them). Password hashes: never printed, logged or published.
+    # htpasswd (htdigest) file name → content, for basic (digest) authentication (worker_files.py writes them
+    # where nginx reads them). Password hashes: never printed, logged or published.
     auth_files: dict[str, bytes] = field(default_factory=dict, repr=False)
     # Inbound PROXY protocol on the public ports (ConfigMap use-proxy-protocol); the proxy needs it too.
     use_proxy_protocol: bool = False

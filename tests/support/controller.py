@@ -59,6 +59,21 @@ class Controller:
         return requests.request(method, f"http://127.0.0.1:{self.http_port}{path}", headers=headers,
                                 timeout=5, allow_redirects=False, **kwargs)
 
+    def settled_reloads(self) -> float:
+        """The reload count once it stops moving: a reload is counted just after nginx serves it, and a change
+        written as several files may be applied in several syncs."""
+        seen: list[float] = []
+
+        def unchanged() -> bool:
+            seen.append(self.metric("nginx_ingress_controller_success"))
+            return len(seen) > 1 and seen[-1] == seen[-2]
+        wait_for(unchanged, 30, interval=2.5, what="the reload count to settle")
+        return seen[-1]
+
+    def problems(self) -> list[str]:
+        """What the status record says was refused or ignored (GET /status on the healthz port)."""
+        return requests.get(f"http://127.0.0.1:{self.healthz_port}/status", timeout=5).json()["problems"]
+
     def metric(self, name: str, **labels: str) -> float:
         """The value of the first sample of `name` carrying every one of `labels`."""
         text = requests.get(f"http://127.0.0.1:{self.healthz_port}/metrics", timeout=2).text

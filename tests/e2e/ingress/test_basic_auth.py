@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from services.syncer.auth_files import NGINX_WORKER_USER
+from services.syncer.worker_files import NGINX_WORKER_USER
 from tests.support import k8s
 from tests.support.htpasswd import basic_auth_secret
 from tests.support.net import wait_for

@@ -40,18 +40,6 @@ def headers(controller: Controller) -> tuple[str | None, str | None]:
     return response.headers.get("X-Template"), response.headers.get("X-Template-Lua")
 
 
-def settled_reloads(controller: Controller) -> float:
-    """The reload count once it stops moving: the template is written as two files, and the tracker (polling
-    each second) may apply the first alone, then both; the second reload is counted after nginx serves it."""
-    seen: list[float] = []
-
-    def unchanged() -> bool:
-        seen.append(controller.metric("nginx_ingress_controller_success"))
-        return len(seen) > 1 and seen[-1] == seen[-2]
-    wait_for(unchanged, 30, interval=2.5, what="the reload count to settle")
-    return seen[-1]
-
-
 def template_error(controller: Controller) -> str | None:
     return controller.health().json().get("template_error")
 
@@ -73,7 +61,7 @@ def test_custom_template_is_applied_refused_when_broken_and_recovers(tmp_path: P
 
         write_template(template_dir, marker="v2", lua_value="two")
         wait_for(lambda: headers(controller) == ("v2", "two"), 15, what="the changed template and its Lua applied")
-        reloads = settled_reloads(controller)
+        reloads = controller.settled_reloads()
 
         broken = {
             "a Jinja2 syntax error": lambda: (template_dir / "nginx.conf.j2").write_text(

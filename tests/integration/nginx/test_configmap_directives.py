@@ -91,6 +91,13 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "compute-full-forwarded-for": ("true", '"$http_x_forwarded_for, $realip_remote_addr"', "x",
                                    'must be "true" or "false"'),
     "enable-real-ip": ("true", "real_ip_recursive on;", "x", 'must be "true" or "false"'),
+    "log-format-stream": ("$remote_addr $protocol $proxy_upstream_name",
+                          "log_format log_stream \"$remote_addr $protocol $proxy_upstream_name\";", "$request_uri",
+                          "names variables nginx does not define here: $request_uri"),
+    "stream-access-log-path": ("/tmp/pyngress-stream.log", 'access_log "/tmp/pyngress-stream.log" log_stream;', "x",
+                               "must be an absolute path"),
+    "proxy-stream-timeout": ("30s", 'proxy_timeout "30s";', "30x", "duration"),
+    "proxy-stream-responses": ("2", "proxy_responses 2;", "-1", "0"),
     "proxy-real-ip-cidr": ("10.0.0.0/8,192.168.0.0/16", 'set_real_ip_from "192.168.0.0/16";', "10.0.0.0/33",
                            "10.0.0.0/33"),
 }
@@ -127,9 +134,13 @@ def rendered(nginx_check: NginxCheck, data: dict[str, str]) -> tuple[str, list[s
     cluster.ingress_class()
     cluster.app("web", host="keys.example.com")
     cluster.configmap(data)
+    # A TCP and a UDP service, for the stream keys.
+    cluster.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "streams", "namespace": "ingress"},
+                 "data": {"9000": "default/web:80"}})
     paths = nginx_check.paths
     model = cluster.build(configmap="ingress/ingress-nginx-controller", state_dir=str(paths.state_dir),
-                          run_dir=str(paths.run_dir))
+                          run_dir=str(paths.run_dir), tcp_services_configmap="ingress/streams",
+                          udp_services_configmap="ingress/streams")
     return render(model.config), model.problem_lines()
 
 

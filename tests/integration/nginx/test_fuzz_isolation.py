@@ -273,6 +273,12 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "custom-http-errors": comma_lists(st.sampled_from(["404", "503", "500", "200", "x", "599"]), "{},502"),
     "forwarded-for-header": st.sampled_from(["X-Forwarded-For", "X-Real-IP", "CF-Connecting-IP", "X Y"]),
     "proxy-real-ip-cidr": network_lists,
+    "log-format-stream": st.lists(st.one_of(
+        st.sampled_from(["$remote_addr", "${protocol}", "$session_time", "$proxy_upstream_name", "$request_uri",
+                         "\"", "{", ";", "$", "$status;"]), hostile), min_size=1, max_size=6).map(" ".join),
+    "stream-access-log-path": st.sampled_from(["/dev/stdout", "/tmp/stream.log", "relative", "/a b", "/tmp"]),
+    "proxy-stream-timeout": st.sampled_from(["600s", "10m", "0", "1x", "5s;"]),
+    "proxy-stream-responses": st.sampled_from(["1", "0", "3", "-1", "x"]),
     "log-format-upstream": st.lists(st.one_of(
         st.sampled_from(["$remote_addr", "${status}", "$namespace", "$http_x_y", "$sent_http_a", "$cookie_b",
                          "$secret", "\"", "'", "\\", "{", "}", ";", "$", "$$x", "$request_id;"]), hostile),
@@ -444,6 +450,11 @@ def test_a_configmap_value_never_breaks_the_configuration(key, nginx_check):
     def check(value: str) -> None:
         cluster = cluster_with_good_ingress()
         cluster.configmap({key: value})
+        # A TCP and a UDP service, so that the stream block is rendered too.
+        cluster.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "streams", "namespace": "ingress"},
+                     "data": {"9000": "default/good:80"}})
+        cluster.settings = cluster.settings.replace_flags(tcp_services_configmap="ingress/streams",
+                                                          udp_services_configmap="ingress/streams")
         model = check_isolation(cluster, nginx_check)
         assert not any(p.startswith(f"Ingress {GOOD}") for p in model.problem_lines()), model.problem_lines()
     check()

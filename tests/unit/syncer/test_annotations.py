@@ -309,4 +309,5 @@ def test_stream_snippets_make_a_stream_block_with_the_stream_module(cluster):
     cluster.app(annotations={"stream-snippet": "server { listen 127.0.0.1:9999; return ok; }"})
     conf = render(cluster.build().config)
     assert "load_module /usr/lib/nginx/modules/ngx_stream_module.so;" in conf
-    assert "\nstream {\n    server { listen 127.0.0.1:9999; return ok; }\n}\n" in conf
+    stream = conf[conf.index("\nstream {\n"):]
+    assert "\n    server { listen 127.0.0.1:9999; return ok; }\n}\n" in stream and "js_import" not in stream

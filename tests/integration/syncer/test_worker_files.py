@@ -1,4 +1,4 @@
-"""AuthFileWriter on a real filesystem, as root: modes, owner, group, replacement by rename, clean-up."""
+"""WorkerFiles on a real filesystem, as root: modes, owner, group, replacement by rename, clean-up."""
 import logging
 import os
 import pwd
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.syncer.auth_files import NGINX_WORKER_USER, AuthFileWriter
+from services.syncer.worker_files import NGINX_WORKER_USER, WorkerFiles
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the files are given the workers' group: needs root")
 
@@ -30,7 +30,7 @@ def mode_owner(path: Path) -> tuple[int, int, int]:
 
 def test_files_are_written_for_the_workers_group_and_replaced_whole(base):
     group = pwd.getpwnam(NGINX_WORKER_USER).pw_gid
-    writer = AuthFileWriter(base / "auth")
+    writer = WorkerFiles(base / "auth")
     writer.write({"a.htpasswd": b"alice:x\n", "b.htpasswd": b"bob:y\n"})
     assert mode_owner(base / "auth") == (0o750, 0, group)
     assert mode_owner(base / "auth" / "a.htpasswd") == (0o640, 0, group)
@@ -48,7 +48,7 @@ def test_files_are_written_for_the_workers_group_and_replaced_whole(base):
 
 
 def test_unchanged_files_are_not_rewritten(base):
-    writer = AuthFileWriter(base / "auth")
+    writer = WorkerFiles(base / "auth")
     writer.write({"a.htpasswd": b"alice:x\n"})
     inode = (base / "auth" / "a.htpasswd").stat().st_ino
     writer.write({"a.htpasswd": b"alice:x\n"})
@@ -58,5 +58,5 @@ def test_unchanged_files_are_not_rewritten(base):
 def test_a_state_dir_the_workers_cannot_reach_is_reported(base, caplog):
     os.chmod(base, 0o700)
     with caplog.at_level(logging.ERROR, logger="syncer"):
-        AuthFileWriter(base / "auth").write({"a.htpasswd": b"alice:x\n"})
+        WorkerFiles(base / "auth").write({"a.htpasswd": b"alice:x\n"})
     assert f"let others search {base} (chmod o+x)" in caplog.text

@@ -1,4 +1,5 @@
-"""The htpasswd files of basic authentication, where nginx's workers read them on every request.
+"""Files nginx's workers read per request or connection: the htpasswd (htdigest) files of basic (digest)
+authentication, the endpoints of the TCP and UDP services. One WorkerFiles per directory.
 
 The workers run as `nobody` when the tree runs as root (nginx.conf sets no `user`): the directory is
 0750 and each file 0640, owned by root with the workers' group, so they can read a file they are named
@@ -20,7 +21,6 @@ from typing import Mapping
 
 log = logging.getLogger("syncer")
 
-SUFFIX = ".htpasswd"
 # nginx's default worker user when nginx.conf has no `user` directive and the master runs as root.
 NGINX_WORKER_USER = "nobody"
 
@@ -41,7 +41,7 @@ def _unsearchable_parent(directory: Path, group: int) -> Path | None:
     return None
 
 
-class AuthFileWriter:
+class WorkerFiles:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._written: dict[str, bytes] = {}
@@ -59,10 +59,11 @@ class AuthFileWriter:
                 self._written[name] = content
 
     def remove_others(self, files: Mapping[str, bytes]) -> None:
-        """Remove the htpasswd files that `files` no longer has (their Secrets are no longer used)."""
+        """Remove the files that `files` no longer has (their Secrets are no longer used), and any temporary
+        file a crash left behind."""
         if not self.directory.is_dir():
             return
-        for path in self.directory.glob("*" + SUFFIX):
+        for path in self.directory.iterdir():
             if path.name not in files:
                 path.unlink(missing_ok=True)
                 self._written.pop(path.name, None)
@@ -78,8 +79,9 @@ class AuthFileWriter:
             self._reach_checked = True
             if blocking := _unsearchable_parent(self.directory, self._group):
                 # nginx -t cannot see this: the workers open the file per request, and answer 500.
-                log.error("nginx's workers cannot reach the htpasswd files: basic authentication answers 500; "
-                          f"let others search {blocking} (chmod o+x) or choose another --state-dir")
+                log.error(f"nginx's workers cannot reach the files in {self.directory} (authentication answers 500, "
+                          f"TCP and UDP services close): let others search {blocking} (chmod o+x) or choose "
+                          "another --state-dir")
 
     def _replace(self, name: str, content: bytes) -> None:
         # mkstemp creates the file 0600: it is never readable by others before its mode is set.
