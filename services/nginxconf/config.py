@@ -209,6 +209,7 @@ class ServerSettings:
     hide_headers: tuple[str, ...] = ()  # backend response headers not passed to clients
     redirect_code: int = 308  # of the redirect to HTTPS and of from-to-www-redirect
     custom_http_errors: tuple[int, ...] = ()  # answered by the default backend (--default-backend-service)
+    ssl_dh_param: str = ""  # ssl-dh-param: its file in NginxPaths.ssl_dir ("": OpenSSL's own DH groups)
     add_headers: tuple[tuple[str, str], ...] = ()  # to every client (add-headers)
     proxy_set_headers: tuple[tuple[str, str], ...] = ()  # to every backend (proxy-set-headers)
     no_tls_redirect_locations: tuple[str, ...] = ("/.well-known/acme-challenge",)

@@ -63,6 +63,11 @@ class NginxPaths:
         return self.prefix / "auth"
 
     @property
+    def ssl_dir(self) -> Path:
+        """Files nginx's master reads at each configuration load (ssl-dh-param's), root-only."""
+        return self.prefix / "ssl"
+
+    @property
     def stream_dir(self) -> Path:
         """What nginx's workers read per TCP or UDP connection (the endpoints of the stream servers)."""
         return self.prefix / "stream"

@@ -21,7 +21,7 @@ from services.syncer.backends import resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import Model
 from services.syncer.template_watch import TemplateTracker
-from services.syncer.worker_files import WorkerFiles
+from services.syncer.worker_files import WorkerFiles, write_root_only
 
 log = logging.getLogger("syncer")
 
@@ -42,6 +42,7 @@ class NginxApplier:
         self.applied_profiles: set[str] = set()  # the named locations of applied_conf
         self.auth_files = WorkerFiles(paths.auth_dir)
         self.stream_files = WorkerFiles(paths.stream_dir)
+        self.ssl_dir = paths.ssl_dir
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
         self.nginx_serving = False
 
@@ -70,6 +71,8 @@ class NginxApplier:
         # Before the reload: a new profile's htpasswd file (a new stream server's endpoints) must be there when
         # its first request (connection) comes.
         self.auth_files.write(model.auth_files)
+        if model.dh_param:
+            write_root_only(self.ssl_dir, model.dh_param.file_name, model.dh_param.content)
         if model.config.stream_servers:
             # The balancer takes addresses: ExternalName Services are resolved at each apply, as for Ingresses.
             endpoints = await resolve_backends(model.stream_endpoints)

@@ -22,7 +22,7 @@ from .annotations.validators import (HEADER_NAME, boolean, duration, integer, ip
 from .configmap_directives import BROTLI_MODULE, DEFAULT_BROTLI_TYPES, DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
 from .annotations.ipallowlist import cidr_list
 from .configmap_unsupported import UNSUPPORTED
-from .header_configmaps import configmap_reference, headers_of
+from .header_configmaps import configmap_reference, headers_of, object_reference
 from .problems import Problem
 from services.nginxconf.render import PROXY_HEADERS, RenderError
 
@@ -80,6 +80,7 @@ class ControllerConfig:
     # NAMESPACE/NAME of the ConfigMaps of headers (header_configmaps.py), read into `server`.
     add_headers: str | None = None
     proxy_set_headers: str | None = None
+    ssl_dh_param: str | None = None  # NAMESPACE/NAME of a Secret with dhparam.pem (dh_param.py)
     # whitelist-source-range, denylist-source-range: for every Ingress without the annotation of its own.
     default_allowlist: str = ""
     default_denylist: str = ""
@@ -212,6 +213,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "brotli-min-length": ("brotli_min_length", _count(0, 2**31 - 1)),
     "brotli-types": ("brotli_types", mime_types),
     "add-headers": ("add_headers", configmap_reference),
+    "ssl-dh-param": ("ssl_dh_param", object_reference),
     "whitelist-source-range": ("default_allowlist", cidr_list),
     "denylist-source-range": ("default_denylist", cidr_list),
     "proxy-set-headers": ("proxy_set_headers", configmap_reference),

@@ -26,6 +26,13 @@ def configmap_reference(value: str) -> str:
     return value
 
 
+def object_reference(value: str) -> str:
+    """NAMESPACE/NAME of a Secret (ssl-dh-param)."""
+    if not _REFERENCE.fullmatch(value):
+        raise InvalidValue("must be NAMESPACE/NAME of a Secret, such as ingress-nginx/dhparam")
+    return value
+
+
 def headers_of(store: Mapping[str, dict[str, Any]], reference: str, *, source: str, where_kept: str,
                reserved: frozenset[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
     """The headers of the ConfigMap `reference` ("NAMESPACE/NAME"; sorted by name), and a message per entry or

@@ -28,6 +28,7 @@ from .annotations.ratelimit import zone_name
 from .auth_secrets import AuthResolver
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .configmap import ControllerConfig, load_controller_config
+from .dh_param import dh_param
 from .ingress_class import IngressClassFilter
 from .client_auth import ClientAuthRejected, resolve_client_auth
 from .model_types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route
@@ -564,6 +565,13 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         if profile.external_auth and profile.external_auth.keepalive:
             # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
             merger.backends[auth_upstream(profile.name)] = [auth_endpoint(profile.external_auth)]
+    dh, server = None, config.server
+    if config.ssl_dh_param:
+        dh, problem = dh_param(store, config.ssl_dh_param)
+        if problem:
+            problems.append(Problem.error(f"ConfigMap {settings.ingress.configmap} key ssl-dh-param", problem))
+        else:
+            server = replace(server, ssl_dh_param=dh.file_name)
     hsts = hsts_header(config)
     for host in tls_hosts:
         host_routes = merger.routes[host]
@@ -578,7 +586,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),
-            request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=config.server,
+            request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=server,
             snippet_servers=snippet_servers, stream_servers=tuple(streams.servers),
         ),
         configmap_accepted=config.accepted,
@@ -586,6 +594,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         backends=dict(sorted(merger.backends.items())),
         passthrough=dict(sorted(merger.passthrough.items())),
         stream_endpoints=streams.endpoints,
+        dh_param=dh,
         tls_secrets=tls_secrets,
         auth_files=_used_auth_files(auth.files, merger.profiles.values()),
         certificates=certificates_table(index.secrets, tls_secrets=tls_secrets,

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
 from .annotations.base import AffinityPolicy, CanaryPolicy
-
+from .dh_param import DhParam
 from .problems import Problem
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +124,8 @@ class Model:
     # htpasswd (htdigest) file name → content, for basic (digest) authentication (worker_files.py writes them
     # where nginx reads them). Password hashes: never printed, logged or published.
     auth_files: dict[str, bytes] = field(default_factory=dict, repr=False)
+    # ConfigMap ssl-dh-param: the file NginxConfig.server.ssl_dh_param names, written before nginx loads it.
+    dh_param: DhParam | None = None
     # Inbound PROXY protocol on the public ports (ConfigMap use-proxy-protocol); the proxy needs it too.
     use_proxy_protocol: bool = False
     # What was refused or ignored while building the model, each saying what to change.

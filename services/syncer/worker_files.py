@@ -98,3 +98,20 @@ class WorkerFiles:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def write_root_only(directory: Path, name: str, content: bytes) -> None:
+    """Write `name` in `directory` (0700) for nginx's master alone, unless it is there already (its name is a
+    digest of its content)."""
+    path = directory / name
+    if path.exists():
+        return
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -60,7 +60,9 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
     if kind == "Secret":
         if _named(settings.ingress.default_ssl_certificate, namespace=namespace, name=name):
             return True
-        return obj.get("type") in _KEPT_SECRET_TYPES and _in_watched_namespace(namespace, settings)
+        # The controller ConfigMap's own namespace too: ssl-dh-param names a Secret there.
+        return obj.get("type") in _KEPT_SECRET_TYPES and (
+            _in_watched_namespace(namespace, settings) or (settings.ingress.configmap or "").partition("/")[0] == namespace)
     if kind == "ConfigMap":
         # The controller ConfigMap's own namespace too: add-headers and proxy-set-headers name ConfigMaps there.
         return any(_named(ref, namespace=namespace, name=name) for ref in

@@ -103,7 +103,8 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
     targets = [WatchTarget("IngressClass")]
     for kind in ("Ingress", "Service", "EndpointSlice"):
         targets += namespaced(kind, [])
-    targets += namespaced("Secret", [_namespace_of(settings.ingress.default_ssl_certificate)])
+    targets += namespaced("Secret", [_namespace_of(settings.ingress.default_ssl_certificate),
+                                     _namespace_of(settings.ingress.configmap)])
     configmap_namespaces = dict.fromkeys(
         ns for ns in map(_namespace_of, (settings.ingress.configmap, settings.ingress.tcp_services_configmap,
                                          settings.ingress.udp_services_configmap)) if ns)

@@ -1,9 +1,11 @@
 """Controller ConfigMap keys as a client sees them through a running controller (manifests mode)."""
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -213,3 +215,43 @@ def test_brotli(stage: Stage) -> None:
     wait_for(lambda: get(stage, **{"Accept-Encoding": "br"}).headers.get("Content-Encoding") == "br", 15,
              what="brotli on")
     assert "Content-Encoding" not in get(stage, **{"Accept-Encoding": "identity"}).headers
+
+
+def _server_temp_key(stage: Stage, host: str) -> str:
+    """The DH key of a TLS 1.2 handshake offering only a DHE cipher, as openssl s_client reports it ("": no
+    handshake)."""
+    port = stage.controller.https_port
+    out = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", host, "-tls1_2",
+                          "-cipher", "DHE-RSA-AES128-GCM-SHA256"], input="", capture_output=True, text=True,
+                         timeout=30).stdout
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Server Temp Key")), "")
+
+
+def test_ssl_dh_param(stage: Stage, tmp_path: Path) -> None:
+    host = "dhe.example.com"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out",
+                    "cert.pem", "-days", "2", "-subj", f"/CN={host}", "-addext", f"subjectAltName=DNS:{host}"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    params = subprocess.run(["openssl", "genpkey", "-genparam", "-algorithm", "DH", "-pkeyopt", "group:ffdhe3072"],
+                            check=True, capture_output=True).stdout
+    encode = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    stage.cluster.apply(
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": "dhe", "namespace": "default"},
+         "data": {"tls.crt": encode((tmp_path / "cert.pem").read_bytes()), "tls.key": encode((tmp_path / "key.pem").read_bytes())}},
+        *stage.backend("KEYS", "dhe"),
+        k8s.ingress("dhe", [k8s.rule(host, ("/", "Prefix", "dhe", 80))], tls=[{"hosts": [host], "secretName": "dhe"}]))
+    stage.expect(host, "/", "308")  # served, as a TLS host
+    # nginx sets no DH parameters of its own: a client that offers only DHE gets no handshake.
+    assert _server_temp_key(stage, host) == ""
+
+    stage.cluster.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                         "metadata": {"name": "dhparam", "namespace": "ingress"}, "data": {"dhparam.pem": encode(params)}},
+                        configmap(**{"ssl-dh-param": "ingress/dhparam"}))
+    wait_for(lambda: _server_temp_key(stage, host).startswith("DH, 3072 bits"), 20, what="the Secret's DH group")
+
+    stage.cluster.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                         "metadata": {"name": "dhparam", "namespace": "ingress"}, "data": {"dhparam.pem": encode(b"junk")}})
+    wait_for(lambda: any("key ssl-dh-param: Secret ingress/dhparam key dhparam.pem: OpenSSL cannot read it" in p
+                         for p in problems(stage)), 15, what="the bad parameters reported")
+    assert _server_temp_key(stage, host) == ""  # without parameters again
+    stage.cluster.apply(configmap())

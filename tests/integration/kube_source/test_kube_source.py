@@ -55,10 +55,12 @@ def test_initial_lists_fill_the_store_with_kept_objects_as_the_api_serves_them(h
             await h.converged()
             await asyncio.wait_for(h.source.synced.wait(), 10)
             store = h.mirror
-            # Every ConfigMap beside the controller's is kept: add-headers and proxy-set-headers name them.
+            # Every ConfigMap of a watched namespace is kept: add-headers, proxy-set-headers and
+            # auth-proxy-set-headers name them.
             assert set(store) == {"IngressClass//nginx", "Ingress/default/web", "Service/default/web",
                                   "EndpointSlice/default/web-1", "Secret/default/web-tls",
-                                  "ConfigMap/default/pyngress", "ConfigMap/default/unrelated", "Node//node-a"}
+                                  "ConfigMap/default/pyngress", "ConfigMap/default/unrelated",
+                                  "ConfigMap/kube-system/elsewhere", "Node//node-a"}
             web = store["Ingress/default/web"]
             assert web["kind"] == "Ingress" and web["apiVersion"] == "networking.k8s.io/v1"  # added to list items
             assert web["metadata"]["annotations"] == {"team": "web"}  # slimmed: no last-applied copy
@@ -123,7 +125,8 @@ def test_watch_namespace_limits_namespaced_kinds_but_not_objects_named_by_flags(
 
 def test_without_node_name_nodes_are_not_watched(settings):
     assert all(t.kind != "Node" for t in watch_targets(settings.replace_flags(node_name=None)))
-    assert all(t.kind != "ConfigMap" for t in watch_targets(Settings()))
+    # ConfigMaps are watched where Ingresses are (auth-proxy-set-headers names them).
+    assert [t.namespace for t in watch_targets(Settings()) if t.kind == "ConfigMap"] == [None]
 
 
 def test_dropped_watches_resume_from_their_resource_version_without_loss_or_duplicates(api, harness):
