@@ -194,6 +194,9 @@ class ServerSettings:
     stream_access_log_path: str = ""
     proxy_stream_timeout: str = "600s"
     proxy_stream_responses: int = 1
+    # How long a client may take to send its PROXY header (use-proxy-protocol on the passthrough proxy, and the
+    # TCP services that read one).
+    proxy_protocol_header_timeout: str = "5s"
     worker_connections: int = 16384
     worker_rlimit_nofile: int = 0  # 0: nginx's own limit
     worker_shutdown_timeout: str = "240s"

@@ -176,12 +176,13 @@ class PassthroughServer:
 class _HelloPhase(asyncio.Protocol):
     """A connection from accept until its ClientHello is complete; then the server routes it."""
 
-    __slots__ = ("server", "transport", "hello", "proxy_bytes", "proxy_header", "deadline", "connecting")
+    __slots__ = ("server", "transport", "hello", "proxy_bytes", "header_deadline", "proxy_header", "deadline", "connecting")
 
     def __init__(self, server: PassthroughServer) -> None:
         self.server = server
         self.hello = ClientHelloReader()
         self.proxy_bytes: bytearray | None = None  # collects an inbound PROXY header when one is due
+        self.header_deadline: asyncio.TimerHandle | None = None
         self.proxy_header: tuple[Address, Address] | None = None
         self.connecting: asyncio.Task[None] | None = None
 
@@ -191,6 +192,8 @@ class _HelloPhase(asyncio.Protocol):
         server.counters.accepted += 1
         if server.table.use_proxy_protocol:
             self.proxy_bytes = bytearray()
+            # proxy-protocol-header-timeout: a load balancer that sends no header in time is cut off early.
+            self.header_deadline = server.loop.call_later(server.table.proxy_header_timeout, self._header_expired)
         pending = server.pending
         pending[self] = None
         if len(pending) > server.options.max_pending_hellos:
@@ -223,6 +226,8 @@ class _HelloPhase(asyncio.Protocol):
         if header is None:
             return b""
         self.proxy_bytes = None
+        if self.header_deadline is not None:
+            self.header_deadline.cancel()
         if header.source is not None and header.destination is not None:
             self.proxy_header = (header.source, header.destination)
         return bytes(buf[header.length:])  # type: ignore[index]
@@ -232,8 +237,16 @@ class _HelloPhase(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._leave_pending()
+        if self.header_deadline is not None:
+            self.header_deadline.cancel()
         if self.connecting is not None:
             self.connecting.cancel()
+
+    def _header_expired(self) -> None:
+        if self.proxy_bytes is not None:
+            self.server.counters.hello_timeouts += 1
+            log.debug("no PROXY header in time; closing", extra=kv(peer=self._peer()))
+            self.close()
 
     def _expire(self) -> None:
         self.server.counters.hello_timeouts += 1

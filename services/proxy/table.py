@@ -45,6 +45,10 @@ def parse_endpoint(text: Any) -> Endpoint:
     return str(address), int(port_text)
 
 
+# ingress-nginx's proxy-protocol-header-timeout default.
+DEFAULT_PROXY_HEADER_TIMEOUT = 5.0
+
+
 class RoutingTable:
     """SNI host → passthrough endpoints, plus whether inbound connections carry a PROXY header."""
 
@@ -52,6 +56,7 @@ class RoutingTable:
         self._hosts: dict[str, tuple[Endpoint, ...]] = {}
         self._turn: dict[str, int] = {}
         self.use_proxy_protocol = False
+        self.proxy_header_timeout = DEFAULT_PROXY_HEADER_TIMEOUT  # seconds a client has to send its PROXY header
         self.changes = 0  # how many snapshots/updates were applied, for the status file
 
     def __len__(self) -> int:
@@ -61,6 +66,7 @@ class RoutingTable:
         if isinstance(event, Snapshot):
             self._hosts.clear()
             self.use_proxy_protocol = False
+            self.proxy_header_timeout = DEFAULT_PROXY_HEADER_TIMEOUT
             for key, value in event.state.items():
                 self._set(key, value)
         else:
@@ -87,10 +93,15 @@ class RoutingTable:
 
     def _set_config(self, value: Any) -> None:
         flag = value.get("use_proxy_protocol", False) if isinstance(value, dict) else None
-        if value is not None and not isinstance(flag, bool):
-            log.warning("passthrough config must be {'use_proxy_protocol': bool}; using false",
-                        extra=kv(value=value))
+        timeout = value.get("proxy_protocol_header_timeout", DEFAULT_PROXY_HEADER_TIMEOUT) \
+            if isinstance(value, dict) else DEFAULT_PROXY_HEADER_TIMEOUT
+        if value is not None and (not isinstance(flag, bool) or isinstance(timeout, bool)
+                                  or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600):
+            log.warning("passthrough config must be {'use_proxy_protocol': bool, 'proxy_protocol_header_timeout': "
+                        "seconds (0-3600)}; using false and 5", extra=kv(value=value))
+            flag, timeout = False, DEFAULT_PROXY_HEADER_TIMEOUT
         self.use_proxy_protocol = flag is True
+        self.proxy_header_timeout = float(timeout)
 
     def _set_host(self, host: str, value: Any) -> None:
         if value is None:

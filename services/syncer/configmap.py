@@ -246,6 +246,7 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "stream-access-log-path": ("stream_access_log_path", access_log.log_path),
     "proxy-stream-timeout": ("proxy_stream_timeout", duration),
     "proxy-stream-responses": ("proxy_stream_responses", _count(0, 1 << 20)),
+    "proxy-protocol-header-timeout": ("proxy_protocol_header_timeout", duration),
 }
 
 

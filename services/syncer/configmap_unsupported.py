@@ -9,7 +9,6 @@ UNSUPPORTED: dict[str, str] = {
     "http2-max-field-size": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use large-client-header-buffers",
     "http2-max-header-size": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use large-client-header-buffers",
     "http2-max-requests": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use keep-alive-requests",
-    "proxy-protocol-header-timeout": "not implemented yet",
     "proxy-busy-buffers-size": "it must fit the buffers each Ingress may change: set it per Ingress with the "
                                "proxy-busy-buffers-size annotation, which is checked against that Ingress's buffers",
     **dict.fromkeys(("main-snippet", "http-snippet", "server-snippet", "stream-snippet", "location-snippet"),

@@ -22,6 +22,7 @@ from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot
 from services.common.files import ensure_private_dir
 from services.common.runner import run_process
 from services.common.settings import Settings
+from services.syncer.annotations.validators import duration_seconds
 from services.syncer.apply import NginxApplier
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model import build_model
@@ -163,7 +164,8 @@ class Syncer:
 def passthrough_table(model: Model) -> dict[str, object]:
     """What the proxy processes need: SNI host → endpoints, and how to read inbound connections."""
     table: dict[str, object] = {f"host/{host}": endpoints for host, endpoints in model.passthrough.items()}
-    table["config"] = {"use_proxy_protocol": model.use_proxy_protocol}
+    table["config"] = {"use_proxy_protocol": model.use_proxy_protocol, "proxy_protocol_header_timeout":
+                       duration_seconds(model.config.server.proxy_protocol_header_timeout)}
     return table
 
 

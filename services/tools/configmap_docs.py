@@ -78,6 +78,8 @@ MEANING: dict[str, str] = {
     "compute-full-forwarded-for": "Send the whole X-Forwarded-For chain plus the peer (with use-forwarded-headers).",
     "enable-real-ip": "Take the client address from forwarded-for-header (without the other X-Forwarded-*).",
     "proxy-real-ip-cidr": "Peers whose forwarded-for-header is trusted (comma-separated networks).",
+    "proxy-protocol-header-timeout": "How long a client may take to send its PROXY header (use-proxy-protocol with "
+                                     "the passthrough proxy, and TCP services with :PROXY).",
     "ssl-dh-param": "NAMESPACE/NAME of a Secret whose dhparam.pem holds the DHE ciphers' DH parameters.",
     "log-format-stream": "The access log format of TCP and UDP services (nginx stream variables, allow-listed).",
     "stream-access-log-path": "Where the TCP and UDP services' access log goes (default: access-log-path).",

@@ -47,6 +47,12 @@ def duration(value: str) -> str:
     return f"{int(match[1])}{match[2] or 's'}"
 
 
+def duration_seconds(canonical: str) -> float:
+    """A duration as `duration` returns it ("500ms", "60s"), in seconds."""
+    match = _DURATION.fullmatch(canonical)
+    return int(match[1]) * _MS_PER_UNIT[match[2] or "s"] / 1000
+
+
 _SIZE = re.compile(r"([0-9]{1,13})([kKmMgG]?)")
 
 

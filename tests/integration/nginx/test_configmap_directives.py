@@ -98,6 +98,8 @@ CASES: dict[str, tuple[str, str, str, str]] = {
                                "must be an absolute path"),
     "proxy-stream-timeout": ("30s", 'proxy_timeout "30s";', "30x", "duration"),
     "proxy-stream-responses": ("2", "proxy_responses 2;", "-1", "0"),
+    # With a TCP service that reads the PROXY protocol (the passthrough proxy's use: tests/integration/proxy).
+    "proxy-protocol-header-timeout": ("3s", 'proxy_protocol_timeout "3s";', "3x", "duration"),
     "proxy-real-ip-cidr": ("10.0.0.0/8,192.168.0.0/16", 'set_real_ip_from "192.168.0.0/16";', "10.0.0.0/33",
                            "10.0.0.0/33"),
 }
@@ -135,12 +137,13 @@ def rendered(nginx_check: NginxCheck, data: dict[str, str]) -> tuple[str, list[s
     cluster.app("web", host="keys.example.com")
     cluster.configmap(data)
     # A TCP and a UDP service, for the stream keys.
-    cluster.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "streams", "namespace": "ingress"},
-                 "data": {"9000": "default/web:80"}})
+    for name, entry in (("tcp", "default/web:80:PROXY"), ("udp", "default/web:80")):
+        cluster.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ingress"},
+                     "data": {"9000": entry}})
     paths = nginx_check.paths
     model = cluster.build(configmap="ingress/ingress-nginx-controller", state_dir=str(paths.state_dir),
-                          run_dir=str(paths.run_dir), tcp_services_configmap="ingress/streams",
-                          udp_services_configmap="ingress/streams")
+                          run_dir=str(paths.run_dir), tcp_services_configmap="ingress/tcp",
+                          udp_services_configmap="ingress/udp")
     return render(model.config), model.problem_lines()
 
 

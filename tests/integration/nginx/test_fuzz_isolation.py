@@ -280,6 +280,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "stream-access-log-path": st.sampled_from(["/dev/stdout", "/tmp/stream.log", "relative", "/a b", "/tmp"]),
     "proxy-stream-timeout": st.sampled_from(["600s", "10m", "0", "1x", "5s;"]),
     "proxy-stream-responses": st.sampled_from(["1", "0", "3", "-1", "x"]),
+    "proxy-protocol-header-timeout": st.sampled_from(["5s", "500ms", "0", "1h", "5x", "5s;"]),
     "log-format-upstream": st.lists(st.one_of(
         st.sampled_from(["$remote_addr", "${status}", "$namespace", "$http_x_y", "$sent_http_a", "$cookie_b",
                          "$secret", "\"", "'", "\\", "{", "}", ";", "$", "$$x", "$request_id;"]), hostile),

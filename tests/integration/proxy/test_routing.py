@@ -151,6 +151,22 @@ def test_inbound_proxy_protocol_v1_and_v2(setup):
         setup.publish("config", {"use_proxy_protocol": False})
 
 
+def test_a_proxy_header_not_sent_in_time_closes_the_connection(setup):
+    # proxy-protocol-header-timeout: well before the ClientHello's own timeout (5 s here).
+    setup.publish("config", {"use_proxy_protocol": True, "proxy_protocol_header_timeout": 0.3})
+    try:
+        with socket.create_connection(("127.0.0.1", setup.port), timeout=10) as sock:
+            sock.sendall(b"PROXY TCP4 203.0.113.7 ")  # and nothing more
+            sock.settimeout(3)
+            assert sock.recv(100) == b""
+        # A header in time is read as before.
+        _, body = https_get(setup.port, setup.pki.client_context(), OTHER_HOST,
+                            prefix=b"PROXY TCP4 203.0.113.7 10.9.8.7 40000 443\r\n")
+        assert body == f"203.0.113.7:40000 {OTHER_HOST}\n"
+    finally:
+        setup.publish("config", {"use_proxy_protocol": False})
+
+
 def test_status_file_counts_what_happened(setup):
     status = setup.proxy.status()
     assert status["component"] == f"proxy-{setup.proxy.proc.pid}"
