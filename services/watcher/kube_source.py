@@ -101,8 +101,9 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
         return [WatchTarget(kind, namespace=ns) for ns in namespaces]
 
     targets = [WatchTarget("IngressClass")]
-    for kind in ("Ingress", "Service", "EndpointSlice"):
-        targets += namespaced(kind, [])
+    targets += namespaced("Ingress", [])
+    for kind in ("Service", "EndpointSlice"):  # and the --default-backend-service's, wherever it is
+        targets += namespaced(kind, [_namespace_of(settings.ingress.default_backend_service)])
     targets += namespaced("Secret", [_namespace_of(settings.ingress.default_ssl_certificate),
                                      _namespace_of(settings.ingress.configmap)])
     configmap_namespaces = dict.fromkeys(

@@ -106,6 +106,8 @@ def test_status_changes_reach_the_store_too(harness):
 def test_watch_namespace_limits_namespaced_kinds_but_not_objects_named_by_flags(api, settings, harness):
     settings = settings.replace_flags(watch_namespace="team", default_ssl_certificate="certs/default")
     assert WatchTarget("Secret", namespace="certs") in watch_targets(settings)
+    backend = watch_targets(settings.replace_flags(default_backend_service="system/fallback"))
+    assert {WatchTarget("Service", namespace="system"), WatchTarget("EndpointSlice", namespace="system")} <= set(backend)
 
     async def scenario():
         h = harness(settings=settings)
