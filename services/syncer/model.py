@@ -576,6 +576,9 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     for host in tls_hosts:
         host_routes = merger.routes[host]
         host_routes.tls, host_routes.hsts = True, hsts
+    for host_routes in merger.routes.values():
+        host_routes.redirect_code = config.server.redirect_code
+        host_routes.no_tls_redirect = config.server.no_tls_redirect_locations
 
     return Model(
         config=NginxConfig(

@@ -88,6 +88,10 @@ class HostRoutes:
     app_root: str | None = None  # app-root: "/" answers 302 to this path
     app_root_owner: str = ""  # the Ingress that set app_root
     redirect_host: str | None = None  # from-to-www-redirect: this host only redirects (308) to that one
+    # ConfigMap http-redirect-code and no-tls-redirect-locations, carried by the hosts that may redirect, so
+    # that changing them re-pushes the routes instead of reloading nginx.
+    redirect_code: int = 308
+    no_tls_redirect: tuple[str, ...] = ("/.well-known/acme-challenge",)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +106,8 @@ class HostRoutes:
             "force_ssl_redirect": self.force_ssl_redirect, "hsts": self.hsts,
             **({"client_auth": {ref: auth.to_json() for ref, auth in sorted(self.client_auth.items())}}
                if self.client_auth else {}),
+            **({"redirect_code": self.redirect_code, "no_tls_redirect": list(self.no_tls_redirect)}
+               if self.redirect_host or self.tls or self.force_ssl_redirect else {}),
         }
 
 

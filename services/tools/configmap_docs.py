@@ -91,7 +91,7 @@ MEANING: dict[str, str] = {
 }
 # Keys whose value is pushed to nginx's Lua with the routes: a change never reloads nginx.
 PUSHED = frozenset({"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains",
-                    "hsts-preload"})
+                    "hsts-preload", "http-redirect-code", "no-tls-redirect-locations"})
 # Keys that decide which Ingresses and settings are accepted: nginx reloads only if that changes a profile.
 POLICY = frozenset({"annotations-risk-level", "strict-validate-path-type", "annotation-value-word-blocklist",
                     "allow-snippet-annotations", "allow-cross-namespace-resources"})

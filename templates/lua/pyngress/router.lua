@@ -8,7 +8,9 @@ The routes table (POST /configuration/routes), one entry per host as HostRoutes.
                 "default": <route> | null,
                 "tls": bool, "ssl_redirect": bool, "force_ssl_redirect": bool,
                 "hsts": "<Strict-Transport-Security value>" | null,
-                "client_auth": {"<ns/name>": <client_auth.lua config>, ...} (optional)}}
+                "client_auth": {"<ns/name>": <client_auth.lua config>, ...} (optional),
+                "redirect_code": 301 | 302 | 307 | 308, "no_tls_redirect": ["<path prefix>", ...]
+                (hosts that may redirect)}}
     <route> = {"backend": "<backend name>" | null, "profile": "<profile name>", "ingress": "ns/name"}
 
 A route whose Ingress has a client_auth entry has the client's certificate checked (client_auth.lua) before
@@ -94,6 +96,24 @@ local function path_of(path, where)
     return path
 end
 
+-- ConfigMap http-redirect-code: the codes it may be.
+local REDIRECT_CODES = { [301] = true, [302] = true, [307] = true, [308] = true }
+
+local function string_list(value, what)
+    if value == nil or value == null then
+        return {}
+    end
+    if type(value) ~= "table" then
+        error(what .. " must be a list of strings", 0)
+    end
+    for _, item in ipairs(value) do
+        if type(item) ~= "string" then
+            error(what .. " must be a list of strings", 0)
+        end
+    end
+    return value
+end
+
 local function host_of(raw, host)
     if type(raw) ~= "table" then
         error(host .. ": host routes must be an object", 0)
@@ -110,6 +130,8 @@ local function host_of(raw, host)
         hsts = type(raw.hsts) == "string" and raw.hsts ~= "" and raw.hsts or nil,
         app_root = type(raw.app_root) == "string" and raw.app_root or nil,
         redirect_host = type(raw.redirect_host) == "string" and raw.redirect_host or nil,
+        redirect_code = REDIRECT_CODES[raw.redirect_code] and raw.redirect_code or 308,
+        no_tls_redirect = string_list(raw.no_tls_redirect, host .. ": no_tls_redirect"),
         metric = monitor.host_labels(host),  -- requests no route of the host takes
     }
     local exact = raw.exact
@@ -219,10 +241,10 @@ function _M.error_page(status)
     ngx.req.set_uri("/", false)
 end
 
--- ConfigMap no-tls-redirect-locations: a path under one of these prefixes stays on plain HTTP (by default the
--- ACME HTTP-01 challenge, which must be answered there).
-local function tls_redirect_exempt(uri)
-    local prefixes = settings.no_tls_redirect_locations
+-- ConfigMap no-tls-redirect-locations (carried by the host's entry): a path under one of these prefixes stays
+-- on plain HTTP (by default the ACME HTTP-01 challenge, which must be answered there).
+local function tls_redirect_exempt(entry, uri)
+    local prefixes = entry.no_tls_redirect
     for i = 1, #prefixes do
         if find(uri, prefixes[i], 1, true) == 1 then
             return true
@@ -268,7 +290,7 @@ function _M.route()
         var.pyngress_metric = entry.metric
         local port = match(var.http_host or "", ":%d+$") or ""
         return ngx.redirect(var.scheme .. "://" .. entry.redirect_host .. port .. var.request_uri,
-                            settings.redirect_code)
+                            entry.redirect_code)
     end
     -- The route first, so that the redirects below are counted for its Ingress (as ingress-nginx counts them).
     local route, captures = entry.exact[uri], nil
@@ -287,9 +309,9 @@ function _M.route()
             if entry.hsts then
                 var.pyngress_hsts = entry.hsts
             end
-        elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect)) and not tls_redirect_exempt(uri) then
+        elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect)) and not tls_redirect_exempt(entry, uri) then
             return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri,
-                                settings.redirect_code)
+                                entry.redirect_code)
         end
     end
     if entry.app_root and uri == "/" then

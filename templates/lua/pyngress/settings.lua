@@ -12,10 +12,6 @@ local _M = {
     body_limits = {},
     -- Per-request metrics (monitor.lua), nil when --enable-metrics is off.
     metrics = nil,
-    -- ConfigMap http-redirect-code: the redirect to HTTPS and from-to-www-redirect.
-    redirect_code = 308,
-    -- ConfigMap no-tls-redirect-locations: path prefixes never redirected to HTTPS.
-    no_tls_redirect_locations = { "/.well-known/acme-challenge" },
     -- ConfigMap custom-http-errors: status -> true, answered through the default backend's error locations.
     custom_http_errors = {},
     -- Profiles with another named location for HTTP/2 requests (auth-keepalive): profile name -> location.
@@ -34,8 +30,6 @@ function _M.set(values)
     _M.cors = values.cors or {}
     _M.body_limits = values.body_limits or {}
     _M.metrics = require("pyngress.monitor").configure(values.metrics)
-    _M.redirect_code = values.redirect_code or 308
-    _M.no_tls_redirect_locations = values.no_tls_redirect_locations or {}
     _M.custom_http_errors = values.custom_http_errors or {}
     _M.http2_locations = values.http2_locations or {}
 end

@@ -96,6 +96,13 @@ def test_redirect_code_and_locations_kept_on_plain_http(stage: Stage) -> None:
     assert get(stage, "/x").headers["Location"] == f"https://{HOST}:{stage.controller.https_port}/x"
     assert get(stage, "/plain/file").status_code == 200
     assert get(stage, "/.well-known/acme-challenge/token").status_code == 200
+    # Both are carried by the routes table: a change re-pushes it and reloads nothing.
+    reloads = stage.controller.settled_reloads()
+    stage.cluster.apply(configmap(**{"force-ssl-redirect": "true", "http-redirect-code": "307",
+                                     "no-tls-redirect-locations": "/other"}))
+    wait_for(lambda: get(stage, "/x").status_code == 307, 15, what="307 to HTTPS")
+    assert get(stage, "/plain/file").status_code == 307 and get(stage, "/other/file").status_code == 200
+    assert stage.controller.metric("nginx_ingress_controller_success") == reloads
 
 
 def test_a_bad_value_keeps_the_previous_one(stage: Stage) -> None:

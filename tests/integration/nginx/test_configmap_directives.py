@@ -85,8 +85,6 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "skip-access-log-urls": ("/healthz", 'if=$pyngress_loggable', "healthz", "URL paths"),
     "custom-http-errors": ("404,503", "error_page 503 @pyngress_error_503;", "404,200",
                            "must be a whole number from 400 to 599"),
-    "http-redirect-code": ("301", "redirect_code = 301,", "200", "must be one of 301, 302, 307, 308"),
-    "no-tls-redirect-locations": ("/plain", 'no_tls_redirect_locations = { "/plain", },', "plain", "URL paths"),
     "forwarded-for-header": ("X-Client", 'real_ip_header "X-Client";', "X Client", "header name"),
     "compute-full-forwarded-for": ("true", '"$http_x_forwarded_for, $realip_remote_addr"', "x",
                                    'must be "true" or "false"'),
@@ -110,7 +108,8 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "annotation-value-word-blocklist", "allow-snippet-annotations", "block-cidrs", "block-user-agents",
              "block-referers", "allow-cross-namespace-resources", "disable-access-log", "access-log-path",
              "access-log-params", "log-format-upstream", "log-format-escape-json", "log-format-escape-none",
-             "enable-access-log-for-default-backend", "ssl-dh-param"}
+             "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code",
+             "no-tls-redirect-locations"}
 # What a key needs beside it to show in nginx.conf.
 COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},
               "brotli-types": {"enable-brotli": "true"}, "gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},
