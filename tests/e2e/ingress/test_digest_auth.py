@@ -3,6 +3,7 @@
 a reload, and a changed Secret applied without a reload."""
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import subprocess
 
@@ -82,6 +83,12 @@ def test_digest_challenge_clients_replay_and_reload(stage):
     header = answer_for(challenge_of(get(stage, host, "/r")), "alice", "s3cret", "/r")
     assert get(stage, host, "/r", headers={"Authorization": header}).status_code == 200
     assert get(stage, host, "/r", headers={"Authorization": header}).status_code == 401
+    # The same header sent by many clients at once, across the workers: accepted exactly once.
+    header = answer_for(challenge_of(get(stage, host, "/c")), "alice", "s3cret", "/c")
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        codes = list(pool.map(lambda _: get(stage, host, "/c", headers={"Authorization": header}).status_code,
+                              range(24)))
+    assert sorted(codes) == [200] + [401] * 23
     # An answer for another URI than the one requested is refused.
     header = answer_for(challenge_of(get(stage, host, "/r")), "alice", "s3cret", "/other")
     assert get(stage, host, "/r", headers={"Authorization": header}).status_code == 401
