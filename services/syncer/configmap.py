@@ -84,6 +84,7 @@ class ControllerConfig:
     # whitelist-source-range, denylist-source-range: for every Ingress without the annotation of its own.
     default_allowlist: str = ""
     default_denylist: str = ""
+    load_balance: str = "round_robin"  # load-balance: for every Ingress without the annotation
     server: ServerSettings = field(default_factory=ServerSettings)
     # The raw values accepted, by key: what keeps applying when a later version of the ConfigMap has a bad value.
     accepted: dict[str, str] = field(default_factory=dict)
@@ -97,6 +98,8 @@ class ControllerConfig:
                                                   ("allowlist-source-range", "whitelist-source-range"))
         if self.default_denylist:
             defaults["denylist-source-range"] = (self.default_denylist, ("denylist-source-range",))
+        if self.load_balance != "round_robin":
+            defaults["load-balance"] = (self.load_balance, ("load-balance",))
         return defaults
 
     @property
@@ -215,6 +218,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "add-headers": ("add_headers", configmap_reference),
     "ssl-dh-param": ("ssl_dh_param", object_reference),
     "whitelist-source-range": ("default_allowlist", cidr_list),
+    "load-balance": ("load_balance", one_of("round_robin", "ewma")),
     "denylist-source-range": ("default_denylist", cidr_list),
     "proxy-set-headers": ("proxy_set_headers", configmap_reference),
 }

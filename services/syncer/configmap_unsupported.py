@@ -40,7 +40,6 @@ UNSUPPORTED: dict[str, str] = {
     "bind-address": "not implemented yet: nginx listens on every address",
     "lua-shared-dicts": "pyngress's Lua keeps its own shared dictionaries",
     "enable-serial-reloads": "pyngress reloads at most once per change and never in parallel",
-    "load-balance": "not implemented yet for the whole controller: set it per Ingress with the annotation",
     **dict.fromkeys(("allow-backend-server-header", "disable-ipv6", "disable-ipv6-dns", "enable-ocsp",
                      "retry-non-idempotent", "enable-multi-accept", "ssl-session-ticket-key", "enable-aio-write",
                      "gzip-disable", "limit-conn-zone-variable", "forwarded-for-proxy-protocol-header",

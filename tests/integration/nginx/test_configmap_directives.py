@@ -108,7 +108,7 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "annotation-value-word-blocklist", "allow-snippet-annotations", "block-cidrs", "block-user-agents",
              "block-referers", "allow-cross-namespace-resources", "disable-access-log", "access-log-path",
              "access-log-params", "log-format-upstream", "log-format-escape-json", "log-format-escape-none",
-             "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code",
+             "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code", "load-balance",
              "no-tls-redirect-locations"}
 # What a key needs beside it to show in nginx.conf.
 COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},

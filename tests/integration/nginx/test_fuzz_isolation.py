@@ -273,6 +273,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "custom-http-errors": comma_lists(st.sampled_from(["404", "503", "500", "200", "x", "599"]), "{},502"),
     "forwarded-for-header": st.sampled_from(["X-Forwarded-For", "X-Real-IP", "CF-Connecting-IP", "X Y"]),
     "proxy-real-ip-cidr": network_lists,
+    "load-balance": st.sampled_from(["round_robin", "ewma", "EWMA", "least_conn", "round_robin;"]),
     "ssl-dh-param": st.sampled_from(["ingress/dhparam", "ingress/missing", "a/b/c", "x", "ingress/dh;param"]),
     "log-format-stream": st.lists(st.one_of(
         st.sampled_from(["$remote_addr", "${protocol}", "$session_time", "$proxy_upstream_name", "$request_uri",

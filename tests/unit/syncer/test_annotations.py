@@ -311,3 +311,16 @@ def test_stream_snippets_make_a_stream_block_with_the_stream_module(cluster):
     assert "load_module /usr/lib/nginx/modules/ngx_stream_module.so;" in conf
     stream = conf[conf.index("\nstream {\n"):]
     assert "\n    server { listen 127.0.0.1:9999; return ok; }\n}\n" in stream and "js_import" not in stream
+
+
+def test_the_configmap_load_balance_is_the_default_of_the_annotation(cluster):
+    cluster.configmap({"load-balance": "ewma"})
+    cluster.app("plain")
+    cluster.app("own", host="own.example.com", annotations={"load-balance": "round_robin"})
+    model = cluster.build()
+    # pyngress balances ewma round robin, and says so for the Ingress that gets it from the ConfigMap only.
+    assert model.problem_lines() == ["warning: Ingress default/plain: annotation load-balance ewma is balanced round "
+                                     "robin by pyngress (latency-weighted balancing is not built)"]
+    cluster.configmap({"load-balance": "least_conn"})
+    [problem] = cluster.build().problem_lines()
+    assert "key load-balance value 'least_conn': must be one of round_robin, ewma" in problem
