@@ -492,7 +492,27 @@ def http_level_settings(config: NginxConfig) -> dict[str, str]:
     taking the proxy ones' values."""
     settings = {**HTTP_DEFAULTS, **config.globals}
     settings.update({grpc: settings[proxy] for proxy, grpc in _GRPC_TIMEOUTS.items()})
+    names = [host for host, _ in config.snippet_servers]
+    if names:
+        # The hosts with a server block of their own are server names: never fewer buckets, nor smaller ones,
+        # than they need (ingress-nginx computes both from the hosts the same way).
+        for directive, needed in (("server_names_hash_bucket_size", _hash_bucket_size(max(map(len, names)))),
+                                  ("server_names_hash_max_size", _next_power_of_two(len(names)))):
+            if directive in settings and int(settings[directive]) < needed:
+                settings[directive] = str(needed)
     return settings
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _hash_bucket_size(longest_name: int) -> int:
+    """The bucket size a server name of this length needs in nginx's hash (64-bit words: a pointer, the length,
+    the name aligned to a word), as a power of two."""
+    word = 8
+    aligned = (longest_name + 2 + word - 1) // word * word
+    return _next_power_of_two(2 * word + aligned)
 
 
 def render(config: NginxConfig, template: Template | None = None) -> str:

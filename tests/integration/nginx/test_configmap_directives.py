@@ -163,3 +163,18 @@ def test_a_refused_value_names_the_key_and_what_to_write(nginx_check, key):
     assert problem.startswith(f"ConfigMap ingress/ingress-nginx-controller: key {key} value {bad!r}: ")
     assert says in problem and problem.endswith("; the default applies")
     assert nginx_check.error(text) is None
+
+
+def test_server_name_hashes_grow_for_long_snippet_hosts(nginx_check):
+    # A host with a server-snippet has a server block of its own: nginx must fit its name in the hash.
+    long_host = ".".join(["a" * 60] * 3) + ".example.com"
+    cluster = Cluster()
+    cluster.ingress_class()
+    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
+    cluster.app("long", host=long_host, annotations={"server-snippet": "add_header X-Long yes;"})
+    paths = nginx_check.paths
+    model = cluster.build(state_dir=str(paths.state_dir), run_dir=str(paths.run_dir))
+    text = render(model.config)
+    assert model.problem_lines() == [] and f'server_name "{long_host}";' in text
+    assert 'server_names_hash_bucket_size "256";' in text
+    assert nginx_check.error(text) is None
