@@ -400,6 +400,25 @@ class _Merger:
             added[host] = alias
         return added
 
+    def add_server_aliases(self, plan: IngressPlan) -> dict[str, str]:
+        """server-alias: each alias of `plan` serves the routes of its first routed host, unless the name is
+        routed already; returns {alias: host} of those added."""
+        hosts = [host for host in plan.hosts if host != CATCH_ALL_HOST and host in self.routes]
+        added: dict[str, str] = {}
+        if plan.annotations.server_aliases and not hosts:
+            self.warn(plan, "server-alias needs a rule with a host; ignored")
+            return added
+        for alias in plan.annotations.server_aliases:
+            if alias in self.routes:
+                owner = self.host_owner.get(alias)
+                self.warn(plan, f"server-alias {alias} is served by Ingress {owner.ref if owner else 'another Ingress'}"
+                                "; skipped")
+                continue
+            self.routes[alias] = self.routes[hosts[0]]
+            self.host_owner[alias] = plan
+            added[alias] = hosts[0]
+        return added
+
     def add_canary(self, plan: IngressPlan) -> None:
         """Attach `plan`'s backends as the canary of the main routes with the same host and path. Only a main
         Ingress of the same namespace takes a canary: another tenant's canary must not take its traffic."""
@@ -541,6 +560,9 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         merger.add_canary(plan)
     www_aliases = {alias: host for plan in http_plans if plan.annotations.from_to_www
                    for host, alias in merger.add_www_redirects(plan).items()}
+    # After every host: a real host always keeps its name.
+    for plan in http_plans:
+        www_aliases.update(merger.add_server_aliases(plan))
 
     secrets = TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate)
     tls_secrets, tls_hosts = _tls_secrets(http_plans, merger=merger, secrets=secrets)
@@ -548,7 +570,7 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         problems.append(Problem.warning(f"--default-ssl-certificate {settings.ingress.default_ssl_certificate}",
                                         f"{problem}; serving the generated fake certificate instead"))
     for alias, host in www_aliases.items():
-        # The redirect answers on HTTPS too: with the host's certificate when it names the other spelling.
+        # The redirect (and a server-alias) answers on HTTPS too: with the host's certificate when it names it.
         if host in tls_secrets and names_match(alias, secrets.names(tls_secrets[host])):
             tls_secrets[alias] = tls_secrets[host]
     if settings.ingress.default_backend_service:

@@ -20,7 +20,7 @@ NOT_IMPLEMENTED = (
     "http2-push-preload", "mirror-host", "mirror-request-body", "mirror-target",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span", "preserve-trailing-slash",
     "proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
-    "proxy-ssl-verify", "proxy-ssl-verify-depth", "satisfy", "server-alias", "session-cookie-change-on-failure",
+    "proxy-ssl-verify", "proxy-ssl-verify-depth", "satisfy", "session-cookie-change-on-failure",
     "session-cookie-conditional-samesite-none", "session-cookie-domain", "temporal-redirect-code",
 )
 

@@ -142,6 +142,7 @@ class IngressAnnotations:
     affinity: AffinityPolicy | None = None  # affinity: cookie
     hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
     from_to_www: bool = False  # from-to-www-redirect
+    server_aliases: tuple[str, ...] = ()  # server-alias: more names for the Ingress's first host
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None

@@ -200,6 +200,8 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "auth-request-redirect": st.one_of(urls, st.sampled_from(["/home", "$request_uri"])),
     "auth-always-set-cookie": booleans, "enable-global-auth": booleans, "auth-keepalive": numbers,
     "auth-keepalive-requests": numbers, "auth-keepalive-timeout": numbers, "auth-keepalive-share-vars": booleans,
+    "server-alias": st.one_of(st.sampled_from(["alias.example.com", "*.alias.example.com", "good.example.com",
+                                               "a.example.com,b.example.com", "~^x$", "_"]), hostile),
     "auth-proxy-set-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers",
                                                "missing", "Auth", "a/b/c", "../auth-headers"]),
     "auth-cache-key": st.sampled_from(["$remote_user$http_authorization", "$cookie_session", "x", "$hostname",
