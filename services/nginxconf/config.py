@@ -62,6 +62,20 @@ class BasicAuth:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BackendTls:
+    """proxy-ssl-*: TLS to the backend checked against `ca_file` and with the client certificate `cert_file`
+    (certificate and key in one file), both in NginxPaths.ssl_dir, named by a digest of their content."""
+    ca_file: str
+    cert_file: str | None = None
+    verify: str = "off"
+    depth: int = 1
+    ciphers: str = "DEFAULT"
+    protocols: str = "TLSv1.2"
+    name: str | None = None  # proxy_ssl_name; None: the template's default
+    server_name: str | None = None  # "on" / "off"; None: the template's default
+
+
+@dataclass(frozen=True, kw_only=True)
 class AuthKeepalive:
     """auth-keepalive*: connections to the auth service are kept open (an upstream of its own, balanced over the
     addresses the syncer resolves), and the auth request is a Lua subrequest that reads the whole answer, which
@@ -126,16 +140,18 @@ class LocationProfile:
     # to the profile so that `nginx -t` refusing one rejects only its Ingress, as for `snippet`.
     server_snippet: str | None = None
     stream_snippet: str | None = None
+    backend_tls: BackendTls | None = None
 
     @classmethod
     def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
            cors: CorsPolicy | None = None, rate_limit: RateLimit | None = None, denied: tuple[str, ...] = (),
            snippet: str | None = None, basic_auth: BasicAuth | None = None, external_auth: ExternalAuth | None = None,
-           server_snippet: str | None = None, stream_snippet: str | None = None) -> LocationProfile:
+           server_snippet: str | None = None, stream_snippet: str | None = None,
+           backend_tls: BackendTls | None = None) -> LocationProfile:
         """The profile with these settings, named "default" when it has none, else by a short stable hash."""
         settings = {"cors": cors, "rate_limit": rate_limit, "denied": denied, "snippet": snippet,
                     "basic_auth": basic_auth, "external_auth": external_auth, "server_snippet": server_snippet,
-                    "stream_snippet": stream_snippet}
+                    "stream_snippet": stream_snippet, "backend_tls": backend_tls}
         if not directives and not any(settings.values()) and backend_scheme == "http":
             return cls(DEFAULT_PROFILE)
         content: dict = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}

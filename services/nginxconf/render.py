@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 
-from services.nginxconf.config import (DEFAULT_PROFILE, AuthKeepalive, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
+from services.nginxconf.config import (DEFAULT_PROFILE, AuthKeepalive, BackendTls, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
                                        LocationProfile, NginxConfig, RateLimit, ServerSettings)
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.resolvers import system_resolvers
@@ -238,6 +238,11 @@ class _RenderedProfile:
     snippet: str | None  # raw nginx configuration, checked by snippet_blocks.check_contained
     basic_auth: BasicAuth | None
     external_auth: _RenderedExternalAuth | None
+    # proxy-ssl-* (see _backend_tls), and whether the profile sets the SNI name and its use itself (else the
+    # HTTPS backends' defaults apply).
+    backend_tls: list[tuple[str, str, bool]]
+    sets_ssl_name: bool
+    sets_ssl_server_name: bool
 
     @property
     def grpc(self) -> bool:
@@ -294,7 +299,10 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
     if profile.basic_auth is not None:
         check_basic_auth(profile.basic_auth)
     external_auth = _external_auth(profile.external_auth, profile.name) if profile.external_auth else None
-    return _RenderedProfile(name=profile.name, settings=_settings(settings), headers=headers,
+    tls = profile.backend_tls
+    return _RenderedProfile(
+        backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
+        sets_ssl_server_name=bool(tls and tls.server_name),name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
                             denied=[quote(network) for network in profile.denied], snippet=profile.snippet,
@@ -305,6 +313,31 @@ _AUTH_URL = re.compile(r"(http|https)://([^/?#]+)(/[^?#]*)")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _HEADER_VALUE = re.compile(r"[\x20-\x23\x25-\x7e]{0,4096}")  # printable ASCII but `$`: no variables
 _HTTP_METHOD = re.compile(r"[A-Z]{1,16}")
+
+
+# What proxy-ssl-* writes, after "proxy_ssl_" (or "grpc_ssl_").
+BACKEND_TLS_DIRECTIVES = ("trusted_certificate", "ciphers", "protocols", "verify", "verify_depth", "certificate",
+                          "certificate_key", "name", "server_name")
+
+
+def _backend_tls(tls: BackendTls) -> list[tuple[str, str, bool]]:
+    """proxy-ssl-*'s directives, as ingress-nginx writes them (the name and SNI only when set): (directive after
+    "proxy_ssl_", its quoted arguments or a file name in NginxPaths.ssl_dir, whether it is a file)."""
+    for name in (tls.ca_file, tls.cert_file):
+        if name is not None and not _USER_FILE.fullmatch(name):
+            raise RenderError(f"proxy-ssl file name {name!r} may only hold letters, digits, '.', '_' and '-'")
+    if tls.verify not in ("on", "off") or tls.server_name not in (None, "on", "off"):
+        raise RenderError("proxy-ssl-verify and proxy-ssl-server-name must be on or off")
+    directives = [("trusted_certificate", tls.ca_file, True), ("ciphers", quote(tls.ciphers), False),
+                  ("protocols", arguments(tls.protocols.split()), False), ("verify", tls.verify, False),
+                  ("verify_depth", str(int(tls.depth)), False)]
+    if tls.cert_file:
+        directives += [("certificate", tls.cert_file, True), ("certificate_key", tls.cert_file, True)]
+    if tls.name:
+        directives.append(("name", quote(tls.name), False))
+    if tls.server_name:
+        directives.append(("server_name", tls.server_name, False))
+    return directives
 
 
 def auth_upstream(profile_name: str) -> str:

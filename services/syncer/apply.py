@@ -21,7 +21,7 @@ from services.syncer.backends import resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import Model
 from services.syncer.template_watch import TemplateTracker
-from services.syncer.worker_files import WorkerFiles, write_root_only
+from services.syncer.worker_files import WorkerFiles, remove_others_root_only, write_root_only
 
 log = logging.getLogger("syncer")
 
@@ -73,6 +73,8 @@ class NginxApplier:
         self.auth_files.write(model.auth_files)
         if model.dh_param:
             write_root_only(self.ssl_dir, model.dh_param.file_name, model.dh_param.content)
+        for name, content in model.ssl_files.items():
+            write_root_only(self.ssl_dir, name, content)
         if model.config.stream_servers:
             # The balancer takes addresses: ExternalName Services are resolved at each apply, as for Ingresses.
             endpoints = await resolve_backends(model.stream_endpoints)
@@ -94,6 +96,8 @@ class NginxApplier:
         if tables != self.tables:
             await self._push(tables)
         self.auth_files.remove_others(model.auth_files)
+        keep = set(model.ssl_files) | ({model.dh_param.file_name} if model.dh_param else set())
+        remove_others_root_only(self.ssl_dir, keep)  # old client keys go once nginx no longer loads them
         return {}
 
     async def _template_failure(self, conf: str, config: NginxConfig, candidate: Template) -> str | None:

@@ -1,5 +1,6 @@
-"""Authentication per Ingress: its auth-secret → an htpasswd file, its auth-proxy-set-headers → the headers of
-a ConfigMap, the ConfigMap's global-auth-url, and the location profile using them.
+"""The Secrets and ConfigMaps of an Ingress's location profile: its auth-secret → an htpasswd (htdigest) file,
+its auth-proxy-set-headers → the headers of a ConfigMap, its proxy-ssl-secret → the backend's CA and client
+certificate files (backend_tls.py), with the ConfigMap's global-auth-url.
 
 As in ingress-nginx, a location whose Secret cannot be used (missing, in another namespace without the
 ConfigMap's allow-cross-namespace-resources, without the expected keys, or with a hash nginx cannot check),
@@ -22,6 +23,7 @@ from services.nginxconf.config import BasicAuth, ExternalAuth, LocationProfile
 from services.nginxconf.render import AUTH_REQUEST_HEADERS
 
 from .annotations import IngressAnnotations
+from .backend_tls import BackendTlsRejected, resolve_backend_tls
 from .header_configmaps import headers_of
 from .htdigest import htdigest_file
 from .htpasswd import InvalidHtpasswd, SecretType, htpasswd_file
@@ -58,6 +60,8 @@ class AuthResolver:
         self._checked: dict[tuple[str, str, SecretType, str | None], _Checked] = {}
         # htpasswd file name (in NginxPaths.auth_dir) → content, for the Secrets that some profile uses.
         self.files: dict[str, bytes] = {}
+        # proxy-ssl-secret files (in NginxPaths.ssl_dir) → content.
+        self.ssl_files: dict[str, bytes] = {}
 
     def profile(self, annotations: IngressAnnotations, *, namespace: str, zone: str) -> AuthProfile:
         """The location profile of an Ingress in `namespace` with these annotations and rate-limit `zone`."""
@@ -70,9 +74,19 @@ class AuthResolver:
                                                        prefix=annotations.prefix)
             if problem:
                 return AuthProfile(DENIED_PROFILE, problem)
+        backend_tls = None
+        if annotations.backend_tls is not None:
+            try:
+                backend_tls, files = resolve_backend_tls(annotations.backend_tls, namespace=namespace,
+                                                         allow_cross_namespace=self._allow_cross_namespace,
+                                                         secrets=self._secrets)
+            except BackendTlsRejected as err:
+                return AuthProfile(DENIED_PROFILE, f"{err}; its paths answer 503 until it is fixed")
+            self.ssl_files.update(files)
         request = annotations.basic_auth
         if request is None:
-            return AuthProfile(annotations.profile_for(zone, global_auth=self._global_auth, auth_headers=auth_headers))
+            return AuthProfile(annotations.profile_for(zone, global_auth=self._global_auth, auth_headers=auth_headers,
+                                                       backend_tls=backend_tls))
         secret_namespace = request.namespace or namespace
         ref = f"{secret_namespace}/{request.secret}"
         if secret_namespace != namespace and not self._allow_cross_namespace:
@@ -87,7 +101,7 @@ class AuthResolver:
         self.files[checked.user_file] = checked.content
         return AuthProfile(annotations.profile_for(
             zone, basic_auth=BasicAuth(realm=request.realm, user_file=checked.user_file, digest=request.digest),
-            global_auth=self._global_auth, auth_headers=auth_headers))
+            global_auth=self._global_auth, auth_headers=auth_headers, backend_tls=backend_tls))
 
     def _auth_headers(self, reference: str, *, namespace: str,
                       prefix: str) -> tuple[tuple[tuple[str, str], ...], str | None]:

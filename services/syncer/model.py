@@ -622,6 +622,9 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
         dh_param=dh,
         tls_secrets=tls_secrets,
         auth_files=_used_auth_files(auth.files, merger.profiles.values()),
+        ssl_files={name: content for name, content in auth.ssl_files.items()
+                   if any(p.backend_tls and name in (p.backend_tls.ca_file, p.backend_tls.cert_file)
+                          for p in merger.profiles.values())},
         certificates=certificates_table(index.secrets, tls_secrets=tls_secrets,
                                         default_certificate=settings.ingress.default_ssl_certificate),
         use_proxy_protocol=config.use_proxy_protocol,

@@ -130,6 +130,8 @@ class Model:
     # htpasswd (htdigest) file name → content, for basic (digest) authentication (worker_files.py writes them
     # where nginx reads them). Password hashes: never printed, logged or published.
     auth_files: dict[str, bytes] = field(default_factory=dict, repr=False)
+    # proxy-ssl-secret files nginx's master reads at load (CA, client certificate and key), by name; never printed.
+    ssl_files: dict[str, bytes] = field(default_factory=dict, repr=False)
     # ConfigMap ssl-dh-param: the file NginxConfig.server.ssl_dh_param names, written before nginx loads it.
     dh_param: DhParam | None = None
     # Inbound PROXY protocol on the public ports (ConfigMap use-proxy-protocol); the proxy needs it too.

@@ -115,3 +115,12 @@ def write_root_only(directory: Path, name: str, content: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_others_root_only(directory: Path, keep: set[str]) -> None:
+    """Remove the files of `directory` that are not in `keep` (those of configurations nginx no longer loads)."""
+    if not directory.is_dir():
+        return
+    for path in directory.iterdir():
+        if path.name not in keep:
+            path.unlink(missing_ok=True)

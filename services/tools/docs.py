@@ -19,8 +19,7 @@ NOT_IMPLEMENTED = (
     "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules", "enable-rewrite-log",
     "http2-push-preload", "mirror-host", "mirror-request-body", "mirror-target",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span", "preserve-trailing-slash",
-    "proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
-    "proxy-ssl-verify", "proxy-ssl-verify-depth", "satisfy", "session-cookie-change-on-failure",
+    "satisfy", "session-cookie-change-on-failure",
     "session-cookie-conditional-samesite-none", "session-cookie-domain", "temporal-redirect-code",
 )
 

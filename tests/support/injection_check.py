@@ -21,7 +21,7 @@ import re
 from collections import Counter
 
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, NginxConfig, RateLimit
-from services.nginxconf.render import http_level_settings, render
+from services.nginxconf.render import BACKEND_TLS_DIRECTIVES, http_level_settings, render
 from services.nginxconf.template import BUILTIN_DIR, MAIN_TEMPLATE
 from tests.support.nginx_conf_tree import Directive, parse, walk, words
 
@@ -34,6 +34,7 @@ _TEMPLATE_NAMES = {word for line in _TEMPLATE_TEXT.splitlines() if line.strip()
                    for word in [line.split()[0].rstrip(";")] if word.replace("_", "").isalpha()}
 _TEMPLATE_NAMES |= {f"{module}_{rest}" for rest in re.findall(r"\{\{ to_backend \}\}_([a-z_]+)", _TEMPLATE_TEXT)
                     for module in ("proxy", "grpc")}
+_TEMPLATE_NAMES |= {f"{module}_ssl_{directive}" for directive in BACKEND_TLS_DIRECTIVES for module in ("proxy", "grpc")}
 
 
 def _http(tree: list[Directive]) -> Directive:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from services.nginxconf.render import RenderError
 
 from . import (access_control, access_log, affinity, auth, backend_protocol, balancing, canary, client_cert, cors, denylist,
-               external_auth, ipallowlist, proxy, ratelimit, redirect, rewrite, server_alias, service_upstream, snippets,
+               external_auth, ipallowlist, proxy, proxy_ssl, ratelimit, redirect, rewrite, server_alias, service_upstream, snippets,
                ssl, upstream_behaviour, upstream_vhost, www_redirect)
 from .access_control import is_access_control
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
@@ -28,7 +28,7 @@ from .renderable import check_renders, unrenderable_cors_option
 
 ANNOTATIONS: dict[str, Annotation] = {
     a.name: a
-    for group in (proxy, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
+    for group in (proxy, proxy_ssl, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
                   www_redirect, server_alias, redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
                   external_auth, access_log, snippets)
     for a in group.ANNOTATIONS
@@ -36,7 +36,7 @@ ANNOTATIONS: dict[str, Annotation] = {
 
 # Groups whose annotations mean more than one setting each (defaults, precedence, host-level flags).
 _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
-    proxy.apply, upstream_behaviour.apply, backend_protocol.apply, service_upstream.apply, rewrite.apply, canary.apply,
+    proxy.apply, proxy_ssl.apply, upstream_behaviour.apply, backend_protocol.apply, service_upstream.apply, rewrite.apply, canary.apply,
     affinity.apply, balancing.apply, www_redirect.apply, server_alias.apply, redirect.apply, ssl.apply, cors.apply, ipallowlist.apply,
     denylist.apply, ratelimit.apply, client_cert.apply, upstream_vhost.apply, auth.apply, external_auth.apply,
     access_log.apply, snippets.apply,

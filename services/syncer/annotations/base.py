@@ -6,10 +6,12 @@ import functools
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from services.nginxconf.config import BackendScheme, BasicAuth, CorsPolicy, ExternalAuth, LocationProfile, RateLimit
+from services.nginxconf.config import (BackendScheme, BackendTls, BasicAuth, CorsPolicy, ExternalAuth, LocationProfile,
+                                       RateLimit)
 
 if TYPE_CHECKING:
     from .auth import BasicAuthRequest
+    from .proxy_ssl import BackendTlsSpec
 
 
 class Risk(enum.IntEnum):
@@ -142,7 +144,9 @@ class IngressAnnotations:
     affinity: AffinityPolicy | None = None  # affinity: cookie
     hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
     from_to_www: bool = False  # from-to-www-redirect
-    server_aliases: tuple[str, ...] = ()  # server-alias: more names for the Ingress's first host
+    server_aliases: tuple[str, ...] = ()
+    # proxy-ssl-*: resolved against its Secret per Ingress (services/syncer/backend_tls.py).
+    backend_tls: BackendTlsSpec | None = None  # server-alias: more names for the Ingress's first host
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None
@@ -164,26 +168,31 @@ class IngressAnnotations:
         return self.profile_with(basic_auth=None, global_auth=None)
 
     def profile_with(self, *, basic_auth: BasicAuth | None, global_auth: ExternalAuth | None,
-                     auth_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
+                     auth_headers: tuple[tuple[str, str], ...] = (),
+                     backend_tls: BackendTls | None = None) -> LocationProfile:
         """The location profile with `basic_auth` (once the Secret of `self.basic_auth` is found) and the
         ConfigMap's `global_auth`, which applies unless the Ingress has its own auth-url or opts out.
-        `auth_headers`: the headers of the auth-proxy-set-headers ConfigMap, for its own auth-url."""
+        `auth_headers`: the headers of the auth-proxy-set-headers ConfigMap, for its own auth-url; `backend_tls`:
+        proxy-ssl-* once its Secret is found."""
         external_auth = self.external_auth or (global_auth if self.enable_global_auth else None)
         if self.external_auth and auth_headers:
             external_auth = replace(self.external_auth, proxy_set_headers=auth_headers)
         return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
                                   backend_scheme=self.backend_scheme, cors=self.cors, denied=self.denied,
                                   snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth,
-                                  server_snippet=self.server_snippet, stream_snippet=self.stream_snippet)
+                                  server_snippet=self.server_snippet, stream_snippet=self.stream_snippet,
+                                  backend_tls=backend_tls)
 
     def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None, global_auth: ExternalAuth | None = None,
-                    auth_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
+                    auth_headers: tuple[tuple[str, str], ...] = (),
+                    backend_tls: BackendTls | None = None) -> LocationProfile:
         """The profile of the Ingress whose rate-limit zones are named `zone` (ratelimit.zone_name): the shared
         one unless the Ingress has rate limits, which it counts alone. The others as for profile_with."""
-        shared = self.profile_with(basic_auth=basic_auth, global_auth=global_auth, auth_headers=auth_headers)
+        shared = self.profile_with(basic_auth=basic_auth, global_auth=global_auth, auth_headers=auth_headers,
+                                   backend_tls=backend_tls)
         if self.rate_limit is None:
             return shared
         return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,
                                   denied=shared.denied, snippet=shared.snippet, basic_auth=shared.basic_auth,
                                   server_snippet=shared.server_snippet, stream_snippet=shared.stream_snippet,
-                                  external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))
+                                  backend_tls=shared.backend_tls, external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))

@@ -6,8 +6,10 @@ whole string, so a newline, quote, brace or semicolon can never ride along into 
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
+import ssl
 import warnings
 from typing import Callable
 
@@ -177,3 +179,27 @@ def matching(pattern: str, *, says: str) -> Callable[[str], str]:
 # nginx's $cookie_<name> variables take these characters (affinity and canary cookies are read through them).
 COOKIE_NAME = r"[A-Za-z0-9_-]{1,128}"
 HEADER_NAME = r"[A-Za-z0-9-]{1,128}"
+
+
+_CIPHERS = re.compile(r"[A-Za-z0-9!+@:._=-]{1,2000}")
+
+
+def ssl_ciphers(value: str) -> str:
+    """An OpenSSL cipher list that selects at least one cipher (nginx -t refuses one that selects none)."""
+    if not _CIPHERS.fullmatch(value):
+        raise InvalidValue("must be an OpenSSL cipher list such as ECDHE-RSA-AES128-GCM-SHA256:!aNULL")
+    if not _openssl_selects_a_cipher(value):
+        raise InvalidValue("selects no cipher OpenSSL knows, so nginx would refuse it; name at least one TLS 1.2 "
+                           "cipher such as ECDHE-RSA-AES128-GCM-SHA256 (TLS 1.3 suites cannot be set here)")
+    return value
+
+
+@functools.lru_cache(maxsize=64)  # the model is rebuilt on every change; the ConfigMap rarely changes
+def _openssl_selects_a_cipher(value: str) -> bool:
+    # nginx's ssl_ciphers makes the same SSL_CTX_set_cipher_list call, with the same system libssl, and
+    # `nginx -t` fails when it selects nothing (e.g. "!aNULL" alone, or a TLS 1.3 suite name).
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(value)
+    except ssl.SSLError:
+        return False
+    return True

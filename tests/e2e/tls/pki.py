@@ -113,8 +113,10 @@ class _TlsEchoHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def _answer(self) -> None:
+        peer = self.request.getpeercert() or {}
         body = json.dumps({"backend": "tls-backend", "client": self.client_address[0], "method": self.command,
                            "sni": getattr(self.request, "sni", None),
+                           "client_cert": dict(item for rdn in peer.get("subject", ()) for item in rdn).get("commonName"),
                            "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -128,12 +130,17 @@ class _TlsEchoHandler(BaseHTTPRequestHandler):
         pass
 
 
-def start_tls_echo(address: tuple[str, int], pair: Pair, directory: Path) -> ThreadingHTTPServer:
-    """An HTTPS server with its own certificate that answers with the SNI and headers it received."""
+def start_tls_echo(address: tuple[str, int], pair: Pair, directory: Path,
+                   client_ca: Path | None = None) -> ThreadingHTTPServer:
+    """An HTTPS server with its own certificate that answers with the SNI, the client certificate's CN and the
+    headers it received; with `client_ca`, a client certificate that CA signed is required."""
     pem = directory / "tls-echo.pem"
     pem.write_text(pair.cert + pair.key)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pem)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=str(client_ca))
 
     def remember_sni(sock: ssl.SSLObject, name: str | None, _context: ssl.SSLContext) -> None:
         sock.sni = name

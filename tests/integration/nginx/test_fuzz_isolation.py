@@ -35,6 +35,7 @@ from services.nginxconf.render import render
 from tests.support.injection_check import assert_values_stay_arguments
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
 from services.syncer.auth_secrets import DENIED_PROFILE
+from services.syncer.worker_files import write_root_only
 from tests.support.htpasswd import basic_auth_secret
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
@@ -200,6 +201,13 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "auth-request-redirect": st.one_of(urls, st.sampled_from(["/home", "$request_uri"])),
     "auth-always-set-cookie": booleans, "enable-global-auth": booleans, "auth-keepalive": numbers,
     "auth-keepalive-requests": numbers, "auth-keepalive-timeout": numbers, "auth-keepalive-share-vars": booleans,
+    "proxy-ssl-secret": st.sampled_from(["ca", "default/ca", "other/ca", "missing", "Ca", "a/b/c"]),
+    "proxy-ssl-verify": st.sampled_from(["on", "off", "true", "on;"]),
+    "proxy-ssl-verify-depth": numbers,
+    "proxy-ssl-ciphers": st.sampled_from(["DEFAULT", "HIGH:!aNULL", "!aNULL", "bogus", "HIGH;"]),
+    "proxy-ssl-protocols": st.sampled_from(["TLSv1.2", "TLSv1.2 TLSv1.3", "SSLv3", "TLSv1.2;"]),
+    "proxy-ssl-name": st.sampled_from(["api.internal", "$host", "a b", "x;y"]),
+    "proxy-ssl-server-name": st.sampled_from(["on", "off", "yes"]),
     "server-alias": st.one_of(st.sampled_from(["alias.example.com", "*.alias.example.com", "good.example.com",
                                                "a.example.com,b.example.com", "~^x$", "_"]), hostile),
     "auth-proxy-set-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers",
@@ -307,6 +315,8 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
              if name.startswith("auth-tls-") and name != "auth-tls-secret"},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
+          **{name: {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"} for name in ANNOTATIONS
+             if name.startswith("proxy-ssl-")},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
           **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")},
           **{name: {"affinity": "cookie"} for name in ANNOTATIONS if name.startswith(("session-cookie-", "affinity-"))},
@@ -382,6 +392,8 @@ def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
         assert FUZZED not in routed_by or _all_denied(model, FUZZED), model.problem_lines()
     text = render(model.config)
     assert_values_stay_arguments(model.config, text)
+    for name, content in model.ssl_files.items():  # what the syncer writes before nginx loads the configuration
+        write_root_only(nginx_check.paths.ssl_dir, name, content)
     error = nginx_check.error(text)
     assert error is None, f"nginx -t refused the configuration: {error}\nproblems: {model.problem_lines()}"
     json.dumps([model.routes_json(), model.backends, model.certificates, model.passthrough])
