@@ -141,17 +141,23 @@ class LocationProfile:
     server_snippet: str | None = None
     stream_snippet: str | None = None
     backend_tls: BackendTls | None = None
+    # custom-http-errors: the statuses this profile's error pages replace (None: the ConfigMap's), and with
+    # disable-proxy-intercept-errors the backends' own answers pass (only nginx's errors are replaced).
+    custom_http_errors: tuple[int, ...] | None = None
+    pass_backend_errors: bool = False
 
     @classmethod
     def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
            cors: CorsPolicy | None = None, rate_limit: RateLimit | None = None, denied: tuple[str, ...] = (),
            snippet: str | None = None, basic_auth: BasicAuth | None = None, external_auth: ExternalAuth | None = None,
            server_snippet: str | None = None, stream_snippet: str | None = None,
-           backend_tls: BackendTls | None = None) -> LocationProfile:
+           backend_tls: BackendTls | None = None, custom_http_errors: tuple[int, ...] | None = None,
+           pass_backend_errors: bool = False) -> LocationProfile:
         """The profile with these settings, named "default" when it has none, else by a short stable hash."""
         settings = {"cors": cors, "rate_limit": rate_limit, "denied": denied, "snippet": snippet,
                     "basic_auth": basic_auth, "external_auth": external_auth, "server_snippet": server_snippet,
-                    "stream_snippet": stream_snippet, "backend_tls": backend_tls}
+                    "stream_snippet": stream_snippet, "backend_tls": backend_tls,
+                    "custom_http_errors": custom_http_errors, "pass_backend_errors": pass_backend_errors}
         if not directives and not any(settings.values()) and backend_scheme == "http":
             return cls(DEFAULT_PROFILE)
         content: dict = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}

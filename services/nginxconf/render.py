@@ -241,6 +241,8 @@ class _RenderedProfile:
     # proxy-ssl-* (see _backend_tls), and whether the profile sets the SNI name and its use itself (else the
     # HTTPS backends' defaults apply).
     backend_tls: list[tuple[str, str, bool]]
+    custom_http_errors: tuple[int, ...] | None  # None: the ConfigMap's list
+    pass_backend_errors: bool
     sets_ssl_name: bool
     sets_ssl_server_name: bool
 
@@ -302,6 +304,7 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
     tls = profile.backend_tls
     return _RenderedProfile(
         backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
+        custom_http_errors=_error_codes(profile.custom_http_errors), pass_backend_errors=profile.pass_backend_errors,
         sets_ssl_server_name=bool(tls and tls.server_name),name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
@@ -313,6 +316,12 @@ _AUTH_URL = re.compile(r"(http|https)://([^/?#]+)(/[^?#]*)")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _HEADER_VALUE = re.compile(r"[\x20-\x23\x25-\x7e]{0,4096}")  # printable ASCII but `$`: no variables
 _HTTP_METHOD = re.compile(r"[A-Z]{1,16}")
+
+
+def _error_codes(codes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    if codes is not None and not all(isinstance(code, int) and 400 <= code <= 599 for code in codes):
+        raise RenderError(f"custom-http-errors must be statuses from 400 to 599, got {codes!r}")
+    return codes
 
 
 # What proxy-ssl-* writes, after "proxy_ssl_" (or "grpc_ssl_").
@@ -573,6 +582,8 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         blocked=block_lists(config.blocked),
         http_settings=http_settings,
         profiles=[check_profile(p) for p in profiles],
+        # The error locations: the ConfigMap's statuses and those of every profile's custom-http-errors.
+        error_codes=sorted(set(server.custom_http_errors).union(*(p.custom_http_errors or () for p in profiles))),
         snippet_servers=[(quote(host), by_name[name].server_snippet) for host, name in config.snippet_servers
                          if name in by_name],
         stream_snippets=[p.stream_snippet for p in profiles if p.stream_snippet],

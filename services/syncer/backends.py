@@ -152,14 +152,18 @@ class BackendResolver:
         # One Service port is often named by number in one Ingress and by name in another.
         self._endpoints: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
-    def default_backend(self, reference: str) -> ResolvedBackend:
-        """The --default-backend-service Service ("NAMESPACE/NAME") on its first port, as ingress-nginx takes it."""
-        namespace, _, name = reference.partition("/")
+    def first_port(self, namespace: str, name: str) -> ResolvedBackend:
+        """A Service on its first port, as ingress-nginx takes a default backend."""
         service = self._services.get((namespace, name))
         ports = ((service or {}).get("spec") or {}).get("ports") or ()
         if service is None or not ports or not isinstance(ports[0].get("port"), int):
-            return ResolvedBackend(None, problem=f"Service {reference} not found, or without a port")
-        resolved = self.resolve(ServiceRef(namespace=namespace, service=name, port=ports[0]["port"]))
+            return ResolvedBackend(None, problem=f"Service {namespace}/{name} not found, or without a port")
+        return self.resolve(ServiceRef(namespace=namespace, service=name, port=ports[0]["port"]))
+
+    def default_backend(self, reference: str) -> ResolvedBackend:
+        """The --default-backend-service Service ("NAMESPACE/NAME") on its first port, as ingress-nginx takes it."""
+        namespace, _, name = reference.partition("/")
+        resolved = self.first_port(namespace, name)
         return ResolvedBackend(DEFAULT_BACKEND, resolved.endpoints, problem=resolved.problem) if resolved.name \
             else resolved
 

@@ -290,7 +290,7 @@ class _Merger:
         self.passthrough: dict[str, list[str]] = {}
         self.passthrough_owner: dict[str, str] = {}
         self.profiles: dict[str, LocationProfile] = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE)}
-        self._reported: set[tuple[str, ServiceRef]] = set()
+        self._reported: set[tuple[str, ServiceRef | str]] = set()  # (Ingress, what) already warned about
 
     def warn(self, plan: IngressPlan, message: str) -> None:
         self.problems.append(Problem.warning(f"Ingress {plan.ref}", message))
@@ -463,7 +463,23 @@ class _Merger:
             self.backends[resolved.name] = list(resolved.endpoints)
         self.profiles[plan.profile.name] = plan.profile
         return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
-                     rewrite=rewrite, affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by)
+                     rewrite=rewrite, affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by,
+                     default_backend=self._ingress_default_backend(plan))
+
+    def _ingress_default_backend(self, plan: IngressPlan) -> str | None:
+        """The backend of the Ingress's default-backend annotation (a Service of its namespace), if usable."""
+        name = plan.annotations.default_backend_service
+        if name is None:
+            return None
+        resolved = self.resolver.first_port(plan.namespace, name)
+        if resolved.name is None:
+            if (plan.ref, name) not in self._reported:
+                self._reported.add((plan.ref, name))
+                self.warn(plan, f"default-backend: {resolved.problem}; the controller's default backend answers "
+                                "instead")
+            return None
+        self.backends[resolved.name] = list(resolved.endpoints)
+        return resolved.name
 
     def _resolve(self, plan: IngressPlan, ref: ServiceRef) -> ResolvedBackend:
         resolved = self.resolver.resolve(ref)

@@ -13,17 +13,24 @@ T = TypeVar("T")
 # any outgoing connection (nginx's upstream keepalive, a Prometheus scrape) before the test binds it.
 _PORTS = (10000, 32767)
 _random = random.Random()
+# Ports handed out already: two drawn in a row (a controller's HTTP and HTTPS ports) are not bound yet, so the
+# bind test alone could give the same one twice.
+_handed_out: set[int] = set()
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on or is connected from now, on every address (servers bind 0.0.0.0)."""
+    """A TCP port nothing listens on or is connected from now, on every address (servers bind 0.0.0.0), and
+    not handed out before by this process."""
     while True:
         port = _random.randint(*_PORTS)
+        if port in _handed_out:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("0.0.0.0", port))
             except OSError:
                 continue
+            _handed_out.add(port)
             return port
 
 

@@ -146,7 +146,10 @@ class IngressAnnotations:
     from_to_www: bool = False  # from-to-www-redirect
     server_aliases: tuple[str, ...] = ()
     # proxy-ssl-*: resolved against its Secret per Ingress (services/syncer/backend_tls.py).
-    backend_tls: BackendTlsSpec | None = None  # server-alias: more names for the Ingress's first host
+    backend_tls: BackendTlsSpec | None = None
+    default_backend_service: str | None = None  # default-backend: a Service of the Ingress's namespace
+    custom_http_errors: tuple[int, ...] | None = None  # None: the ConfigMap's list applies
+    intercept_errors: bool = True  # disable-proxy-intercept-errors: false  # server-alias: more names for the Ingress's first host
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None
@@ -181,7 +184,8 @@ class IngressAnnotations:
                                   backend_scheme=self.backend_scheme, cors=self.cors, denied=self.denied,
                                   snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth,
                                   server_snippet=self.server_snippet, stream_snippet=self.stream_snippet,
-                                  backend_tls=backend_tls)
+                                  backend_tls=backend_tls, custom_http_errors=self.custom_http_errors,
+                                  pass_backend_errors=not self.intercept_errors)
 
     def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None, global_auth: ExternalAuth | None = None,
                     auth_headers: tuple[tuple[str, str], ...] = (),
@@ -195,4 +199,5 @@ class IngressAnnotations:
         return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,
                                   denied=shared.denied, snippet=shared.snippet, basic_auth=shared.basic_auth,
                                   server_snippet=shared.server_snippet, stream_snippet=shared.stream_snippet,
-                                  backend_tls=shared.backend_tls, external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))
+                                  backend_tls=shared.backend_tls, custom_http_errors=shared.custom_http_errors,
+                                  pass_backend_errors=shared.pass_backend_errors, external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))

@@ -11,7 +11,8 @@ The routes table (POST /configuration/routes), one entry per host as HostRoutes.
                 "client_auth": {"<ns/name>": <client_auth.lua config>, ...} (optional),
                 "redirect_code": 301 | 302 | 307 | 308, "no_tls_redirect": ["<path prefix>", ...]
                 (hosts that may redirect)}}
-    <route> = {"backend": "<backend name>" | null, "profile": "<profile name>", "ingress": "ns/name"}
+    <route> = {"backend": "<backend name>" | null, "profile": "<profile name>", "ingress": "ns/name",
+               "default_backend": "<backend name>" (optional: default-backend)}
 
 A route whose Ingress has a client_auth entry has the client's certificate checked (client_auth.lua) before
 anything else about the route.
@@ -82,6 +83,7 @@ local function route_of(raw, where, auths, host, path)
                     canary = canary.config(raw.canary, where),
                     affinity = affinity.config(raw.affinity, where),
                     hash_by = type(raw.hash_by) == "string" and raw.hash_by or nil,
+                    default_backend = type(raw.default_backend) == "string" and raw.default_backend or nil,
                     metric = monitor.labels_of(host, ingress, service, path) }
     if route.canary then
         route.metric_canary = monitor.labels_of(host, ingress, service, path, route.canary.backend)
@@ -226,17 +228,23 @@ end
 -- ConfigMap custom-http-errors: the error location of `status` asks the default backend, on "/" (the request's
 -- URI is in X-Original-URI); without one, the built-in 404, or nginx's own page for other statuses.
 function _M.error_page(status)
-    local peers = store.current("backends")[DEFAULT_BACKEND]
+    local var = ngx.var
+    local backends = store.current("backends")
+    -- The route's default-backend annotation first, then --default-backend-service.
+    local name = var.pyngress_error_backend
+    local peers = name ~= "" and backends[name]
+    if not peers or #peers == 0 then
+        name, peers = DEFAULT_BACKEND, backends[DEFAULT_BACKEND]
+    end
     if not peers or #peers == 0 then
         if status == 404 then
             return ngx.exec("@pyngress_default_backend")
         end
         return ngx.exit(status)
     end
-    local var = ngx.var
     -- The route's Service port is the last part of its backend name ("namespace-service-port").
     ngx.req.set_header("X-Service-Port", match(var.proxy_upstream_name, "%-([^-]+)$") or "")
-    var.proxy_upstream_name = DEFAULT_BACKEND
+    var.proxy_upstream_name = name
     var.proxy_alternative_upstream_name = ""
     ngx.req.set_uri("/", false)
 end
@@ -331,12 +339,19 @@ function _M.route()
         var.pyngress_metric = route.metric_canary
     end
     var.proxy_upstream_name = route.backend or "-"
-    if not backend then
-        return default_backend(503)
+    local fallback = route.default_backend
+    if fallback then
+        var.pyngress_error_backend = fallback  -- custom-http-errors' pages come from it too
     end
-    local peers = store.current("backends")[backend]
+    local backends = store.current("backends")
+    local peers = backend and backends[backend]
     if not peers or #peers == 0 then
-        return default_backend(503)
+        -- default-backend: the Ingress's own Service answers while the route's has no endpoints.
+        peers = fallback and backends[fallback]
+        if not peers or #peers == 0 then
+            return default_backend(503)
+        end
+        var.proxy_upstream_name, var.proxy_alternative_upstream_name = fallback, ""
     end
     if not settings.profiles[route.profile] then
         -- Pushed before the reload that adds it: serving with other settings could skip an access rule.

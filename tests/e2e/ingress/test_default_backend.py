@@ -98,3 +98,30 @@ def test_custom_http_errors_are_answered_by_the_default_backend_with_the_origina
     # A status not in the list passes as the backend sent it.
     assert requests.get(url + "/api/x?status=500", headers={"Host": "app.example.com"}, timeout=5).json()[
         "backend"] == "APP"
+
+
+def test_an_ingress_default_backend_and_custom_http_errors_of_its_own(stage):
+    url = f"http://127.0.0.1:{stage.controller.http_port}"
+    ip = stage.echo.ips.get("OWN-ERRORS") or stage.echo.start("OWN-ERRORS")
+    prefix = "nginx.ingress.kubernetes.io"
+    stage.cluster.apply(
+        k8s.service("own-errors"), k8s.endpoint_slice("own-errors", [ip], stage.echo.port), k8s.service("gone"),
+        k8s.ingress("own", [k8s.rule("own.example.com", ("/api", "Prefix", "app", 80), ("/gone", "Prefix", "gone", 80))],
+                    annotations={f"{prefix}/default-backend": "own-errors", f"{prefix}/custom-http-errors": "418,500"}),
+        k8s.ingress("passing", [k8s.rule("passing.example.com", ("/", "Prefix", "app", 80))],
+                    annotations={f"{prefix}/default-backend": "own-errors", f"{prefix}/custom-http-errors": "418",
+                                 f"{prefix}/disable-proxy-intercept-errors": "true"}))
+
+    def get(host: str, path: str) -> requests.Response:
+        return requests.get(url + path, headers={"Host": host}, timeout=5)
+
+    # A route whose Service has no endpoints: the Ingress's own default backend answers it.
+    wait_for(lambda: answer(stage, "own.example.com", "/gone") == (200, "OWN-ERRORS"), 15, what="default-backend")
+    # Its statuses are replaced by its default backend's page (the client keeps the status), others pass.
+    response = get("own.example.com", "/api/x?status=418")
+    assert response.status_code == 418 and response.json()["backend"] == "OWN-ERRORS"
+    assert response.json()["headers"]["x-code"] == "418"
+    assert get("own.example.com", "/api/x?status=503").json()["backend"] == "APP"  # the ConfigMap's list is not its
+    # disable-proxy-intercept-errors: the backend's own 418 passes.
+    wait_for(lambda: get("passing.example.com", "/?status=418").status_code == 418, 15, what="the passing Ingress")
+    assert get("passing.example.com", "/?status=418").json()["backend"] == "APP"
