@@ -112,6 +112,7 @@ def _typed_shapes(tree: list[Directive]) -> Counter:
 # of auth-keepalive.
 _AUTH_LOCATION = re.compile(r"(?:= /_pyngress_auth_|@pyngress_signin_)([A-Za-z0-9_-]+)")
 _AUTH_UPSTREAM = re.compile(r"pyngress_auth_([A-Za-z0-9_-]+)")
+_ERROR_LOCATION = re.compile(r"@pyngress_error_[45][0-9]{2}")
 HTTP2_SUFFIX = "_http2"
 AUTH_CACHE_ZONE = "keys_zone=pyngress_auth_cache:10m"
 
@@ -138,6 +139,8 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
             continue
         if _auth_location(d) is not None or (in_http and _is_auth_cache(d)):
             continue  # checked by _assert_auth_locations
+        if _ERROR_LOCATION.fullmatch(" ".join(d.args)) and d.name == "location":
+            continue  # one per status of custom-http-errors (ConfigMap or profiles): checked by _assert_error_locations
         lua = None if d.name == "init_by_lua_block" else d.lua
         inner = _without_values(d.block, settings, in_http=d.name == "http") if d.block is not None else None
         kept.append((d.name, tuple(d.args), lua, inner))
@@ -182,6 +185,7 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
                 assert all(d in _TEMPLATE_NAMES for d, _ in extra), f"profile {name}: directives {sorted(extra)} added"
             assert not own - actual, f"profile {name}: {sorted(own - actual)} not written as their own arguments"
     _assert_auth_locations([http, *servers], profiles)
+    _assert_error_locations(servers)
 
 
 def _assert_auth_locations(blocks: list[Directive], profiles: dict) -> None:
@@ -195,3 +199,12 @@ def _assert_auth_locations(blocks: list[Directive], profiles: dict) -> None:
             names = {inner.name for inner in d.block or []}
             if profiles[profile].external_auth.snippet is None:  # auth-snippet: whatever nginx -t takes
                 assert names <= _TEMPLATE_NAMES, f"auth location of {profile}: {sorted(names - _TEMPLATE_NAMES)} added"
+
+
+def _assert_error_locations(servers: list[Directive]) -> None:
+    """An error location (custom-http-errors) holds only the template's directives."""
+    for server in servers:
+        for d in server.block or []:
+            if d.name == "location" and _ERROR_LOCATION.fullmatch(" ".join(d.args)):
+                names = {inner.name for inner in d.block or []}
+                assert names <= _TEMPLATE_NAMES, f"error location {d.args}: {sorted(names - _TEMPLATE_NAMES)} added"
