@@ -62,6 +62,15 @@ class BasicAuth:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Mirror:
+    """mirror-*: every request is also sent to `target` (a URL holding at most the request's own variables),
+    with Host `host`; its answer is ignored."""
+    target: str
+    host: str
+    request_body: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
 class BackendTls:
     """proxy-ssl-*: TLS to the backend checked against `ca_file` and with the client certificate `cert_file`
     (certificate and key in one file), both in NginxPaths.ssl_dir, named by a digest of their content."""
@@ -145,6 +154,7 @@ class LocationProfile:
     # disable-proxy-intercept-errors the backends' own answers pass (only nginx's errors are replaced).
     custom_http_errors: tuple[int, ...] | None = None
     pass_backend_errors: bool = False
+    mirror: Mirror | None = None
 
     @classmethod
     def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
@@ -152,12 +162,13 @@ class LocationProfile:
            snippet: str | None = None, basic_auth: BasicAuth | None = None, external_auth: ExternalAuth | None = None,
            server_snippet: str | None = None, stream_snippet: str | None = None,
            backend_tls: BackendTls | None = None, custom_http_errors: tuple[int, ...] | None = None,
-           pass_backend_errors: bool = False) -> LocationProfile:
+           pass_backend_errors: bool = False, mirror: Mirror | None = None) -> LocationProfile:
         """The profile with these settings, named "default" when it has none, else by a short stable hash."""
         settings = {"cors": cors, "rate_limit": rate_limit, "denied": denied, "snippet": snippet,
                     "basic_auth": basic_auth, "external_auth": external_auth, "server_snippet": server_snippet,
                     "stream_snippet": stream_snippet, "backend_tls": backend_tls,
-                    "custom_http_errors": custom_http_errors, "pass_backend_errors": pass_backend_errors}
+                    "custom_http_errors": custom_http_errors, "pass_backend_errors": pass_backend_errors,
+                    "mirror": mirror}
         if not directives and not any(settings.values()) and backend_scheme == "http":
             return cls(DEFAULT_PROFILE)
         content: dict = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}

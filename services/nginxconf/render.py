@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 
-from services.nginxconf.config import (DEFAULT_PROFILE, AuthKeepalive, BackendTls, BasicAuth, BlockLists, CorsPolicy, ExternalAuth,
+from services.nginxconf.config import (DEFAULT_PROFILE, AuthKeepalive, BackendTls, BasicAuth, Mirror, BlockLists, CorsPolicy, ExternalAuth,
                                        LocationProfile, NginxConfig, RateLimit, ServerSettings)
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.resolvers import system_resolvers
@@ -243,6 +243,7 @@ class _RenderedProfile:
     backend_tls: list[tuple[str, str, bool]]
     custom_http_errors: tuple[int, ...] | None  # None: the ConfigMap's list
     pass_backend_errors: bool
+    mirror: _RenderedMirror | None
     sets_ssl_name: bool
     sets_ssl_server_name: bool
 
@@ -305,6 +306,7 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
     return _RenderedProfile(
         backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
         custom_http_errors=_error_codes(profile.custom_http_errors), pass_backend_errors=profile.pass_backend_errors,
+        mirror=_mirror(profile.mirror) if profile.mirror else None,
         sets_ssl_server_name=bool(tls and tls.server_name),name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
@@ -316,6 +318,27 @@ _AUTH_URL = re.compile(r"(http|https)://([^/?#]+)(/[^?#]*)")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _HEADER_VALUE = re.compile(r"[\x20-\x23\x25-\x7e]{0,4096}")  # printable ASCII but `$`: no variables
 _HTTP_METHOD = re.compile(r"[A-Z]{1,16}")
+
+
+@dataclass(frozen=True)
+class _RenderedMirror:
+    target: str  # one quoted nginx argument (it may hold the request's variables)
+    host: str  # quoted
+    request_body: bool
+
+
+_MIRROR_TARGET = re.compile(r"https?://[A-Za-z0-9.:-]+(?:/[A-Za-z0-9\-._~%!&()*+,=:@/?]*)?")
+# The request's own variables a mirror target may hold (annotations/mirror.py allows the same).
+_MIRROR_VARIABLE = re.compile(r"\$(request_uri|uri|args|is_args|host|scheme)(?![A-Za-z0-9_])")
+
+
+def _mirror(mirror: Mirror) -> _RenderedMirror:
+    """The target as one quoted argument: its variables as ${name}, the rest plain URL text."""
+    plain = _MIRROR_VARIABLE.split(mirror.target)[::2]
+    if not _MIRROR_TARGET.fullmatch("".join(plain)) or "$" in "".join(plain):
+        raise RenderError(f"mirror target {mirror.target!r} must be an http(s) URL with the request's variables only")
+    target = '"' + _MIRROR_VARIABLE.sub(lambda m: "${" + m[1] + "}", mirror.target) + '"'
+    return _RenderedMirror(target=target, host=quote(mirror.host), request_body=mirror.request_body)
 
 
 def _error_codes(codes: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -588,7 +611,7 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
                          if name in by_name],
         stream_snippets=[p.stream_snippet for p in profiles if p.stream_snippet],
         stream_servers=list(config.stream_servers), stream_js=str(BUILTIN_DIR / "njs" / "stream.js"),
-        resolvers=" ".join(system_resolvers()) if any(p.external_auth for p in profiles) else "",
+        resolvers=" ".join(system_resolvers()) if any(p.external_auth or p.mirror for p in profiles) else "",
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),
         access_log=config.access_log,

@@ -17,7 +17,7 @@ PREFIX = "nginx.ingress.kubernetes.io"
 NOT_IMPLEMENTED = (
     "custom-headers",
     "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules", "enable-rewrite-log",
-    "http2-push-preload", "mirror-host", "mirror-request-body", "mirror-target",
+    "http2-push-preload",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span", "preserve-trailing-slash",
     "satisfy", "session-cookie-change-on-failure",
     "session-cookie-conditional-samesite-none", "session-cookie-domain", "temporal-redirect-code",

@@ -7,7 +7,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from services.nginxconf.config import (BackendScheme, BackendTls, BasicAuth, CorsPolicy, ExternalAuth, LocationProfile,
-                                       RateLimit)
+                                       Mirror, RateLimit)
 
 if TYPE_CHECKING:
     from .auth import BasicAuthRequest
@@ -149,7 +149,8 @@ class IngressAnnotations:
     backend_tls: BackendTlsSpec | None = None
     default_backend_service: str | None = None  # default-backend: a Service of the Ingress's namespace
     custom_http_errors: tuple[int, ...] | None = None  # None: the ConfigMap's list applies
-    intercept_errors: bool = True  # disable-proxy-intercept-errors: false  # server-alias: more names for the Ingress's first host
+    intercept_errors: bool = True  # disable-proxy-intercept-errors: false
+    mirror: Mirror | None = None  # server-alias: more names for the Ingress's first host
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None
@@ -185,7 +186,7 @@ class IngressAnnotations:
                                   snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth,
                                   server_snippet=self.server_snippet, stream_snippet=self.stream_snippet,
                                   backend_tls=backend_tls, custom_http_errors=self.custom_http_errors,
-                                  pass_backend_errors=not self.intercept_errors)
+                                  pass_backend_errors=not self.intercept_errors, mirror=self.mirror)
 
     def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None, global_auth: ExternalAuth | None = None,
                     auth_headers: tuple[tuple[str, str], ...] = (),
@@ -200,4 +201,5 @@ class IngressAnnotations:
                                   denied=shared.denied, snippet=shared.snippet, basic_auth=shared.basic_auth,
                                   server_snippet=shared.server_snippet, stream_snippet=shared.stream_snippet,
                                   backend_tls=shared.backend_tls, custom_http_errors=shared.custom_http_errors,
-                                  pass_backend_errors=shared.pass_backend_errors, external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))
+                                  pass_backend_errors=shared.pass_backend_errors, mirror=shared.mirror,
+                                  external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))

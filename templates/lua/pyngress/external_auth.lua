@@ -53,24 +53,12 @@ local function single(value)
     return value
 end
 
--- options: share_vars (the subrequest shares this request's variables), response_headers (names copied to the
--- request to the backend, through $pyngress_auth_response_<i - 1>), router_variables (what the router set:
--- a shared subrequest runs the server's `set`s again, so they are put back after it).
+-- options: share_vars (the subrequest shares this request's variables: the router's are safe, being set in
+-- `location /`), response_headers (names copied to the request to the backend, through
+-- $pyngress_auth_response_<i - 1>).
 function _M.ask(path, options)
     local var = ngx.var
-    local saved
-    if options.share_vars then
-        saved = {}
-        for i, name in ipairs(options.router_variables) do
-            saved[i] = var[name]
-        end
-    end
     local answer = ngx.location.capture(path, { method = ngx.HTTP_GET, body = "", share_all_vars = options.share_vars })
-    if saved then
-        for i, name in ipairs(options.router_variables) do
-            var[name] = saved[i]
-        end
-    end
     local status, headers = answer.status, answer.header
     -- One cookie, as auth_request_set's $upstream_http_set_cookie gives it (auth-always-set-cookie decides
     -- whether the client gets it with an error).

@@ -211,6 +211,10 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "default-backend": st.sampled_from(["good", "missing", "Bad", "a/b", "x;y"]),
     "custom-http-errors": comma_lists(st.sampled_from(["404", "503", "418", "200", "x", "600"]), "{},500"),
     "disable-proxy-intercept-errors": booleans,
+    "mirror-target": st.one_of(urls, st.sampled_from(["https://m.example.com$request_uri", "http://m.example.com/$uri$is_args$args",
+                                                      "http://m.example.com/$hostname", "http://$host/x", "ftp://m"])),
+    "mirror-host": st.sampled_from(["shadow.internal", "shadow.internal:8080", "a b", "$host"]),
+    "mirror-request-body": st.sampled_from(["on", "off", "true"]),
     "server-alias": st.one_of(st.sampled_from(["alias.example.com", "*.alias.example.com", "good.example.com",
                                                "a.example.com,b.example.com", "~^x$", "_"]), hostile),
     "auth-proxy-set-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers",
@@ -318,6 +322,7 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
              if name.startswith("auth-tls-") and name != "auth-tls-secret"},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
+          **{name: {"mirror-target": "http://127.0.0.1:9/copy"} for name in ("mirror-host", "mirror-request-body")},
           **{name: {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"} for name in ANNOTATIONS
              if name.startswith("proxy-ssl-")},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},

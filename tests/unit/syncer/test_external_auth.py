@@ -208,18 +208,15 @@ def test_nginx_conf_has_an_internal_location_per_profile_and_the_auth_request(cl
     assert 'signin("https://\\36host/start", "rd")' in conf
 
 
-def test_every_variable_the_router_sets_is_put_back_after_the_auth_subrequest(cluster):
-    # The subrequest shares the request's variables and runs the server-level `set`s again, which would
-    # reset the backend, the HSTS value and the client-certificate values the router chose.
+def test_the_router_variables_are_set_in_location_slash_where_no_subrequest_runs_them_again(cluster):
+    # A subrequest (auth, mirror) shares the request's variables and runs the server-level `set`s again: the
+    # backend, the HSTS value and the client-certificate values the router chose must not be set there.
     cluster.app(annotations={"auth-url": URL})
     conf = render(cluster.build().config)
-    server_sets = re.findall(r"^        set \$(\w+) ", conf, re.MULTILINE)
-    assert {"proxy_upstream_name", "pyngress_hsts", "pyngress_client_verify"} <= set(server_sets)
-    for variable in server_sets:
-        assert f"set $pyngress_routed_{variable} ${variable};" in conf
-        assert f"auth_request_set ${variable} $pyngress_routed_{variable};" in conf
-
-
+    assert re.findall(r"^        set \$(\w+) ", conf, re.MULTILINE) == []
+    router = conf[conf.index("        location / {"):conf.index("require(\"pyngress.router\").route()")]
+    for variable in ("proxy_upstream_name", "pyngress_hsts", "pyngress_client_verify", "pyngress_metric"):
+        assert f"            set ${variable} " in router, variable
 def test_system_resolvers(tmp_path):
     conf = tmp_path / "resolv.conf"
     conf.write_text("# comment\nnameserver 10.96.0.10\nnameserver fe80::1%eth0\nnameserver bogus\n"
