@@ -60,6 +60,7 @@ class Route:
     affinity: AffinityPolicy | None = None  # affinity: cookie
     hash_by: str | None = None  # upstream-hash-by: nginx variables, e.g. "$request_uri"
     default_backend: str | None = None  # default-backend: its backend, for no endpoints and error pages
+    ewma: bool = False  # load-balance: ewma
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
@@ -68,7 +69,8 @@ class Route:
                 **({"canary": self.canary.to_json()} if self.canary is not None else {}),
                 **({"affinity": self.affinity.to_json()} if self.affinity is not None else {}),
                 **({"hash_by": self.hash_by} if self.hash_by is not None else {}),
-                **({"default_backend": self.default_backend} if self.default_backend is not None else {})}
+                **({"default_backend": self.default_backend} if self.default_backend is not None else {}),
+                **({"ewma": True} if self.ewma else {})}
 
 
 @dataclass(kw_only=True)

@@ -107,10 +107,10 @@ def _typed_shapes(tree: list[Directive]) -> Counter:
     return Counter(_shape(d) for path, d in walk(tree) if path in (("http",), ("http", "server")) and _typed(d))
 
 
-# What a profile's external auth adds beside its location: the internal location of its auth subrequest,
-# the named location of its signin redirect, and (at http level) the cache of auth answers and the upstream
-# of auth-keepalive.
-_AUTH_LOCATION = re.compile(r"(?:= /_pyngress_auth_|@pyngress_signin_)([A-Za-z0-9_-]+)")
+# What a profile's external auth (or mirror) adds beside its location: the internal location of its auth
+# (mirror) subrequest, the named location of its signin redirect, and (at http level) the cache of auth answers
+# and the upstream of auth-keepalive.
+_AUTH_LOCATION = re.compile(r"(?:= /_pyngress_auth_|= /_pyngress_mirror_|@pyngress_signin_)([A-Za-z0-9_-]+)")
 _AUTH_UPSTREAM = re.compile(r"pyngress_auth_([A-Za-z0-9_-]+)")
 _ERROR_LOCATION = re.compile(r"@pyngress_error_[45][0-9]{2}")
 HTTP2_SUFFIX = "_http2"
@@ -195,9 +195,11 @@ def _assert_auth_locations(blocks: list[Directive], profiles: dict) -> None:
         for d in block.block or []:
             if (profile := _auth_location(d)) is None:
                 continue
-            assert profile in profiles and profiles[profile].external_auth is not None, f"auth location {d.args}"
+            assert profile in profiles, f"location {d.args} of no profile"
+            owner = profiles[profile]
+            assert owner.external_auth is not None or owner.mirror is not None, f"location {d.args}"
             names = {inner.name for inner in d.block or []}
-            if profiles[profile].external_auth.snippet is None:  # auth-snippet: whatever nginx -t takes
+            if owner.external_auth is None or owner.external_auth.snippet is None:  # auth-snippet: what nginx -t takes
                 assert names <= _TEMPLATE_NAMES, f"auth location of {profile}: {sorted(names - _TEMPLATE_NAMES)} added"
 
 

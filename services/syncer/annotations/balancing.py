@@ -1,6 +1,6 @@
 """How a route's endpoint is chosen: load-balance and upstream-hash-by, ingress-nginx's names.
-- load-balance: round_robin (pyngress's and the default); ewma is accepted with a warning and balanced round
-  robin (the per-endpoint latency scoring is not built);
+- load-balance: round_robin (the default) or ewma: the better of two random endpoints by a decaying average of
+  their response times, per worker (templates/lua/pyngress/ewma.lua);
 - upstream-hash-by: a key made of nginx variables (an allow-list, such as $request_uri, $remote_addr,
   $http_x_user, $cookie_session, $arg_id) picks the endpoint by rendezvous hashing in Lua, so the same key
   keeps its endpoint and only the keys of a removed endpoint move; upstream-hash-by-subset is accepted
@@ -30,7 +30,7 @@ def hash_key(value: str) -> str:
 ANNOTATIONS = (
     Annotation("load-balance", validate=one_of("round_robin", "ewma"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
-               doc="round_robin (ewma is balanced round robin, with a warning)."),
+               doc="round_robin, or ewma (the faster of two random endpoints, by their recent response times)."),
     Annotation("upstream-hash-by", validate=hash_key, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
                doc="Consistent hashing of the endpoints on this key of nginx variables."),
     Annotation("upstream-hash-by-subset", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
@@ -42,9 +42,7 @@ ANNOTATIONS = (
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
-    if values.get("load-balance") == "ewma":
-        parsed.warnings.append("annotation load-balance ewma is balanced round robin by pyngress (latency-weighted "
-                               "balancing is not built)")
+    parsed.ewma = values.get("load-balance") == "ewma"
     if is_true(values.get("upstream-hash-by-subset", "false")):
         parsed.warnings.append("annotation upstream-hash-by-subset: pyngress hashes the key over all endpoints")
     parsed.hash_by = values.get("upstream-hash-by")

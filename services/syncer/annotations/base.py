@@ -143,6 +143,7 @@ class IngressAnnotations:
     canary: CanaryPolicy | None = None  # canary: "true"
     affinity: AffinityPolicy | None = None  # affinity: cookie
     hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
+    ewma: bool = False  # load-balance: ewma
     from_to_www: bool = False  # from-to-www-redirect
     server_aliases: tuple[str, ...] = ()
     # proxy-ssl-*: resolved against its Secret per Ingress (services/syncer/backend_tls.py).

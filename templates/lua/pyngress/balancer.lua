@@ -83,6 +83,10 @@ function _M.balance(fixed)
         end
         -- affinity.lua's choice for this request, if any; else round robin.
         index = not fixed and tonumber(var.pyngress_peer)
+        if index and index < 0 then
+            index = -index  -- ewma.lua's choice: its record() measures this request's endpoint
+            ctx.pyngress_ewma = true
+        end
         if not index or not peers[index] then
             index = (cursors[name] or random(#peers)) % #peers + 1
             cursors[name] = index

@@ -42,6 +42,7 @@ local rewrite = require("pyngress.rewrite")
 local canary = require("pyngress.canary")
 local affinity = require("pyngress.affinity")
 local hashing = require("pyngress.hashing")
+local ewma = require("pyngress.ewma")
 local monitor = require("pyngress.monitor")
 local cjson = require("cjson.safe")
 
@@ -83,6 +84,7 @@ local function route_of(raw, where, auths, host, path)
                     canary = canary.config(raw.canary, where),
                     affinity = affinity.config(raw.affinity, where),
                     hash_by = type(raw.hash_by) == "string" and raw.hash_by or nil,
+                    ewma = raw.ewma == true,
                     default_backend = type(raw.default_backend) == "string" and raw.default_backend or nil,
                     metric = monitor.labels_of(host, ingress, service, path) }
     if route.canary then
@@ -371,6 +373,8 @@ function _M.route()
         affinity.pick(route.affinity, peers)
     elseif route.hash_by then
         hashing.pick(route.hash_by, peers)
+    elseif route.ewma then
+        ewma.pick(peers)
     end
     if route.rewrite then
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).

@@ -318,9 +318,10 @@ def test_the_configmap_load_balance_is_the_default_of_the_annotation(cluster):
     cluster.app("plain")
     cluster.app("own", host="own.example.com", annotations={"load-balance": "round_robin"})
     model = cluster.build()
-    # pyngress balances ewma round robin, and says so for the Ingress that gets it from the ConfigMap only.
-    assert model.problem_lines() == ["warning: Ingress default/plain: annotation load-balance ewma is balanced round "
-                                     "robin by pyngress (latency-weighted balancing is not built)"]
+    assert model.problem_lines() == []
+    routes = model.routes_json()
+    assert routes["app.example.com"]["prefix"][0][1].get("ewma") is True
+    assert "ewma" not in routes["own.example.com"]["prefix"][0][1]
     cluster.configmap({"load-balance": "least_conn"})
     [problem] = cluster.build().problem_lines()
     assert "key load-balance value 'least_conn': must be one of round_robin, ewma" in problem
