@@ -186,7 +186,24 @@ def arguments(value: str | Sequence[str]) -> str:
 
 
 def _settings(pairs: Iterable[tuple[str, str | Sequence[str]]]) -> list[tuple[str, str]]:
-    return [(directive(name), arguments(value)) for name, value in pairs]
+    return [(directive(name), directive_arguments(name, value)) for name, value in pairs]
+
+
+def directive_arguments(name: str, value: str | Sequence[str]) -> str:
+    """The arguments of the setting `name` as nginx.conf gets them (each quoted; a redirect's URL may hold the
+    request's variables)."""
+    return _redirect(value) if name == "return" else arguments(value)
+
+
+def _redirect(value: str | Sequence[str]) -> str:
+    """`return CODE` (a denied location) or `return 3xx URL` (permanent- and temporal-redirect), whose URL may hold
+    the request's variables."""
+    words = _words(value)
+    if len(words) == 1 and words[0].isdigit() and 200 <= int(words[0]) <= 599:
+        return str(int(words[0]))
+    if len(words) != 2 or not words[0].isdigit() or not 300 <= int(words[0]) <= 399:
+        raise RenderError(f"return takes a status, or a 3xx status and a URL; got {value!r}")
+    return f"{int(words[0])} {url_with_request_variables(words[1])}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,18 +344,25 @@ class _RenderedMirror:
     request_body: bool
 
 
-_MIRROR_TARGET = re.compile(r"https?://[A-Za-z0-9.:-]+(?:/[A-Za-z0-9\-._~%!&()*+,=:@/?]*)?")
-# The request's own variables a mirror target may hold (annotations/mirror.py allows the same).
-_MIRROR_VARIABLE = re.compile(r"\$(request_uri|uri|args|is_args|host|scheme)(?![A-Za-z0-9_])")
+_URL_TEXT = re.compile(r"https?://[A-Za-z0-9.:-]*(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
+# The request's own variables a URL of a mirror or a redirect may hold (the annotations allow the same).
+REQUEST_VARIABLES = ("request_uri", "uri", "args", "is_args", "host", "scheme")
+_REQUEST_VARIABLE = re.compile(r"\$(" + "|".join(REQUEST_VARIABLES) + r")(?![A-Za-z0-9_])")
+
+
+def url_with_request_variables(url: str) -> str:
+    """`url` as one quoted nginx argument: the request's variables as ${name}, the rest plain URL text; any
+    other `$`, quote or space raises RenderError."""
+    plain = "".join(_REQUEST_VARIABLE.split(url)[::2])
+    if not _URL_TEXT.fullmatch(plain) or "$" in plain:
+        raise RenderError(f"{url!r} cannot be written into nginx.conf: it must be an http(s) URL holding only the "
+                          f"request's variables (${', $'.join(REQUEST_VARIABLES)})")
+    return '"' + _REQUEST_VARIABLE.sub(lambda m: "${" + m[1] + "}", url) + '"'
 
 
 def _mirror(mirror: Mirror) -> _RenderedMirror:
-    """The target as one quoted argument: its variables as ${name}, the rest plain URL text."""
-    plain = _MIRROR_VARIABLE.split(mirror.target)[::2]
-    if not _MIRROR_TARGET.fullmatch("".join(plain)) or "$" in "".join(plain):
-        raise RenderError(f"mirror target {mirror.target!r} must be an http(s) URL with the request's variables only")
-    target = '"' + _MIRROR_VARIABLE.sub(lambda m: "${" + m[1] + "}", mirror.target) + '"'
-    return _RenderedMirror(target=target, host=quote(mirror.host), request_body=mirror.request_body)
+    return _RenderedMirror(target=url_with_request_variables(mirror.target), host=quote(mirror.host),
+                           request_body=mirror.request_body)
 
 
 def _error_codes(codes: tuple[int, ...] | None) -> tuple[int, ...] | None:

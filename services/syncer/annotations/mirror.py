@@ -12,12 +12,12 @@ import re
 from typing import Mapping
 
 from services.nginxconf.config import Mirror
+from services.nginxconf.render import REQUEST_VARIABLES
 
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Scope
 from .validators import HOSTNAME, PORT, host_and_port, one_of
 
-MIRROR_VARIABLES = ("request_uri", "uri", "args", "is_args", "host", "scheme")
-_VARIABLE = re.compile(r"\$(?:" + "|".join(MIRROR_VARIABLES) + r")(?![A-Za-z0-9_])")
+_VARIABLE = re.compile(r"\$(?:" + "|".join(REQUEST_VARIABLES) + r")(?![A-Za-z0-9_])")
 _TARGET = re.compile(rf"https?://(?:{HOSTNAME})(?::{PORT})?(?:/[A-Za-z0-9\-._~%!&()*+,=:@/?]*)?")
 
 
@@ -26,7 +26,7 @@ def _target(value: str) -> str:
     if len(value) > 2048 or not _TARGET.fullmatch(_VARIABLE.sub("v", value)) or "$" in _VARIABLE.sub("", value):
         raise InvalidValue("must be an http:// or https:// URL such as https://mirror.example.com$request_uri "
                            "(at most 2048 characters); the nginx variables it may hold are $" +
-                           ", $".join(MIRROR_VARIABLES))
+                           ", $".join(REQUEST_VARIABLES))
     return value
 
 

@@ -5,17 +5,22 @@ import re
 from typing import Mapping
 
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from services.nginxconf.render import REQUEST_VARIABLES
+
 from .validators import HOSTNAME, PORT, integer
 
-# No '$': nginx would expand it as a variable even inside quotes, so nginx.conf rendering refuses it.
 _URL = re.compile(rf"https?://{HOSTNAME}(?::{PORT})?(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
+# nginx expands a `$` as a variable even inside quotes: only the request's own variables are taken (the users of
+# ingress-nginx write https://new.example.com$request_uri), each standing for text a URL may hold there.
+_VARIABLE = re.compile(r"\$(?:" + "|".join(REQUEST_VARIABLES) + r")(?![A-Za-z0-9_])")
 
 
 def _url(value: str) -> str:
-    if len(value) > 2048 or not _URL.fullmatch(value):
+    plain = _VARIABLE.sub("v", value)
+    if len(value) > 2048 or not _URL.fullmatch(plain) or "$" in plain:
         raise InvalidValue("must be an absolute http:// or https:// URL (port 1-65535, at most 2048 characters) "
-                           "without quotes, spaces, '$', ';', '{', '}' or '\\' (nginx variables such as "
-                           "$request_uri are not supported)")
+                           "without quotes, spaces, ';', '{', '}' or '\\'; the nginx variables it may hold are $" +
+                           ", $".join(REQUEST_VARIABLES))
     return value
 
 

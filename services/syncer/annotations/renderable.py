@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from services.nginxconf.config import CorsPolicy
-from services.nginxconf.render import RenderError, arguments, directive, lua_string
+from services.nginxconf.render import RenderError, directive, directive_arguments, lua_string
 
 # ngx_lua reads an inline *_by_lua_block with its own tokenizer over nginx's 4 KiB configuration buffer: a
 # long Lua string literal passes `nginx -t` or fails it ("too long lua code block") depending on where it
@@ -23,7 +23,7 @@ MAX_LUA_STRING = 1200
 def check_renders(name: str, value: str) -> None:
     """Raise RenderError unless render() can write the directive `name` with `value` into nginx.conf."""
     directive(name)
-    arguments(value)
+    directive_arguments(name, value)
 
 
 def unrenderable_cors_option(policy: CorsPolicy) -> tuple[str, RenderError] | None:

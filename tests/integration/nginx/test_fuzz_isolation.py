@@ -141,7 +141,10 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-request-buffering": st.sampled_from(["on", "off", "Off"]),
     "proxy-http-version": st.sampled_from(["1.0", "1.1", "2", "1"]),
     "backend-protocol": st.sampled_from(["HTTP", "HTTPS", "https", "GRPC", "AJP", "FCGI"]),
-    "permanent-redirect": urls, "temporal-redirect": urls, "permanent-redirect-code": numbers,
+    **{name: st.one_of(urls, st.sampled_from(["https://n.example.com$request_uri", "https://n.example.com/$hostname",
+                                              "https://$host$uri$is_args$args", "https://n.example.com/${uri}"]))
+       for name in ("permanent-redirect", "temporal-redirect")},
+    "permanent-redirect-code": numbers,
     "ssl-redirect": booleans, "force-ssl-redirect": booleans, "ssl-passthrough": booleans,
     "ssl-ciphers": ciphers, "ssl-prefer-server-ciphers": booleans,
     "enable-cors": booleans, "cors-allow-origin": comma_lists(origins, "https://*.{}.example.com:8443"),

@@ -49,8 +49,8 @@ def _long_list(template: str, length: int) -> str:
     # Settings a group's apply() derives from a value: proxy_buffers, proxy_set_header, return, allow.
     ({"proxy-buffer-size": "8k$x"}, "proxy-buffer-size", "8k$x"),
     ({"upstream-vhost": "a.example.com\x00"}, "upstream-vhost", "a.example.com\x00"),
-    ({"permanent-redirect": "https://a.example.com/$uri", "permanent-redirect-code": "308"},
-     "permanent-redirect", "https://a.example.com/$uri"),
+    ({"permanent-redirect": "https://a.example.com/$hostname", "permanent-redirect-code": "308"},
+     "permanent-redirect", "https://a.example.com/$hostname"),
     ({"allowlist-source-range": "10.0.0.0/8$x"}, "allowlist-source-range", "10.0.0.0/8$x"),
 ])
 def test_a_value_render_refuses_rejects_the_ingress_naming_its_annotation(cluster, monkeypatch, annotations,
