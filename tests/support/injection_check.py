@@ -21,7 +21,7 @@ import re
 from collections import Counter
 
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, NginxConfig, RateLimit
-from services.nginxconf.render import BACKEND_TLS_DIRECTIVES, http_level_settings, render
+from services.nginxconf.render import BACKEND_TLS_DIRECTIVES, directive_arguments, http_level_settings, render
 from services.nginxconf.template import BUILTIN_DIR, MAIN_TEMPLATE
 from tests.support.nginx_conf_tree import Directive, parse, walk, words
 
@@ -175,7 +175,7 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
     profiles = {p.name: p for p in config.profiles}
     assert set(locations) - {DEFAULT_PROFILE} == set(profiles) - {DEFAULT_PROFILE}, "profile locations"
     for name, profile in profiles.items():
-        own = Counter((directive, tuple(words(value))) for directive, value in profile.directives)
+        own = Counter((directive, _written_arguments(directive, value)) for directive, value in profile.directives)
         own.update(("deny", (network,)) for network in profile.denied)
         own.update(_rate_limits_in_location(profile.rate_limit) if profile.rate_limit else Counter())
         for location in locations[name]:
@@ -186,6 +186,12 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
             assert not own - actual, f"profile {name}: {sorted(own - actual)} not written as their own arguments"
     _assert_auth_locations([http, *servers], profiles)
     _assert_error_locations(servers)
+
+
+def _written_arguments(name: str, value: str) -> tuple[str, ...]:
+    """The arguments of a profile setting as nginx reads them back (a redirect's variables are written ${name})."""
+    [written] = parse(f"{name} {directive_arguments(name, value)};")
+    return tuple(written.args)
 
 
 def _assert_auth_locations(blocks: list[Directive], profiles: dict) -> None:
