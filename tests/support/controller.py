@@ -41,7 +41,11 @@ class Controller:
         self.proc = subprocess.Popen([str(VENV_BIN / "pyngress"), "up", *self.args], stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
         if wait:
-            self.wait_healthy()
+            try:
+                self.wait_healthy()
+            except BaseException:
+                self.stop()  # a controller that never became healthy must not outlive its test
+                raise
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
