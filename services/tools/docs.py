@@ -20,7 +20,7 @@ NOT_IMPLEMENTED = (
     "http2-push-preload",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span", "preserve-trailing-slash",
     "satisfy", "session-cookie-change-on-failure",
-    "session-cookie-conditional-samesite-none", "session-cookie-domain", "temporal-redirect-code",
+    "temporal-redirect-code",
 )
 
 

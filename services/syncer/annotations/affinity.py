@@ -4,10 +4,11 @@ reloads, syncer restarts and endpoints added beside it; the pick and the cookie 
 from the pushed routes table, so changing these reloads nothing."""
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
-from .base import AffinityPolicy, Annotation, IngressAnnotations, Risk, Scope
-from .validators import COOKIE_NAME, boolean, integer, is_true, matching, one_of
+from .base import AffinityPolicy, Annotation, IngressAnnotations, InvalidValue, Risk, Scope
+from .validators import COOKIE_NAME, HOSTNAME, boolean, integer, is_true, matching, one_of
 
 DEFAULT_COOKIE = "INGRESSCOOKIE"
 cookie_name = matching(COOKIE_NAME, says="must be a cookie name of letters, digits, '_' and '-', such as INGRESSCOOKIE")
@@ -16,6 +17,15 @@ cookie_path = matching(r"/[A-Za-z0-9\-._~!&'()*+,=:@/%]{0,1023}",
 
 
 _SECONDS = integer(0, 10**9)
+_DOMAIN = re.compile(rf"\.?{HOSTNAME}")
+
+
+def _domain(value: str) -> str:
+    if len(value) > 253 or not _DOMAIN.fullmatch(value):
+        raise InvalidValue("must be a domain such as example.com or .example.com")
+    return value
+
+
 ANNOTATIONS = (
     Annotation("affinity", validate=one_of("cookie"), risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="Session affinity: only \"cookie\"."),
@@ -37,6 +47,11 @@ ANNOTATIONS = (
                doc="Mark the cookie Secure."),
     Annotation("session-cookie-samesite", validate=one_of("None", "Lax", "Strict"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False, doc="The cookie's SameSite attribute."),
+    Annotation("session-cookie-conditional-samesite-none", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
+               reloads=False, doc="With SameSite None: leave the attribute out for the clients known to "
+               "mishandle it (iOS 12, macOS 10.14 Safari, Chrome 51-66, old UC Browser)."),
+    Annotation("session-cookie-domain", validate=_domain, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
+               doc="The cookie's Domain attribute."),
 )
 
 
@@ -51,4 +66,6 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         max_age=int(values["session-cookie-max-age"]) if "session-cookie-max-age" in values else None,
         expires=int(values["session-cookie-expires"]) if "session-cookie-expires" in values else None,
         secure=is_true(values.get("session-cookie-secure", "false")),
-        samesite=values.get("session-cookie-samesite"))
+        samesite=values.get("session-cookie-samesite"),
+        conditional_samesite_none=is_true(values.get("session-cookie-conditional-samesite-none", "false")),
+        domain=values.get("session-cookie-domain"))

@@ -102,10 +102,15 @@ class AffinityPolicy:
     expires: int | None = None
     secure: bool = False
     samesite: str | None = None
+    # session-cookie-conditional-samesite-none: no SameSite=None for the clients that mishandle it.
+    conditional_samesite_none: bool = False
+    domain: str | None = None  # session-cookie-domain
 
     def to_json(self) -> dict[str, Any]:
         return {"cookie": self.cookie, "path": self.path, "max_age": self.max_age, "expires": self.expires,
-                "secure": self.secure, "samesite": self.samesite}
+                "secure": self.secure, "samesite": self.samesite,
+                **({"conditional_samesite_none": True} if self.conditional_samesite_none else {}),
+                **({"domain": self.domain} if self.domain else {})}
 
 
 class LocationDirective(NamedTuple):

@@ -2,7 +2,8 @@
 Session affinity by cookie (services/syncer/annotations/affinity.py). A route's "affinity" entry:
 
     {"cookie": "<name>", "path": "/", "max_age": N | null, "expires": N | null, "secure": bool,
-     "samesite": "None" | "Lax" | "Strict" | null}
+     "samesite": "None" | "Lax" | "Strict" | null, "conditional_samesite_none": bool (optional),
+     "domain": "<domain>" (optional)}
 
 The cookie's value names an endpoint: the MD5 of "<address>:<port>", the same in every worker, across reloads
 and restarts. In the router (rewrite phase, where response headers can still be set) pick() keeps the
@@ -36,7 +37,31 @@ function _M.config(raw, where)
         expires = tonumber(raw.expires),
         secure = raw.secure == true,
         samesite = text(raw.samesite),
+        conditional_samesite_none = raw.conditional_samesite_none == true,
+        domain = text(raw.domain),
     }
+end
+
+-- Clients that reject or misread a cookie with SameSite=None (Chromium's list, which ingress-nginx follows):
+-- iOS 12, Safari on macOS 10.14, Chrome 51 to 66, UC Browser before 12.13.2.
+local SAMESITE_NONE_INCOMPATIBLE = {
+    [[\(iP.+; CPU .*OS 12[_\d]*.*\) AppleWebKit/]],
+    [[\(Macintosh;.*Mac OS X 10_14[_\d]*.*\) AppleWebKit/.*(Version/.* Safari/|\(KHTML, like Gecko\)$)]],
+    [[Chrom(e|ium)/(5[1-9]|6[0-6])\.]],
+    [[UCBrowser/([0-9]|1[01]|12\.([0-9]|1[0-2])|12\.13\.[01])\.]],
+}
+
+local function samesite_none_incompatible()
+    local agent = ngx.var.http_user_agent
+    if not agent then
+        return false
+    end
+    for _, pattern in ipairs(SAMESITE_NONE_INCOMPATIBLE) do
+        if ngx.re.find(agent, pattern, "jo") then
+            return true
+        end
+    end
+    return false
 end
 
 -- peers table (from the backends table) -> { [md5] = "address:port" }, built once per table.
@@ -66,7 +91,11 @@ local function set_cookie(affinity, value)
     if affinity.secure then
         parts[#parts + 1] = "Secure"
     end
-    if affinity.samesite then
+    if affinity.domain then
+        parts[#parts + 1] = "Domain=" .. affinity.domain
+    end
+    if affinity.samesite and not (affinity.samesite == "None" and affinity.conditional_samesite_none
+                                  and samesite_none_incompatible()) then
         parts[#parts + 1] = "SameSite=" .. affinity.samesite
     end
     ngx.header["Set-Cookie"] = concat(parts, "; ")

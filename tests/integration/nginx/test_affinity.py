@@ -51,3 +51,23 @@ def test_without_a_cookie_sessions_spread_and_a_stale_cookie_is_replaced(nginx, 
     assert len(seen) > 1
     stale = nginx.get("/", host="sticky.test", headers={"Cookie": "route=0123456789abcdef0123456789abcdef"})
     assert stale.headers["set-cookie"].startswith("route=") and stale.backend in {b.name for b in backends}
+
+
+@pytest.mark.parametrize("agent, samesite", [
+    ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36", True),
+    ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/60.0.3112 Safari/537.36",
+     False),
+    ("Mozilla/5.0 (iPhone; CPU iPhone OS 12_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile", False),
+    ("Mozilla/5.0 (iPhone; CPU iPhone OS 15_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile", True),
+    ("Mozilla/5.0 (Linux; U; Android 9) AppleWebKit/537.36 (KHTML, like Gecko) UCBrowser/12.13.1.1235 Mobile", False),
+    ("Mozilla/5.0 (Linux; U; Android 9) AppleWebKit/537.36 (KHTML, like Gecko) UCBrowser/12.13.4.1214 Mobile", True),
+    (None, True),
+])
+def test_conditional_samesite_none_and_the_cookie_domain(nginx, backends, agent, samesite):
+    policy = AffinityPolicy(cookie="cross", samesite="None", secure=True, conditional_samesite_none=True,
+                            domain=".sticky.test")
+    nginx.push({"cross.sticky.test": HostRoutes(prefix={"/": Route(backend="app", ingress="default/app", affinity=policy)})},
+               {"app": [e.endpoint for e in backends[:2]]})
+    cookie = nginx.get("/", host="cross.sticky.test", headers={"User-Agent": agent} if agent else {}).headers["set-cookie"]
+    assert "; Domain=.sticky.test" in cookie
+    assert ("; SameSite=None" in cookie) is samesite, cookie

@@ -218,6 +218,8 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
                                                       "http://m.example.com/$hostname", "http://$host/x", "ftp://m"])),
     "mirror-host": st.sampled_from(["shadow.internal", "shadow.internal:8080", "a b", "$host"]),
     "mirror-request-body": st.sampled_from(["on", "off", "true"]),
+    "session-cookie-conditional-samesite-none": booleans,
+    "session-cookie-domain": st.sampled_from([".example.com", "example.com", "a b", "$host", ".."]),
     "server-alias": st.one_of(st.sampled_from(["alias.example.com", "*.alias.example.com", "good.example.com",
                                                "a.example.com,b.example.com", "~^x$", "_"]), hostile),
     "auth-proxy-set-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers",
