@@ -464,7 +464,9 @@ class _Merger:
         self.profiles[plan.profile.name] = plan.profile
         return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
                      rewrite=rewrite, affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by,
-                     default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma)
+                     default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
+                     preserve_trailing_slash=plan.annotations.preserve_trailing_slash,
+                     rewrite_log=plan.annotations.rewrite_log)
 
     def _ingress_default_backend(self, plan: IngressPlan) -> str | None:
         """The backend of the Ingress's default-backend annotation (a Service of its namespace), if usable."""

@@ -61,6 +61,8 @@ class Route:
     hash_by: str | None = None  # upstream-hash-by: nginx variables, e.g. "$request_uri"
     default_backend: str | None = None  # default-backend: its backend, for no endpoints and error pages
     ewma: bool = False  # load-balance: ewma
+    preserve_trailing_slash: bool = False  # in the redirect to HTTPS
+    rewrite_log: bool = False  # enable-rewrite-log: the router logs its rewrites
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
@@ -70,7 +72,9 @@ class Route:
                 **({"affinity": self.affinity.to_json()} if self.affinity is not None else {}),
                 **({"hash_by": self.hash_by} if self.hash_by is not None else {}),
                 **({"default_backend": self.default_backend} if self.default_backend is not None else {}),
-                **({"ewma": True} if self.ewma else {})}
+                **({"ewma": True} if self.ewma else {}),
+                **({"preserve_trailing_slash": True} if self.preserve_trailing_slash else {}),
+                **({"rewrite_log": True} if self.rewrite_log else {})}
 
 
 @dataclass(kw_only=True)

@@ -16,11 +16,10 @@ PREFIX = "nginx.ingress.kubernetes.io"
 # Those that control access are refused (the Ingress is not served); the others are ignored with a warning.
 NOT_IMPLEMENTED = (
     "custom-headers",
-    "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules", "enable-rewrite-log",
+    "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules",
     "http2-push-preload",
-    "modsecurity-transaction-id", "opentelemetry-trust-incoming-span", "preserve-trailing-slash",
+    "modsecurity-transaction-id", "opentelemetry-trust-incoming-span",
     "satisfy", "session-cookie-change-on-failure",
-    "temporal-redirect-code",
 )
 
 

@@ -30,20 +30,23 @@ ANNOTATIONS = (
     Annotation("permanent-redirect-code", validate=integer(300, 308), risk=Risk.LOW,
                doc="Status code for permanent-redirect."),
     Annotation("temporal-redirect", validate=_url, risk=Risk.MEDIUM,
-               doc="Redirect every request to this URL with 302."),
+               doc="Redirect every request to this URL (302 by default)."),
+    Annotation("temporal-redirect-code", validate=integer(300, 308), risk=Risk.LOW,
+               doc="Status code for temporal-redirect."),
 )
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     # As in ingress-nginx, a temporal redirect wins over a permanent one.
     if "temporal-redirect" in values:
-        source, code = "temporal-redirect", "302"
+        source, code = "temporal-redirect", values.get("temporal-redirect-code", "302")
         if "permanent-redirect" in values:
             parsed.warn("permanent-redirect", "is overridden by temporal-redirect")
     elif "permanent-redirect" in values:
         source, code = "permanent-redirect", values.get("permanent-redirect-code", "301")
     else:
-        if "permanent-redirect-code" in values:
-            parsed.warn("permanent-redirect-code", "has no effect without permanent-redirect; ignored")
+        for name in ("permanent-redirect-code", "temporal-redirect-code"):
+            if name in values:
+                parsed.warn(name, f"has no effect without {name.removesuffix('-code')}; ignored")
         return
     parsed.add("return", value=f"{code} {values[source]}", source=source)

@@ -50,12 +50,18 @@ ANNOTATIONS = (
                doc="Redirect (302) requests for / to this path."),
     Annotation("x-forwarded-prefix", validate=forwarded_prefix, risk=Risk.LOW,
                doc="The X-Forwarded-Prefix header sent to the backend."),
+    Annotation("preserve-trailing-slash", reloads=False, validate=boolean, risk=Risk.LOW,
+               doc="Keep a trailing slash of the URI in the redirect to HTTPS (ingress-nginx drops it)."),
+    Annotation("enable-rewrite-log", reloads=False, validate=boolean, risk=Risk.LOW,
+               doc="Log each rewrite-target rewrite (old and new URI) to the error log, at notice level."),
 )
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     parsed.use_regex = is_true(values.get("use-regex", "false")) or "rewrite-target" in values
     parsed.rewrite_target = values.get("rewrite-target")
+    parsed.preserve_trailing_slash = is_true(values.get("preserve-trailing-slash", "false"))
+    parsed.rewrite_log = is_true(values.get("enable-rewrite-log", "false"))
     parsed.app_root = values.get("app-root")
     if "x-forwarded-prefix" in values:
         parsed.add("proxy_set_header", value=f"X-Forwarded-Prefix {values['x-forwarded-prefix']}",

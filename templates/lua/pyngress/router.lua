@@ -85,6 +85,9 @@ local function route_of(raw, where, auths, host, path)
                     affinity = affinity.config(raw.affinity, where),
                     hash_by = type(raw.hash_by) == "string" and raw.hash_by or nil,
                     ewma = raw.ewma == true,
+                    preserve_trailing_slash = raw.preserve_trailing_slash == true,
+                    rewrite_log = raw.rewrite_log == true,
+                    ingress = ingress,
                     default_backend = type(raw.default_backend) == "string" and raw.default_backend or nil,
                     metric = monitor.labels_of(host, ingress, service, path) }
     if route.canary then
@@ -320,8 +323,12 @@ function _M.route()
                 var.pyngress_hsts = entry.hsts
             end
         elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect)) and not tls_redirect_exempt(entry, uri) then
-            return ngx.redirect("https://" .. host .. settings.https_port_suffix .. var.request_uri,
-                                entry.redirect_code)
+            -- As ingress-nginx: a trailing slash is dropped unless the route's preserve-trailing-slash keeps it.
+            local request_uri = var.request_uri
+            if not (route and route.preserve_trailing_slash) and byte(request_uri, -1) == SLASH then
+                request_uri = sub(request_uri, 1, -2)
+            end
+            return ngx.redirect("https://" .. host .. settings.https_port_suffix .. request_uri, entry.redirect_code)
         end
     end
     if entry.app_root and uri == "/" then
@@ -378,7 +385,11 @@ function _M.route()
     end
     if route.rewrite then
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).
-        ngx.req.set_uri(rewrite.target(route.rewrite, captures), false)
+        local target = rewrite.target(route.rewrite, captures)
+        if route.rewrite_log then
+            ngx.log(ngx.NOTICE, "rewrite-target of ", route.ingress, ": \"", uri, "\" -> \"", target, "\"")
+        end
+        ngx.req.set_uri(target, false)
     end
     local http2_location = settings.http2_locations[route.profile]
     if http2_location and var.http2 ~= "" then

@@ -32,3 +32,35 @@ def test_redirect_targets_with_the_requests_variables(manifests_controller, echo
     assert redirect("moved308.example.com", "/a?x=1") == (308, "https://new.example.com/v2/a?x=1")
     assert redirect("moved308.example.com", "/a") == (308, "https://new.example.com/v2/a")
     assert redirect("maint.example.com", "/page") == (302, "https://status.example.com/?from=maint.example.com")
+
+
+def test_temporal_code_trailing_slash_and_rewrite_log(manifests_controller, echo):
+    controller, cluster = manifests_controller
+    stage = Stage(controller, cluster, echo)
+    cluster.apply(*stage.backend("NEW"))
+    for name, annotations in (
+            ("maint307", {"temporal-redirect": "https://status.example.com/", "temporal-redirect-code": "307"}),
+            ("slashes", {"force-ssl-redirect": "true"}),
+            ("kept", {"force-ssl-redirect": "true", "preserve-trailing-slash": "true"}),
+            ("logged", {"rewrite-target": "/$1", "enable-rewrite-log": "true"})):
+        path = "/old/(.*)" if name == "logged" else "/"
+        cluster.apply(k8s.ingress(name, [k8s.rule(f"{name}.example.com", (path, "ImplementationSpecific", "new", 80))],
+                                  annotations={f"{PREFIX}/{k}": v for k, v in annotations.items()}))
+    url = f"http://127.0.0.1:{controller.http_port}"
+    port = controller.https_port
+
+    def redirect(host: str, path: str) -> tuple[int, str]:
+        answer = requests.get(url + path, headers={"Host": host}, allow_redirects=False, timeout=5)
+        return answer.status_code, answer.headers.get("Location", "")
+
+    for host in ("maint307", "slashes", "kept"):
+        wait_for(lambda: redirect(f"{host}.example.com", "/")[0] in (307, 308), 15, what=host)
+    assert redirect("maint307.example.com", "/x") == (307, "https://status.example.com/")
+    # ingress-nginx drops a trailing slash in the redirect to HTTPS unless preserve-trailing-slash keeps it.
+    assert redirect("slashes.example.com", "/dir/") == (308, f"https://slashes.example.com:{port}/dir")
+    assert redirect("slashes.example.com", "/dir/?a=1") == (308, f"https://slashes.example.com:{port}/dir/?a=1")
+    assert redirect("kept.example.com", "/dir/") == (308, f"https://kept.example.com:{port}/dir/")
+
+    stage.expect("logged.example.com", "/old/page", "NEW")
+    wait_for(lambda: 'rewrite-target of default/logged: "/old/page" -> "/page"' in controller.log_path.read_text(),
+             10, what="the rewrite logged")

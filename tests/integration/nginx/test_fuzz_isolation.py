@@ -220,6 +220,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "mirror-request-body": st.sampled_from(["on", "off", "true"]),
     "session-cookie-conditional-samesite-none": booleans,
     "session-cookie-domain": st.sampled_from([".example.com", "example.com", "a b", "$host", ".."]),
+    "temporal-redirect-code": numbers, "preserve-trailing-slash": booleans, "enable-rewrite-log": booleans,
     "server-alias": st.one_of(st.sampled_from(["alias.example.com", "*.alias.example.com", "good.example.com",
                                                "a.example.com,b.example.com", "~^x$", "_"]), hostile),
     "auth-proxy-set-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers",
@@ -327,6 +328,7 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
              if name.startswith("auth-tls-") and name != "auth-tls-secret"},
           "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
+          "temporal-redirect-code": {"temporal-redirect": "https://new.example.com/"},
           **{name: {"mirror-target": "http://127.0.0.1:9/copy"} for name in ("mirror-host", "mirror-request-body")},
           **{name: {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"} for name in ANNOTATIONS
              if name.startswith("proxy-ssl-")},
