@@ -155,6 +155,7 @@ class LocationProfile:
     custom_http_errors: tuple[int, ...] | None = None
     pass_backend_errors: bool = False
     mirror: Mirror | None = None
+    response_headers: tuple[tuple[str, str], ...] = ()  # custom-headers: (name, literal value), every answer
 
     @classmethod
     def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
@@ -162,13 +163,14 @@ class LocationProfile:
            snippet: str | None = None, basic_auth: BasicAuth | None = None, external_auth: ExternalAuth | None = None,
            server_snippet: str | None = None, stream_snippet: str | None = None,
            backend_tls: BackendTls | None = None, custom_http_errors: tuple[int, ...] | None = None,
-           pass_backend_errors: bool = False, mirror: Mirror | None = None) -> LocationProfile:
+           pass_backend_errors: bool = False, mirror: Mirror | None = None,
+           response_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
         """The profile with these settings, named "default" when it has none, else by a short stable hash."""
         settings = {"cors": cors, "rate_limit": rate_limit, "denied": denied, "snippet": snippet,
                     "basic_auth": basic_auth, "external_auth": external_auth, "server_snippet": server_snippet,
                     "stream_snippet": stream_snippet, "backend_tls": backend_tls,
                     "custom_http_errors": custom_http_errors, "pass_backend_errors": pass_backend_errors,
-                    "mirror": mirror}
+                    "mirror": mirror, "response_headers": response_headers}
         if not directives and not any(settings.values()) and backend_scheme == "http":
             return cls(DEFAULT_PROFILE)
         content: dict = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}

@@ -261,6 +261,7 @@ class _RenderedProfile:
     custom_http_errors: tuple[int, ...] | None  # None: the ConfigMap's list
     pass_backend_errors: bool
     mirror: _RenderedMirror | None
+    response_headers: list[tuple[str, str]]  # quoted (name, value): custom-headers
     sets_ssl_name: bool
     sets_ssl_server_name: bool
 
@@ -324,6 +325,7 @@ def check_profile(profile: LocationProfile) -> _RenderedProfile:
         backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
         custom_http_errors=_error_codes(profile.custom_http_errors), pass_backend_errors=profile.pass_backend_errors,
         mirror=_mirror(profile.mirror) if profile.mirror else None,
+        response_headers=[(_response_header_name(name), quote(value)) for name, value in profile.response_headers],
         sets_ssl_server_name=bool(tls and tls.server_name),name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
@@ -363,6 +365,12 @@ def url_with_request_variables(url: str) -> str:
 def _mirror(mirror: Mirror) -> _RenderedMirror:
     return _RenderedMirror(target=url_with_request_variables(mirror.target), host=quote(mirror.host),
                            request_body=mirror.request_body)
+
+
+def _response_header_name(name: str) -> str:
+    if not _HEADER_NAME.fullmatch(name):
+        raise RenderError(f"custom header {name!r} is not a header name")
+    return quote(name)
 
 
 def _error_codes(codes: tuple[int, ...] | None) -> tuple[int, ...] | None:

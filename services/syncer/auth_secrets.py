@@ -51,9 +51,11 @@ class AuthResolver:
 
     def __init__(self, secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, allow_cross_namespace: bool,
                  global_auth: ExternalAuth | None = None, global_auth_problem: str | None = None,
-                 store: Mapping[str, dict[str, Any]] | None = None) -> None:
+                 store: Mapping[str, dict[str, Any]] | None = None,
+                 allowed_response_headers: tuple[str, ...] = ()) -> None:
         self._secrets = secrets
         self._store = store or {}  # the watcher's store, for ConfigMaps
+        self._allowed_response_headers = frozenset(name.lower() for name in allowed_response_headers)
         self._allow_cross_namespace = allow_cross_namespace
         self._global_auth = global_auth
         self._global_auth_problem = global_auth_problem
@@ -70,8 +72,15 @@ class AuthResolver:
                                                "it is fixed (or set enable-global-auth: \"false\" on it)")
         auth_headers: tuple[tuple[str, str], ...] = ()
         if annotations.external_auth and annotations.auth_proxy_set_headers:
-            auth_headers, problem = self._auth_headers(annotations.auth_proxy_set_headers, namespace=namespace,
-                                                       prefix=annotations.prefix)
+            auth_headers, problem = self._configmap_headers(
+                annotations.auth_proxy_set_headers, annotation="auth-proxy-set-headers", namespace=namespace,
+                prefix=annotations.prefix, reserved=AUTH_REQUEST_HEADERS)
+            if problem:
+                return AuthProfile(DENIED_PROFILE, problem)
+        response_headers: tuple[tuple[str, str], ...] = ()
+        if annotations.custom_headers:
+            response_headers, problem = self._response_headers(annotations.custom_headers, namespace=namespace,
+                                                               prefix=annotations.prefix)
             if problem:
                 return AuthProfile(DENIED_PROFILE, problem)
         backend_tls = None
@@ -86,7 +95,7 @@ class AuthResolver:
         request = annotations.basic_auth
         if request is None:
             return AuthProfile(annotations.profile_for(zone, global_auth=self._global_auth, auth_headers=auth_headers,
-                                                       backend_tls=backend_tls))
+                                                       backend_tls=backend_tls, response_headers=response_headers))
         secret_namespace = request.namespace or namespace
         ref = f"{secret_namespace}/{request.secret}"
         if secret_namespace != namespace and not self._allow_cross_namespace:
@@ -101,25 +110,37 @@ class AuthResolver:
         self.files[checked.user_file] = checked.content
         return AuthProfile(annotations.profile_for(
             zone, basic_auth=BasicAuth(realm=request.realm, user_file=checked.user_file, digest=request.digest),
-            global_auth=self._global_auth, auth_headers=auth_headers, backend_tls=backend_tls))
+            global_auth=self._global_auth, auth_headers=auth_headers, backend_tls=backend_tls,
+            response_headers=response_headers))
 
-    def _auth_headers(self, reference: str, *, namespace: str,
-                      prefix: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
-        """The headers of the auth-proxy-set-headers ConfigMap, or why the Ingress's paths are denied."""
+    def _configmap_headers(self, reference: str, *, annotation: str, namespace: str, prefix: str,
+                           reserved: frozenset[str]) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """The headers of the ConfigMap an annotation names (auth-proxy-set-headers, custom-headers), or why
+        the Ingress's paths are denied."""
         configmap_namespace, _, name = reference.rpartition("/")
         configmap_namespace = configmap_namespace or namespace
         full = f"{configmap_namespace}/{name}"
         if configmap_namespace != namespace and not self._allow_cross_namespace:
-            return (), (f"auth-proxy-set-headers {full} is in another namespace, which the ConfigMap's "
+            return (), (f"{annotation} {full} is in another namespace, which the ConfigMap's "
                         "allow-cross-namespace-resources does not allow; its paths answer 503 until the ConfigMap "
                         "is in the Ingress's namespace")
-        headers, messages = headers_of(self._store, full, source=f"annotation {prefix}/auth-proxy-set-headers",
-                                       where_kept="in a namespace the controller watches",
-                                       reserved=AUTH_REQUEST_HEADERS)
+        headers, messages = headers_of(self._store, full, source=f"annotation {prefix}/{annotation}",
+                                       where_kept="in a namespace the controller watches", reserved=reserved)
         if messages:
             return (), "; ".join(m.removesuffix("; skipped").removesuffix("; no headers from it") for m in messages) \
                 + "; its paths answer 503 until the ConfigMap is fixed"
         return headers, None
+
+    def _response_headers(self, reference: str, *, namespace: str,
+                          prefix: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """custom-headers: its ConfigMap's headers, each allowed by the ConfigMap's global-allowed-response-headers."""
+        headers, problem = self._configmap_headers(reference, annotation="custom-headers", namespace=namespace,
+                                                   prefix=prefix, reserved=frozenset())
+        refused = [name for name, _ in headers if name.lower() not in self._allowed_response_headers]
+        if refused and not problem:
+            problem = (f"annotation {prefix}/custom-headers: {', '.join(refused)} not allowed: the controller "
+                       "ConfigMap's global-allowed-response-headers must list it; its paths answer 503 until then")
+        return headers, problem
 
     def _check(self, namespace: str, name: str, secret_type: SecretType, *, digest_realm: str | None) -> _Checked:
         """The Secret's htpasswd file, or its htdigest file for `digest_realm` (digest authentication)."""

@@ -85,6 +85,7 @@ class ControllerConfig:
     default_allowlist: str = ""
     default_denylist: str = ""
     load_balance: str = "round_robin"  # load-balance: for every Ingress without the annotation
+    allowed_response_headers: tuple[str, ...] = ()  # global-allowed-response-headers: what custom-headers may set
     server: ServerSettings = field(default_factory=ServerSettings)
     # The raw values accepted, by key: what keeps applying when a later version of the ConfigMap has a bad value.
     accepted: dict[str, str] = field(default_factory=dict)
@@ -219,6 +220,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ssl-dh-param": ("ssl_dh_param", object_reference),
     "whitelist-source-range": ("default_allowlist", cidr_list),
     "load-balance": ("load_balance", one_of("round_robin", "ewma")),
+    "global-allowed-response-headers": ("allowed_response_headers", _header_names),
     "denylist-source-range": ("default_denylist", cidr_list),
     "proxy-set-headers": ("proxy_set_headers", configmap_reference),
 }

@@ -45,7 +45,7 @@ UNSUPPORTED: dict[str, str] = {
                      "gzip-disable", "limit-conn-zone-variable", "forwarded-for-proxy-protocol-header",
                      "proxy-add-original-uri-header", "proxy-cookie-path", "proxy-cookie-domain",
                      "proxy-redirect-from", "limit-rate",
-                     "limit-rate-after", "global-allowed-response-headers", "no-auth-locations",
+                     "limit-rate-after", "no-auth-locations",
                      "proxy-ssl-location-only", "service-upstream", "ssl-reject-handshake", "debug-connections"),
                     "not implemented yet"),
 }

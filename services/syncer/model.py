@@ -548,7 +548,8 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                               blocked_words=config.annotation_value_word_blocklist,
                               allow_snippets=config.allow_snippet_annotations, defaults=config.annotation_defaults)
     auth = AuthResolver(index.secrets, allow_cross_namespace=config.allow_cross_namespace_resources,
-                        global_auth=config.global_auth, global_auth_problem=config.global_auth_problem, store=store)
+                        global_auth=config.global_auth, global_auth_problem=config.global_auth_problem, store=store,
+                        allowed_response_headers=config.allowed_response_headers)
     plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
                    auth=auth, problems=problems, refused_profiles=refused_profiles or {}, secrets=index.secrets)
 

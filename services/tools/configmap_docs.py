@@ -80,6 +80,7 @@ MEANING: dict[str, str] = {
     "proxy-real-ip-cidr": "Peers whose forwarded-for-header is trusted (comma-separated networks).",
     "proxy-protocol-header-timeout": "How long a client may take to send its PROXY header (use-proxy-protocol with "
                                      "the passthrough proxy, and TCP services with :PROXY).",
+    "global-allowed-response-headers": "Header names (comma-separated) the custom-headers annotation may set.",
     "load-balance": "The load-balance of every Ingress without the annotation (round_robin or ewma).",
     "ssl-dh-param": "NAMESPACE/NAME of a Secret whose dhparam.pem holds the DHE ciphers' DH parameters.",
     "log-format-stream": "The access log format of TCP and UDP services (nginx stream variables, allow-listed).",

@@ -15,7 +15,6 @@ PREFIX = "nginx.ingress.kubernetes.io"
 # ingress-nginx's annotations (its annotations.md, controller v1.15) that pyngress does not implement yet.
 # Those that control access are refused (the Ingress is not served); the others are ignored with a warning.
 NOT_IMPLEMENTED = (
-    "custom-headers",
     "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules",
     "http2-push-preload",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span",

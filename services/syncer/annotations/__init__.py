@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from services.nginxconf.render import RenderError
 
 from . import (access_control, access_log, affinity, auth, backend_protocol, balancing, canary, client_cert, cors, denylist,
-               error_pages, mirror,
+               custom_headers, error_pages, mirror,
                external_auth, ipallowlist, proxy, proxy_ssl, ratelimit, redirect, rewrite, server_alias, service_upstream, snippets,
                ssl, upstream_behaviour, upstream_vhost, www_redirect)
 from .access_control import is_access_control
@@ -31,7 +31,7 @@ ANNOTATIONS: dict[str, Annotation] = {
     a.name: a
     for group in (proxy, proxy_ssl, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
                   www_redirect, server_alias, redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
-                  external_auth, access_log, snippets, error_pages, mirror)
+                  external_auth, access_log, snippets, error_pages, mirror, custom_headers)
     for a in group.ANNOTATIONS
 }
 
@@ -40,7 +40,7 @@ _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
     proxy.apply, proxy_ssl.apply, upstream_behaviour.apply, backend_protocol.apply, service_upstream.apply, rewrite.apply, canary.apply,
     affinity.apply, balancing.apply, www_redirect.apply, server_alias.apply, redirect.apply, ssl.apply, cors.apply, ipallowlist.apply,
     denylist.apply, ratelimit.apply, client_cert.apply, upstream_vhost.apply, auth.apply, external_auth.apply,
-    access_log.apply, snippets.apply, error_pages.apply, mirror.apply,
+    access_log.apply, snippets.apply, error_pages.apply, mirror.apply, custom_headers.apply,
 )
 
 __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation", "Risk", "parse_annotations"]

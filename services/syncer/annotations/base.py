@@ -158,7 +158,8 @@ class IngressAnnotations:
     default_backend_service: str | None = None  # default-backend: a Service of the Ingress's namespace
     custom_http_errors: tuple[int, ...] | None = None  # None: the ConfigMap's list applies
     intercept_errors: bool = True  # disable-proxy-intercept-errors: false
-    mirror: Mirror | None = None  # server-alias: more names for the Ingress's first host
+    mirror: Mirror | None = None
+    custom_headers: str | None = None  # a ConfigMap of response headers, resolved per Ingress  # server-alias: more names for the Ingress's first host
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None
@@ -180,12 +181,12 @@ class IngressAnnotations:
         return self.profile_with(basic_auth=None, global_auth=None)
 
     def profile_with(self, *, basic_auth: BasicAuth | None, global_auth: ExternalAuth | None,
-                     auth_headers: tuple[tuple[str, str], ...] = (),
-                     backend_tls: BackendTls | None = None) -> LocationProfile:
+                     auth_headers: tuple[tuple[str, str], ...] = (), backend_tls: BackendTls | None = None,
+                     response_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
         """The location profile with `basic_auth` (once the Secret of `self.basic_auth` is found) and the
         ConfigMap's `global_auth`, which applies unless the Ingress has its own auth-url or opts out.
         `auth_headers`: the headers of the auth-proxy-set-headers ConfigMap, for its own auth-url; `backend_tls`:
-        proxy-ssl-* once its Secret is found."""
+        proxy-ssl-* once its Secret is found; `response_headers`: those of its custom-headers ConfigMap."""
         external_auth = self.external_auth or (global_auth if self.enable_global_auth else None)
         if self.external_auth and auth_headers:
             external_auth = replace(self.external_auth, proxy_set_headers=auth_headers)
@@ -194,15 +195,16 @@ class IngressAnnotations:
                                   snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth,
                                   server_snippet=self.server_snippet, stream_snippet=self.stream_snippet,
                                   backend_tls=backend_tls, custom_http_errors=self.custom_http_errors,
-                                  pass_backend_errors=not self.intercept_errors, mirror=self.mirror)
+                                  pass_backend_errors=not self.intercept_errors, mirror=self.mirror,
+                                  response_headers=response_headers)
 
     def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None, global_auth: ExternalAuth | None = None,
-                    auth_headers: tuple[tuple[str, str], ...] = (),
-                    backend_tls: BackendTls | None = None) -> LocationProfile:
+                    auth_headers: tuple[tuple[str, str], ...] = (), backend_tls: BackendTls | None = None,
+                    response_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
         """The profile of the Ingress whose rate-limit zones are named `zone` (ratelimit.zone_name): the shared
         one unless the Ingress has rate limits, which it counts alone. The others as for profile_with."""
         shared = self.profile_with(basic_auth=basic_auth, global_auth=global_auth, auth_headers=auth_headers,
-                                   backend_tls=backend_tls)
+                                   backend_tls=backend_tls, response_headers=response_headers)
         if self.rate_limit is None:
             return shared
         return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,
@@ -210,4 +212,5 @@ class IngressAnnotations:
                                   server_snippet=shared.server_snippet, stream_snippet=shared.stream_snippet,
                                   backend_tls=shared.backend_tls, custom_http_errors=shared.custom_http_errors,
                                   pass_backend_errors=shared.pass_backend_errors, mirror=shared.mirror,
+                                  response_headers=shared.response_headers,
                                   external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))

@@ -262,3 +262,28 @@ def test_ssl_dh_param(stage: Stage, tmp_path: Path) -> None:
                          for p in problems(stage)), 15, what="the bad parameters reported")
     assert _server_temp_key(stage, host) == ""  # without parameters again
     stage.cluster.apply(configmap())
+
+
+def test_custom_headers_allowed_by_the_configmap(stage: Stage) -> None:
+    prefix = "nginx.ingress.kubernetes.io"
+    stage.cluster.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-headers", "namespace": "default"},
+         "data": {"X-Team": "payments", "Cache-Control": "no-store"}},
+        *stage.backend("KEYS", "custom"),
+        k8s.ingress("custom", [k8s.rule("custom.example.com", ("/", "Prefix", "custom", 80))],
+                    annotations={f"{prefix}/custom-headers": "app-headers"}))
+
+    def answer() -> requests.Response:
+        return requests.get(f"http://127.0.0.1:{stage.controller.http_port}/?status=404",
+                            headers={"Host": "custom.example.com"}, timeout=5)
+    # Not allowed by the administrator: the paths are denied, never served without what the Ingress asked.
+    wait_for(lambda: answer().status_code == 503, 15, what="denied while the headers are not allowed")
+    wait_for(lambda: any("custom-headers: Cache-Control, X-Team not allowed: the controller ConfigMap's "
+                         "global-allowed-response-headers must list it" in p for p in problems(stage)), 15,
+             what="the refusal reported")
+    stage.cluster.apply(configmap(**{"global-allowed-response-headers": "X-Team,Cache-Control"}))
+    wait_for(lambda: answer().status_code == 404, 15, what="served once allowed")
+    response = answer()  # on every answer, errors included
+    assert (response.headers["X-Team"], response.headers["Cache-Control"]) == ("payments", "no-store")
+    assert "x-team" not in get(stage).headers  # another Ingress's answers do not get them
+    stage.cluster.apply(configmap())

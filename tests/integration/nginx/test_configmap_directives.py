@@ -109,6 +109,7 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "block-referers", "allow-cross-namespace-resources", "disable-access-log", "access-log-path",
              "access-log-params", "log-format-upstream", "log-format-escape-json", "log-format-escape-none",
              "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code", "load-balance",
+             "global-allowed-response-headers",
              "no-tls-redirect-locations"}
 # What a key needs beside it to show in nginx.conf.
 COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},

@@ -221,6 +221,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "session-cookie-conditional-samesite-none": booleans,
     "session-cookie-domain": st.sampled_from([".example.com", "example.com", "a b", "$host", ".."]),
     "temporal-redirect-code": numbers, "preserve-trailing-slash": booleans, "enable-rewrite-log": booleans,
+    "custom-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers", "missing", "A"]),
     "server-alias": st.one_of(st.sampled_from(["alias.example.com", "*.alias.example.com", "good.example.com",
                                                "a.example.com,b.example.com", "~^x$", "_"]), hostile),
     "auth-proxy-set-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers",
@@ -296,7 +297,9 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "custom-http-errors": comma_lists(st.sampled_from(["404", "503", "500", "200", "x", "599"]), "{},502"),
     "forwarded-for-header": st.sampled_from(["X-Forwarded-For", "X-Real-IP", "CF-Connecting-IP", "X Y"]),
     "proxy-real-ip-cidr": network_lists,
+    "global-allowed-response-headers": comma_lists(st.sampled_from(["X-Tenant", "X Bad", "Set-Cookie"]), "{},X-A"),
     "load-balance": st.sampled_from(["round_robin", "ewma", "EWMA", "least_conn", "round_robin;"]),
+    "global-allowed-response-headers": comma_lists(st.sampled_from(["X-Tenant", "X Bad", "Set-Cookie"]), "{},X-A"),
     "ssl-dh-param": st.sampled_from(["ingress/dhparam", "ingress/missing", "a/b/c", "x", "ingress/dh;param"]),
     "log-format-stream": st.lists(st.one_of(
         st.sampled_from(["$remote_addr", "${protocol}", "$session_time", "$proxy_upstream_name", "$request_uri",
