@@ -465,6 +465,7 @@ class _Merger:
         return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
                      rewrite=rewrite, affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by,
                      default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
+                     hash_subset_size=plan.annotations.hash_subset_size,
                      preserve_trailing_slash=plan.annotations.preserve_trailing_slash,
                      rewrite_log=plan.annotations.rewrite_log)
 

@@ -61,6 +61,7 @@ class Route:
     hash_by: str | None = None  # upstream-hash-by: nginx variables, e.g. "$request_uri"
     default_backend: str | None = None  # default-backend: its backend, for no endpoints and error pages
     ewma: bool = False  # load-balance: ewma
+    hash_subset_size: int | None = None  # upstream-hash-by-subset
     preserve_trailing_slash: bool = False  # in the redirect to HTTPS
     rewrite_log: bool = False  # enable-rewrite-log: the router logs its rewrites
 
@@ -73,6 +74,7 @@ class Route:
                 **({"hash_by": self.hash_by} if self.hash_by is not None else {}),
                 **({"default_backend": self.default_backend} if self.default_backend is not None else {}),
                 **({"ewma": True} if self.ewma else {}),
+                **({"hash_subset_size": self.hash_subset_size} if self.hash_subset_size else {}),
                 **({"preserve_trailing_slash": True} if self.preserve_trailing_slash else {}),
                 **({"rewrite_log": True} if self.rewrite_log else {})}
 

@@ -3,8 +3,8 @@
   their response times, per worker (templates/lua/pyngress/ewma.lua);
 - upstream-hash-by: a key made of nginx variables (an allow-list, such as $request_uri, $remote_addr,
   $http_x_user, $cookie_session, $arg_id) picks the endpoint by rendezvous hashing in Lua, so the same key
-  keeps its endpoint and only the keys of a removed endpoint move; upstream-hash-by-subset is accepted
-  with a warning and hashes over all endpoints."""
+  keeps its endpoint and only the keys of a removed endpoint move; with upstream-hash-by-subset the key picks
+  a subset of upstream-hash-by-subset-size endpoints (default 3), and a random one of them serves."""
 from __future__ import annotations
 
 import re
@@ -34,15 +34,15 @@ ANNOTATIONS = (
     Annotation("upstream-hash-by", validate=hash_key, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
                doc="Consistent hashing of the endpoints on this key of nginx variables."),
     Annotation("upstream-hash-by-subset", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
-               doc="Accepted; the key hashes over all endpoints."),
+               doc="The key picks a subset of endpoints, a random one of which serves."),
     Annotation("upstream-hash-by-subset-size", validate=integer(1, 1000), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
-               doc="Accepted with upstream-hash-by-subset."),
+               doc="The size of those subsets (default 3)."),
 )
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     parsed.ewma = values.get("load-balance") == "ewma"
-    if is_true(values.get("upstream-hash-by-subset", "false")):
-        parsed.warnings.append("annotation upstream-hash-by-subset: pyngress hashes the key over all endpoints")
     parsed.hash_by = values.get("upstream-hash-by")
+    if parsed.hash_by and is_true(values.get("upstream-hash-by-subset", "false")):
+        parsed.hash_subset_size = int(values.get("upstream-hash-by-subset-size", "3"))

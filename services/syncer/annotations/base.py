@@ -151,6 +151,7 @@ class IngressAnnotations:
     affinity: AffinityPolicy | None = None  # affinity: cookie
     hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
     ewma: bool = False  # load-balance: ewma
+    hash_subset_size: int | None = None  # upstream-hash-by-subset: the key picks a subset of this size
     from_to_www: bool = False  # from-to-www-redirect
     server_aliases: tuple[str, ...] = ()
     # proxy-ssl-*: resolved against its Secret per Ingress (services/syncer/backend_tls.py).

@@ -85,6 +85,7 @@ local function route_of(raw, where, auths, host, path)
                     affinity = affinity.config(raw.affinity, where),
                     hash_by = type(raw.hash_by) == "string" and raw.hash_by or nil,
                     ewma = raw.ewma == true,
+                    hash_subset_size = tonumber(raw.hash_subset_size),
                     preserve_trailing_slash = raw.preserve_trailing_slash == true,
                     rewrite_log = raw.rewrite_log == true,
                     ingress = ingress,
@@ -379,7 +380,7 @@ function _M.route()
     if route.affinity then
         affinity.pick(route.affinity, peers)
     elseif route.hash_by then
-        hashing.pick(route.hash_by, peers)
+        hashing.pick(route.hash_by, peers, route.hash_subset_size)
     elseif route.ewma then
         ewma.pick(peers)
     end

@@ -38,3 +38,16 @@ def test_removing_an_endpoint_moves_only_its_keys(nginx, backends):
     after = assignment(nginx, backends[1:], keys)
     moved = {k for k in keys if before[k] != after[k]}
     assert moved == {k for k in keys if before[k] == backends[0].name}
+
+
+def test_a_key_stays_within_its_subset_and_subsets_spread(nginx, backends):
+    # upstream-hash-by-subset, size 2 over 4 endpoints: two subsets; a key is served by one of its two.
+    subset = Route(backend="app", ingress="default/app", hash_by="$arg_id", hash_subset_size=2)
+    nginx.push({"subset.test": HostRoutes(prefix={"/": subset})}, {"app": [e.endpoint for e in backends]})
+    served = {key: {nginx.get(f"/?id={key}", host="subset.test").backend for _ in range(16)}
+              for key in (f"user{i}" for i in range(12))}
+    assert all(len(names) <= 2 for names in served.values()), served
+    assert any(len(names) == 2 for names in served.values())  # random within the subset
+    assert {frozenset(names) for names in served.values() if len(names) == 2} <= {
+        frozenset(e.name for e in backends[:2]), frozenset(e.name for e in backends[2:])}
+    assert len({name for names in served.values() for name in names}) == 4  # keys spread over both subsets
