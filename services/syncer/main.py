@@ -103,6 +103,7 @@ class Syncer:
         self.metrics.applied(model)
         self.metrics.objects.set(len(self.store))
         self.metrics.rejected.set(sum(1 for p in model.problems if p.is_error))
+        self.metrics.set_problems(model.problems)
         lines = model.problem_lines()
         for problem in sorted(set(lines) - set(self.metrics.stats.problems)):
             log.warning("object rejected or ignored", extra=logs.kv(problem=problem))

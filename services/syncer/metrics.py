@@ -29,6 +29,7 @@ from services.nginxconf.request_metrics import PREFIX, layout_of
 from services.syncer import exposition
 from services.syncer.controller_metrics import certificate_lines, orphan_lines, orphaned_ingresses
 from services.syncer.model_types import Model
+from services.syncer.problems import Problem
 from services.syncer.nginx_process import process_lines, process_totals, stub_status_lines
 from services.syncer.request_collector import RequestTotals
 
@@ -78,6 +79,11 @@ class SyncerMetrics:
         self.objects = Gauge("pyngress_store_objects", "Objects in the syncer's store", registry=self.registry)
         self.rejected = Gauge("pyngress_rejected_objects", "Objects rejected while building the model",
                               registry=self.registry)
+        # Per Ingress: what was refused or ignored of it (a host or alias another Ingress keeps, an annotation
+        # pyngress ignores...), beside the warning line in the logs and the status record.
+        self.ingress_problems = Gauge("pyngress_ingress_problems", "Problems found with an Ingress in the last "
+                                      "model, by severity (error: refused; warning: partly ignored)",
+                                      ["namespace", "ingress", "severity"], registry=self.registry)
         self.generation = Gauge("pyngress_config_generation", "Generation of the applied nginx.conf",
                                 registry=self.registry)
         self.template_ok = Gauge("pyngress_template_ok", "1 when the newest version of the nginx template (built "
@@ -136,6 +142,19 @@ class SyncerMetrics:
         records = await asyncio.to_thread(status.read_all, self.run_dir)
         lines += _process_exit_lines(records) + _passthrough_lines(records)
         return ("\n".join(lines) + "\n").encode() + generate_latest(self.registry)
+
+    def set_problems(self, problems: list[Problem]) -> None:
+        """The per-Ingress problem counts of the model just built (those of Ingresses now clean go away)."""
+        counts: dict[tuple[str, str, str], int] = {}
+        for problem in problems:
+            kind, _, ref = problem.object.partition(" ")
+            namespace, _, name = ref.partition("/")
+            if kind == "Ingress" and name:
+                key = (namespace, name, problem.severity.value)
+                counts[key] = counts.get(key, 0) + 1
+        self.ingress_problems.clear()
+        for (namespace, name, severity), count in counts.items():
+            self.ingress_problems.labels(namespace, name, severity).set(count)
 
     def _reload_lines(self) -> list[str]:
         s, labels = self.stats, self.const_labels

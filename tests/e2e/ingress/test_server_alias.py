@@ -2,6 +2,7 @@
 a host another Ingress routes stays its own."""
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
+from tests.support.net import wait_for
 
 PREFIX = "nginx.ingress.kubernetes.io"
 
@@ -20,3 +21,8 @@ def test_aliases_answer_with_the_hosts_routes_without_reload(manifests_controlle
     assert stage.served_by("taken.example.com", "/") == "OTHER"
     assert stage.served_by("unknown.example.com", "/") == "404"
     assert controller.metric("nginx_ingress_controller_success") == reloads
+    # The alias it could not have is a warning line and a metric of the Ingress that lost it.
+    wait_for(lambda: controller.metric("pyngress_ingress_problems", namespace="default", ingress="main",
+                                       severity="warning") == 1, 15, what="the metric of the losing Ingress")
+    assert any("server-alias taken.example.com is served by Ingress default/other; skipped" in p
+               for p in controller.problems())
