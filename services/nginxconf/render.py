@@ -39,6 +39,8 @@ METRICS_DICT_SIZE = "32m"
 # Values follow ingress-nginx's defaults.
 HTTP_DEFAULTS: dict[str, str] = {
     "server_tokens": "off",
+    # ingress-nginx writes port_in_redirect off in every location unless use-port-in-redirects asks for it.
+    "port_in_redirect": "off",
     "sendfile": "on",
     "tcp_nopush": "on",
     "tcp_nodelay": "on",
@@ -346,17 +348,17 @@ class _RenderedMirror:
     request_body: bool
 
 
-_URL_TEXT = re.compile(r"https?://[A-Za-z0-9.:-]*(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
+_URL_TEXT = re.compile(r"(?:https?://[A-Za-z0-9.:-]*)?(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
 # The request's own variables a URL of a mirror or a redirect may hold (the annotations allow the same).
 REQUEST_VARIABLES = ("request_uri", "uri", "args", "is_args", "host", "scheme")
 _REQUEST_VARIABLE = re.compile(r"\$(" + "|".join(REQUEST_VARIABLES) + r")(?![A-Za-z0-9_])")
 
 
 def url_with_request_variables(url: str) -> str:
-    """`url` as one quoted nginx argument: the request's variables as ${name}, the rest plain URL text; any
-    other `$`, quote or space raises RenderError."""
+    """`url` (http(s), or a path) as one quoted nginx argument: the request's variables as ${name}, the rest plain
+    URL text; any other `$`, quote or space raises RenderError."""
     plain = "".join(_REQUEST_VARIABLE.split(url)[::2])
-    if not _URL_TEXT.fullmatch(plain) or "$" in plain:
+    if not url.startswith(("http://", "https://", "/")) or not _URL_TEXT.fullmatch(plain) or "$" in plain:
         raise RenderError(f"{url!r} cannot be written into nginx.conf: it must be an http(s) URL holding only the "
                           f"request's variables (${', $'.join(REQUEST_VARIABLES)})")
     return '"' + _REQUEST_VARIABLE.sub(lambda m: "${" + m[1] + "}", url) + '"'

@@ -467,6 +467,7 @@ class _Merger:
                      default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
                      hash_subset_size=plan.annotations.hash_subset_size,
                      preserve_trailing_slash=plan.annotations.preserve_trailing_slash,
+                     port_in_redirects=plan.annotations.port_in_redirects,
                      rewrite_log=plan.annotations.rewrite_log)
 
     def _ingress_default_backend(self, plan: IngressPlan) -> str | None:

@@ -63,6 +63,7 @@ class Route:
     ewma: bool = False  # load-balance: ewma
     hash_subset_size: int | None = None  # upstream-hash-by-subset
     preserve_trailing_slash: bool = False  # in the redirect to HTTPS
+    port_in_redirects: bool = False  # use-port-in-redirects: the redirect to HTTPS names the port, also 443
     rewrite_log: bool = False  # enable-rewrite-log: the router logs its rewrites
 
     def to_json(self) -> dict[str, Any]:
@@ -76,6 +77,7 @@ class Route:
                 **({"ewma": True} if self.ewma else {}),
                 **({"hash_subset_size": self.hash_subset_size} if self.hash_subset_size else {}),
                 **({"preserve_trailing_slash": True} if self.preserve_trailing_slash else {}),
+                **({"port_in_redirects": True} if self.port_in_redirects else {}),
                 **({"rewrite_log": True} if self.rewrite_log else {})}
 
 

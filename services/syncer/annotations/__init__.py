@@ -38,7 +38,8 @@ ANNOTATIONS: dict[str, Annotation] = {
 # Groups whose annotations mean more than one setting each (defaults, precedence, host-level flags).
 _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
     proxy.apply, proxy_ssl.apply, upstream_behaviour.apply, backend_protocol.apply, service_upstream.apply, rewrite.apply, canary.apply,
-    affinity.apply, balancing.apply, www_redirect.apply, server_alias.apply, redirect.apply, ssl.apply, cors.apply, ipallowlist.apply,
+    affinity.apply, balancing.apply, www_redirect.apply, server_alias.apply, redirect.apply,
+    redirect.apply_redirect_options, ssl.apply, cors.apply, ipallowlist.apply,
     denylist.apply, ratelimit.apply, client_cert.apply, upstream_vhost.apply, auth.apply, external_auth.apply,
     access_log.apply, snippets.apply, error_pages.apply, mirror.apply, custom_headers.apply,
 )

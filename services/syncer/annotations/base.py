@@ -144,6 +144,7 @@ class IngressAnnotations:
     service_upstream: bool = False  # backends are the Services' cluster IPs, not their endpoints
     use_regex: bool = False  # use-regex or rewrite-target: the host's paths are regular expressions
     preserve_trailing_slash: bool = False  # keep it in the redirect to HTTPS
+    port_in_redirects: bool = False  # use-port-in-redirects: the redirect to HTTPS names the port
     rewrite_log: bool = False  # enable-rewrite-log
     rewrite_target: str | None = None  # the URI sent to the backend, with $1..$9
     app_root: str | None = None  # "/" redirects here (302)

@@ -7,9 +7,9 @@ from typing import Mapping
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 from services.nginxconf.render import REQUEST_VARIABLES
 
-from .validators import HOSTNAME, PORT, integer
+from .validators import HOSTNAME, PORT, boolean, integer, is_true
 
-_URL = re.compile(rf"https?://{HOSTNAME}(?::{PORT})?(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
+_URL = re.compile(rf"(?:https?://{HOSTNAME}(?::{PORT})?)?(?:[/?#][A-Za-z0-9\-._~%!&()*+,=:@/?#]*)?")
 # nginx expands a `$` as a variable even inside quotes: only the request's own variables are taken (the users of
 # ingress-nginx write https://new.example.com$request_uri), each standing for text a URL may hold there.
 _VARIABLE = re.compile(r"\$(?:" + "|".join(REQUEST_VARIABLES) + r")(?![A-Za-z0-9_])")
@@ -17,10 +17,11 @@ _VARIABLE = re.compile(r"\$(?:" + "|".join(REQUEST_VARIABLES) + r")(?![A-Za-z0-9
 
 def _url(value: str) -> str:
     plain = _VARIABLE.sub("v", value)
-    if len(value) > 2048 or not _URL.fullmatch(plain) or "$" in plain:
-        raise InvalidValue("must be an absolute http:// or https:// URL (port 1-65535, at most 2048 characters) "
-                           "without quotes, spaces, ';', '{', '}' or '\\'; the nginx variables it may hold are $" +
-                           ", $".join(REQUEST_VARIABLES))
+    if len(value) > 2048 or not value.startswith(("http://", "https://", "/")) or not _URL.fullmatch(plain) \
+            or "$" in plain:
+        raise InvalidValue("must be an http:// or https:// URL, or a path starting with / (port 1-65535, at most "
+                           "2048 characters) without quotes, spaces, ';', '{', '}' or '\\'; the nginx variables it "
+                           "may hold are $" + ", $".join(REQUEST_VARIABLES))
     return value
 
 
@@ -33,6 +34,11 @@ ANNOTATIONS = (
                doc="Redirect every request to this URL (302 by default)."),
     Annotation("temporal-redirect-code", validate=integer(300, 308), risk=Risk.LOW,
                doc="Status code for temporal-redirect."),
+    Annotation("relative-redirects", validate=boolean, risk=Risk.LOW,
+               doc="Redirects nginx makes from a path (a redirect target starting with /) stay relative "
+                   "(absolute_redirect off)."),
+    Annotation("use-port-in-redirects", validate=boolean, risk=Risk.LOW,
+               doc="Redirects to HTTPS name the port, also 443 (and nginx's own redirects keep the port)."),
 )
 
 
@@ -50,3 +56,14 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
                 parsed.warn(name, f"has no effect without {name.removesuffix('-code')}; ignored")
         return
     parsed.add("return", value=f"{code} {values[source]}", source=source)
+
+
+def apply_redirect_options(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    """relative-redirects and use-port-in-redirects: nginx's absolute_redirect and port_in_redirect for the
+    Ingress's locations (ingress-nginx writes port_in_redirect off unless asked), and the port in the router's
+    redirect to HTTPS."""
+    if is_true(values.get("relative-redirects", "false")):
+        parsed.add("absolute_redirect", value="off", source="relative-redirects")
+    if is_true(values.get("use-port-in-redirects", "false")):
+        parsed.add("port_in_redirect", value="on", source="use-port-in-redirects")
+        parsed.port_in_redirects = True

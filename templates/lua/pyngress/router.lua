@@ -87,6 +87,7 @@ local function route_of(raw, where, auths, host, path)
                     ewma = raw.ewma == true,
                     hash_subset_size = tonumber(raw.hash_subset_size),
                     preserve_trailing_slash = raw.preserve_trailing_slash == true,
+                    port_in_redirects = raw.port_in_redirects == true,
                     rewrite_log = raw.rewrite_log == true,
                     ingress = ingress,
                     default_backend = type(raw.default_backend) == "string" and raw.default_backend or nil,
@@ -329,7 +330,9 @@ function _M.route()
             if not (route and route.preserve_trailing_slash) and byte(request_uri, -1) == SLASH then
                 request_uri = sub(request_uri, 1, -2)
             end
-            return ngx.redirect("https://" .. host .. settings.https_port_suffix .. request_uri, entry.redirect_code)
+            -- The port when it is not 443, and always with the route's use-port-in-redirects.
+            local port = route and route.port_in_redirects and (":" .. settings.https_port) or settings.https_port_suffix
+            return ngx.redirect("https://" .. host .. port .. request_uri, entry.redirect_code)
         end
     end
     if entry.app_root and uri == "/" then

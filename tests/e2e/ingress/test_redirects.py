@@ -64,3 +64,27 @@ def test_temporal_code_trailing_slash_and_rewrite_log(manifests_controller, echo
     stage.expect("logged.example.com", "/old/page", "NEW")
     wait_for(lambda: 'rewrite-target of default/logged: "/old/page" -> "/page"' in controller.log_path.read_text(),
              10, what="the rewrite logged")
+
+
+def test_relative_redirects_and_the_port_in_nginxs_own_redirects(manifests_controller, echo):
+    controller, cluster = manifests_controller
+    stage = Stage(controller, cluster, echo)
+    cluster.apply(*stage.backend("PATHS"))
+    for name, annotations in (("absolute", {}), ("relative", {"relative-redirects": "true"}),
+                              ("ported", {"use-port-in-redirects": "true"})):
+        cluster.apply(k8s.ingress(name, [k8s.rule(f"{name}.example.com", ("/", "Prefix", "paths", 80))],
+                                  annotations={f"{PREFIX}/permanent-redirect": "/new$request_uri",
+                                               **{f"{PREFIX}/{k}": v for k, v in annotations.items()}}))
+    url = f"http://127.0.0.1:{controller.http_port}"
+
+    def location(host: str) -> str:
+        answer = requests.get(url + "/x?a=1", headers={"Host": host}, allow_redirects=False, timeout=5)
+        return answer.headers.get("Location", "") if answer.status_code == 301 else ""
+
+    for name in ("absolute", "relative", "ported"):
+        wait_for(lambda: location(f"{name}.example.com"), 15, what=name)
+    # nginx makes a path absolute with the host, without the port (ingress-nginx's port_in_redirect off)...
+    assert location("absolute.example.com") == "http://absolute.example.com/new/x?a=1"
+    # ...keeps it relative with relative-redirects, and names the port with use-port-in-redirects.
+    assert location("relative.example.com") == "/new/x?a=1"
+    assert location("ported.example.com") == f"http://ported.example.com:{controller.http_port}/new/x?a=1"

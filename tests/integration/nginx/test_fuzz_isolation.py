@@ -221,6 +221,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "session-cookie-conditional-samesite-none": booleans,
     "session-cookie-domain": st.sampled_from([".example.com", "example.com", "a b", "$host", ".."]),
     "temporal-redirect-code": numbers, "preserve-trailing-slash": booleans, "enable-rewrite-log": booleans,
+    "relative-redirects": booleans, "use-port-in-redirects": booleans,
     "custom-headers": st.sampled_from(["auth-headers", "default/auth-headers", "other/auth-headers", "missing", "A"]),
     "server-alias": st.one_of(st.sampled_from(["alias.example.com", "*.alias.example.com", "good.example.com",
                                                "a.example.com,b.example.com", "~^x$", "_"]), hostile),

@@ -99,7 +99,7 @@ def test_enable_cors_gives_the_profile_its_cors_policy(cluster, annotations, pol
     *[(name, v) for name in ("permanent-redirect", "temporal-redirect")
       for v in ("javascript:alert(1)", "https://x.example.com/a b", 'https://x.example.com/"',
                 "https://x.example.com/;return 200", "https://x.example.com/}", "https://x.example.com\n",
-                "/relative", "https://x.example.com/$hostname", "https://x.example.com$remote_addr",
+                "relative", "https://x.example.com/$hostname", "https://x.example.com$remote_addr",
                 "https://x.example.com/\\", "https://x.example.com/'", "https://$hosts/", "ftp://x.example.com")],
     *[("permanent-redirect-code", v) for v in ("200", "309", "301;", "30l")],
     ("enable-cors", "yes"),
