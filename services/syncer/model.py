@@ -436,8 +436,9 @@ class _Merger:
             resolved = self._resolve(plan, rule.service)
             if resolved.name is not None:
                 self.backends[resolved.name] = list(resolved.endpoints)
+            sticky = plan.annotations.affinity is not None and not plan.annotations.affinity_canary_legacy
             table[rule.path] = replace(main, canary=CanaryRoute(backend=resolved.name, ingress=plan.ref,
-                                                                policy=plan.annotations.canary))
+                                                                policy=plan.annotations.canary, sticky=sticky))
             attached += 1
         if not attached:
             self.problems.append(Problem.error(

@@ -42,9 +42,13 @@ class CanaryRoute:
     backend: str | None
     ingress: str
     policy: CanaryPolicy
+    # affinity-canary-behavior sticky (the default, with affinity: cookie on the canary Ingress): a session the
+    # canary served stays on it; legacy (or no affinity there): the canary backend is balanced without a cookie.
+    sticky: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "ingress": self.ingress, **self.policy.to_json()}
+        return {"backend": self.backend, "ingress": self.ingress, **self.policy.to_json(),
+                **({"sticky": True} if self.sticky else {})}
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ ANNOTATIONS = (
                doc="balanced or persistent; both keep a session on its endpoint while that endpoint exists."),
     Annotation("affinity-canary-behavior", validate=one_of("sticky", "legacy"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
-               doc="Accepted; the canary decision is made before the endpoint is picked."),
+               doc="On a canary Ingress with affinity: sticky (default) keeps a session the canary served on it; "
+                   "legacy balances the canary without the cookie."),
     Annotation("session-cookie-name", validate=cookie_name, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="The affinity cookie's name (default INGRESSCOOKIE)."),
     Annotation("session-cookie-path", validate=cookie_path, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
@@ -61,6 +62,7 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         if ignored:
             parsed.warnings.append(f"annotations {', '.join(ignored)} apply only with affinity: cookie; ignored")
         return
+    parsed.affinity_canary_legacy = values.get("affinity-canary-behavior") == "legacy"
     parsed.affinity = AffinityPolicy(
         cookie=values.get("session-cookie-name", DEFAULT_COOKIE), path=values.get("session-cookie-path", "/"),
         max_age=int(values["session-cookie-max-age"]) if "session-cookie-max-age" in values else None,

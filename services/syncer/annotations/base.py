@@ -150,6 +150,7 @@ class IngressAnnotations:
     app_root: str | None = None  # "/" redirects here (302)
     canary: CanaryPolicy | None = None  # canary: "true"
     affinity: AffinityPolicy | None = None  # affinity: cookie
+    affinity_canary_legacy: bool = False  # affinity-canary-behavior: legacy (on a canary Ingress)
     hash_by: str | None = None  # upstream-hash-by: nginx variables whose value picks the endpoint
     ewma: bool = False  # load-balance: ewma
     hash_subset_size: int | None = None  # upstream-hash-by-subset: the key picks a subset of this size

@@ -5,15 +5,17 @@ Session affinity by cookie (services/syncer/annotations/affinity.py). A route's 
      "samesite": "None" | "Lax" | "Strict" | null, "conditional_samesite_none": bool (optional),
      "domain": "<domain>" (optional)}
 
-The cookie's value names an endpoint: the MD5 of "<address>:<port>", the same in every worker, across reloads
-and restarts. In the router (rewrite phase, where response headers can still be set) pick() keeps the
+The cookie's value names an endpoint and its backend: "<MD5 of address:port>|<MD5 of the backend's name>", the
+same in every worker, across reloads and restarts (a value without the backend, from an older pyngress, names
+the endpoint alone). The backend part is what keeps a session on a canary (affinity-canary-behavior sticky):
+the router asks backend_of() before deciding. In the router (rewrite phase, where response headers can still be set) pick() keeps the
 endpoint the cookie names while it is one of the backend's, else picks one at random and sets the cookie; it
 leaves the choice in $pyngress_peer for the balancer.
 ]]
 local cjson = require("cjson.safe")
 
 local md5, http_time, time = ngx.md5, ngx.http_time, ngx.time
-local concat, random = table.concat, math.random
+local concat, random, match = table.concat, math.random, string.match
 
 local null = cjson.null
 local _M = {}
@@ -101,13 +103,23 @@ local function set_cookie(affinity, value)
     ngx.header["Set-Cookie"] = concat(parts, "; ")
 end
 
--- Choose the endpoint of this request among `peers`; its index goes to the balancer through $pyngress_peer.
-function _M.pick(affinity, peers)
+-- The backend key in the request's cookie (md5 of the backend's name), or nil.
+function _M.backend_of(affinity)
+    return match(ngx.var[affinity.var] or "", "|(%x+)$")
+end
+
+function _M.backend_key(name)
+    return name and md5(name) or nil
+end
+
+-- Choose the endpoint of this request among the `peers` of `backend`; its index goes to the balancer through
+-- $pyngress_peer.
+function _M.pick(affinity, peers, backend)
     local var = ngx.var
-    local index = hashes(peers)[var[affinity.var] or ""]
+    local index = hashes(peers)[match(var[affinity.var] or "", "^[^|]*")]
     if not index then
         index = random(#peers)
-        set_cookie(affinity, md5(peers[index][1] .. ":" .. peers[index][2]))
+        set_cookie(affinity, md5(peers[index][1] .. ":" .. peers[index][2]) .. "|" .. md5(backend))
     end
     var.pyngress_peer = index
 end

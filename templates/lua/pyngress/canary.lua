@@ -43,6 +43,8 @@ function _M.config(raw, where)
         cookie_var = cookie and ("cookie_" .. cookie) or nil,
         weight = weight,
         total = total,
+        sticky = raw.sticky == true,
+        backend_key = text(raw.backend) and ngx.md5(raw.backend) or nil,  -- as affinity.lua's cookie names it
     }
 end
 

@@ -95,6 +95,9 @@ local function route_of(raw, where, auths, host, path)
     if route.canary then
         route.metric_canary = monitor.labels_of(host, ingress, service, path, route.canary.backend)
     end
+    if route.affinity then
+        route.backend_key = affinity.backend_key(backend)  -- what its cookie names when the main backend set it
+    end
     return route
 end
 
@@ -291,6 +294,22 @@ function _M.host_entry(name)
     return find_host(store.get("routes"), name and lower(name))
 end
 
+-- Whether a request of `route` goes to its canary: a session the affinity cookie ties to the main backend stays
+-- there, one it ties to a sticky canary stays there (ingress-nginx's order), else the canary's rules decide.
+local function to_canary(route, canary_route)
+    if route.affinity then
+        local tied = affinity.backend_of(route.affinity)
+        if tied then
+            if tied == route.backend_key then
+                return false
+            elseif canary_route.sticky and tied == canary_route.backend_key then
+                return true
+            end
+        end
+    end
+    return canary.decide(canary_route)
+end
+
 function _M.route()
     local var = ngx.var
     local host = var.host
@@ -345,11 +364,14 @@ function _M.route()
         return  -- the certificate was refused: the request is answered
     end
     local backend = route.backend
-    if route.canary and canary.decide(route.canary) then
+    local canary_route = route.canary
+    local unsticky = false  -- the canary serves this request without the affinity cookie (legacy)
+    if canary_route and to_canary(route, canary_route) then
         -- The balancer takes the alternative (canary) backend; $proxy_upstream_name stays the main one.
-        backend = route.canary.backend
+        backend = canary_route.backend
         var.proxy_alternative_upstream_name = backend
         var.pyngress_metric = route.metric_canary
+        unsticky = not canary_route.sticky
     end
     var.proxy_upstream_name = route.backend or "-"
     local fallback = route.default_backend
@@ -364,6 +386,7 @@ function _M.route()
         if not peers or #peers == 0 then
             return default_backend(503)
         end
+        backend = fallback
         var.proxy_upstream_name, var.proxy_alternative_upstream_name = fallback, ""
     end
     if not settings.profiles[route.profile] then
@@ -380,8 +403,8 @@ function _M.route()
             return ngx.exit(413)
         end
     end
-    if route.affinity then
-        affinity.pick(route.affinity, peers)
+    if route.affinity and not unsticky then
+        affinity.pick(route.affinity, peers, backend)
     elseif route.hash_by then
         hashing.pick(route.hash_by, peers, route.hash_subset_size)
     elseif route.ewma then

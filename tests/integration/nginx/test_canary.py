@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.syncer.annotations.base import CanaryPolicy
+from services.syncer.annotations.base import AffinityPolicy, CanaryPolicy
 from services.syncer.model_types import CanaryRoute, HostRoutes, Route
 
 
@@ -57,3 +57,29 @@ def test_a_weight_of_half_sends_half_within_a_binomial_bound(routed):
     canary = sum(served(routed, "/half") == "canary" for _ in range(n))
     bound = 5 * math.sqrt(n * 0.5 * 0.5)  # five standard deviations
     assert abs(canary - n / 2) < bound, canary
+
+
+@pytest.mark.parametrize("sticky", [True, False])
+def test_a_session_stays_on_the_backend_that_set_its_cookie_when_sticky(shared_nginx, echo, sticky):
+    # affinity-canary-behavior: sticky keeps a session the canary served on the canary; legacy balances the
+    # canary without the cookie, so such a session keeps its main-backend cookie (or none) and is decided again.
+    shared_nginx.apply(shared_nginx.config())
+    main, canary = echo("main"), echo("canary")
+    route = Route(backend="main", ingress="default/main", affinity=AffinityPolicy(cookie="sess"),
+                  canary=CanaryRoute(backend="canary", ingress="default/canary", policy=CanaryPolicy(weight=50),
+                                     sticky=sticky))
+    shared_nginx.push({"sticky.canary.test": HostRoutes(prefix={"/": route})},
+                      {"main": [main.endpoint], "canary": [canary.endpoint]})
+    sessions: dict[str, set[str]] = {"main": set(), "canary": set()}
+    for _ in range(30):  # new sessions: half land on each backend
+        first = shared_nginx.get("/", host="sticky.canary.test")
+        cookie = first.headers.get("set-cookie", "").split(";")[0]
+        backends = {shared_nginx.get("/", host="sticky.canary.test", headers={"Cookie": cookie}).backend
+                    for _ in range(8)} if cookie else set()
+        sessions[first.backend] |= {frozenset(backends)} if cookie else {frozenset({"(no cookie)"})}
+    # A session the main backend started always stays there, sticky or not.
+    assert sessions["main"] and sessions["main"] <= {frozenset({"main"})}
+    if sticky:
+        assert sessions["canary"] and sessions["canary"] <= {frozenset({"canary"})}
+    else:
+        assert sessions["canary"] and sessions["canary"] <= {frozenset({"(no cookie)"})}

@@ -54,3 +54,14 @@ def test_canary_annotations_without_canary_true_are_ignored_with_a_warning(clust
     cluster.app(annotations={"canary-weight": "50"})
     model = cluster.build()
     assert any("apply only with canary" in line for line in model.problem_lines())
+
+
+@pytest.mark.parametrize("annotations, sticky", [
+    ({"affinity": "cookie"}, True),
+    ({"affinity": "cookie", "affinity-canary-behavior": "legacy"}, False),
+    ({}, False),
+])
+def test_affinity_canary_behavior_is_the_canary_ingress(cluster, annotations, sticky):
+    model = main_and_canary(cluster, **{"canary-weight": "20", **annotations})
+    canary = model.routes_json()["app.example.com"]["prefix"][0][1]["canary"]
+    assert canary.get("sticky", False) is sticky
