@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.nginxconf.config import LocationProfile, RateLimit  # noqa: E402
-from services.syncer.model_types import HostRoutes  # noqa: E402
+from services.syncer.model_types import HostRoutes, Route  # noqa: E402
 from tests.integration.nginx.conftest import Nginx, route  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
@@ -62,35 +62,45 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):,.0f} req/s ({min(values):,.0f}-{max(values):,.0f})"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=int, default=4)
-    args = parser.parse_args()
+def alternate_hosts(routes: dict[str, Route], backends: dict[str, int], *, profiles: list[LocationProfile],
+                    rounds: int, seconds: int) -> dict[str, list[float]]:
+    """Requests/s through each host of `routes` (host → route), wrk alternating between them in `rounds`, on
+    pyngress's nginx with `profiles`; each backend of `backends` (name → how many endpoints) is the same plain
+    nginx answering 200."""
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (apt-get install wrk)")
-    base = Path(tempfile.mkdtemp(prefix="bench-ratelimit-", dir="/tmp"))
+    base = Path(tempfile.mkdtemp(prefix="bench-hosts-", dir="/tmp"))
     os.chmod(base, 0o711)
     backend, backend_port = start_backend(base)
     (base / "pyngress").mkdir(mode=0o711)
     nginx = Nginx(base / "pyngress")
     try:
         nginx.start()
-        assert nginx.apply(nginx.config([LIMITED]))
-        nginx.push({host: HostRoutes(prefix={"/": route("app", profile)}) for host, profile in HOSTS.items()},
-                   {"app": [f"127.0.0.1:{backend_port}"]})
-        for host in HOSTS:
+        assert nginx.apply(nginx.config(profiles))
+        nginx.push({host: HostRoutes(prefix={"/": r}) for host, r in routes.items()},
+                   {name: [f"127.0.0.1:{backend_port}"] * count for name, count in backends.items()})
+        for host in routes:
             wait_for(lambda: nginx.get("/", host=host).status == 200, 10, what=f"{host} served")
-        results: dict[str, list[float]] = {host: [] for host in HOSTS}
-        for _ in range(args.rounds):
-            for host in HOSTS:
-                results[host].append(wrk(nginx.http_port, host, args.seconds))
+        results: dict[str, list[float]] = {host: [] for host in routes}
+        for _ in range(rounds):
+            for host in routes:
+                results[host].append(wrk(nginx.http_port, host, seconds))
                 time.sleep(0.5)
+        return results
     finally:
         nginx.close()
         backend.send_signal(signal.SIGQUIT)
         backend.wait(timeout=10)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=4)
+    args = parser.parse_args()
+    results = alternate_hosts({host: route("app", profile) for host, profile in HOSTS.items()}, {"app": 1},
+                              profiles=[LIMITED], rounds=args.rounds, seconds=args.seconds)
     plain, limited = results["plain.bench"], results["limited.bench"]
     print(f"## rate-limited location vs plain, wrk -t1 -c64 keep-alive, {args.seconds} s, {args.rounds} rounds")
     print(f"plain location:        {spread(plain)}")
