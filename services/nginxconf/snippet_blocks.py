@@ -84,7 +84,7 @@ def check_contained(snippet: str) -> None:
         elif ch == "}":
             if words or depth == 0:
                 raise SnippetError("a '}' closes a block the snippet did not open; remove it (a snippet stays "
-                                   "inside its location)")
+                                   "inside the block it is written into)")
             depth, i = depth - 1, i + 1
         elif ch in "\"'":
             end = _quoted_end(snippet, i)

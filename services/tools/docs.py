@@ -18,7 +18,7 @@ NOT_IMPLEMENTED = (
     "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules",
     "http2-push-preload",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span",
-    "satisfy", "session-cookie-change-on-failure",
+    "satisfy",
 )
 
 

@@ -31,7 +31,9 @@ ANNOTATIONS = (
                doc="Session affinity: only \"cookie\"."),
     Annotation("affinity-mode", validate=one_of("balanced", "persistent"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
-               doc="balanced or persistent; both keep a session on its endpoint while that endpoint exists."),
+               doc="balanced (default): the cookie holds a key that picks the endpoint by consistent hashing, so "
+                   "endpoints added take a share of the sessions; persistent: the cookie names the endpoint, and a "
+                   "session keeps it while it exists."),
     Annotation("affinity-canary-behavior", validate=one_of("sticky", "legacy"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
                doc="On a canary Ingress with affinity: sticky (default) keeps a session the canary served on it; "
@@ -53,6 +55,9 @@ ANNOTATIONS = (
                "mishandle it (iOS 12, macOS 10.14 Safari, Chrome 51-66, old UC Browser)."),
     Annotation("session-cookie-domain", validate=_domain, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="The cookie's Domain attribute."),
+    Annotation("session-cookie-change-on-failure", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
+               reloads=False, doc="When the session's endpoint fails: false (default) retries that endpoint; "
+               "true retries the next one and re-issues the cookie for it."),
 )
 
 
@@ -70,4 +75,6 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         secure=is_true(values.get("session-cookie-secure", "false")),
         samesite=values.get("session-cookie-samesite"),
         conditional_samesite_none=is_true(values.get("session-cookie-conditional-samesite-none", "false")),
-        domain=values.get("session-cookie-domain"))
+        domain=values.get("session-cookie-domain"),
+        mode=values.get("affinity-mode", "balanced"),
+        change_on_failure=is_true(values.get("session-cookie-change-on-failure", "false")))

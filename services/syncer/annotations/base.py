@@ -105,12 +105,17 @@ class AffinityPolicy:
     # session-cookie-conditional-samesite-none: no SameSite=None for the clients that mishandle it.
     conditional_samesite_none: bool = False
     domain: str | None = None  # session-cookie-domain
+    # session-cookie-change-on-failure: a retry after the endpoint failed moves the session and its cookie.
+    change_on_failure: bool = False
+    # affinity-mode: balanced (endpoints added take a share of the sessions) or persistent (sessions never move).
+    mode: str = "balanced"
 
     def to_json(self) -> dict[str, Any]:
-        return {"cookie": self.cookie, "path": self.path, "max_age": self.max_age, "expires": self.expires,
+        return {"cookie": self.cookie, "mode": self.mode, "path": self.path, "max_age": self.max_age, "expires": self.expires,
                 "secure": self.secure, "samesite": self.samesite,
                 **({"conditional_samesite_none": True} if self.conditional_samesite_none else {}),
-                **({"domain": self.domain} if self.domain else {})}
+                **({"domain": self.domain} if self.domain else {}),
+                **({"change_on_failure": True} if self.change_on_failure else {})}
 
 
 class LocationDirective(NamedTuple):

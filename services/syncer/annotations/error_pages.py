@@ -34,7 +34,7 @@ def _codes(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("default-backend", validate=_service, risk=Risk.LOW,
+    Annotation("default-backend", validate=_service, risk=Risk.LOW, reloads=False,
                doc="A Service of the namespace answering when a route's Service has no endpoints, and the error "
                    "pages of custom-http-errors."),
     Annotation("custom-http-errors", validate=_codes, risk=Risk.LOW,

@@ -3,19 +3,28 @@ Session affinity by cookie (services/syncer/annotations/affinity.py). A route's 
 
     {"cookie": "<name>", "path": "/", "max_age": N | null, "expires": N | null, "secure": bool,
      "samesite": "None" | "Lax" | "Strict" | null, "conditional_samesite_none": bool (optional),
-     "domain": "<domain>" (optional)}
+     "domain": "<domain>" (optional), "change_on_failure": bool (optional)}
 
-The cookie's value names an endpoint and its backend: "<MD5 of address:port>|<MD5 of the backend's name>", the
-same in every worker, across reloads and restarts (a value without the backend, from an older pyngress, names
-the endpoint alone). The backend part is what keeps a session on a canary (affinity-canary-behavior sticky):
-the router asks backend_of() before deciding. In the router (rewrite phase, where response headers can still be set) pick() keeps the
-endpoint the cookie names while it is one of the backend's, else picks one at random and sets the cookie; it
-leaves the choice in $pyngress_peer for the balancer.
+The cookie's value is "<key>|<MD5 of the backend's name>". In affinity-mode persistent the key is the MD5 of the
+endpoint's address:port: the session keeps its endpoint while it exists, whatever endpoints come and go. In
+balanced mode (the default) the key is random and picks the endpoint by rendezvous hashing (hashing.lua), so
+when endpoints are added a share of the sessions moves to them, as ingress-nginx's balanced mode rebalances.
+Either is the same in every worker, across reloads and restarts. The backend part is what keeps a session on a
+canary (affinity-canary-behavior sticky): the router asks backend_of() before deciding. In the router (rewrite
+phase, where response headers can still be set) pick() finds the endpoint the cookie names while it is one of
+the backend's, else picks one and sets the cookie; it leaves the choice in $pyngress_peer for the balancer.
+
+When that endpoint fails (proxy_next_upstream), $pyngress_affinity tells the balancer what to do, as
+ingress-nginx's sticky balancers do: "stay" retries the endpoint the client's cookie names
+(session-cookie-change-on-failure false, the default); otherwise it holds the mode's letter and the request's
+cookie line with a tab where the key goes, and move() takes another endpoint and re-issues the cookie for it
+(change-on-failure true, or a session that had no cookie yet).
 ]]
 local cjson = require("cjson.safe")
+local hashing = require("pyngress.hashing")
 
 local md5, http_time, time = ngx.md5, ngx.http_time, ngx.time
-local concat, random, match = table.concat, math.random, string.match
+local concat, random, match, find, sub = table.concat, math.random, string.match, string.find, string.sub
 
 local null = cjson.null
 local _M = {}
@@ -41,6 +50,8 @@ function _M.config(raw, where)
         samesite = text(raw.samesite),
         conditional_samesite_none = raw.conditional_samesite_none == true,
         domain = text(raw.domain),
+        change_on_failure = raw.change_on_failure == true,
+        balanced = raw.mode ~= "persistent",
     }
 end
 
@@ -66,7 +77,11 @@ local function samesite_none_incompatible()
     return false
 end
 
--- peers table (from the backends table) -> { [md5] = "address:port" }, built once per table.
+local function endpoint_hash(peer)
+    return md5(peer[1] .. ":" .. peer[2])
+end
+
+-- peers table (from the backends table) -> { [endpoint_hash] = index }, built once per table.
 local by_hash = setmetatable({}, { __mode = "k" })
 
 local function hashes(peers)
@@ -74,15 +89,15 @@ local function hashes(peers)
     if not found then
         found = {}
         for i = 1, #peers do
-            local key = peers[i][1] .. ":" .. peers[i][2]
-            found[md5(key)] = i
+            found[endpoint_hash(peers[i])] = i
         end
         by_hash[peers] = found
     end
     return found
 end
 
-local function set_cookie(affinity, value)
+-- The Set-Cookie line of `affinity` for the endpoint hash `value` (a tab: filled in later by fill()).
+local function cookie_line(affinity, value)
     local parts = { affinity.name .. "=" .. value, "Path=" .. affinity.path, "HttpOnly" }
     if affinity.max_age then
         parts[#parts + 1] = "Max-Age=" .. affinity.max_age
@@ -100,7 +115,18 @@ local function set_cookie(affinity, value)
                                   and samesite_none_incompatible()) then
         parts[#parts + 1] = "SameSite=" .. affinity.samesite
     end
-    ngx.header["Set-Cookie"] = concat(parts, "; ")
+    return concat(parts, "; ")
+end
+
+-- Set the cookie of a cookie_line() `template` to hold `key`.
+local function fill(template, key)
+    local tab = find(template, "\t", 1, true)
+    ngx.header["Set-Cookie"] = sub(template, 1, tab - 1) .. key .. sub(template, tab + 1)
+end
+
+-- A new random key of a balanced session ($request_id: 32 random hex digits nginx makes per request).
+local function new_key(suffix)
+    return md5(ngx.var.request_id .. suffix)
 end
 
 -- The backend key in the request's cookie (md5 of the backend's name), or nil.
@@ -113,15 +139,54 @@ function _M.backend_key(name)
 end
 
 -- Choose the endpoint of this request among the `peers` of `backend`; its index goes to the balancer through
--- $pyngress_peer.
+-- $pyngress_peer, and what to do if it fails through $pyngress_affinity.
 function _M.pick(affinity, peers, backend)
     local var = ngx.var
-    local index = hashes(peers)[match(var[affinity.var] or "", "^[^|]*")]
-    if not index then
-        index = random(#peers)
-        set_cookie(affinity, md5(peers[index][1] .. ":" .. peers[index][2]) .. "|" .. md5(backend))
+    local key = match(var[affinity.var] or "", "^%x+")
+    local index
+    if affinity.balanced then
+        index = key and #key == 32 and hashing.rendezvous(key, peers)
+    else
+        index = key and hashes(peers)[key]
+    end
+    if index and not affinity.change_on_failure then
+        var.pyngress_affinity = "stay"
+    else
+        local template = cookie_line(affinity, "\t|" .. md5(backend))
+        var.pyngress_affinity = (affinity.balanced and "b" or "p") .. template
+        if not index then
+            if affinity.balanced then
+                key = new_key("")
+                index = hashing.rendezvous(key, peers)
+            else
+                index = random(#peers)
+                key = endpoint_hash(peers[index])
+            end
+            fill(template, key)
+        end
     end
     var.pyngress_peer = index
+end
+
+-- In the balancer, after the endpoint at `failed` failed: the index of another endpoint of `peers` for the
+-- session pick() described in `session`, whose cookie now names it.
+function _M.move(session, peers, failed)
+    local template = sub(session, 2)
+    if sub(session, 1, 1) == "b" then
+        -- A key that picks another endpoint (with n endpoints, n tries on average; 20 as ingress-nginx).
+        for attempt = 1, 20 do
+            local key = new_key(attempt)
+            local index = hashing.rendezvous(key, peers)
+            if index ~= failed then
+                fill(template, key)
+                return index
+            end
+        end
+        return failed
+    end
+    local index = failed % #peers + 1
+    fill(template, endpoint_hash(peers[index]))
+    return index
 end
 
 return _M

@@ -3,10 +3,12 @@ Picks the upstream peer for every proxied request (balancer_by_lua in `upstream 
 
 The backends table (POST /configuration/backends): {"<backend name>": ["<ip>:<port>", ...]}, IPv6 as
 "[::1]:80". Round robin per worker over a backend's endpoints; after a failed connection (proxy_next_upstream
-error timeout) the next endpoint, each at most once per request (up to proxy_next_upstream_tries).
+error timeout) the next endpoint, each at most once per request (up to proxy_next_upstream_tries), except for
+a session affinity.lua keeps on its endpoint.
 ]]
 local balancer = require("ngx.balancer")
 local store = require("pyngress.store")
+local affinity = require("pyngress.affinity")
 
 local match, random = string.match, math.random
 
@@ -64,8 +66,15 @@ function _M.balance(fixed)
     local peers = ctx.pyngress_peers
     local index
     if peers then
-        -- A retry after proxy_next_upstream: the next endpoint.
-        index = ctx.pyngress_index % #peers + 1
+        -- A retry after proxy_next_upstream: the next endpoint, unless affinity keeps the session where it is.
+        local session = ctx.pyngress_affinity
+        if session == "stay" then
+            index = ctx.pyngress_index
+        elseif session then
+            index = affinity.move(session, peers, ctx.pyngress_index)  -- the session moves, and its cookie
+        else
+            index = ctx.pyngress_index % #peers + 1
+        end
     else
         local var = ngx.var
         local name = fixed
@@ -86,6 +95,9 @@ function _M.balance(fixed)
         if index and index < 0 then
             index = -index  -- ewma.lua's choice: its record() measures this request's endpoint
             ctx.pyngress_ewma = true
+        elseif index then
+            local session = var.pyngress_affinity
+            ctx.pyngress_affinity = session ~= "" and session or nil
         end
         if not index or not peers[index] then
             index = (cursors[name] or random(#peers)) % #peers + 1

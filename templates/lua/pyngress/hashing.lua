@@ -39,14 +39,19 @@ function _M.pick(template, peers, subset_size)
         ngx.var.pyngress_peer = ((best - 1) * subset_size + random(subset_size) - 1) % count + 1
         return
     end
+    ngx.var.pyngress_peer = _M.rendezvous(key, peers)
+end
+
+-- The index of the peer that `key` picks: the highest CRC32 of key and peer (also affinity.lua's, balanced).
+function _M.rendezvous(key, peers)
     local best, best_score = 1, -1
-    for i = 1, count do
+    for i = 1, #peers do
         local score = crc32(key .. "\0" .. peers[i][1] .. ":" .. peers[i][2])
         if score > best_score then
             best, best_score = i, score
         end
     end
-    ngx.var.pyngress_peer = best
+    return best
 end
 
 return _M

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import functools
 from dataclasses import replace
 import json
 from typing import Any, Iterator
@@ -36,13 +35,12 @@ from tests.support.injection_check import assert_values_stay_arguments
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
 from services.syncer.auth_secrets import DENIED_PROFILE
 from services.syncer.worker_files import write_root_only
-from tests.support.htpasswd import basic_auth_secret
+from tests.support.annotation_cluster import (FUZZED, FUZZED_HOST, GOOD, GOOD_HOST, cluster_with_good_ingress,
+                                              headers_configmap, with_companions)
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
 
 FUZZ = settings(deadline=None, derandomize=True, database=None, max_examples=40)
-GOOD, FUZZED = "default/good", "default/fuzz"
-GOOD_HOST, FUZZED_HOST = "good.example.com", "fuzz.example.com"
 
 
 # --- values -------------------------------------------------------------------------------------
@@ -218,7 +216,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
                                                       "http://m.example.com/$hostname", "http://$host/x", "ftp://m"])),
     "mirror-host": st.sampled_from(["shadow.internal", "shadow.internal:8080", "a b", "$host"]),
     "mirror-request-body": st.sampled_from(["on", "off", "true"]),
-    "session-cookie-conditional-samesite-none": booleans,
+    "session-cookie-conditional-samesite-none": booleans, "session-cookie-change-on-failure": booleans,
     "session-cookie-domain": st.sampled_from([".example.com", "example.com", "a b", "$host", ".."]),
     "temporal-redirect-code": numbers, "preserve-trailing-slash": booleans, "enable-rewrite-log": booleans,
     "relative-redirects": booleans, "use-port-in-redirects": booleans,
@@ -326,33 +324,6 @@ def annotation_values(name: str) -> st.SearchStrategy[str]:
     return fuzzed(ANNOTATION_VALUES[name])
 
 
-# Annotations that mean nothing without another one: the fuzzed Ingress gets it too (unless fuzzed itself).
-_NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.startswith("cors-")},
-          **{name: {"limit-rpm": "60"} for name in ("limit-burst-multiplier", "limit-allowlist", "limit-whitelist")},
-          **{name: {"auth-tls-secret": "default/ca"} for name in ANNOTATIONS
-             if name.startswith("auth-tls-") and name != "auth-tls-secret"},
-          "permanent-redirect-code": {"permanent-redirect": "https://new.example.com/"},
-          "temporal-redirect-code": {"temporal-redirect": "https://new.example.com/"},
-          **{name: {"mirror-target": "http://127.0.0.1:9/copy"} for name in ("mirror-host", "mirror-request-body")},
-          **{name: {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"} for name in ANNOTATIONS
-             if name.startswith("proxy-ssl-")},
-          "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
-          **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")},
-          **{name: {"affinity": "cookie"} for name in ANNOTATIONS if name.startswith(("session-cookie-", "affinity-"))},
-          **{name: {"auth-type": "basic", "auth-secret": "basic-auth"} for name in ANNOTATIONS
-             if name in ("auth-type", "auth-secret", "auth-secret-type", "auth-realm")},
-          "auth-cache-duration": {"auth-url": "http://127.0.0.1:9/check", "auth-cache-key": "$remote_user"},
-          **{name: {"auth-url": "http://127.0.0.1:9/check"} for name in ANNOTATIONS
-             if name.startswith("auth-") and not name.startswith("auth-tls-")
-             and name not in ("auth-type", "auth-secret", "auth-secret-type", "auth-realm", "auth-url",
-                              "auth-snippet", "auth-cache-duration")}}
-
-
-def with_companions(annotations: dict[str, str]) -> dict[str, str]:
-    companions = {k: v for name in annotations for k, v in _NEEDS.get(name, {}).items()}
-    return {**companions, **annotations}
-
-
 # --- the store, the model and nginx -t -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -367,30 +338,6 @@ def certificate() -> dict[str, str]:
     end = pem.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----\n")
     return {"tls.crt": base64.b64encode(pem[:end].encode()).decode(),
             "tls.key": base64.b64encode(pem[end:].encode()).decode()}
-
-
-@functools.lru_cache(maxsize=1)
-def _client_ca() -> str:
-    """Secret data for auth-tls-secret "default/ca": a real CA certificate, so that its Ingresses are served."""
-    pem = make_self_signed("/CN=fuzz client CA", ("ca.fuzz.example",)).decode()
-    return base64.b64encode(pem[:pem.index("-----END CERTIFICATE-----") + 26].encode()).decode()
-
-
-def cluster_with_good_ingress() -> Cluster:
-    cluster = Cluster()
-    cluster.ingress_class()
-    cluster.tls_secret("ca", type="Opaque", data={"ca.crt": _client_ca()})
-    # The oldest Ingress: conflicts are won by it, so only a bug can take its host away.
-    cluster.app("good", host=GOOD_HOST, created=cluster.timestamp(0))
-    # What auth-secret names, so that basic authentication is rendered (and refused or not) for real.
-    cluster.add(basic_auth_secret("basic-auth", {"alice": "s3cret"}, scheme="sha"))
-    # What auth-proxy-set-headers names.
-    cluster.add(_headers_configmap("auth-headers", {"X-Tenant": "team-a"}))
-    return cluster
-
-
-def _headers_configmap(name: str, data: dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": data}
 
 
 def _all_denied(model: Model, ingress: str) -> bool:
@@ -469,7 +416,7 @@ def test_a_hostile_htpasswd_secret_never_breaks_the_configuration(content, secre
                             st.one_of(st.sampled_from(["team-a", "a b", "$host"]), hostile), max_size=4))
 def test_a_hostile_auth_headers_configmap_never_breaks_the_configuration(data, nginx_check):
     cluster = cluster_with_good_ingress()
-    cluster.add(_headers_configmap("fuzz-headers", data))
+    cluster.add(headers_configmap("fuzz-headers", data))
     cluster.app("fuzz", host=FUZZED_HOST, annotations={"auth-url": "http://127.0.0.1:9/check",
                                                       "auth-proxy-set-headers": "fuzz-headers"})
     model = check_isolation(cluster, nginx_check)

@@ -5,7 +5,7 @@ import pytest
 def test_the_routes_carry_the_cookie_policy_with_defaults(cluster):
     cluster.app(annotations={"affinity": "cookie", "session-cookie-max-age": "60", "session-cookie-samesite": "Strict"})
     route = cluster.build().routes_json()["app.example.com"]["prefix"][0][1]
-    assert route["affinity"] == {"cookie": "INGRESSCOOKIE", "path": "/", "max_age": 60, "expires": None,
+    assert route["affinity"] == {"cookie": "INGRESSCOOKIE", "mode": "balanced", "path": "/", "max_age": 60, "expires": None,
                                  "secure": False, "samesite": "Strict"}
 
 
