@@ -25,7 +25,7 @@ from services.common.settings import Settings
 from services.syncer.annotations.validators import duration_seconds
 from services.syncer.apply import NginxApplier
 from services.syncer.metrics import SyncerMetrics
-from services.syncer.model import build_model
+from services.syncer.incremental import IncrementalModel
 from services.syncer.model_types import Model
 from services.syncer.status_server import start_status_server
 from services.syncer.status_task import run_status_updates, status_updates_enabled
@@ -47,6 +47,9 @@ class Syncer:
         self.settings = settings
         self.store: dict[str, dict] = {}
         self.store_ready = False
+        # The model, kept up to date with the store keys changed since the last sync (None: start afresh).
+        self.model = IncrementalModel(settings)
+        self.changed_keys: set[str] | None = None
         self.changed = asyncio.Event()
         # Called after every sync (the Ingress status updater re-reads the store then).
         self.after_sync: list[Callable[[], None]] = []
@@ -70,11 +73,15 @@ class Syncer:
             if isinstance(event, Snapshot):
                 self.store = dict(event.state)
                 self.store_ready = True
+                self.changed_keys = None
                 log.info("store snapshot", extra=logs.kv(objects=len(self.store)))
-            elif event.value is None:
-                self.store.pop(event.key, None)
             else:
-                self.store[event.key] = event.value
+                if event.value is None:
+                    self.store.pop(event.key, None)
+                else:
+                    self.store[event.key] = event.value
+                if self.changed_keys is not None:
+                    self.changed_keys.add(event.key)
             if self.store_ready:
                 self.changed.set()
 
@@ -94,9 +101,11 @@ class Syncer:
         """One sync; an unexpected error is logged and the last applied configuration keeps serving, so one
         object can never stop the syncer for everyone (the next change or a restart tries again)."""
         started = time.monotonic()
+        changed, self.changed_keys = self.changed_keys, set()
         try:
-            model = await self._apply_model(dict(self.store))  # a copy: updates keep arriving meanwhile
+            model = await self._apply_model(dict(self.store), changed)  # a copy: updates keep arriving meanwhile
         except Exception as err:  # noqa: BLE001 - the loop must survive whatever one object does
+            self.changed_keys = None  # the kept model may be half updated: the next sync starts afresh
             self.metrics.stats.last_error = f"sync failed: {err}"
             log.exception("sync failed; the last applied configuration keeps serving")
             return
@@ -114,13 +123,15 @@ class Syncer:
         for callback in self.after_sync:
             callback()
 
-    async def _apply_model(self, store: dict[str, dict]) -> Model:
-        """Build the model and apply it; when `nginx -t` refuses new location profiles, reject the Ingresses
-        that use them (remembered until the global settings change) and apply the rest."""
+    async def _apply_model(self, store: dict[str, dict], changed: set[str] | None) -> Model:
+        """Bring the model up to date (`changed`: the store keys changed since the last sync, None: any) and
+        apply it; when `nginx -t` refuses new location profiles, reject the Ingresses that use them
+        (remembered until the global settings change) and apply the rest."""
         while True:
-            model = await asyncio.to_thread(build_model, store, settings=self.settings,
+            model = await asyncio.to_thread(self.model.update, store, changed,
                                             refused_profiles=self.refused_profiles,
                                             previous_configmap=self.configmap_accepted)
+            changed = set()
             globals_key = model.config.without_profiles().digest()
             if globals_key != self.refused_for and self.refused_profiles:
                 # Under other global settings the refused profiles may pass: try them again.

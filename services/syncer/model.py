@@ -291,6 +291,7 @@ class _Merger:
         self.passthrough_owner: dict[str, str] = {}
         self.profiles: dict[str, LocationProfile] = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE)}
         self._reported: set[tuple[str, ServiceRef | str]] = set()  # (Ingress, what) already warned about
+        self.routed: set[str] = set()  # the Ingresses with a route
 
     def warn(self, plan: IngressPlan, message: str) -> None:
         self.problems.append(Problem.warning(f"Ingress {plan.ref}", message))
@@ -463,6 +464,7 @@ class _Merger:
         if resolved.name is not None:
             self.backends[resolved.name] = list(resolved.endpoints)
         self.profiles[plan.profile.name] = plan.profile
+        self.routed.add(plan.ref)
         return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
                      rewrite=rewrite, affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by,
                      default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
@@ -501,63 +503,66 @@ def _our_ingresses(index: StoreIndex, settings: Settings) -> list[tuple[str, str
     return ours
 
 
-def _plans(ingresses: Iterable[tuple[str, str, dict[str, Any]]], *, parser: AnnotationParser,
-           strict_path_types: bool, auth: AuthResolver, problems: list[Problem], refused_profiles: Mapping[str, str],
-           secrets: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[IngressPlan]:
-    plans = []
-    for namespace, name, ingress in ingresses:
-        try:
-            annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
-            zone = zone_name(namespace=namespace, name=name, uid=(ingress.get("metadata") or {}).get("uid"))
-            location_auth = auth.profile(annotations, namespace=namespace, zone=zone)
-            plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
-                                profile=location_auth.profile, strict_path_types=strict_path_types)
-            if annotations.client_auth is not None:
-                plan = replace(plan, client_auth=resolve_client_auth(annotations.client_auth, namespace=namespace,
-                                                                     secrets=secrets))
-            # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
-            check_profile(plan.profile)
-        except (IngressRejected, InvalidAnnotation, RenderError, ClientAuthRejected) as err:
-            problems.append(Problem.error(f"Ingress {namespace}/{name}", str(err)))
-            continue
-        except (AttributeError, TypeError) as err:  # a manifest whose spec does not have the API's shape
-            problems.append(Problem.error(f"Ingress {namespace}/{name}", f"malformed spec ({err}); compare it with "
-                                                                          "`kubectl explain ingress.spec`"))
-            continue
-        if plan.profile.name in refused_profiles:
-            problems.append(Problem.error(f"Ingress {plan.ref}", "nginx refused the location settings its annotations make "
-                                          f"({refused_profiles[plan.profile.name]}); change the annotations"))
-            continue
-        problems.extend(Problem.warning(f"Ingress {plan.ref}", w) for w in annotations.warnings)
-        if location_auth.problem:
-            problems.append(Problem.error(f"Ingress {plan.ref}", location_auth.problem))
-        plans.append(plan)
-    return plans
+def plan_one(namespace: str, name: str, ingress: Mapping[str, Any], *, parser: AnnotationParser,
+             strict_path_types: bool, auth: AuthResolver, refused_profiles: Mapping[str, str],
+             secrets: Mapping[tuple[str, str], Mapping[str, Any]]) -> tuple[IngressPlan | None, list[Problem]]:
+    """One of our Ingresses → its plan (None when it is rejected) and its problems."""
+    problems: list[Problem] = []
+    try:
+        annotations = parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
+        zone = zone_name(namespace=namespace, name=name, uid=(ingress.get("metadata") or {}).get("uid"))
+        location_auth = auth.profile(annotations, namespace=namespace, zone=zone)
+        plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
+                            profile=location_auth.profile, strict_path_types=strict_path_types)
+        if annotations.client_auth is not None:
+            plan = replace(plan, client_auth=resolve_client_auth(annotations.client_auth, namespace=namespace,
+                                                                 secrets=secrets))
+        # A value no validator caught must drop its own Ingress here, not fail render() for everyone.
+        check_profile(plan.profile)
+    except (IngressRejected, InvalidAnnotation, RenderError, ClientAuthRejected) as err:
+        return None, [Problem.error(f"Ingress {namespace}/{name}", str(err))]
+    except (AttributeError, TypeError) as err:  # a manifest whose spec does not have the API's shape
+        return None, [Problem.error(f"Ingress {namespace}/{name}", f"malformed spec ({err}); compare it with "
+                                                                   "`kubectl explain ingress.spec`")]
+    if plan.profile.name in refused_profiles:
+        return None, [Problem.error(f"Ingress {plan.ref}", "nginx refused the location settings its annotations "
+                                    f"make ({refused_profiles[plan.profile.name]}); change the annotations")]
+    problems.extend(Problem.warning(f"Ingress {plan.ref}", w) for w in annotations.warnings)
+    if location_auth.problem:
+        problems.append(Problem.error(f"Ingress {plan.ref}", location_auth.problem))
+    return plan, problems
 
 
-def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
-                refused_profiles: Mapping[str, str] | None = None,
-                previous_configmap: Mapping[str, str] | None = None) -> Model:
-    """Build the Model from the watcher's store ("Kind/namespace/name" → object as the API shows it).
+@dataclass(kw_only=True)
+class Merged:
+    """What merging a set of Ingress plans gives: the whole cluster's in build_model, one group of Ingresses
+    that share host names in incremental.py (the groups' results are disjoint but for backends and profiles,
+    which are then the same objects)."""
+    routes: dict[str, HostRoutes]
+    backends: dict[str, list[str]]
+    passthrough: dict[str, list[str]]
+    profiles: dict[str, LocationProfile]
+    tls_secrets: dict[str, str]  # routed host → the Secret of its certificate
+    snippet_servers: list[tuple[str, str]]  # (host, profile) of server-snippet server blocks
+    problems: list[Problem]
 
-    `refused_profiles` (profile name → nginx's message) are location profiles that `nginx -t` refused:
-    the Ingresses that would use one are rejected with that message, so the others can be applied.
-    `previous_configmap`: the controller ConfigMap values the last model accepted (Model.configmap_accepted),
-    which keep applying where the ConfigMap now has a bad value.
-    """
-    index = StoreIndex.of(store)
-    config, problems = load_controller_config(store, settings.ingress.configmap, previous_configmap)
-    parser = AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
-                              blocked_words=config.annotation_value_word_blocklist,
-                              allow_snippets=config.allow_snippet_annotations, defaults=config.annotation_defaults)
-    auth = AuthResolver(index.secrets, allow_cross_namespace=config.allow_cross_namespace_resources,
-                        global_auth=config.global_auth, global_auth_problem=config.global_auth_problem, store=store,
-                        allowed_response_headers=config.allowed_response_headers)
-    plans = _plans(_our_ingresses(index, settings), parser=parser, strict_path_types=config.strict_validate_path_type,
-                   auth=auth, problems=problems, refused_profiles=refused_profiles or {}, secrets=index.secrets)
 
-    resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
-                               allow_external_name=not settings.ingress.disable_svc_external_name)
+def plan_names(plan: IngressPlan) -> set[str]:
+    """The host names whose routes `plan` may decide or take part in deciding: its hosts, their other
+    spelling with from-to-www-redirect, its server aliases. Ingresses that share none merge independently."""
+    names = set(plan.hosts) | set(plan.annotations.server_aliases)
+    if not plan.hosts and plan.default_backend is not None:
+        names.add(CATCH_ALL_HOST)  # without rules, the defaultBackend is the catch-all host's
+    if plan.annotations.from_to_www:
+        names.update(alias for host in plan.hosts if (alias := other_spelling(host)) is not None)
+    return names
+
+
+def merge_plans(plans: Iterable[IngressPlan], *, config: ControllerConfig, settings: Settings,
+                resolver: BackendResolver, secrets: TlsSecrets) -> Merged:
+    """Merge valid Ingresses, oldest first (`plans` in that order), into routes, backends and passthrough
+    hosts, with their TLS certificates."""
+    problems: list[Problem] = []
     merger = _Merger(config, resolver=resolver, problems=problems)
     http_plans = []
     canaries = []
@@ -586,36 +591,12 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     for plan in http_plans:
         www_aliases.update(merger.add_server_aliases(plan))
 
-    secrets = TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate)
     tls_secrets, tls_hosts = _tls_secrets(http_plans, merger=merger, secrets=secrets)
-    if settings.ingress.default_ssl_certificate and (problem := secrets.problem(settings.ingress.default_ssl_certificate)):
-        problems.append(Problem.warning(f"--default-ssl-certificate {settings.ingress.default_ssl_certificate}",
-                                        f"{problem}; serving the generated fake certificate instead"))
     for alias, host in www_aliases.items():
         # The redirect (and a server-alias) answers on HTTPS too: with the host's certificate when it names it.
         if host in tls_secrets and names_match(alias, secrets.names(tls_secrets[host])):
             tls_secrets[alias] = tls_secrets[host]
-    if settings.ingress.default_backend_service:
-        default = resolver.default_backend(settings.ingress.default_backend_service)
-        if default.name is None:
-            problems.append(Problem.warning(f"--default-backend-service {settings.ingress.default_backend_service}",
-                                            f"{default.problem}; the built-in 404 answers instead"))
-        else:
-            merger.backends[default.name] = list(default.endpoints)
     snippet_servers = _snippet_servers(http_plans, merger)
-    streams = stream_services(store, settings, resolver)
-    problems.extend(streams.problems)
-    for profile in merger.profiles.values():
-        if profile.external_auth and profile.external_auth.keepalive:
-            # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
-            merger.backends[auth_upstream(profile.name)] = [auth_endpoint(profile.external_auth)]
-    dh, server = None, config.server
-    if config.ssl_dh_param:
-        dh, problem = dh_param(store, config.ssl_dh_param)
-        if problem:
-            problems.append(Problem.error(f"ConfigMap {settings.ingress.configmap} key ssl-dh-param", problem))
-        else:
-            server = replace(server, ssl_dh_param=dh.file_name)
     hsts = hsts_header(config)
     for host in tls_hosts:
         host_routes = merger.routes[host]
@@ -623,43 +604,128 @@ def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
     for host_routes in merger.routes.values():
         host_routes.redirect_code = config.server.redirect_code
         host_routes.no_tls_redirect = config.server.no_tls_redirect_locations
+    return Merged(routes=merger.routes, backends=merger.backends, passthrough=merger.passthrough,
+                  profiles=merger.profiles, tls_secrets=tls_secrets, snippet_servers=snippet_servers,
+                  problems=problems)
 
+
+def build_model(store: Mapping[str, dict[str, Any]], *, settings: Settings,
+                refused_profiles: Mapping[str, str] | None = None,
+                previous_configmap: Mapping[str, str] | None = None) -> Model:
+    """Build the Model from the watcher's store ("Kind/namespace/name" → object as the API shows it), whole:
+    the reference that incremental.py's IncrementalModel must always equal.
+
+    `refused_profiles` (profile name → nginx's message) are location profiles that `nginx -t` refused:
+    the Ingresses that would use one are rejected with that message, so the others can be applied.
+    `previous_configmap`: the controller ConfigMap values the last model accepted (Model.configmap_accepted),
+    which keep applying where the ConfigMap now has a bad value.
+    """
+    index = StoreIndex.of(store)
+    config, config_problems = load_controller_config(store, settings.ingress.configmap, previous_configmap)
+    parser = annotation_parser(config, settings)
+    auth = auth_resolver(config, index.secrets, store)
+    plans, plan_problems = [], []
+    for namespace, name, ingress in _our_ingresses(index, settings):
+        plan, problems = plan_one(namespace, name, ingress, parser=parser,
+                                  strict_path_types=config.strict_validate_path_type, auth=auth,
+                                  refused_profiles=refused_profiles or {}, secrets=index.secrets)
+        plan_problems.extend(problems)
+        if plan is not None:
+            plans.append(plan)
+    resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
+                               allow_external_name=not settings.ingress.disable_svc_external_name)
+    merged = merge_plans(plans, config=config, settings=settings, resolver=resolver,
+                         secrets=TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate))
+    return assemble_model(store, settings=settings, config=config, secrets=index.secrets, resolver=resolver,
+                          merged=merged, problems=[*config_problems, *plan_problems],
+                          auth_files=auth.files, ssl_files=auth.ssl_files)
+
+
+def annotation_parser(config: ControllerConfig, settings: Settings) -> AnnotationParser:
+    return AnnotationParser(settings.ingress.annotations_prefix, config.annotations_risk_level,
+                            blocked_words=config.annotation_value_word_blocklist,
+                            allow_snippets=config.allow_snippet_annotations, defaults=config.annotation_defaults)
+
+
+def auth_resolver(config: ControllerConfig, secrets: Mapping[tuple[str, str], Mapping[str, Any]],
+                  store: Mapping[str, dict[str, Any]]) -> AuthResolver:
+    return AuthResolver(secrets, allow_cross_namespace=config.allow_cross_namespace_resources,
+                        global_auth=config.global_auth, global_auth_problem=config.global_auth_problem, store=store,
+                        allowed_response_headers=config.allowed_response_headers)
+
+
+def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, config: ControllerConfig,
+                   secrets: Mapping[tuple[str, str], Mapping[str, Any]], resolver: BackendResolver,
+                   merged: Merged, problems: Iterable[Problem], auth_files: Mapping[str, bytes],
+                   ssl_files: Mapping[str, bytes]) -> Model:
+    """The Model of the merged Ingresses (`merged`'s problems come after `problems`), with what depends on the
+    whole store: the default backend, TCP and UDP services, auth-keepalive upstreams, DH parameters,
+    certificates. Problems are ordered by object (each object's in the order found), so that the order does
+    not depend on how the Ingresses were grouped (incremental.py)."""
+    problems = [*problems, *merged.problems]
+    backends = dict(merged.backends)
+    profiles = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE), **merged.profiles}
+    default_certificate = settings.ingress.default_ssl_certificate
+    if default_certificate and (problem := TlsSecrets(secrets, default_certificate).problem(default_certificate)):
+        problems.append(Problem.warning(f"--default-ssl-certificate {default_certificate}",
+                                        f"{problem}; serving the generated fake certificate instead"))
+    if settings.ingress.default_backend_service:
+        default = resolver.default_backend(settings.ingress.default_backend_service)
+        if default.name is None:
+            problems.append(Problem.warning(f"--default-backend-service {settings.ingress.default_backend_service}",
+                                            f"{default.problem}; the built-in 404 answers instead"))
+        else:
+            backends[default.name] = list(default.endpoints)
+    streams = stream_services(store, settings, resolver)
+    problems.extend(streams.problems)
+    for profile in profiles.values():
+        if profile.external_auth and profile.external_auth.keepalive:
+            # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
+            backends[auth_upstream(profile.name)] = [auth_endpoint(profile.external_auth)]
+    dh, server = None, config.server
+    if config.ssl_dh_param:
+        dh, problem = dh_param(store, config.ssl_dh_param)
+        if problem:
+            problems.append(Problem.error(f"ConfigMap {settings.ingress.configmap} key ssl-dh-param", problem))
+        else:
+            server = replace(server, ssl_dh_param=dh.file_name)
+    problems.sort(key=lambda problem: problem.object)
     return Model(
         config=NginxConfig(
             http_port=settings.ports.http, https_port=settings.ports.https,
             state_dir=settings.paths.state_dir, run_dir=settings.paths.run_dir,
-            profiles=[merger.profiles[name] for name in sorted(merger.profiles)],
+            profiles=[profiles[name] for name in sorted(profiles)],
             globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.ingress.enable_ssl_passthrough,
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),
             request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=server,
-            snippet_servers=snippet_servers, stream_servers=tuple(streams.servers),
+            snippet_servers=tuple(sorted(merged.snippet_servers)), stream_servers=tuple(streams.servers),
         ),
         configmap_accepted=config.accepted,
-        routes=dict(sorted(merger.routes.items())),
-        backends=dict(sorted(merger.backends.items())),
-        passthrough=dict(sorted(merger.passthrough.items())),
+        routes=dict(merged.routes),
+        backends=backends,
+        passthrough=dict(merged.passthrough),
         stream_endpoints=streams.endpoints,
         dh_param=dh,
-        tls_secrets=tls_secrets,
-        auth_files=_used_auth_files(auth.files, merger.profiles.values()),
-        ssl_files={name: content for name, content in auth.ssl_files.items()
+        tls_secrets=dict(merged.tls_secrets),
+        auth_files=_used_auth_files(auth_files, profiles.values()),
+        ssl_files={name: content for name, content in ssl_files.items()
                    if any(p.backend_tls and name in (p.backend_tls.ca_file, p.backend_tls.cert_file)
-                          for p in merger.profiles.values())},
-        certificates=certificates_table(index.secrets, tls_secrets=tls_secrets,
-                                        default_certificate=settings.ingress.default_ssl_certificate),
+                          for p in profiles.values())},
+        certificates=certificates_table(secrets, tls_secrets=merged.tls_secrets,
+                                        default_certificate=default_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
     )
 
 
-def _snippet_servers(plans: Iterable[IngressPlan], merger: _Merger) -> tuple[tuple[str, str], ...]:
+def _snippet_servers(plans: Iterable[IngressPlan], merger: _Merger) -> list[tuple[str, str]]:
     """(host, profile) for each routed host whose Ingresses set a server-snippet: the oldest one's, as in
     ingress-nginx; the others are warned about."""
     owners: dict[str, IngressPlan] = {}
     for plan in plans:
-        if plan.profile.server_snippet is None or plan.profile.name not in merger.profiles:
+        if plan.profile.server_snippet is None or plan.ref not in merger.routed:
             continue
         for host in plan.hosts:
             if host == CATCH_ALL_HOST:
@@ -670,7 +736,7 @@ def _snippet_servers(plans: Iterable[IngressPlan], merger: _Merger) -> tuple[tup
                                   "sets the server-snippet of that host")
             elif host in merger.routes:
                 owners[host] = plan
-    return tuple((host, plan.profile.name) for host, plan in sorted(owners.items()))
+    return [(host, plan.profile.name) for host, plan in sorted(owners.items())]
 
 
 def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger,

@@ -1,0 +1,192 @@
+"""IncrementalModel against the full build: random sequences of creates, updates and deletes of Ingresses,
+Services, EndpointSlices, Secrets, ConfigMaps and IngressClasses, over a few shared host names (conflicts,
+canaries, www redirects, server aliases, passthrough, TLS, authentication Secrets, header ConfigMaps), and
+after every step the Model kept up to date equals model.build_model() of the same store."""
+from __future__ import annotations
+
+import base64
+import functools
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.common.objects import object_key
+from services.common.settings import Settings
+from services.nginxconf.prefix import make_self_signed
+from services.syncer.incremental import IncrementalModel
+from services.syncer.model import build_model
+from tests.support.htpasswd import basic_auth_secret
+
+PREFIX = "nginx.ingress.kubernetes.io"
+SETTINGS = Settings().replace_flags(configmap="ingress/controller", enable_ssl_passthrough=True)
+NAMESPACES = ("a", "b")
+HOSTS = ("x.test", "www.x.test", "y.test", "*.y.test", "alias.test", None)
+SERVICES = ("s1", "s2", "s3")
+
+
+@functools.lru_cache(maxsize=None)
+def _pem(subject: str, names: tuple[str, ...]) -> tuple[str, str]:
+    pem = make_self_signed(subject, names).decode()
+    end = pem.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----\n")
+    return base64.b64encode(pem[:end].encode()).decode(), base64.b64encode(pem[end:].encode()).decode()
+
+
+def _meta(name: str, namespace: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, **extra}
+
+
+@st.composite
+def ingresses(draw: st.DrawFn) -> dict[str, Any]:
+    namespace = draw(st.sampled_from(NAMESPACES))
+    rules = []
+    for _ in range(draw(st.integers(0, 2))):
+        host = draw(st.sampled_from(HOSTS))
+        paths = [{"path": draw(st.sampled_from(["/", "/", "/api", "/api/v1", "/(a|b)"])),
+                  "pathType": draw(st.sampled_from(["Prefix", "Exact", "ImplementationSpecific"])),
+                  "backend": {"service": {"name": draw(st.sampled_from(SERVICES)),
+                                          "port": draw(st.sampled_from([{"number": 80}, {"name": "http"},
+                                                                        {"number": 81}]))}}}
+                 for _ in range(draw(st.integers(1, 2)))]
+        rules.append({**({"host": host} if host else {}), "http": {"paths": paths}})
+    spec: dict[str, Any] = {"ingressClassName": draw(st.sampled_from(["nginx"] * 5 + ["other"]))}
+    if rules:
+        spec["rules"] = rules
+    if draw(st.booleans()):
+        named = [rule["host"] for rule in rules if "host" in rule]
+        listed = named if named and draw(st.booleans()) else draw(st.lists(st.sampled_from([h for h in HOSTS if h]),
+                                                                          max_size=2))
+        spec["tls"] = [{"hosts": listed,
+                        "secretName": draw(st.sampled_from(["tls-x", "tls-y", "missing"]))}]
+    if draw(st.integers(0, 4)) == 0:
+        spec["defaultBackend"] = {"service": {"name": draw(st.sampled_from(SERVICES)), "port": {"number": 80}}}
+    annotations: dict[str, str] = {}
+    for choice in draw(st.lists(st.sampled_from([
+            {"from-to-www-redirect": "true"}, {"server-alias": "alias.test"}, {"server-alias": "y.test"},
+            {"canary": "true", "canary-weight": "50"}, {"ssl-passthrough": "true"}, {"use-regex": "true"},
+            {"auth-type": "basic", "auth-secret": "auth"}, {"custom-headers": "headers"},
+            {"auth-tls-secret": f"{namespace}/ca"}, {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"},
+            {"service-upstream": "true"}, {"default-backend": "s2"}, {"app-root": "/app"},
+            {"proxy-body-size": "1m"}, {"proxy-body-size": "x"}, {"ssl-redirect": "false"},
+            {"rewrite-target": "/$1"}]), max_size=draw(st.sampled_from([0, 0, 1, 2, 3])))):
+        annotations.update(choice)
+    meta = _meta(draw(st.sampled_from(["i1", "i2", "i3", "i4"])), namespace,
+                 creationTimestamp=f"2024-01-01T00:00:0{draw(st.integers(0, 3))}Z")
+    if annotations:
+        meta["annotations"] = {f"{PREFIX}/{k}": v for k, v in annotations.items()}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec}
+
+
+@st.composite
+def services(draw: st.DrawFn) -> dict[str, Any]:
+    spec: dict[str, Any] = {"ports": draw(st.sampled_from([[{"name": "http", "port": 80}], [{"port": 80}],
+                                                          [{"name": "http", "port": 81}]]))}
+    kind = draw(st.sampled_from(["ClusterIP", "ClusterIP", "headless", "ExternalName"]))
+    if kind == "ExternalName":
+        spec.update(type="ExternalName", externalName="ext.example.com")
+    else:
+        spec.update(type="ClusterIP", clusterIP="None" if kind == "headless" else "10.96.0.10")
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": _meta(draw(st.sampled_from(SERVICES)), draw(st.sampled_from(NAMESPACES))), "spec": spec}
+
+
+@st.composite
+def endpoint_slices(draw: st.DrawFn) -> dict[str, Any]:
+    addresses = draw(st.lists(st.sampled_from(["10.0.0.1", "10.0.0.2", "fd00::1"]), max_size=2))
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": _meta(draw(st.sampled_from(["e1", "e2", "e3"])), draw(st.sampled_from(NAMESPACES)),
+                              labels={"kubernetes.io/service-name": draw(st.sampled_from(SERVICES))}),
+            "ports": [{"name": draw(st.sampled_from(["http", ""])), "port": 8080}],
+            "endpoints": [{"addresses": [address], "conditions": {"ready": draw(st.booleans())}}
+                          for address in addresses]}
+
+
+@st.composite
+def secrets(draw: st.DrawFn) -> dict[str, Any]:
+    namespace = draw(st.sampled_from(NAMESPACES))
+    which = draw(st.sampled_from(["tls-x", "tls-y", "auth", "auth-bad", "ca"]))
+    if which == "tls-x":
+        crt, key = _pem("/CN=x.test", ("x.test", "www.x.test"))
+    elif which == "tls-y":
+        crt, key = _pem("/CN=y.test", ("y.test", "*.y.test"))
+    elif which.startswith("auth"):
+        secret = basic_auth_secret("auth", {"alice": "pw"}, namespace=namespace, scheme="sha")
+        if which == "auth-bad":
+            secret["data"] = {"auth": base64.b64encode(b"alice:plain\n").decode()}
+        return secret
+    else:
+        crt, key = _pem("/CN=ca", ("ca.test",))
+        return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": _meta("ca", namespace),
+                "data": {"ca.crt": crt}}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": _meta(which, namespace),
+            "data": {"tls.crt": crt, "tls.key": key}}
+
+
+@st.composite
+def configmaps(draw: st.DrawFn) -> dict[str, Any]:
+    if draw(st.booleans()):
+        data = draw(st.sampled_from([{}, {"global-allowed-response-headers": "X-Tenant"}, {"ssl-redirect": "false"},
+                                     {"use-regex": "x"}]))
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("controller", "ingress"), "data": data}
+    data = draw(st.sampled_from([{"X-Tenant": "a"}, {"X Bad": "v"}]))
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta("headers", draw(st.sampled_from(NAMESPACES))), "data": data}
+
+
+def ingress_class(controller: str) -> dict[str, Any]:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "nginx"},
+            "spec": {"controller": controller}}
+
+
+_keep = st.sampled_from([True, True, True, False])  # deleted one time in four
+# A step: objects written (or deleted) together, as one sync sees them. Mostly Ingresses; now and then the
+# IngressClass (which decides whose Ingresses are ours) changes, goes or comes back.
+_writes = st.one_of(*[st.tuples(ingresses(), _keep)] * 5, *[st.tuples(objects, _keep) for objects in (
+    services(), endpoint_slices(), endpoint_slices(), secrets(), secrets(), configmaps())],
+    st.tuples(st.sampled_from(["k8s.io/ingress-nginx"] * 4 + ["example.com/other"]).map(ingress_class),
+              st.sampled_from([True] * 5 + [False])))
+steps = st.lists(st.lists(_writes, min_size=1, max_size=3), min_size=5, max_size=30)
+
+
+def populated() -> dict[str, dict[str, Any]]:
+    """Services with endpoints, Secrets and ConfigMaps for the Ingresses to use, before the first step."""
+    objects = [ingress_class("k8s.io/ingress-nginx"),
+               {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("controller", "ingress"),
+                "data": {"global-allowed-response-headers": "X-Tenant"}}]
+    for namespace in NAMESPACES:
+        for i, service in enumerate(SERVICES):
+            objects.append({"apiVersion": "v1", "kind": "Service", "metadata": _meta(service, namespace),
+                            "spec": {"type": "ClusterIP", "clusterIP": f"10.96.0.{i}",
+                                     "ports": [{"name": "http", "port": 80}]}})
+            objects.append({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+                            "metadata": _meta(f"e{i + 1}", namespace,
+                                              labels={"kubernetes.io/service-name": service}),
+                            "ports": [{"name": "http", "port": 8080}],
+                            "endpoints": [{"addresses": [f"10.0.{i}.1"]}]})
+        crt, key = _pem("/CN=x.test", ("x.test", "www.x.test"))
+        objects.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                        "metadata": _meta("tls-x", namespace), "data": {"tls.crt": crt, "tls.key": key}})
+        objects.append(basic_auth_secret("auth", {"alice": "pw"}, namespace=namespace, scheme="sha"))
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("headers", namespace),
+                        "data": {"X-Tenant": "a"}})
+    return {object_key(obj): obj for obj in objects}
+
+
+@settings(deadline=None, max_examples=300, derandomize=True, database=None)
+@given(first=st.lists(ingresses(), min_size=2, max_size=8), steps=steps)
+def test_the_incremental_model_equals_the_full_build_after_every_step(first, steps):
+    store = populated()
+    store.update((object_key(ingress), ingress) for ingress in first)
+    incremental = IncrementalModel(SETTINGS)
+    assert incremental.update(store, None) == build_model(store, settings=SETTINGS)
+    for step in steps:
+        changed = set()
+        for obj, keep in step:
+            key = object_key(obj)
+            if keep:
+                store[key] = obj
+            else:
+                store.pop(key, None)
+            changed.add(key)
+        expected = build_model(store, settings=SETTINGS)
+        assert incremental.update(store, changed) == expected, sorted(changed)
