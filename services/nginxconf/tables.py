@@ -5,6 +5,12 @@ nginx does not hold that version yet, to `POST /configuration/<table>` on nginx'
 Unix socket only root can open, see paths.py). A table's version is the SHA-256 of its canonical JSON, so an
 unchanged table is never sent twice and a restarted nginx reports what it loaded.
 
+The keyed tables (routes by host, backends by name) then change by deltas: only the entries that differ from
+what nginx holds, to `POST /configuration/<table>/delta`, versioned by the SHA-256 of the version they apply to
+and their canonical JSON. nginx refuses a delta to another version than it holds (a restart, another pusher)
+and the whole table goes instead. Their state files follow at most every STATE_FILE_SECONDS (keep_state_files):
+a master that starts from an older one reports its version, and repush brings it up to date.
+
 The formats are documented in templates/lua/pyngress/{router,balancer,certificates}.lua; backends hold
 addresses only (names are resolved before they get here).
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from typing import Any
 
 import aiohttp
@@ -28,6 +35,24 @@ class NginxPushError(RuntimeError):
     """nginx refused a pushed table; the message is nginx's reason."""
 
 
+class _StaleBase(NginxPushError):
+    """nginx holds another version than the one a delta applies to."""
+
+
+KEYED_TABLES = frozenset({"routes", "backends"})
+STATE_FILE_SECONDS = 2.0
+_MISSING = object()
+
+
+def table_delta(last: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """The entries of `new` that differ from `last` and the keys it no longer has; None when equal. Entries
+    kept from one push to the next are the same objects, so most are compared by identity."""
+    changed = {key: value for key, value in new.items()
+               if (old := last.get(key, _MISSING)) is not value and old != value}
+    removed = sorted(key for key in last if key not in new)
+    return {"set": changed, "delete": removed} if changed or removed else None
+
+
 def canonical_json(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -38,6 +63,8 @@ class TablePusher:
         self._lock = asyncio.Lock()
         self._written: dict[str, str] = {}  # table → version in its state file
         self._pushed: dict[str, str] = {}   # table → version nginx acknowledged
+        self._sent: dict[str, dict[str, Any]] = {}  # table → what that version holds
+        self._state_behind: dict[str, float] = {}  # keyed table → since when its state file is older
 
     async def push(self, *, routes: dict[str, Any], backends: dict[str, list[str]],
                    certificates: dict[str, Any]) -> list[str]:
@@ -49,27 +76,69 @@ class TablePusher:
         """
         tables = {"routes": routes, "backends": backends, "certificates": certificates}
         async with self._lock:
-            bodies: dict[str, bytes] = {}
-            versions: dict[str, str] = {}
-            for name in DYNAMIC_TABLES:
-                data = canonical_json(tables[name])
-                versions[name] = hashlib.sha256(data).hexdigest()
-                bodies[name] = b'{"version":"' + versions[name].encode() + b'","data":' + data + b"}"
             pushed = []
             async with self._session() as session:
                 try:
                     held = await self._get_versions(session)
                 except NginxUnavailableError:
                     for name in DYNAMIC_TABLES:
-                        await self._keep(name, version=versions[name], body=bodies[name])
+                        version, body = self._whole(tables[name])
+                        self._state_behind.pop(name, None)
+                        await self._keep(name, version=version, body=body)
                     raise
                 for name in DYNAMIC_TABLES:  # backends before the routes that may name them
-                    if held.get(name) != versions[name]:
-                        await self._post(session, name, body=bodies[name])
+                    table, base = tables[name], self._pushed.get(name)
+                    if base is not None and held.get(name) == base and name in self._sent:
+                        delta = table_delta(self._sent[name], table)
+                        if delta is None:
+                            continue  # nginx holds it already
+                        if name in KEYED_TABLES and await self._push_delta(session, name, base, delta, table):
+                            pushed.append(name)
+                            continue
+                    version, body = self._whole(table)
+                    if held.get(name) != version:
+                        await self._post(session, f"/configuration/{name}", body=body)
                         pushed.append(name)
-                    self._pushed[name] = versions[name]
-                    await self._keep(name, version=versions[name], body=bodies[name])
+                    self._pushed[name], self._sent[name] = version, table
+                    self._state_behind.pop(name, None)
+                    await self._keep(name, version=version, body=body)
             return pushed
+
+    @staticmethod
+    def _whole(table: dict[str, Any]) -> tuple[str, bytes]:
+        data = canonical_json(table)
+        version = hashlib.sha256(data).hexdigest()
+        return version, b'{"version":"' + version.encode() + b'","data":' + data + b"}"
+
+    async def _push_delta(self, session: aiohttp.ClientSession, name: str, base: str, delta: dict[str, Any],
+                          table: dict[str, Any]) -> bool:
+        """Send `delta` (to `table` from version `base`, which nginx holds); False when nginx has moved on and
+        the whole table must go."""
+        data = canonical_json(delta)
+        version = hashlib.sha256(base.encode() + data).hexdigest()
+        body = b'{"base":"' + base.encode() + b'","version":"' + version.encode() + b'",' + data[1:]
+        try:
+            await self._post(session, f"/configuration/{name}/delta", body=body)
+        except _StaleBase:
+            return False
+        self._pushed[name], self._sent[name] = version, table
+        self._state_behind.setdefault(name, time.monotonic())
+        return True
+
+    async def keep_state_files(self, *, now: bool = False) -> None:
+        """Write the state files that deltas left behind, once they have been for STATE_FILE_SECONDS (`now`: at
+        once)."""
+        async with self._lock:
+            await self._write_behind(now=now)
+
+    async def _write_behind(self, *, now: bool) -> None:
+        for name, since in list(self._state_behind.items()):
+            if now or time.monotonic() - since >= STATE_FILE_SECONDS:
+                del self._state_behind[name]
+                version, table = self._pushed[name], self._sent[name]
+                body = b'{"version":"' + version.encode() + b'","data":' + \
+                    await asyncio.to_thread(canonical_json, table) + b"}"
+                await self._keep(name, version=version, body=body)
 
     async def needs_push(self) -> bool:
         """True when nginx holds other tables than the last push (or nothing was pushed yet)."""
@@ -103,13 +172,16 @@ class TablePusher:
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
             raise NginxUnavailableError(f"nginx does not answer on {self.paths.config_socket}: {err}") from err
 
-    async def _post(self, session: aiohttp.ClientSession, name: str, *, body: bytes) -> None:
+    async def _post(self, session: aiohttp.ClientSession, path: str, *, body: bytes) -> None:
+        name = path.split("/")[2]
         try:
-            async with session.post(f"/configuration/{name}", data=body,
+            async with session.post(path, data=body,
                                     headers={"Content-Type": "application/json"}) as response:
                 text = await response.text()
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
             raise NginxUnavailableError(f"pushing {name} to nginx failed: {err}") from err
+        if response.status == 409:
+            raise _StaleBase(f"nginx holds another version of {name}")
         if response.status != 201:
             try:
                 reason = json.loads(text)["error"]

@@ -44,6 +44,9 @@ class NginxApplier:
         self.stream_files = WorkerFiles(paths.stream_dir)
         self.ssl_dir = paths.ssl_dir
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
+        # Each host's routes as pushed (host → (the model's HostRoutes, their JSON)), for the profiles loaded then.
+        self._route_json: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._json_profiles: set[str] = set()
         self.nginx_serving = False
 
     async def start(self) -> None:
@@ -188,16 +191,28 @@ class NginxApplier:
         log.error(what, extra=logs.kv(error=error))
 
     def _tables(self, model: Model) -> dict[str, Any]:
-        routes = model.routes_json()
-        # A route whose profile nginx has not loaded (its reload failed) cannot be served with the
-        # settings its Ingress asked for: leave it out rather than serve it with other settings.
-        for host_routes in routes.values():
-            host_routes["exact"] = {p: r for p, r in host_routes["exact"].items()
-                                    if r["profile"] in self.applied_profiles}
-            host_routes["prefix"] = [[p, r] for p, r in host_routes["prefix"] if r["profile"] in self.applied_profiles]
-            if host_routes["default"] and host_routes["default"]["profile"] not in self.applied_profiles:
-                host_routes["default"] = None
-        return {"routes": routes, "backends": model.backends, "certificates": model.certificates}
+        """The tables to push. A host's routes are turned into JSON again only when the model has new ones for
+        it (the incremental model keeps a host's HostRoutes while nothing it depends on changes)."""
+        if self.applied_profiles != self._json_profiles:
+            self._route_json, self._json_profiles = {}, set(self.applied_profiles)
+        cached, routes = self._route_json, {}
+        for host, host_routes in model.routes.items():
+            hit = cached.get(host)
+            if hit is None or hit[0] is not host_routes:
+                hit = (host_routes, self._servable(host_routes.to_json()))
+            routes[host] = hit
+        self._route_json = routes
+        return {"routes": {host: hit[1] for host, hit in routes.items()}, "backends": model.backends,
+                "certificates": model.certificates}
+
+    def _servable(self, host_routes: dict[str, Any]) -> dict[str, Any]:
+        """A route whose profile nginx has not loaded (its reload failed) cannot be served with the settings its
+        Ingress asked for: left out rather than served with other settings."""
+        host_routes["exact"] = {p: r for p, r in host_routes["exact"].items() if r["profile"] in self.applied_profiles}
+        host_routes["prefix"] = [[p, r] for p, r in host_routes["prefix"] if r["profile"] in self.applied_profiles]
+        if host_routes["default"] and host_routes["default"]["profile"] not in self.applied_profiles:
+            host_routes["default"] = None
+        return host_routes
 
     async def _push(self, tables: dict[str, Any]) -> None:
         started = time.monotonic()
@@ -223,6 +238,7 @@ class NginxApplier:
     async def repush_if_needed(self) -> None:
         if self.tables is None:
             return
+        await self.pusher.keep_state_files()
         try:
             needed = await self.pusher.needs_push()
         except (NginxUnavailableError, OSError):

@@ -4,6 +4,8 @@ The configuration API, used by the syncer; nginx serves it on a Unix socket in a
 
   POST /configuration/routes|backends|certificates   body {"version": "...", "data": {...}}
        201 when kept; 400 with the reason when refused (nothing of it is applied)
+  POST /configuration/routes|backends/delta   body {"base": "...", "version": "...", "set": {...}, "delete": [...]}
+       201 when kept; 409 when nginx holds another version than "base"; 400 when refused (store.lua)
   GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...}
   GET  /configuration/metrics    the request-metrics batches recorded since the last GET (monitor.lua)
 ]]
@@ -44,7 +46,9 @@ end
 
 function _M.handle()
     local method = ngx.req.get_method()
-    local name = match(ngx.var.uri, "^/configuration/(%a+)$")
+    local uri = ngx.var.uri
+    local name = match(uri, "^/configuration/(%a+)$")
+    local delta = match(uri, "^/configuration/(%a+)/delta$")
     if name == "versions" then
         if method ~= "GET" then
             return fail(405, "use GET")
@@ -57,16 +61,24 @@ function _M.handle()
         end
         return respond(200, monitor.take())
     end
+    name = name or delta
     if not name or not store.defined(name) then
         return fail(404, "no such table; use /configuration/routes, backends, certificates, versions or metrics")
     end
     if method ~= "POST" then
         return fail(405, "use POST")
     end
-    local ok, err = store.put(name, request_body())
+    local ok, err, status
+    if delta then
+        ok, err, status = store.put_delta(name, request_body())
+    else
+        ok, err, status = store.put(name, request_body())
+    end
     if not ok then
-        ngx.log(ngx.WARN, "refused ", name, " push: ", err)
-        return fail(400, err)
+        if status ~= 409 then
+            ngx.log(ngx.WARN, "refused ", name, " push: ", err)
+        end
+        return fail(status or 400, err)
     end
     respond(201, "{}")
 end

@@ -26,22 +26,19 @@ local function endpoint_of(text, name)
     return { address, port }
 end
 
-local function build(data)
-    local backends = {}
-    for name, endpoints in pairs(data) do
-        if type(name) ~= "string" or type(endpoints) ~= "table" then
-            error("a backend must map its name to a list of endpoints", 0)
-        end
-        local peers = {}
-        for i, text in ipairs(endpoints) do
-            peers[i] = endpoint_of(text, name)
-        end
-        backends[name] = peers
+-- One backend's entry of the backends table: its endpoints.
+local function entry_of(name, endpoints)
+    if type(endpoints) ~= "table" then
+        error("backend " .. name .. " must map to a list of endpoints", 0)
     end
-    return backends
+    local peers = {}
+    for i, text in ipairs(endpoints) do
+        peers[i] = endpoint_of(text, name)
+    end
+    return peers
 end
 
-store.define("backends", { build = build })
+store.define("backends", { entry = entry_of })
 
 local cursors = {}        -- backend name -> index of the endpoint this worker used last
 local cursors_for = nil   -- the backends table `cursors` was last pruned against

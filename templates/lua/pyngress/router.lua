@@ -181,18 +181,15 @@ local function host_of(raw, host)
     return entry
 end
 
-local function build(data)
-    local hosts = {}
-    for host, raw in pairs(data) do
-        if type(host) ~= "string" then
-            error("hosts must be names", 0)
-        end
-        hosts[lower(host)] = host_of(raw, host)
+-- One host's entry of the routes table (hosts are lower case, as the syncer writes them).
+local function entry_of(host, raw)
+    if host ~= lower(host) then
+        error("host " .. host .. " must be lower case", 0)
     end
-    return hosts
+    return host_of(raw, host)
 end
 
-store.define("routes", { build = build })
+store.define("routes", { entry = entry_of })
 
 -- The longest prefix that ends at a path element boundary of `uri`: the whole URI, or the part before
 -- any "/", or "/" itself.

@@ -1,0 +1,87 @@
+"""Keyed tables (routes by host, backends by name) change by deltas: only the entries that changed go to nginx,
+every worker catches up (by the logged keys, or the whole table when far behind), a delta to a version nginx no
+longer holds is refused and the whole table goes instead, and the state files follow for a fresh master."""
+from __future__ import annotations
+
+import json
+
+from services.nginxconf.tables import TablePusher
+from services.syncer.model_types import HostRoutes
+
+from .conftest import eventually, route
+
+
+def routes_for(count: int, backend: str = "app") -> dict[str, HostRoutes]:
+    return {f"h{i}.delta.test": HostRoutes(prefix={"/": route(backend)}) for i in range(count)}
+
+
+def served_by(nginx, host: str, times: int = 6) -> set[str | None]:
+    """The backends that answered `host` over several new connections (so both workers answer)."""
+    return {nginx.get("/", host=host).backend for _ in range(times)}
+
+
+def test_a_change_moves_only_its_entries_and_every_worker_catches_up(nginx_factory, echo):
+    nginx = nginx_factory()
+    app, other = echo("app"), echo("other")
+    backends = {"app": [app.endpoint], "other": [other.endpoint]}
+    routes = routes_for(50)
+    assert nginx.push(routes, backends) == ["backends", "certificates", "routes"]
+    assert served_by(nginx, "h7.delta.test") == {"app"}
+    whole_version = nginx.run(nginx.pusher.versions())["routes"]
+    # Each change is a delta (its version chains on the one before, not the whole table's hash); between
+    # some of them the workers serve, so they replay the logged keys, and at the end they are far behind.
+    for i in range(300):
+        routes[f"h{i % 50}.delta.test"] = HostRoutes(prefix={"/": route("other" if i % 2 == 0 else "app")})
+        routes[f"new{i}.delta.test"] = HostRoutes(prefix={"/": route("other")})
+        assert nginx.push(routes, backends) == ["routes"]
+        if i < 40 and i % 10 == 0:
+            assert served_by(nginx, f"new{i}.delta.test") == {"other"}
+    held = nginx.run(nginx.pusher.versions())["routes"]
+    assert held != whole_version
+    for host, want in (("h0.delta.test", "other"), ("h49.delta.test", "app"), ("new299.delta.test", "other"),
+                       ("new0.delta.test", "other")):
+        assert served_by(nginx, host) == {want}, host
+    del routes["new299.delta.test"]
+    nginx.push(routes, backends)
+    assert served_by(nginx, "new299.delta.test") == {None}  # the built-in 404
+
+
+def test_a_delta_to_another_version_is_refused_and_the_whole_table_goes(nginx_factory, echo):
+    nginx = nginx_factory()
+    app = echo("app")
+    nginx.push(routes_for(3), {"app": [app.endpoint]})
+    stale = nginx.api("POST", "/configuration/routes/delta",
+                      json.dumps({"base": "not-held", "version": "v2", "set": {}, "delete": ["h0.delta.test"]}).encode())
+    assert stale.status == 409 and "send the whole table" in json.loads(stale.body)["error"]
+    assert served_by(nginx, "h0.delta.test") == {"app"}
+    bad = nginx.api("POST", "/configuration/routes/delta", json.dumps(
+        {"base": nginx.run(nginx.pusher.versions())["routes"], "version": "v2",
+         "set": {"h1.delta.test": {"prefix": [["no-slash", {"backend": "app"}]]}}, "delete": ["h0.delta.test"]}).encode())
+    assert bad.status == 400 and "a path must be a string starting with /" in json.loads(bad.body)["error"]
+    assert served_by(nginx, "h0.delta.test") == {"app"}  # refused whole: h0 not deleted either
+    # A second syncer (a restart) holds nothing nginx knows: its first push is the whole table.
+    restarted = TablePusher(nginx.paths)
+    routes = routes_for(4)
+    assert "routes" in nginx.run(restarted.push(routes={h: r.to_json() for h, r in routes.items()},
+                                                 backends={"app": [app.endpoint]}, certificates={}))
+    assert served_by(nginx, "h3.delta.test") == {"app"}
+    # ...and the first pusher, whose base nginx no longer holds, sends the whole table too.
+    assert nginx.push(routes_for(2), {"app": [app.endpoint]}) == ["routes"]
+    assert served_by(nginx, "h3.delta.test") == {None} and served_by(nginx, "h1.delta.test") == {"app"}
+
+
+def test_a_fresh_master_loads_the_state_files_deltas_left(nginx_factory, echo):
+    nginx = nginx_factory()
+    app = echo("app")
+    routes = routes_for(5)
+    nginx.push(routes, {"app": [app.endpoint]})
+    routes["late.delta.test"] = HostRoutes(prefix={"/": route("app")})
+    nginx.push(routes, {"app": [app.endpoint]})
+    nginx.run(nginx.pusher.keep_state_files(now=True))
+    state = json.loads(nginx.paths.table_file("routes").read_bytes())
+    assert state["version"] == nginx.run(nginx.pusher.versions())["routes"] and "late.delta.test" in state["data"]
+
+    nginx.kill_master()
+    nginx.start()
+    eventually(lambda: served_by(nginx, "late.delta.test") == {"app"})
+    assert nginx.run(nginx.pusher.needs_push()) is False  # it holds the version the syncer pushed last
