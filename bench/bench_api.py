@@ -2,19 +2,21 @@
 
 1. Latency: an Ingress (its own host, for a Service whose endpoint already answers) is created through
    the official client; the clock runs until a request for its host is answered by the backend. 50 times
-   on a near-empty cluster, then again with 10,000 Ingresses, Services and EndpointSlices in the store.
-   Baselines in the same run: the create call alone (the API's own round trip), and one request through
-   nginx to a host already served (what a single poll costs).
-2. Memory: VmRSS and VmHWM of the watcher and the syncer holding 10,000 Ingresses + 10,000 Services +
-   10,000 EndpointSlices (created through the client from a thread pool), beside the raw JSON size of
-   those objects as the API serves them and the memory of a bare Python process holding them as dicts
-   (json.loads of the same bytes), and of one holding nothing.
+   on a near-empty cluster, then again at each size (`--sizes`, default 1,000, 10,000 and 30,000
+   Ingresses, Services and EndpointSlices in the store). At each size also the update of one existing
+   Ingress (its path sent to another Service) until the new backend answers, 20 times: this must stay flat
+   as the cluster grows. Baselines in the same run: the create call alone (the API's own round trip), and one
+   request through nginx to a host already served (what a single poll costs).
+2. Memory at each size: VmRSS and VmHWM of the watcher and the syncer, beside the raw JSON size of those
+   objects as the API serves them and the memory of a bare Python process holding them as dicts (json.loads
+   of the same bytes), and of one holding nothing.
 
 The API server is the test server (tests/kube_api) in this process; run alone with
-`.venv/bin/python bench/bench_api.py`.
+`.venv/bin/python bench/bench_api.py [--sizes 1000,10000,30000]`.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import statistics
@@ -36,7 +38,8 @@ from tests.support.controller import Controller, EchoBackends  # noqa: E402
 from tests.support.kube_cluster import ApiCluster  # noqa: E402
 
 LATENCY_SAMPLES = 50
-SCALE = 10_000
+UPDATE_SAMPLES = 20
+SIZES = (1_000, 10_000, 30_000)
 CREATE_THREADS = 8
 KINDS = ("Ingress", "Service", "EndpointSlice")
 # What a bare interpreter holding the objects does: the baseline for the watcher's and syncer's memory.
@@ -101,12 +104,28 @@ def scale_objects(i: int, backend_ip: str, port: int) -> list[dict]:
             k8s.ingress(name, [k8s.rule(f"{name}.scale.example.com", ("/", "Prefix", name, 80))])]
 
 
-def create_at_scale(cluster: ApiCluster, backend_ip: str, port: int) -> float:
+def create_at_scale(cluster: ApiCluster, backend_ip: str, port: int, start: int, end: int) -> float:
     t0 = time.perf_counter()
     with ThreadPoolExecutor(CREATE_THREADS) as pool:
-        for _ in pool.map(lambda i: cluster.apply(*scale_objects(i, backend_ip, port)), range(SCALE)):
+        for _ in pool.map(lambda i: cluster.apply(*scale_objects(i, backend_ip, port)), range(start, end)):
             pass
     return time.perf_counter() - t0
+
+
+def measure_updates(cluster: ApiCluster, controller: Controller, size: int) -> list[float]:
+    """Seconds from updating an existing Ingress (its path to the "latency" Service) until the new backend
+    answers for its host, UPDATE_SAMPLES times, on Ingresses spread over the cluster."""
+    session = requests.Session()
+    served = []
+    for n in range(UPDATE_SAMPLES):
+        name = f"s{(n * 7919) % size}"
+        host = f"{name}.scale.example.com"
+        t0 = time.perf_counter()
+        cluster.apply(k8s.ingress(name, [k8s.rule(host, ("/", "Prefix", "latency", 80))]))
+        wait_answered(session, controller, host, "LAT")
+        served.append(time.perf_counter() - t0)
+        cluster.apply(k8s.ingress(name, [k8s.rule(host, ("/", "Prefix", name, 80))]))
+    return served
 
 
 def holder_baseline(api: KubeApiServer, work: Path) -> tuple[int, dict[str, int], dict[str, int]]:
@@ -127,6 +146,10 @@ def ms(values: list[float]) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="cluster sizes to measure at, comma-separated (default %(default)s)")
+    sizes = sorted(int(size) for size in parser.parse_args().sizes.split(","))
     echo = EchoBackends()
     work = Path(tempfile.mkdtemp(prefix="bapi-"))  # short: ipc socket paths live under it
     api = KubeApiServer().start()
@@ -136,6 +159,7 @@ def main() -> None:
     cluster = ApiCluster(api_client)
     controller = Controller(work, [f"--kubeconfig={api.write_kubeconfig(work / 'kubeconfig')}",
                                    "--log-level=warning", "--update-status=false"])
+    results = []
     try:
         lat_ip, scale_ip = echo.start("LAT"), echo.start("SCALE")
         cluster.apply(k8s.ingress_class("nginx"), k8s.service("latency"),
@@ -144,14 +168,18 @@ def main() -> None:
         small_served, small_calls = measure_latency(cluster, controller, "small")
         one_request = one_request_seconds(controller, "small-0.latency.example.com")
         reloads_before = controller.metric("nginx_ingress_controller_success")
-
-        create_seconds = create_at_scale(cluster, scale_ip, echo.port)
-        t0 = time.perf_counter()
-        wait_answered(requests.Session(), controller, f"s{SCALE - 1}.scale.example.com", "SCALE", timeout=600)
-        all_served_after_create = time.perf_counter() - t0
-        time.sleep(2)  # let the last batches settle before reading memory
-        memory = {program: memory_kib(controller.pid(program)) for program in ("watcher", "syncer")}
-        large_served, large_calls = measure_latency(cluster, controller, "large")
+        created = 0
+        for size in sizes:
+            create_seconds = create_at_scale(cluster, scale_ip, echo.port, created, size)
+            t0 = time.perf_counter()
+            wait_answered(requests.Session(), controller, f"s{size - 1}.scale.example.com", "SCALE", timeout=900)
+            all_served_after_create = time.perf_counter() - t0
+            created = size
+            time.sleep(2)  # let the last batches settle before reading memory
+            memory = {program: memory_kib(controller.pid(program)) for program in ("watcher", "syncer")}
+            served, calls = measure_latency(cluster, controller, f"at{size}")
+            updates = measure_updates(cluster, controller, size)
+            results.append((size, create_seconds, all_served_after_create, memory, served, calls, updates))
         reloads_after = controller.metric("nginx_ingress_controller_success")
         raw_bytes, holder, empty = holder_baseline(api, work)
     finally:
@@ -162,21 +190,23 @@ def main() -> None:
 
     print(f"Ingress created in the API → its host answered by the backend, {LATENCY_SAMPLES} Ingresses each")
     print(f"  near-empty cluster:                  {ms(small_served)}")
-    print(f"  with {SCALE:,} Ingresses/Services/Slices: {ms(large_served)}")
-    print(f"  baseline, the create call alone:     {ms(small_calls)} (near-empty), "
-          f"p50 {percentile(large_calls, 50) * 1000:.1f} ms (at scale)")
+    print(f"  baseline, the create call alone:     {ms(small_calls)} (near-empty)")
     print(f"  baseline, one request through nginx to a served host: p50 {one_request * 1000:.2f} ms")
-    print(f"  reloads while {SCALE:,} Ingresses and {2 * LATENCY_SAMPLES} more arrived: "
-          f"{reloads_after - reloads_before:.0f}")
-    print(f"{SCALE:,} each of Ingress, Service, EndpointSlice: created in {create_seconds:.1f} s "
-          f"({CREATE_THREADS} client threads); the last host answered {all_served_after_create:.1f} s later")
-    print("Memory (MiB)                          VmRSS    VmHWM")
-    for program, kib in memory.items():
-        print(f"  {program:<34} {kib['VmRSS'] / 1024:7.1f}  {kib['VmHWM'] / 1024:7.1f}")
-    print(f"  baseline: Python holding the objects {holder['VmRSS'] / 1024:7.1f}  {holder['VmHWM'] / 1024:7.1f}"
-          f"   (as dicts from json.loads)")
-    print(f"  baseline: Python holding nothing     {empty['VmRSS'] / 1024:7.1f}  {empty['VmHWM'] / 1024:7.1f}")
-    print(f"  the objects' raw JSON, as the API serves them: {raw_bytes / 1024 / 1024:.1f} MiB")
+    for size, create_seconds, after, memory, served, calls, updates in results:
+        print(f"At {size:,} each of Ingress, Service, EndpointSlice (created in {create_seconds:.1f} s, "
+              f"{CREATE_THREADS} client threads; the last host answered {after:.1f} s later)")
+        print(f"  Ingress created → served:            {ms(served)} (create call p50 "
+              f"{percentile(calls, 50) * 1000:.1f} ms)")
+        print(f"  one Ingress updated → served:        {ms(updates)}")
+        print("  memory (MiB)                        VmRSS    VmHWM")
+        for program, kib in memory.items():
+            print(f"    {program:<32} {kib['VmRSS'] / 1024:7.1f}  {kib['VmHWM'] / 1024:7.1f}")
+        total = sum(kib["VmRSS"] for kib in memory.values()) / 1024
+        print(f"    watcher + syncer                 {total:7.1f}")
+    print(f"Reloads while every object arrived: {reloads_after - reloads_before:.0f}")
+    print(f"At {sizes[-1]:,}, baseline: Python holding the objects {holder['VmRSS'] / 1024:7.1f} MiB VmRSS "
+          f"(as dicts from json.loads); holding nothing {empty['VmRSS'] / 1024:7.1f} MiB; the objects' raw JSON, "
+          f"as the API serves them: {raw_bytes / 1024 / 1024:.1f} MiB")
 
 
 if __name__ == "__main__":

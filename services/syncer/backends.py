@@ -21,6 +21,7 @@ service. Names that only resolve to such addresses are left out again after reso
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import re
@@ -255,6 +256,7 @@ def _split_endpoint(endpoint: str) -> tuple[str, str]:
     return host.removeprefix("[").removesuffix("]"), port
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every push looks at every endpoint of every backend
 def _is_name(endpoint: str) -> bool:
     host, _ = _split_endpoint(endpoint)
     try:
