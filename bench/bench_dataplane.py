@@ -8,7 +8,7 @@ log. pyngress: a running controller (manifests mode) with one Ingress for the ho
 baseline's (ConfigMap disable-access-log; bench_metrics_cost.py measures what the log and the metrics cost). Load: wrk, 2 threads, 32
 connections, keep-alive, in rounds that alternate between the two so that load from elsewhere on the
 machine spreads over both; medians, and the median of same-round ratios.
-Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S]
+Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S] [--controller-arg FLAG ...]
 """
 from __future__ import annotations
 
@@ -84,6 +84,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--controller-arg", action="append", default=[],
+                        help="one more flag for the controller, written --controller-arg=--enable-metrics=false (repeatable)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -98,7 +100,7 @@ def main() -> None:
         cluster = plain_ingress_cluster(work / "manifests", backend_port)
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
-                                                    "--configmap=ingress/quiet"])
+                                                    "--configmap=ingress/quiet", *args.controller_arg])
         try:
             controller.start()
             wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")

@@ -24,6 +24,7 @@ from typing import Any
 
 import aiohttp
 
+from services.common.canonical import canonical_json
 from services.common.files import atomic_write
 from services.nginxconf import config_api
 from services.nginxconf.config_api import NginxUnavailableError
@@ -51,10 +52,6 @@ def table_delta(last: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | N
                if (old := last.get(key, _MISSING)) is not value and old != value}
     removed = sorted(key for key in last if key not in new)
     return {"set": changed, "delete": removed} if changed or removed else None
-
-
-def canonical_json(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class TablePusher:

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from services.common.gc_pause import collector_paused, freeze_survivors
 from services.common.settings import Settings
 
 from .backends import SERVICE_NAME_LABEL, BackendResolver
@@ -190,13 +191,15 @@ class IncrementalModel:
         refused, previous = dict(refused_profiles or {}), dict(previous_configmap or {})
         changed = set(changed) if changed is not None else None
         cluster = self._cluster
-        if (changed is None or cluster is None or cluster.refused_profiles != refused
-                or cluster.previous_configmap != previous
-                or any(key in cluster.reads or key.split("/", 1)[0] not in _FOLLOWED for key in changed)):
-            self._start_afresh(store, refused, previous)
-        else:
-            self._follow(store, changed)
-        return self._assemble(store)
+        with collector_paused():  # services/common/gc_pause.py
+            if (changed is None or cluster is None or cluster.refused_profiles != refused
+                    or cluster.previous_configmap != previous
+                    or any(key in cluster.reads or key.split("/", 1)[0] not in _FOLLOWED for key in changed)):
+                self._start_afresh(store, refused, previous)
+                freeze_survivors()
+            else:
+                self._follow(store, changed)
+            return self._assemble(store)
 
     # --- from scratch -------------------------------------------------------------------------------
 

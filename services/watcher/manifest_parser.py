@@ -42,6 +42,8 @@ class Document:
     data: Any
     # For a document with an `items` sequence (a List): the line each item starts on.
     item_lines: list[int] = field(default_factory=list)
+    # The reader guarantees JSON values only (yaml_fast.py): the check of each value can be skipped.
+    json_values: bool = False
 
 
 def _key_given_twice(mapping: yaml.MappingNode, key: yaml.Node, *, first_line: int) -> yaml.YAMLError:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from services.common.gc_pause import collector_paused, freeze_survivors
 from services.common.logs import kv
 from services.common.objects import object_key
 from services.common.settings import Settings
@@ -122,6 +123,7 @@ class ManifestsSource:
             new_state = await asyncio.to_thread(self.scan)
             if new_state is not None:
                 await store.replace_all(new_state)
+                freeze_survivors()  # the store lives until the next change: out of the collector's scans
                 await asyncio.to_thread(self.save_cache)
             self.synced.set()
             self.last_sync = time.time()
@@ -132,6 +134,10 @@ class ManifestsSource:
 
     def scan(self) -> dict[str, dict[str, Any]] | None:
         """Read what changed; the whole new store contents when something did, else None."""
+        with collector_paused():  # services/common/gc_pause.py: parsing 30,000 documents allocates a lot
+            return self._scan()
+
+    def _scan(self) -> dict[str, dict[str, Any]] | None:
         listing = self._list()
         if listing is None:
             return None

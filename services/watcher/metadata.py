@@ -18,7 +18,6 @@ out again for different content after a crash.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 import uuid
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from services.common.canonical import canonical_json
 from services.common.logs import kv
 from services.watcher.state_files import load_json, save_json, watcher_state_dir
 
@@ -46,7 +46,7 @@ class _Record:
 
 
 def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 def _spec_digest(obj: dict[str, Any]) -> str:

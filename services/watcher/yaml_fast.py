@@ -53,7 +53,10 @@ def fast_documents(text: str) -> list[Document] | None:
     documents = _split(text, result)
     if documents is None:
         return None
-    return [Document(index=i, line=0, data=_shared(data)) for i, data in enumerate(documents, 1)]
+    try:
+        return [Document(index=i, line=0, data=_shared(data), json_values=True) for i, data in enumerate(documents, 1)]
+    except _NotJson:
+        return None  # the exact reader says where and what
 
 
 def _split(text: str, result: Any) -> list[dict] | None:
@@ -74,12 +77,25 @@ def _split(text: str, result: Any) -> list[dict] | None:
     return [document for document in documents if document is not None]
 
 
+class _NotJson(Exception):
+    """A mapping key that is not a string, or a value that is not JSON's."""
+
+
+def _key(key: Any) -> str:
+    if type(key) is not str:
+        raise _NotJson
+    return sys.intern(key)
+
+
 def _shared(value: Any) -> Any:
+    """`value` with one shared copy of each key and short string, checked to hold JSON values only."""
     kind = type(value)
     if kind is str:
         return sys.intern(value) if len(value) <= _SHARED_MAX else value
     if kind is dict:
-        return {(sys.intern(k) if type(k) is str else k): _shared(v) for k, v in value.items()}
+        return {_key(k): _shared(v) for k, v in value.items()}
     if kind is list:
         return [_shared(item) for item in value]
-    return value
+    if value is None or kind in (int, float, bool):
+        return value
+    raise _NotJson
