@@ -17,7 +17,7 @@ from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
 from services.nginxconf.template import Template
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
-from services.syncer.backends import resolve_backends
+from services.syncer.backends import NameIndex, resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import Model
 from services.syncer.template_watch import TemplateTracker
@@ -44,9 +44,11 @@ class NginxApplier:
         self.stream_files = WorkerFiles(paths.stream_dir)
         self.ssl_dir = paths.ssl_dir
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
-        # Each host's routes as pushed (host → (the model's HostRoutes, their JSON)), for the profiles loaded then.
-        self._route_json: dict[str, tuple[Any, dict[str, Any]]] = {}
+        # Each host's routes as pushed: the model's HostRoutes and their JSON, for the profiles loaded then.
+        self._route_objects: dict[str, Any] = {}
+        self._route_json: dict[str, dict[str, Any]] = {}
         self._json_profiles: set[str] = set()
+        self._backend_names = NameIndex()
         self.nginx_serving = False
 
     async def start(self) -> None:
@@ -194,16 +196,16 @@ class NginxApplier:
         """The tables to push. A host's routes are turned into JSON again only when the model has new ones for
         it (the incremental model keeps a host's HostRoutes while nothing it depends on changes)."""
         if self.applied_profiles != self._json_profiles:
-            self._route_json, self._json_profiles = {}, set(self.applied_profiles)
-        cached, routes = self._route_json, {}
+            self._route_objects, self._route_json = {}, {}
+            self._json_profiles = set(self.applied_profiles)
+        objects, json = self._route_objects, self._route_json
+        for host in objects.keys() - model.routes.keys():
+            del objects[host], json[host]
         for host, host_routes in model.routes.items():
-            hit = cached.get(host)
-            if hit is None or hit[0] is not host_routes:
-                hit = (host_routes, self._servable(host_routes.to_json()))
-            routes[host] = hit
-        self._route_json = routes
-        return {"routes": {host: hit[1] for host, hit in routes.items()}, "backends": model.backends,
-                "certificates": model.certificates}
+            if objects.get(host) is not host_routes:
+                objects[host], json[host] = host_routes, self._servable(host_routes.to_json())
+        # A copy: the pusher compares the next push with what it sent.
+        return {"routes": dict(json), "backends": model.backends, "certificates": model.certificates}
 
     def _servable(self, host_routes: dict[str, Any]) -> dict[str, Any]:
         """A route whose profile nginx has not loaded (its reload failed) cannot be served with the settings its
@@ -219,7 +221,8 @@ class NginxApplier:
         self.tables = tables
         try:
             # The Lua balancer takes addresses: ExternalName backends are resolved at each push.
-            await self.pusher.push(routes=tables["routes"], backends=await resolve_backends(tables["backends"]),
+            await self.pusher.push(routes=tables["routes"],
+                                   backends=await resolve_backends(tables["backends"], self._backend_names),
                                    certificates=tables["certificates"])
         except (NginxUnavailableError, OSError) as err:
             # nginx is (re)starting: the state files hold the tables for its next start, and

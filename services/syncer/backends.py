@@ -237,13 +237,32 @@ class BackendResolver:
         return ResolvedBackend(ref.backend_name, (f"{host.rstrip('.').lower()}:{port}",))
 
 
-async def resolve_backends(backends: dict[str, list[str]]) -> dict[str, list[str]]:
+class NameIndex:
+    """Which endpoints of each backend are host names, kept from one push to the next for the backends whose
+    endpoint list is the same object (the model keeps the lists of what did not change)."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, tuple[list[str], tuple[str, ...]]] = {}
+
+    def names(self, backends: dict[str, list[str]]) -> set[str]:
+        known, self._names = self._names, {}
+        found: set[str] = set()
+        for backend, endpoints in backends.items():
+            entry = known.get(backend)
+            if entry is None or entry[0] is not endpoints:
+                entry = (endpoints, tuple(endpoint for endpoint in endpoints if _is_name(endpoint)))
+            self._names[backend] = entry
+            found.update(entry[1])
+        return found
+
+
+async def resolve_backends(backends: dict[str, list[str]], index: NameIndex | None = None) -> dict[str, list[str]]:
     """Backends with host-name endpoints (ExternalName Services) resolved to addresses.
 
     The Lua balancer takes addresses only. A name that does not resolve is left out and logged; the
     backend answers 503 if nothing else is left.
     """
-    names = {endpoint for endpoints in backends.values() for endpoint in endpoints if _is_name(endpoint)}
+    names = (index or NameIndex()).names(backends)
     if not names:
         return backends
     resolved = dict(zip(names, await asyncio.gather(*(_resolve(endpoint) for endpoint in names))))

@@ -68,6 +68,7 @@ class SyncerMetrics:
             if layout else None
         self._collect_lock = asyncio.Lock()
         self.model: Model | None = None
+        self._model_noted = True
         self.orphans: set[tuple[str, str]] = set()       # of the applied model
         self.orphans_ever: set[tuple[str, str]] = set()  # reported 0 once they are served again
         # Lease name → whether this process holds it now (set by the status task while it campaigns).
@@ -92,11 +93,19 @@ class SyncerMetrics:
                                      registry=self.registry)
 
     def applied(self, model: Model) -> None:
-        """The model now serving: its certificates, orphans and Ingresses (series of deleted ones go)."""
+        """The model now serving (read at the next scrape or collection)."""
         self.model = model
+        self._model_noted = False
+
+    def _note_model(self) -> None:
+        """The applied model's orphans and Ingresses (series of deleted ones go), once per model: visiting every
+        route at every sync cost 46 ms at 30,000 Ingresses, so it waits for a scrape or a collection."""
+        if self._model_noted or self.model is None:
+            return
+        self._model_noted = True
         if self.requests is not None:
-            self.requests.keep_ingresses({route.ingress for route in model.all_routes() if route.ingress})
-        self.orphans = orphaned_ingresses(model)
+            self.requests.keep_ingresses({route.ingress for route in self.model.all_routes() if route.ingress})
+        self.orphans = orphaned_ingresses(self.model)
         self.orphans_ever |= self.orphans
 
     async def collect_requests(self) -> None:
@@ -104,6 +113,7 @@ class SyncerMetrics:
         if self.requests is None:
             return
         async with self._collect_lock:  # a batch is handed out once: never two collections at a time
+            self._note_model()
             try:
                 self.requests.add_batches(await config_api.get(self.paths, "/configuration/metrics"))
             except NginxUnavailableError:
@@ -133,6 +143,7 @@ class SyncerMetrics:
                                    "leader. 'name' is the string used to identify the lease", "gauge",
                                    [({**labels, "name": name}, int(leading())) for name, leading in
                                     sorted(self.leadership.items())])
+        self._note_model()
         if self.model is not None:
             lines += certificate_lines(self.model, self.stats.controller_class)
             lines += orphan_lines(self.orphans, self.orphans_ever, labels)
