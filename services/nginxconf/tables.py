@@ -8,8 +8,8 @@ unchanged table is never sent twice and a restarted nginx reports what it loaded
 The keyed tables (routes by host, backends by name) then change by deltas: only the entries that differ from
 what nginx holds, to `POST /configuration/<table>/delta`, versioned by the SHA-256 of the version they apply to
 and their canonical JSON. nginx refuses a delta to another version than it holds (a restart, another pusher)
-and the whole table goes instead. Their state files follow at most every STATE_FILE_SECONDS (keep_state_files):
-a master that starts from an older one reports its version, and repush brings it up to date.
+and the whole table goes instead. The state file follows each delta at once (encoded in a thread): a master
+killed and started again must find the tables it served, or it answers 404 until the next repush.
 
 The formats are documented in templates/lua/pyngress/{router,balancer,certificates}.lua; backends hold
 addresses only (names are resolved before they get here).
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import time
 from typing import Any
 
 import aiohttp
@@ -41,7 +40,6 @@ class _StaleBase(NginxPushError):
 
 
 KEYED_TABLES = frozenset({"routes", "backends"})
-STATE_FILE_SECONDS = 2.0
 _MISSING = object()
 
 
@@ -61,7 +59,6 @@ class TablePusher:
         self._written: dict[str, str] = {}  # table → version in its state file
         self._pushed: dict[str, str] = {}   # table → version nginx acknowledged
         self._sent: dict[str, dict[str, Any]] = {}  # table → what that version holds
-        self._state_behind: dict[str, float] = {}  # keyed table → since when its state file is older
 
     async def push(self, *, routes: dict[str, Any], backends: dict[str, list[str]],
                    certificates: dict[str, Any]) -> list[str]:
@@ -80,7 +77,6 @@ class TablePusher:
                 except NginxUnavailableError:
                     for name in DYNAMIC_TABLES:
                         version, body = self._whole(tables[name])
-                        self._state_behind.pop(name, None)
                         await self._keep(name, version=version, body=body)
                     raise
                 for name in DYNAMIC_TABLES:  # backends before the routes that may name them
@@ -97,7 +93,6 @@ class TablePusher:
                         await self._post(session, f"/configuration/{name}", body=body)
                         pushed.append(name)
                     self._pushed[name], self._sent[name] = version, table
-                    self._state_behind.pop(name, None)
                     await self._keep(name, version=version, body=body)
             return pushed
 
@@ -119,23 +114,9 @@ class TablePusher:
         except _StaleBase:
             return False
         self._pushed[name], self._sent[name] = version, table
-        self._state_behind.setdefault(name, time.monotonic())
+        whole = await asyncio.to_thread(canonical_json, table)
+        await self._keep(name, version=version, body=b'{"version":"' + version.encode() + b'","data":' + whole + b"}")
         return True
-
-    async def keep_state_files(self, *, now: bool = False) -> None:
-        """Write the state files that deltas left behind, once they have been for STATE_FILE_SECONDS (`now`: at
-        once)."""
-        async with self._lock:
-            await self._write_behind(now=now)
-
-    async def _write_behind(self, *, now: bool) -> None:
-        for name, since in list(self._state_behind.items()):
-            if now or time.monotonic() - since >= STATE_FILE_SECONDS:
-                del self._state_behind[name]
-                version, table = self._pushed[name], self._sent[name]
-                body = b'{"version":"' + version.encode() + b'","data":' + \
-                    await asyncio.to_thread(canonical_json, table) + b"}"
-                await self._keep(name, version=version, body=body)
 
     async def needs_push(self) -> bool:
         """True when nginx holds other tables than the last push (or nothing was pushed yet)."""

@@ -241,7 +241,6 @@ class NginxApplier:
     async def repush_if_needed(self) -> None:
         if self.tables is None:
             return
-        await self.pusher.keep_state_files()
         try:
             needed = await self.pusher.needs_push()
         except (NginxUnavailableError, OSError):
