@@ -52,6 +52,11 @@ def table_delta(last: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | N
     return {"set": changed, "delete": removed} if changed or removed else None
 
 
+def _envelope(version: str, data: bytes) -> bytes:
+    """A whole table's body (and state file): its version and its canonical JSON."""
+    return b'{"version":"' + version.encode() + b'","data":' + data + b"}"
+
+
 class TablePusher:
     def __init__(self, paths: NginxPaths) -> None:
         self.paths = paths
@@ -100,7 +105,7 @@ class TablePusher:
     def _whole(table: dict[str, Any]) -> tuple[str, bytes]:
         data = canonical_json(table)
         version = hashlib.sha256(data).hexdigest()
-        return version, b'{"version":"' + version.encode() + b'","data":' + data + b"}"
+        return version, _envelope(version, data)
 
     async def _push_delta(self, session: aiohttp.ClientSession, name: str, base: str, delta: dict[str, Any],
                           table: dict[str, Any]) -> bool:
@@ -115,7 +120,7 @@ class TablePusher:
             return False
         self._pushed[name], self._sent[name] = version, table
         whole = await asyncio.to_thread(canonical_json, table)
-        await self._keep(name, version=version, body=b'{"version":"' + version.encode() + b'","data":' + whole + b"}")
+        await self._keep(name, version=version, body=_envelope(version, whole))
         return True
 
     async def needs_push(self) -> bool:

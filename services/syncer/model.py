@@ -289,7 +289,7 @@ class _Merger:
         self.backends: dict[str, list[str]] = {}
         self.passthrough: dict[str, list[str]] = {}
         self.passthrough_owner: dict[str, str] = {}
-        self.profiles: dict[str, LocationProfile] = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE)}
+        self.profiles: dict[str, LocationProfile] = {}  # those routes use (assemble_model adds the default)
         self._reported: set[tuple[str, ServiceRef | str]] = set()  # (Ingress, what) already warned about
         self.routed: set[str] = set()  # the Ingresses with a route
 

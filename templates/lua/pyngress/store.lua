@@ -29,8 +29,8 @@ A table module registers with `define(name, spec)`:
                                   returns what the workers use; a push with one that does not build is
                                   refused whole.
   spec.build(data) -> value       a whole table (certificates): the same for the whole table.
-  spec.put(dict, text, data, value) -> ok, err   optional, whole tables: how to keep it (default: the body).
-  spec.load(dict) -> value        optional, whole tables: what `get` returns, from the dictionary.
+  spec.put(dict, text, data, value) -> ok, err   whole tables: how to keep it in the dictionary.
+  spec.load(dict) -> value        whole tables: what `get` returns, from the dictionary.
 ]]
 local cjson = require("cjson.safe")
 
@@ -44,10 +44,6 @@ local _M = {}
 
 local tables = {}  -- name -> spec
 local cache = {}   -- this worker's decoded tables: name -> {version = ..., value = ...}
-
-local function keep_body(dict, text)
-    return dict:safe_set("data", text)
-end
 
 -- A keyed table's entries, each checked by spec.entry.
 local function build_keyed(spec, data)
@@ -87,12 +83,7 @@ function _M.define(name, spec)
             return load_keyed(spec, dict)
         end
     end
-    spec.put = spec.put or keep_body
-    spec.load = spec.load or function(dict)
-        local text = dict:get("data")
-        local envelope = text and cjson.decode(text)
-        return spec.build(envelope and envelope.data or {})
-    end
+    assert(spec.load and (spec.entry or spec.put), name .. ": a whole table needs put and load")
     tables[name] = spec
 end
 
