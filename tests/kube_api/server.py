@@ -246,6 +246,12 @@ class KubeApiServer:
         assert self._storage is not None
         return self._call(lambda: len(self._storage.watchers))  # type: ignore[union-attr]
 
+    @property
+    def watches_opened(self) -> int:
+        """How many watches were ever opened (a watch counted by open_watches may be one that is ending)."""
+        assert self._storage is not None
+        return self._call(lambda: self._storage.watches_opened)  # type: ignore[union-attr]
+
     def objects(self, kind: str) -> list[dict[str, Any]]:
         """Every stored object of `kind`, as a GET would return it."""
         rtype = by_kind(kind)

@@ -112,6 +112,7 @@ class Storage:
         self.history: deque[Change] = deque()
         self.objects: dict[ResourceType, dict[ObjectKey, Obj]] = {rtype: {} for rtype in RESOURCE_TYPES}
         self.watchers: set[Watcher] = set()
+        self.watches_opened = 0  # ever, so that a test can wait for watches opened after a moment
         self._cluster_ips: set[str] = set()
         for name in INITIAL_NAMESPACES:
             self.create(by_kind("Namespace"), None, {"metadata": {"name": name}}, "kube-apiserver")
@@ -350,6 +351,7 @@ class Storage:
                     replay.offer(change)
             initial = [replay.queue.get_nowait() for _ in range(replay.queue.qsize())]
         self.watchers.add(watcher)
+        self.watches_opened += 1
         return watcher, initial
 
     def unwatch(self, watcher: Watcher) -> None:

@@ -214,8 +214,12 @@ def test_a_burst_of_410s_relists_and_publishes_exactly_the_difference(api, harne
             await h.watching()
             quiet_from, relists = h.publisher.seq, h.source.relist_count
             for _ in range(3):
+                opened = api.watches_opened
                 api.expire_history(end_watches=True)
                 await h.until(lambda: h.source.relist_count >= relists + len(h.source.targets), "the relists")
+                # A target that lists again only after the next expiry has nothing to resume: wait for
+                # every target's new watch before expiring again.
+                await h.until(lambda: api.watches_opened >= opened + len(h.source.targets), "the new watches")
                 relists = h.source.relist_count
             await h.call(h.networking.create_namespaced_ingress, "default", ingress("sentinel", "s.example"))
             await h.until(lambda: "Ingress/default/sentinel" in h.mirror, "the sentinel Ingress")
