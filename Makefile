@@ -5,6 +5,8 @@ VENV := .venv
 APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
 	libnginx-mod-stream libnginx-mod-stream-js lua-cjson libnginx-mod-http-brotli-filter nftables iproute2 iputils-ping curl openssl util-linux procps \
 	containernetworking-plugins musl-tools prometheus chromium
+# Only the benchmarks need these (the load generator); `make bench` installs them.
+BENCH_PACKAGES := wrk
 PYTEST_ARGS ?=
 
 .PHONY: setup run test bench clean
@@ -17,12 +19,18 @@ build/pyngress-cni-static: $(wildcard cni-plugin/*.c cni-plugin/*.h) cni-plugin/
 
 # Installs only the packages that are missing, so a machine that has them all never calls apt.
 # Checked again whenever the Makefile changes (a package may have been added to APT_PACKAGES).
-.setup-apt.stamp: Makefile
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+install_missing = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+.setup-apt.stamp: Makefile
+	@$(call install_missing,$(APT_PACKAGES))
+	@touch $@
+
+.setup-bench.stamp: Makefile
+	@$(call install_missing,$(BENCH_PACKAGES))
 	@touch $@
 
 $(VENV)/.installed: pyproject.toml
@@ -41,11 +49,11 @@ run: setup
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-bench: setup
+bench: setup .setup-bench.stamp
 	$(VENV)/bin/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .setup-apt.stamp build *.egg-info
+	rm -rf $(VENV) .setup-apt.stamp .setup-bench.stamp build *.egg-info
 
 # ---- Container image: `make image` builds the root Dockerfile with podman as $(IMAGE).
 # No registry is reachable on the project's machines: the bookworm base is made with mmdebstrap and imported
