@@ -652,6 +652,7 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         server=server,
         main_settings=_settings(main_settings(server)),
         request_metrics=lua_literal(config.request_metrics.lua_config() if config.request_metrics else None),
+        metric_variables=config.request_metrics.read_variables if config.request_metrics else (),
         metrics_dict_size=METRICS_DICT_SIZE,
         **ports,
     )

@@ -40,9 +40,10 @@ class HistogramSpec:
     bucket_kind: str   # "time", "length" or "size": which bucket flag sets its bounds
 
 
+REQUEST_TIME = "request_time"
 # ingress-nginx's request histograms, in the order their numbers appear in a batch.
 HISTOGRAMS = (
-    HistogramSpec("request_duration_seconds", "The request processing time in milliseconds", "request_time", "time"),
+    HistogramSpec("request_duration_seconds", "The request processing time in milliseconds", REQUEST_TIME, "time"),
     HistogramSpec("response_duration_seconds", "The time spent on receiving the response from the upstream server",
                   "upstream_response_time", "time"),
     HistogramSpec("connect_duration_seconds", "The time spent on establishing a connection with the upstream server",
@@ -81,9 +82,18 @@ class RequestMetricsLayout:
         """How many numbers each labels key of a batch carries."""
         return 1 + sum(len(bounds) + 2 for _, bounds in self.histograms)
 
+    @property
+    def read_variables(self) -> tuple[str, ...]:
+        """The nginx variables the histograms observe, each once, in order; not request_time, which monitor.lua
+        takes from the request's start time. nginx.conf joins them into $pyngress_observed."""
+        names = dict.fromkeys(spec.variable for spec, _ in self.histograms)
+        names.pop(REQUEST_TIME, None)
+        return tuple(names)
+
     def lua_config(self) -> dict:
         """monitor.lua's settings."""
         return {"per_host": self.per_host, "per_undefined_host": self.per_undefined_host,
+                "read_variables": list(self.read_variables),
                 "histograms": [{"variable": spec.variable, "buckets": list(bounds)}
                                for spec, bounds in self.histograms]}
 

@@ -13,7 +13,7 @@ labels_of() makes them); it stays empty when no Ingress defines the request's ho
 local cjson = require("cjson.safe")
 local settings = require("pyngress.settings")
 
-local tonumber, concat, gsub = tonumber, table.concat, string.gsub
+local tonumber, concat, gsub, find, sub = tonumber, table.concat, string.gsub, string.find, string.sub
 local now, start_time, get_method = ngx.now, ngx.req.start_time, ngx.req.get_method
 local new_table = require("table.new")
 local clear_table = require("table.clear")
@@ -26,7 +26,7 @@ local _M = {}
 
 local pending = {}   -- this worker's counts since its last batch (numbers_for)
 local pending_count = 0
-local observed = {}  -- this request's value of each of settings.metrics.variables (false: none)
+local observed = {}  -- this request's value of each observed variable (false: none), [0] its time
 
 -- The numbers of one labels key, all zero (layout in request_metrics.py).
 local function new_numbers(width)
@@ -64,8 +64,17 @@ function _M.record()
     if not config then
         return
     end
-    local var = ngx.var
-    local labels = var.pyngress_metric
+    -- One variable read: "<value>|<value>|...|<labels>" ($pyngress_observed in nginx.conf).
+    local line = ngx.var.pyngress_observed
+    local values, start = observed, 1
+    for v = 1, config.read_count do
+        local stop = find(line, "|", start, true)
+        -- A retried request has "0.001, 0.002": not a number, not observed (as in ingress-nginx).
+        values[v] = tonumber(sub(line, start, stop - 1)) or false
+        start = stop + 1
+    end
+    values[0] = now() - start_time()  -- request_time, from the same fields as $request_time
+    local labels = sub(line, start)
     if labels == "" then
         if not config.per_undefined_host then
             if config.per_host then
@@ -73,27 +82,16 @@ function _M.record()
             end
             labels = EMPTY_LABELS  -- the collector drops the host label
         else
-            labels = gsub(var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
+            labels = gsub(ngx.var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
         end
     end
-    -- ngx.status, get_method and the request's start time are read without a variable lookup (what $status,
-    -- $request_method and $request_time give, from the same fields).
+    -- ngx.status and get_method are read without a variable lookup (what $status and $request_method give).
     local numbers = numbers_for(labels, ngx.status, get_method(), config.width)
     numbers[1] = numbers[1] + 1
-    local variables = config.variables
-    for v = 1, #variables do
-        local name = variables[v]
-        if name == "request_time" then
-            observed[v] = now() - start_time()
-        else
-            -- A retried request has "0.001, 0.002": not a number, not observed (as in ingress-nginx).
-            observed[v] = tonumber(var[name]) or false
-        end
-    end
     local histograms = config.histograms
     for h = 1, #histograms do
         local histogram = histograms[h]
-        local value = observed[histogram.variable_index]
+        local value = values[histogram.variable_index]
         if value then
             local bounds, base = histogram.buckets, histogram.offset
             local slot, count = 1, #bounds
@@ -167,24 +165,23 @@ function _M.host_labels(host)
     return host .. EMPTY_LABELS
 end
 
--- settings.metrics from the rendered layout: each histogram's offset into a key's numbers.
+-- settings.metrics from the rendered layout: each histogram's offset into a key's numbers, and where record()
+-- finds its value (0: the request time; else the place of its variable in $pyngress_observed).
 function _M.configure(values)
     if not values then
         return nil
     end
+    local index_of = { request_time = 0 }
+    for i, name in ipairs(values.read_variables) do
+        index_of[name] = i
+    end
     local offset = 1  -- numbers[1] is the request count
-    local variables, index_of = {}, {}  -- each nginx variable is read once per request
     for _, histogram in ipairs(values.histograms) do
         histogram.offset = offset
         offset = offset + #histogram.buckets + 2
-        local name = histogram.variable
-        if not index_of[name] then
-            variables[#variables + 1] = name
-            index_of[name] = #variables
-        end
-        histogram.variable_index = index_of[name]
+        histogram.variable_index = assert(index_of[histogram.variable], histogram.variable)
     end
-    values.variables = variables
+    values.read_count = #values.read_variables
     values.width = offset
     return values
 end

@@ -11,7 +11,7 @@ from services.syncer.annotations.base import CanaryPolicy
 from services.syncer.model_types import CanaryRoute, HostRoutes, Route
 from services.syncer.request_collector import RequestTotals
 
-from .conftest import eventually
+from .conftest import closed_endpoint, eventually
 
 LAYOUT = RequestMetricsLayout()
 CONST = {"controller_class": "k8s.io/ingress-nginx", "controller_namespace": "ingress", "controller_pod": "p"}
@@ -111,6 +111,31 @@ def test_unrouted_requests_have_empty_labels_and_undefined_hosts_are_not_counted
     # No latency for a request that no upstream answered.
     assert not [key for key in samples if key.startswith("nginx_ingress_controller_connect_duration_seconds_count")
                 and 'status="404"' in key]
+
+
+def test_a_retried_request_is_counted_but_its_upstream_times_are_not_observed(nginx, backends):
+    # One endpoint refuses connections: a request that tries it first is retried on the other, and its
+    # upstream times read "0.000, 0.001" (not a number: not observed, as in ingress-nginx).
+    flaky = {**backends, "team-web-80": [closed_endpoint(), *backends["team-web-80"]]}
+    nginx.push({"web.example.test": HostRoutes(prefix={"/": web_route()})}, flaky)
+    layout = RequestMetricsLayout(excluded=("header_duration_seconds", "request_size"))
+    nginx.apply(nginx.config(request_metrics=layout))
+    totals = RequestTotals(layout)
+    nginx.api("GET", "/configuration/metrics")
+    for _ in range(6):
+        assert nginx.get("/", host="web.example.test").status == 200
+
+    samples = collect(nginx, totals, 6)
+
+    assert sample(samples, "nginx_ingress_controller_requests", ingress="web") == 6
+    assert sample(samples, "nginx_ingress_controller_request_duration_seconds_count", ingress="web") == 6
+    assert sample(samples, "nginx_ingress_controller_response_size_count", ingress="web") == 6
+    # Each worker takes the endpoints in turn, so at least two of the six requests were retried.
+    observed = sample(samples, "nginx_ingress_controller_response_duration_seconds_count", ingress="web")
+    assert 2 <= observed <= 4
+    assert sample(samples, "nginx_ingress_controller_connect_duration_seconds_count", ingress="web") == observed
+    assert not [key for key in samples if "header_duration" in key or "request_size" in key]
+    nginx.apply(nginx.config(request_metrics=LAYOUT))
 
 
 def test_the_canary_label_names_the_canary_backend_when_it_answered(nginx, backends):
