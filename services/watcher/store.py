@@ -16,7 +16,7 @@ class TrackedStore:
         self.last_write: float | None = None   # the source last wrote, changed or not
 
     def __len__(self) -> int:
-        return len(self.publisher.state)
+        return len(self.publisher)
 
     def _note(self, seq_before: int) -> None:
         self.last_write = time.time()

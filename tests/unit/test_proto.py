@@ -1,12 +1,22 @@
 import msgpack
 import pytest
 
-from proto import PROTOCOL_VERSION, ProtocolError, decode, encode
+from proto import PROTOCOL_VERSION, ProtocolError, decode, encode, encode_snapshot, pack_value
 
 
 def test_round_trip_keeps_type_seq_and_body():
     env = decode(encode("clone.update", {"epoch": "e1", "key": "Ingress/ns/a", "value": {"x": 1}}, seq=7))
     assert (env.type, env.seq, env.body["key"], env.body["value"]) == ("clone.update", 7, "Ingress/ns/a", {"x": 1})
+
+
+def test_a_snapshot_of_packed_values_is_the_message_encode_gives():
+    items = [("Ingress/ns/a", {"spec": {"rules": [{"host": "a.example"}]}, "n": 1.5}), ("Service/ns/b", [1, "x", None]),
+             ("ConfigMap/ns/c", {"data": {"k": "v" * 300}, "bytes": b"\x00\x01"})]
+    spliced = encode_snapshot("e1", 42, [(key, pack_value(value)) for key, value in items])
+    assert spliced == encode("clone.snapshot", {"epoch": "e1", "items": [[k, v] for k, v in items]}, seq=42)
+    env = decode(spliced)
+    assert (env.type, env.seq, env.body["items"]) == ("clone.snapshot", 42, [[k, v] for k, v in items])
+    assert decode(encode_snapshot("e2", 0, [])).body == {"epoch": "e2", "items": []}
 
 
 def test_unknown_protocol_version_is_rejected_with_both_versions_named():

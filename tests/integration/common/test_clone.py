@@ -34,6 +34,27 @@ def test_late_subscriber_gets_snapshot_then_updates(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_value_equal_but_for_the_order_of_its_keys_is_not_published_again(tmp_path):
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        pub = ClonePublisher(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
+                             snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
+        serve = asyncio.create_task(pub.serve())
+        await pub.set("a", {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"x": [1, 2]}})
+        seq = pub.seq
+        await pub.set("a", {"spec": {"x": [1, 2]}, "metadata": {"namespace": "ns", "name": "a"}})
+        assert pub.seq == seq
+        await pub.set("a", {"spec": {"x": [2, 1]}, "metadata": {"namespace": "ns", "name": "a"}})
+        assert pub.seq == seq + 1 and len(pub) == 1
+        sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
+                              snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
+        assert await _next(sub.events()) == Snapshot({"a": {"spec": {"x": [2, 1]},
+                                                            "metadata": {"namespace": "ns", "name": "a"}}})
+        serve.cancel()
+        sub.close(); pub.close(); ctx.term()
+    asyncio.run(scenario())
+
+
 def test_restarted_publisher_is_detected_and_resnapshotted(tmp_path):
     async def scenario():
         ctx = zmq.asyncio.Context()
