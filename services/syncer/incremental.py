@@ -85,22 +85,81 @@ class _SlicesByService(Mapping):
         return len(self._slices)
 
 
-@dataclass
+# What is kept per Ingress and per group is kept small (slots, tuples): at 10,000 Ingresses each byte saved per
+# entry is 10 kB, and a set or dict of one member costs 216 or 232 bytes where a tuple of one costs 48.
+
+@dataclass(slots=True)
 class _PlanEntry:
     order: tuple[Any, str]  # model.creation_order: oldest first
     plan: IngressPlan | None  # None: rejected (its problems say why)
     problems: list[Problem]
-    reads: set[str]  # the store keys planning read
+    reads: tuple[str, ...]  # the store keys planning read
     auth_files: dict[str, bytes] = field(repr=False)
     ssl_files: dict[str, bytes] = field(repr=False)
-    names: set[str] = field(default_factory=set)  # model.plan_names, when planned
+    names: tuple[str, ...] = ()  # model.plan_names, when planned
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class _GroupMerge:
+    """A group's Merged as tuples of (name, value) pairs: most groups are one Ingress, with one host, one backend
+    and one profile, and most of Merged's tables are empty."""
+    routes: tuple[tuple[str, Any], ...]
+    backends: tuple[tuple[str, list[str]], ...]
+    passthrough: tuple[tuple[str, list[str]], ...]
+    profiles: tuple[tuple[str, Any], ...]
+    tls_secrets: tuple[tuple[str, str], ...]
+    snippet_servers: tuple[tuple[str, str], ...]
+    problems: tuple[Problem, ...]
+
+    @classmethod
+    def of(cls, merged: Merged) -> "_GroupMerge":
+        return cls(routes=tuple(merged.routes.items()), backends=tuple(merged.backends.items()),
+                   passthrough=tuple(merged.passthrough.items()), profiles=tuple(merged.profiles.items()),
+                   tls_secrets=tuple(merged.tls_secrets.items()), snippet_servers=tuple(merged.snippet_servers),
+                   problems=tuple(merged.problems))
+
+
+@dataclass(slots=True)
 class _Group:
-    keys: set[str]  # the store keys of its Ingresses
-    merged: Merged
-    reads: set[str]  # the store keys (and EndpointSlices of a Service) merging read
+    keys: tuple[str, ...]  # the store keys of its Ingresses
+    merged: _GroupMerge
+    reads: tuple[str, ...]  # the store keys (and EndpointSlices of a Service) merging read
+
+
+class _Several(set):
+    """Two or more members of one key of a _Dependents."""
+
+
+class _Dependents:
+    """key → what depends on it (Ingress keys, group numbers). Most keys have one dependent, kept as it is; a set
+    only from two on."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, Any] = {}
+
+    def add(self, key: str, member: Any) -> None:
+        current = self._of.get(key)
+        if current is None:
+            self._of[key] = member
+        elif isinstance(current, _Several):
+            current.add(member)
+        elif current != member:
+            self._of[key] = _Several((current, member))
+
+    def discard(self, key: str, member: Any) -> None:
+        current = self._of.get(key)
+        if isinstance(current, _Several):
+            current.discard(member)
+            if len(current) == 1:
+                self._of[key] = next(iter(current))
+        elif current is not None and current == member:
+            del self._of[key]
+
+    def of(self, key: str) -> Iterable[Any]:
+        current = self._of.get(key)
+        if current is None:
+            return ()
+        return current if isinstance(current, _Several) else (current,)
 
 
 class _Totals:
@@ -113,7 +172,7 @@ class _Totals:
         self._snippets: dict[str, tuple[str, str]] = {}
         self._users: dict[tuple[str, str], int] = {}  # ("backend" or "profile", name) → groups holding it
 
-    def add(self, group: Merged) -> None:
+    def add(self, group: _GroupMerge) -> None:
         total = self.merged
         total.routes.update(group.routes)
         total.passthrough.update(group.passthrough)
@@ -122,20 +181,20 @@ class _Totals:
         for kind, table, mine in (("backend", total.backends, group.backends),
                                   ("profile", total.profiles, group.profiles)):
             table.update(mine)
-            for name in mine:
+            for name, _ in mine:
                 self._users[kind, name] = self._users.get((kind, name), 0) + 1
 
-    def remove(self, group: Merged) -> None:
+    def remove(self, group: _GroupMerge) -> None:
         total = self.merged
         for table, mine in ((total.routes, group.routes), (total.passthrough, group.passthrough),
                             (total.tls_secrets, group.tls_secrets)):
-            for key in mine:
+            for key, _ in mine:
                 del table[key]
         for host, _ in group.snippet_servers:
             del self._snippets[host]
         for kind, table, mine in (("backend", total.backends, group.backends),
                                   ("profile", total.profiles, group.profiles)):
-            for name in mine:
+            for name, _ in mine:
                 self._users[kind, name] -= 1
                 if not self._users[kind, name]:
                     del self._users[kind, name], table[name]
@@ -172,11 +231,11 @@ class IncrementalModel:
         self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self._slices: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._plans: dict[str, _PlanEntry] = {}
-        self._plans_reading: dict[str, set[str]] = {}  # store key → plans whose planning read it
-        self._by_name: dict[str, set[str]] = {}  # host name → planned Ingresses naming it
+        self._plans_reading = _Dependents()  # store key → plans whose planning read it
+        self._by_name = _Dependents()  # host name → planned Ingresses naming it
         self._groups: dict[int, _Group] = {}
         self._group_of: dict[str, int] = {}  # Ingress key → its group
-        self._groups_reading: dict[str, set[int]] = {}  # store key → groups whose merge read it
+        self._groups_reading = _Dependents()  # store key → groups whose merge read it
         self._next_group = 0
         self._totals = _Totals()
         # The few plans and groups with problems or files, so that joining them does not visit every one.
@@ -236,8 +295,8 @@ class IncrementalModel:
             else:
                 self._store[key] = new
             for dependency in self._index(key, old, new):
-                replan |= self._plans_reading.get(dependency, set())
-                stale_groups |= self._groups_reading.get(dependency, set())
+                replan.update(self._plans_reading.of(dependency))
+                stale_groups.update(self._groups_reading.of(dependency))
             if key.startswith("Ingress/"):
                 replan.add(key)
         for key in replan:
@@ -288,9 +347,9 @@ class IncrementalModel:
         self._noted_plans.discard(key)
         if entry is not None:
             for read in entry.reads:
-                self._discard(self._plans_reading, read, key)
+                self._plans_reading.discard(read, key)
             for name in entry.names:
-                self._discard(self._by_name, name, key)
+                self._by_name.discard(name, key)
         ingress = self._store.get(key)
         assert self._cluster is not None
         if ingress is None or not self._cluster.accept.is_ours(ingress):
@@ -303,23 +362,15 @@ class IncrementalModel:
                                   strict_path_types=self._cluster.config.strict_validate_path_type, auth=auth,
                                   refused_profiles=self._cluster.refused_profiles, secrets=secrets)
         entry = _PlanEntry(order=creation_order(ingress, namespace=namespace, name=name), plan=plan,
-                           problems=problems, reads=reads, auth_files=auth.files, ssl_files=auth.ssl_files,
-                           names=plan_names(plan) if plan is not None else set())
+                           problems=problems, reads=tuple(reads), auth_files=auth.files, ssl_files=auth.ssl_files,
+                           names=tuple(plan_names(plan)) if plan is not None else ())
         self._plans[key] = entry
         if entry.problems or entry.auth_files or entry.ssl_files:
             self._noted_plans.add(key)
         for read in reads:
-            self._plans_reading.setdefault(read, set()).add(key)
+            self._plans_reading.add(read, key)
         for name in entry.names:
-            self._by_name.setdefault(name, set()).add(key)
-
-    @staticmethod
-    def _discard(index: dict[str, set], key: str, member: Any) -> None:
-        members = index.get(key)
-        if members is not None:
-            members.discard(member)
-            if not members:
-                del index[key]
+            self._by_name.add(name, key)
 
     # --- groups -------------------------------------------------------------------------------------
 
@@ -329,11 +380,11 @@ class IncrementalModel:
         self._noted_groups.discard(group)
         self._totals.remove(dropped.merged)
         for read in dropped.reads:
-            self._discard(self._groups_reading, read, group)
+            self._groups_reading.discard(read, group)
         for key in dropped.keys:
             if self._group_of.get(key) == group:
                 del self._group_of[key]
-        return dropped.keys
+        return set(dropped.keys)
 
     def _regroup(self, keys: set[str]) -> None:
         """Merge the groups that the planned Ingresses `keys` (ungrouped) now belong to: each one's Ingresses
@@ -344,7 +395,7 @@ class IncrementalModel:
             members, frontier = {start}, [start]
             while frontier:
                 for name in self._plans[frontier.pop()].names:
-                    for other in self._by_name.get(name, ()):
+                    for other in self._by_name.of(name):
                         if other in members:
                             continue
                         reached = self._drop_group(self._group_of[other]) if other in self._group_of else {other}
@@ -368,14 +419,15 @@ class IncrementalModel:
                              settings=self.settings, resolver=resolver, secrets=secrets)
         group = self._next_group
         self._next_group += 1
-        self._groups[group] = _Group(keys=keys, merged=merged, reads=reads)
-        self._totals.add(merged)
+        kept = _GroupMerge.of(merged)
+        self._groups[group] = _Group(keys=tuple(keys), merged=kept, reads=tuple(reads))
+        self._totals.add(kept)
         if merged.problems:
             self._noted_groups.add(group)
         for key in keys:
             self._group_of[key] = group
         for read in reads:
-            self._groups_reading.setdefault(read, set()).add(group)
+            self._groups_reading.add(read, group)
 
     # --- the Model ----------------------------------------------------------------------------------
 
