@@ -59,6 +59,19 @@ def test_host_end_is_on_the_bridge_with_hairpin_and_the_result_names_both_ends(p
     assert [f"{a['local']}/{a['prefixlen']}" for a in bridge_addr] == [f"{pods.gateway}/24"]
 
 
+def test_a_bridge_deleted_between_two_adds_is_set_up_again_by_the_second(pods):
+    # The second ADD comes within the time an ADD trusts the worker's last check of the bridge: the veth cannot
+    # join the bridge that is gone, and the ADD sets it up again instead of failing.
+    first_ns, second_ns = pods.netns(), pods.netns()
+    pods.add("before", first_ns)
+    pods.sh("ip", "link", "del", pods.bridge)
+    result = pods.add("after", second_ns)
+    assert pods.bridge_ports() == [result["interfaces"][0]["name"]]
+    bridge_addr = pods.sh_json("ip", "-j", "-4", "addr", "show", "dev", pods.bridge)[0]["addr_info"]
+    assert [f"{a['local']}/{a['prefixlen']}" for a in bridge_addr] == [f"{pods.gateway}/24"]
+    pods.in_pod(second_ns, "ping", "-c1", "-W1", pods.gateway)
+
+
 def test_0_4_0_result_and_dns_passed_through(pods):
     dns = {"nameservers": ["10.96.0.10"], "search": ["default.svc.cluster.local"]}
     result = pods.add("old-runtime", cniVersion="0.4.0", dns=dns)
