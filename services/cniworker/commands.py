@@ -47,7 +47,7 @@ def cmd_add(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     ipam = net.ipam.resolve(pod_cidr)
     host_name = netlink.host_veth_name(env.container_id, env.ifname)
     store = DiskStore(state_dir, net.name)
-    with _pod_netns(env) as ns, netlink.open_rtnl() as ipr:
+    with _pod_netns(env) as ns, netlink.host_rtnl() as ipr:
         bridge = _ensure_bridge(ipr, net=net, ipam=ipam, trust_seconds=BRIDGE_RECHECK_SECONDS)
         with _doing(f"allocating an address in {ipam.subnet}"):
             ip = IpAllocator(store, config=ipam, network=net.name).allocate(env.attachment)
@@ -67,7 +67,7 @@ def cmd_del(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     # Deleting the host end takes the pod end with it, so the pod's namespace (maybe gone
     # already, maybe an empty path) is never needed.
     env = req.env
-    with netlink.open_rtnl() as ipr, _doing("deleting the host veth"):
+    with netlink.host_rtnl() as ipr, _doing("deleting the host veth"):
         netlink.delete_link(ipr, netlink.host_veth_name(env.container_id, env.ifname))
     with _doing("releasing the address"):
         release(DiskStore(state_dir, req.network.name), env.attachment)
@@ -79,7 +79,7 @@ def cmd_check(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     ipam = net.ipam.resolve(pod_cidr)
     expected = _expectations(req)
     host_name = netlink.host_veth_name(env.container_id, env.ifname)
-    with _pod_netns(env) as ns, netlink.open_rtnl() as ipr, _doing("inspecting the pod's network"):
+    with _pod_netns(env) as ns, netlink.host_rtnl() as ipr, _doing("inspecting the pod's network"):
         pod = ns.run(lambda: netlink.describe_pod_interface(env.ifname))
         port = netlink.describe_host_port(ipr, host_name)
         bridge = netlink.find_link(ipr, net.bridge)
@@ -113,7 +113,7 @@ def cmd_update(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict
         raise CniError(CONTAINER_UNKNOWN, f"container {env.container_id} ({env.ifname}) holds no address in "
                        f"network {net.name}: ADD it before UPDATE")
     address = IPv4Interface(f"{held}/{ipam.subnet.prefixlen}")
-    with _pod_netns(env) as ns, netlink.open_rtnl() as ipr:
+    with _pod_netns(env) as ns, netlink.host_rtnl() as ipr:
         bridge = _ensure_bridge(ipr, net=net, ipam=ipam)
         if netlink.find_link(ipr, host_name) is None:
             raise CniError(CONTAINER_UNKNOWN, f"host veth {host_name} of container {env.container_id} is gone",
@@ -142,7 +142,7 @@ def cmd_status(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict
     if IpAllocator(store, config=ipam, network=net.name).free_count() == 0:
         raise CniError(PLUGIN_NOT_AVAILABLE, f"no free address left in subnet {ipam.subnet} of network {net.name}")
     if allocated:
-        with netlink.open_rtnl() as ipr:
+        with netlink.host_rtnl() as ipr:
             bridge = netlink.find_link(ipr, net.bridge)
         if bridge is None or not bridge["flags"] & 1:
             raise CniError(PLUGIN_NOT_AVAILABLE_LIMITED_CONNECTIVITY,
@@ -156,7 +156,7 @@ def cmd_gc(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     valid = net.valid_attachments or frozenset()
     with _doing("releasing stale addresses"):
         stale = release_where(DiskStore(state_dir, net.name), lambda holder: holder not in valid)
-    with netlink.open_rtnl() as ipr, _doing("deleting stale host veths"):
+    with netlink.host_rtnl() as ipr, _doing("deleting stale host veths"):
         for holder in stale.values():
             netlink.delete_link(ipr, netlink.host_veth_name(holder.container_id, holder.ifname))
     if stale:
