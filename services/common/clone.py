@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator
 import zmq
 import zmq.asyncio
 
-from proto import ProtocolError, decode, encode, encode_snapshot, pack_value, unpack_value
+from proto import ProtocolError, decode, encode, encode_snapshot, encode_update, pack_value, unpack_value
 from proto.limits import CLONE_MAX_MESSAGE_BYTES, CLONE_REQUEST_MAX_MESSAGE_BYTES
 from services.common.ipc import bind_private
 
@@ -66,15 +66,17 @@ class ClonePublisher:
             if key not in self._packed:
                 return
             del self._packed[key]
-        else:
-            packed = pack_value(value)
-            old = self._packed.get(key)
-            # Equal bytes are an equal value; equal values may differ in bytes only by the order of their keys.
-            if old is not None and (old == packed or unpack_value(old) == value):
-                return
-            self._packed[key] = packed
+            self.seq += 1
+            await self._pub.send(encode("clone.update", {"epoch": self.epoch, "key": key, "value": None}, self.seq))
+            return
+        packed = pack_value(value)
+        old = self._packed.get(key)
+        # Equal bytes are an equal value; equal values may differ in bytes only by the order of their keys.
+        if old is not None and (old == packed or unpack_value(old) == value):
+            return
+        self._packed[key] = packed
         self.seq += 1
-        await self._pub.send(encode("clone.update", {"epoch": self.epoch, "key": key, "value": value}, self.seq))
+        await self._pub.send(encode_update(self.epoch, self.seq, key, packed))
 
     async def replace_all(self, new_state: dict[str, Any]) -> None:
         """Make the state equal to `new_state`, publishing exactly the difference."""

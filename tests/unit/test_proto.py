@@ -1,7 +1,7 @@
 import msgpack
 import pytest
 
-from proto import PROTOCOL_VERSION, ProtocolError, decode, encode, encode_snapshot, pack_value
+from proto import PROTOCOL_VERSION, ProtocolError, decode, encode, encode_snapshot, encode_update, pack_value
 
 
 def test_round_trip_keeps_type_seq_and_body():
@@ -9,7 +9,7 @@ def test_round_trip_keeps_type_seq_and_body():
     assert (env.type, env.seq, env.body["key"], env.body["value"]) == ("clone.update", 7, "Ingress/ns/a", {"x": 1})
 
 
-def test_a_snapshot_of_packed_values_is_the_message_encode_gives():
+def test_messages_of_packed_values_are_the_messages_encode_gives():
     items = [("Ingress/ns/a", {"spec": {"rules": [{"host": "a.example"}]}, "n": 1.5}), ("Service/ns/b", [1, "x", None]),
              ("ConfigMap/ns/c", {"data": {"k": "v" * 300}, "bytes": b"\x00\x01"})]
     spliced = encode_snapshot("e1", 42, [(key, pack_value(value)) for key, value in items])
@@ -17,6 +17,10 @@ def test_a_snapshot_of_packed_values_is_the_message_encode_gives():
     env = decode(spliced)
     assert (env.type, env.seq, env.body["items"]) == ("clone.snapshot", 42, [[k, v] for k, v in items])
     assert decode(encode_snapshot("e2", 0, [])).body == {"epoch": "e2", "items": []}
+    for key, value in items:
+        spliced = encode_update("e1", 7, key, pack_value(value))
+        assert spliced == encode("clone.update", {"epoch": "e1", "key": key, "value": value}, seq=7)
+        assert decode(spliced).body == {"epoch": "e1", "key": key, "value": value}
 
 
 def test_unknown_protocol_version_is_rejected_with_both_versions_named():
