@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from services.common import logs
+from services.common.canonical import canonical_json_kept, json_fragment
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
 from services.nginxconf.config_test import NginxConfigError
@@ -44,9 +45,12 @@ class NginxApplier:
         self.stream_files = WorkerFiles(paths.stream_dir)
         self.ssl_dir = paths.ssl_dir
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
-        # Each host's routes as pushed: the model's HostRoutes and their JSON, for the profiles loaded then.
+        # Each host's routes as pushed, for the profiles loaded then: the model's HostRoutes, their canonical JSON,
+        # and that JSON as a fragment of the routes table. Equal JSON keeps its fragment, so that the pusher,
+        # which compares entries by identity, sends only hosts whose routes changed.
         self._route_objects: dict[str, Any] = {}
-        self._route_json: dict[str, dict[str, Any]] = {}
+        self._route_bytes: dict[str, bytes] = {}
+        self._route_json: dict[str, Any] = {}
         self._json_profiles: set[str] = set()
         self._backend_names = NameIndex()
         self.nginx_serving = False
@@ -196,14 +200,17 @@ class NginxApplier:
         """The tables to push. A host's routes are turned into JSON again only when the model has new ones for
         it (the incremental model keeps a host's HostRoutes while nothing it depends on changes)."""
         if self.applied_profiles != self._json_profiles:
-            self._route_objects, self._route_json = {}, {}
+            self._route_objects, self._route_bytes, self._route_json = {}, {}, {}
             self._json_profiles = set(self.applied_profiles)
-        objects, json = self._route_objects, self._route_json
+        objects, raw, json = self._route_objects, self._route_bytes, self._route_json
         for host in objects.keys() - model.routes.keys():
-            del objects[host], json[host]
+            del objects[host], raw[host], json[host]
         for host, host_routes in model.routes.items():
             if objects.get(host) is not host_routes:
-                objects[host], json[host] = host_routes, self._servable(host_routes.to_json())
+                objects[host] = host_routes
+                data = canonical_json_kept(self._servable(host_routes.to_json()))
+                if raw.get(host) != data:
+                    raw[host], json[host] = data, json_fragment(data)
         # A copy: the pusher compares the next push with what it sent.
         return {"routes": dict(json), "backends": model.backends, "certificates": model.certificates}
 
