@@ -65,14 +65,19 @@ def plain_ingress_cluster(directory: Path, backend_port: int) -> ManifestsCluste
     return cluster
 
 
-def static_with_forwarded_headers(port: int, backend_port: int) -> str:
-    """The static baseline plus what ingress-nginx (and pyngress) sends every backend: the request id (the
-    client's, else a new one), X-Real-IP, the X-Forwarded-* headers, X-Scheme, the websocket upgrade and an
-    empty Proxy header. What pyngress costs beyond it is its routing in Lua and its metrics."""
-    headers = {"Host": "$host", "X-Request-ID": "$bench_request_id", "X-Real-IP": "$remote_addr",
-               "X-Forwarded-For": "$remote_addr", "X-Forwarded-Host": "$host", "X-Forwarded-Port": "$server_port",
-               "X-Forwarded-Proto": "$scheme", "X-Scheme": "$scheme", "Upgrade": "$http_upgrade",
-               "Connection": "$bench_connection", "Proxy": '""'}
+# The static baseline's headers: the Host, and an empty Connection header for upstream keepalive.
+PLAIN_HEADERS = {"Host": "$host", "Connection": '""'}
+# What ingress-nginx (and pyngress) sends every backend: the request id (the client's, else a new one),
+# X-Real-IP, the X-Forwarded-* headers, X-Scheme, the websocket upgrade and an empty Proxy header. What pyngress
+# costs beyond a static nginx sending these is its routing in Lua and its metrics.
+FORWARDED_HEADERS = {"Host": "$host", "X-Request-ID": "$bench_request_id", "X-Real-IP": "$remote_addr",
+                     "X-Forwarded-For": "$remote_addr", "X-Forwarded-Host": "$host",
+                     "X-Forwarded-Port": "$server_port", "X-Forwarded-Proto": "$scheme", "X-Scheme": "$scheme",
+                     "Upgrade": "$http_upgrade", "Connection": "$bench_connection", "Proxy": '""'}
+
+
+def static_proxy(port: int, backend_port: int, headers: dict[str, str]) -> str:
+    """A static nginx `http` body: one server for HOST proxying to the backend (keepalive 32), sending `headers`."""
     return (f'map $http_x_request_id $bench_request_id {{ default $http_x_request_id; "" $request_id; }} '
             f'map $http_upgrade $bench_connection {{ default upgrade; "" ""; }} '
             f"upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 32; }} "
@@ -110,13 +115,10 @@ def main() -> None:
         os.chmod(work, 0o755)
         backend_port, static_port, headers_port = free_port(), free_port(), free_port()
         backend = start_ok_backend(work / "backend", backend_port)
-        static = start_nginx(work / "static", workers="auto", body=(
-            f"upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 32; }} "
-            f"server {{ listen 127.0.0.1:{static_port} backlog=4096; server_name {HOST}; "
-            f"location / {{ proxy_http_version 1.1; proxy_set_header Connection \"\"; "
-            f"proxy_set_header Host $host; proxy_pass http://backend; }} }}"))
+        static = start_nginx(work / "static", workers="auto",
+                             body=static_proxy(static_port, backend_port, PLAIN_HEADERS))
         static_headers = start_nginx(work / "static-headers", workers="auto",
-                                     body=static_with_forwarded_headers(headers_port, backend_port))
+                                     body=static_proxy(headers_port, backend_port, FORWARDED_HEADERS))
         cluster = plain_ingress_cluster(work / "manifests", backend_port)
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",

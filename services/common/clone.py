@@ -62,19 +62,17 @@ class ClonePublisher:
 
     async def set(self, key: str, value: Any) -> None:
         """Set `key` to `value` (None deletes it) and publish the change; unchanged values are not sent."""
+        packed = pack_value(value)
         if value is None:
             if key not in self._packed:
                 return
             del self._packed[key]
-            self.seq += 1
-            await self._pub.send(encode("clone.update", {"epoch": self.epoch, "key": key, "value": None}, self.seq))
-            return
-        packed = pack_value(value)
-        old = self._packed.get(key)
-        # Equal bytes are an equal value; equal values may differ in bytes only by the order of their keys.
-        if old is not None and (old == packed or unpack_value(old) == value):
-            return
-        self._packed[key] = packed
+        else:
+            old = self._packed.get(key)
+            # Equal bytes are an equal value; equal values may differ in bytes only by the order of their keys.
+            if old is not None and (old == packed or unpack_value(old) == value):
+                return
+            self._packed[key] = packed
         self.seq += 1
         await self._pub.send(encode_update(self.epoch, self.seq, key, packed))
 

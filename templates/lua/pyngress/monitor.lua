@@ -66,14 +66,14 @@ function _M.record()
     end
     -- One variable read: "<value>|<value>|...|<labels>" ($pyngress_observed in nginx.conf).
     local line = ngx.var.pyngress_observed
-    local values, start = observed, 1
+    local start = 1
     for v = 1, config.read_count do
         local stop = find(line, "|", start, true)
         -- A retried request has "0.001, 0.002": not a number, not observed (as in ingress-nginx).
-        values[v] = tonumber(sub(line, start, stop - 1)) or false
+        observed[v] = tonumber(sub(line, start, stop - 1)) or false
         start = stop + 1
     end
-    values[0] = now() - start_time()  -- request_time, from the same fields as $request_time
+    observed[0] = now() - start_time()  -- request_time, from the same fields as $request_time
     local labels = sub(line, start)
     if labels == "" then
         if not config.per_undefined_host then
@@ -91,7 +91,7 @@ function _M.record()
     local histograms = config.histograms
     for h = 1, #histograms do
         local histogram = histograms[h]
-        local value = values[histogram.variable_index]
+        local value = observed[histogram.variable_index]
         if value then
             local bounds, base = histogram.buckets, histogram.offset
             local slot, count = 1, #bounds
