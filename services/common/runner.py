@@ -10,13 +10,21 @@ cancelled:
 - any other exception (each cause of an ExceptionGroup on its own) is logged with its traceback, and the
   process exits 1 so that supervisord restarts it;
 - `main` may return an exit code of its own.
+Once `main` has returned, the process ends at once (os._exit): the interpreter's own teardown would free every
+object one by one (0.7 s for the syncer at 10,000 Ingresses), and closing the event loop would wait for worker
+threads still computing what nobody awaits any more (a model build: 0.6 s more). What a thread writes is
+written atomically (a temporary file renamed), so stopping it half way leaves nothing half written; work that
+must finish (a CNI request in flight) is awaited by `main` itself before it returns.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import signal
-from typing import Awaitable, Callable
+import sys
+from typing import Awaitable, Callable, NoReturn
 
 import uvloop
 
@@ -28,12 +36,21 @@ class StartupError(RuntimeError):
     """The process cannot start as configured; the message says what to change."""
 
 
-def run_process(component: str, *, settings: Settings, main: Callable[[], Awaitable[int | None]]) -> int:
-    """Run `main` on a uvloop event loop until it returns, fails, or a signal stops it; the exit code."""
+def run_process(component: str, *, settings: Settings, main: Callable[[], Awaitable[int | None]]) -> NoReturn:
+    """Run `main` on a uvloop event loop until it returns, fails, or a signal stops it, then exit."""
+    code = _run(component, settings=settings, main=main)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run(component: str, *, settings: Settings, main: Callable[[], Awaitable[int | None]]) -> int:
     log = logs.setup(component, settings.log_level)
+    # The runner is not closed: closing it would wait for the loop's worker threads, and the process ends next.
+    runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
     try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            code = runner.run(_until_signalled(main))
+        code = runner.run(_until_signalled(main))
     except StartupError as err:
         log.error(f"{component} cannot start: {err}")
         return 2

@@ -34,7 +34,7 @@ from services.watcher.filters import keep, slim
 from services.watcher.manifest_objects import Problem, objects_of
 from services.watcher.manifest_parser import (MANIFEST_SUFFIXES, YAML_SUFFIXES, Document, ManifestSyntaxError,
                                               decoded, parse_manifest)
-from services.watcher.metadata import ServerMetadata
+from services.watcher.metadata import ServerMetadata, StoreChanges
 from services.watcher.parse_cache import CACHE_FILE, ParsedFile, load_parse_cache, save_parse_cache
 from services.watcher.source import StoreWriter
 from services.watcher.state_files import load_json, save_json, watcher_state_dir
@@ -120,9 +120,12 @@ class ManifestsSource:
     async def run(self, store: StoreWriter) -> None:
         while True:
             started = time.monotonic()
-            new_state = await asyncio.to_thread(self.scan)
-            if new_state is not None:
-                await store.replace_all(new_state)
+            changes = await asyncio.to_thread(self.scan)
+            if changes is not None:
+                for key in changes.removed:
+                    await store.set(key, None)
+                for key, obj in changes.changed.items():
+                    await store.set(key, obj)
                 freeze_survivors()  # the store lives until the next change: out of the collector's scans
                 await asyncio.to_thread(self.save_cache)
             self.synced.set()
@@ -132,12 +135,12 @@ class ManifestsSource:
 
     # -- one scan (runs in a worker thread: parsing a large file must not stall the event loop) --
 
-    def scan(self) -> dict[str, dict[str, Any]] | None:
-        """Read what changed; the whole new store contents when something did, else None."""
+    def scan(self) -> StoreChanges | None:
+        """Read what changed; the store's changes when something did, else None."""
         with collector_paused():  # services/common/gc_pause.py: parsing 30,000 documents allocates a lot
             return self._scan()
 
-    def _scan(self) -> dict[str, dict[str, Any]] | None:
+    def _scan(self) -> StoreChanges | None:
         listing = self._list()
         if listing is None:
             return None
@@ -274,8 +277,9 @@ class ManifestsSource:
                    for name, state in self._files.items() if not state.failed and not state.racy and state.digest}
         save_parse_cache(self._cache_path, settled)
 
-    def _store_contents(self) -> dict[str, dict[str, Any]]:
-        """Every kept object by store key, server metadata filled in; the later file name wins a clash."""
+    def _store_contents(self) -> StoreChanges:
+        """How the store changes: every kept object by store key, the later file name winning a clash, against
+        the last contents; server metadata filled in."""
         objects: dict[str, dict[str, Any]] = {}
         origins: dict[str, str] = {}
         warnings: list[str] = []
@@ -296,10 +300,11 @@ class ManifestsSource:
             log.warning(warning)
         self.warnings = warnings
         self._publish_problems()
-        filled = self._metadata.fill(objects)
-        log.info("manifests applied", extra=kv(files=len(self._files), objects=len(filled),
+        changes = self._metadata.fill(objects)
+        log.info("manifests applied", extra=kv(files=len(self._files), objects=len(objects),
+                                               changed=len(changes.changed), removed=len(changes.removed),
                                                errors=len(self.errors)))
-        return filled
+        return changes
 
     def _publish_problems(self) -> None:
         problems = [str(p) for name in sorted(self._files) for p in self._files[name].problems]

@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from services.common.canonical import canonical_json
 from services.common.logs import kv
@@ -68,6 +68,8 @@ class ServerMetadata:
         # key → (object, content digest, spec digest): objects are never modified, so an object that is
         # the very same as last time need not be hashed again (a change in one file of many stays cheap).
         self._digests: dict[str, tuple[dict[str, Any], str, str]] = {}
+        # The keys of the last fill: every other key is new to the caller, whatever the saved records say.
+        self._filled: Collection[str] = ()
         self._load()
 
     def _load(self) -> None:
@@ -118,10 +120,13 @@ class ServerMetadata:
             return record, False
         return record, True
 
-    def fill(self, objects: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """`objects` (store key → object as given) with server-set metadata filled in.
+    def fill(self, objects: dict[str, dict[str, Any]]) -> StoreChanges:
+        """What changed in the store since the last fill, given every object now (store key → object as
+        given): the objects whose content or server metadata changed, with server-set metadata filled in, and
+        the keys no longer there. Those are forgotten: the objects were deleted.
 
-        Keys absent from `objects` are forgotten: the objects were deleted.
+        An object given as the very same dict as last time with an unchanged record is left out without being
+        copied: a change in one manifest file among many costs a lookup per object, not a copy of each.
         """
         records: dict[str, _Record] = {}
         changed = len(objects) != len(self._records) or not objects.keys() <= self._records.keys()
@@ -130,17 +135,31 @@ class ServerMetadata:
             record, is_new = self._record_for(key, obj)
             records[key] = record
             changed |= is_new
-            meta = obj.get("metadata") or {}
-            filled[key] = {**obj, "metadata": {
-                **meta,
-                "uid": meta.get("uid") or record.uid,
-                "creationTimestamp": meta.get("creationTimestamp") or record.creationTimestamp,
-                "resourceVersion": str(record.resourceVersion),
-                "generation": meta.get("generation") or record.generation,
-            }}
+            if is_new or key not in self._filled:
+                filled[key] = _with_metadata(obj, record)
+        removed = [key for key in self._filled if key not in records]
         self._records = records
+        self._filled = records.keys()
         for key in self._digests.keys() - records.keys():
             del self._digests[key]
         if changed:
             self._save()
-        return filled
+        return StoreChanges(changed=filled, removed=removed)
+
+
+@dataclass(frozen=True)
+class StoreChanges:
+    """What a fill changed: objects set (with their metadata filled in) and keys deleted."""
+    changed: dict[str, dict[str, Any]]
+    removed: list[str]
+
+
+def _with_metadata(obj: dict[str, Any], record: _Record) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {**obj, "metadata": {
+        **meta,
+        "uid": meta.get("uid") or record.uid,
+        "creationTimestamp": meta.get("creationTimestamp") or record.creationTimestamp,
+        "resourceVersion": str(record.resourceVersion),
+        "generation": meta.get("generation") or record.generation,
+    }}

@@ -11,9 +11,6 @@ class StoreWriter(Protocol):
     async def set(self, key: str, value: Any) -> None:
         """Set one object; None deletes it. Setting an equal value publishes nothing."""
 
-    async def replace_all(self, new_state: dict[str, Any]) -> None:
-        """Make the whole store equal to `new_state`, publishing exactly the difference (used after a relist)."""
-
 
 class Source(Protocol):
     """Fills and follows a store.

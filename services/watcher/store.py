@@ -28,7 +28,3 @@ class TrackedStore:
         await self.publisher.set(key, value)
         self._note(seq)
 
-    async def replace_all(self, new_state: dict[str, Any]) -> None:
-        seq = self.publisher.seq
-        await self.publisher.replace_all(new_state)
-        self._note(seq)

@@ -100,3 +100,63 @@ def test_many_updates_at_full_speed_arrive_without_loss(tmp_path):
         assert state == {f"k{i}": i for i in range(20000)}
         serve.cancel(); sub.close(); pub.close(); ctx.term()
     asyncio.run(scenario())
+
+
+def test_a_gap_among_queued_updates_fetches_a_snapshot(tmp_path):
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
+        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
+        serve = asyncio.create_task(pub.serve())
+        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
+        events = sub.events()
+        assert await _next(events) == Snapshot({})
+        await asyncio.sleep(0.2)
+        for i in range(10):
+            await pub.set(f"k{i}", i)
+        pub.seq += 1  # an update lost on the way
+        for i in range(10, 20):
+            await pub.set(f"k{i}", i)
+        await asyncio.sleep(0.2)  # all twenty are queued at the subscriber: it reads them in one go
+        assert [await _next(events) for _ in range(10)] == [Update(f"k{i}", i) for i in range(10)]
+        assert await _next(events) == Snapshot({f"k{i}": i for i in range(20)})
+        await pub.set("after", 1)  # the updates the snapshot holds are skipped; the next one follows
+        assert await _next(events) == Update("after", 1)
+        serve.cancel(); sub.close(); pub.close(); ctx.term()
+    asyncio.run(scenario())
+
+
+def test_other_tasks_run_while_a_long_burst_is_read(tmp_path):
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
+        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
+        serve = asyncio.create_task(pub.serve())
+        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
+        events = sub.events()
+        await _next(events)
+        await asyncio.sleep(0.2)
+        for i in range(10000):
+            await pub.set(f"k{i}", i)
+        await asyncio.sleep(0.5)  # queued at the subscriber
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        async def read_all():
+            count = 0
+            async for _ in events:  # without a task per event (as wait_for would make): the reading's own turns
+                count += 1
+                if count == 10000:
+                    return
+
+        ticking = asyncio.create_task(ticker())
+        await asyncio.wait_for(read_all(), 10)
+        ticking.cancel()
+        assert ticks >= 10  # a turn after each thousand updates (DRAIN_BATCH) at least
+        serve.cancel(); sub.close(); pub.close(); ctx.term()
+    asyncio.run(scenario())

@@ -20,6 +20,7 @@ class Manifests:
         self.state_dir = root / "state"
         self.settings = settings
         self.source = self.new_source()
+        self._stores: dict[int, dict] = {}  # what each source's watcher would have published
 
     def new_source(self) -> ManifestsSource:
         """A source as a restarted watcher would have it."""
@@ -28,9 +29,21 @@ class Manifests:
     def write(self, name: str, text: str) -> None:
         (self.directory / name).write_text(text)
 
+    def scan(self, source: ManifestsSource | None = None) -> dict | None:
+        """One scan of `source` (default: self.source): the whole store it publishes to, None when unchanged."""
+        source = source or self.source
+        changes = source.scan()
+        if changes is None:
+            return None
+        store = self._stores.setdefault(id(source), {})
+        for key in changes.removed:
+            del store[key]
+        store.update(changes.changed)
+        return dict(store)
+
     def apply(self) -> dict | None:
         """Scan as the watcher does until a change settles (it must be seen on two scans in a row)."""
-        results = [self.source.scan() for _ in range(2)]
+        results = [self.scan() for _ in range(2)]
         return next((r for r in reversed(results) if r is not None), None)
 
 

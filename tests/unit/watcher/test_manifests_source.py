@@ -16,14 +16,14 @@ def test_reads_yaml_yml_and_json_in_the_directory_only(manifests, svc):
     manifests.write("notes.txt", svc("text"))
     (manifests.directory / "sub").mkdir()
     (manifests.directory / "sub" / "f.yaml").write_text(svc("nested"))  # kubectl apply -f DIR is not recursive
-    store = manifests.source.scan()
+    store = manifests.scan()
     assert names(store) == ["Service/default/a", "Service/default/b", "Service/default/c", "Service/default/d"]
     assert manifests.source.errors == []
 
 
 def test_added_changed_and_removed_files_are_followed(manifests, svc):
     manifests.write("a.yaml", svc("a"))
-    assert names(manifests.source.scan()) == ["Service/default/a"]
+    assert names(manifests.scan()) == ["Service/default/a"]
     manifests.write("b.yaml", svc("b"))
     assert names(manifests.apply()) == ["Service/default/a", "Service/default/b"]
     manifests.write("b.yaml", svc("b", port=8080))
@@ -36,16 +36,16 @@ def test_added_changed_and_removed_files_are_followed(manifests, svc):
 
 def test_a_same_size_rewrite_is_seen(manifests, svc):
     manifests.write("a.yaml", svc("aaa"))
-    manifests.source.scan()
+    manifests.scan()
     manifests.write("a.yaml", svc("bbb"))  # same inode and size, likely the same coarse mtime
     assert names(manifests.apply()) == ["Service/default/bbb"]
 
 
 def test_a_file_caught_half_written_does_not_drop_objects(manifests, svc):
     manifests.write("a.yaml", svc("a") + "---\n" + svc("b"))
-    manifests.source.scan()
+    manifests.scan()
     manifests.write("a.yaml", svc("a"))  # the writer has not got to the second document yet
-    assert manifests.source.scan() is None
+    assert manifests.scan() is None
     manifests.write("a.yaml", svc("a") + "---\n" + svc("b") + "---\n" + svc("c"))
     assert names(manifests.apply()) == ["Service/default/a", "Service/default/b", "Service/default/c"]
 
@@ -53,7 +53,7 @@ def test_a_file_caught_half_written_does_not_drop_objects(manifests, svc):
 def test_a_file_that_stops_parsing_keeps_its_last_good_objects(manifests, svc):
     manifests.write("good.yaml", svc("other"))
     manifests.write("edit.yaml", svc("a"))
-    before = manifests.source.scan()
+    before = manifests.scan()
     manifests.write("edit.yaml", svc("a") + "  - port: [81\n")
     assert manifests.apply() is None  # the same objects as before
     (error,) = manifests.source.errors
@@ -70,7 +70,7 @@ def test_a_file_that_stops_parsing_keeps_its_last_good_objects(manifests, svc):
 def test_a_file_that_never_parsed_defines_nothing(manifests, svc):
     manifests.write("good.yaml", svc("a"))
     manifests.write("bad.yaml", svc("b") + "x: [\n")
-    assert names(manifests.source.scan()) == ["Service/default/a"]
+    assert names(manifests.scan()) == ["Service/default/a"]
     (error,) = manifests.source.errors
     assert error.startswith(f"{manifests.directory / 'bad.yaml'}:10: did not find expected node content")
     assert "it defines nothing until it parses" in error
@@ -78,18 +78,18 @@ def test_a_file_that_never_parsed_defines_nothing(manifests, svc):
 
 def test_last_good_objects_survive_a_restart(manifests, svc):
     manifests.write("edit.yaml", svc("a"))
-    before = manifests.source.scan()
+    before = manifests.scan()
     manifests.write("edit.yaml", "not: [valid\n")
     manifests.apply()
     restarted = manifests.new_source()
-    assert restarted.scan() == before
+    assert manifests.scan(restarted) == before
     assert len(restarted.errors) == 1
 
 
 def test_invalid_documents_are_skipped_and_the_rest_of_the_file_counts(manifests, svc):
     manifests.write("a.yaml", svc("a") + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n---\n"
                     + svc("b"))
-    assert names(manifests.source.scan()) == ["Service/default/a", "Service/default/b"]
+    assert names(manifests.scan()) == ["Service/default/a", "Service/default/b"]
     (error,) = manifests.source.errors
     assert error.startswith(f"{manifests.directory / 'a.yaml'}:10, document 2: kind Deployment")
 
@@ -97,7 +97,7 @@ def test_invalid_documents_are_skipped_and_the_rest_of_the_file_counts(manifests
 def test_the_later_file_name_wins_with_a_warning(manifests, svc):
     manifests.write("10-a.yaml", svc("web", port=1))
     manifests.write("20-b.yaml", svc("web", port=2))
-    store = manifests.source.scan()
+    store = manifests.scan()
     assert store["Service/default/web"]["spec"]["ports"] == [{"port": 2}]
     (warning,) = manifests.source.warnings
     assert "10-a.yaml" in warning and "the one in 20-b.yaml is used" in warning
@@ -105,18 +105,18 @@ def test_the_later_file_name_wins_with_a_warning(manifests, svc):
 
 def test_metadata_is_filled_and_identical_after_a_restart(manifests, svc):
     manifests.write("a.yaml", svc("a"))
-    meta = manifests.source.scan()["Service/default/a"]["metadata"]
+    meta = manifests.scan()["Service/default/a"]["metadata"]
     assert {"uid", "creationTimestamp", "resourceVersion", "generation"} <= meta.keys()
-    assert manifests.new_source().scan()["Service/default/a"]["metadata"] == meta
+    assert manifests.scan(manifests.new_source())["Service/default/a"]["metadata"] == meta
 
 
 def test_objects_removed_while_the_watcher_was_down_come_back_as_new_objects(manifests, svc):
     manifests.write("a.yaml", svc("a"))
-    uid = manifests.source.scan()["Service/default/a"]["metadata"]["uid"]
+    uid = manifests.scan()["Service/default/a"]["metadata"]["uid"]
     os.unlink(manifests.directory / "a.yaml")
-    assert manifests.new_source().scan() == {}
+    assert manifests.scan(manifests.new_source()) == {}
     manifests.write("a.yaml", svc("a"))
-    assert manifests.new_source().scan()["Service/default/a"]["metadata"]["uid"] != uid
+    assert manifests.scan(manifests.new_source())["Service/default/a"]["metadata"]["uid"] != uid
 
 
 def test_filters_apply(manifests_with):
@@ -138,17 +138,17 @@ apiVersion: v1
 kind: Service
 metadata: {{name: elsewhere, namespace: other}}
 """)
-    store = m.source.scan()
+    store = m.scan()
     assert names(store) == ["Secret/team/cert"]
     assert "annotations" not in store["Secret/team/cert"]["metadata"]
 
 
 def test_an_unreadable_directory_keeps_the_objects(manifests, svc):
     manifests.write("a.yaml", svc("a"))
-    manifests.source.scan()
+    manifests.scan()
     moved = manifests.directory.with_name("moved")
     manifests.directory.rename(moved)
-    assert manifests.source.scan() is None
+    assert manifests.scan() is None
     (error,) = manifests.source.errors
     assert "cannot list the manifests directory" in error
     moved.rename(manifests.directory)
@@ -158,12 +158,12 @@ def test_an_unreadable_directory_keeps_the_objects(manifests, svc):
 
 def test_damaged_saved_last_good_objects_are_checked_again(manifests, svc):
     manifests.write("edit.yaml", svc("a") + "---\n" + svc("b"))
-    manifests.source.scan()
+    manifests.scan()
     manifests.write("edit.yaml", "not: [valid\n")
     manifests.apply()
     saved = manifests.state_dir / "watcher" / "last-good.json"
     saved.write_text(saved.read_text().replace('"kind":"Service"', '"kind":"Nonsense"', 1))
-    assert names(manifests.new_source().scan()) == ["Service/default/b"]
+    assert names(manifests.scan(manifests.new_source())) == ["Service/default/b"]
 
 
 def _settled(path, text: str) -> None:
@@ -176,7 +176,7 @@ def _settled(path, text: str) -> None:
 def test_a_restart_reads_only_the_files_whose_signature_changed(manifests, svc):
     _settled(manifests.directory / "kept.yaml", svc("aaa"))
     _settled(manifests.directory / "changed.yaml", svc("bbb"))
-    manifests.source.scan()
+    manifests.scan()
     manifests.source.save_cache()
     # Same inode, size and mtime, other content: only a reader that trusts the signature misses it.
     kept = manifests.directory / "kept.yaml"
@@ -185,12 +185,12 @@ def test_a_restart_reads_only_the_files_whose_signature_changed(manifests, svc):
     os.utime(kept, ns=(mtime, mtime))
     (manifests.directory / "changed.yaml").write_text(svc("ccc-longer"))
     restarted = manifests.new_source()
-    assert names(restarted.scan()) == ["Service/default/aaa", "Service/default/ccc-longer"]
+    assert names(manifests.scan(restarted)) == ["Service/default/aaa", "Service/default/ccc-longer"]
 
 
 def test_a_damaged_parse_cache_reads_everything_again(manifests, svc):
     _settled(manifests.directory / "a.yaml", svc("a"))
-    manifests.source.scan()
+    manifests.scan()
     manifests.source.save_cache()
     (manifests.state_dir / "watcher" / "parsed.msgpack").write_bytes(b"\x93not msgpack")
-    assert names(manifests.new_source().scan()) == ["Service/default/a"]
+    assert names(manifests.scan(manifests.new_source())) == ["Service/default/a"]

@@ -23,7 +23,7 @@ KEY = "Ingress/default/web"
 
 
 def test_fills_what_an_api_server_sets(tmp_path):
-    filled = ServerMetadata(tmp_path, Clock()).fill({KEY: ingress()})
+    filled = ServerMetadata(tmp_path, Clock()).fill({KEY: ingress()}).changed
     meta = filled[KEY]["metadata"]
     assert meta["name"] == "web" and meta["namespace"] == "default"
     assert meta["creationTimestamp"] == "2023-11-14T22:13:20Z"
@@ -35,17 +35,17 @@ def test_fills_what_an_api_server_sets(tmp_path):
 
 def test_stable_across_restarts_and_resource_version_grows_on_every_change(tmp_path):
     clock = Clock()
-    first = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    first = ServerMetadata(tmp_path, clock).fill({KEY: ingress()}).changed[KEY]["metadata"]
     clock.now += 3600
-    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()}).changed[KEY]["metadata"]
     assert again == first
 
     store = ServerMetadata(tmp_path, clock)
-    annotated = store.fill({KEY: ingress(annotations={"a": "b"})})[KEY]["metadata"]
+    annotated = store.fill({KEY: ingress(annotations={"a": "b"})}).changed[KEY]["metadata"]
     assert (annotated["uid"], annotated["creationTimestamp"]) == (first["uid"], first["creationTimestamp"])
     assert int(annotated["resourceVersion"]) > int(first["resourceVersion"])
     assert annotated["generation"] == 1  # metadata only: the spec did not change
-    new_spec = ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="b.example")})[KEY]["metadata"]
+    new_spec = ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="b.example")}).changed[KEY]["metadata"]
     assert int(new_spec["resourceVersion"]) > int(annotated["resourceVersion"])
     assert new_spec["generation"] == 2
 
@@ -53,42 +53,59 @@ def test_stable_across_restarts_and_resource_version_grows_on_every_change(tmp_p
 def test_resource_version_grows_even_when_the_clock_goes_back(tmp_path):
     clock = Clock()
     store = ServerMetadata(tmp_path, clock)
-    before = int(store.fill({KEY: ingress()})[KEY]["metadata"]["resourceVersion"])
+    before = int(store.fill({KEY: ingress()}).changed[KEY]["metadata"]["resourceVersion"])
     clock.now -= 86400
-    after = int(ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="c")})[KEY]["metadata"]["resourceVersion"])
+    after = int(ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="c")}).changed[KEY]["metadata"]["resourceVersion"])
     assert after > before
 
 
 def test_removed_then_added_again_is_a_new_object(tmp_path):
     clock = Clock()
     store = ServerMetadata(tmp_path, clock)
-    first = store.fill({KEY: ingress()})[KEY]["metadata"]
+    first = store.fill({KEY: ingress()}).changed[KEY]["metadata"]
     store.fill({})
     clock.now += 10
-    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()}).changed[KEY]["metadata"]
     assert again["uid"] != first["uid"]
     assert again["creationTimestamp"] == "2023-11-14T22:13:30Z"
 
 
 def test_given_metadata_wins_except_resource_version(tmp_path):
     given = ingress(uid="u-1", creationTimestamp="2020-01-01T00:00:00Z", generation=7, resourceVersion="5")
-    meta = ServerMetadata(tmp_path, Clock()).fill({KEY: given})[KEY]["metadata"]
+    meta = ServerMetadata(tmp_path, Clock()).fill({KEY: given}).changed[KEY]["metadata"]
     assert (meta["uid"], meta["creationTimestamp"], meta["generation"]) == ("u-1", "2020-01-01T00:00:00Z", 7)
     assert meta["resourceVersion"] != "5"
 
 
 def test_state_is_private_and_a_corrupt_file_means_starting_over(tmp_path, caplog):
     clock = Clock()
-    first = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    first = ServerMetadata(tmp_path, clock).fill({KEY: ingress()}).changed[KEY]["metadata"]
     path = tmp_path / "watcher" / STATE_FILE
     assert stat.S_IMODE(os.stat(tmp_path / "watcher").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     path.write_text(json.dumps({"version": 1, "objects": {KEY: {"uid": 3}}}))
     clock.now += 1  # with the saved counter lost, resourceVersion still grows with the clock
-    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()})[KEY]["metadata"]
+    again = ServerMetadata(tmp_path, clock).fill({KEY: ingress()}).changed[KEY]["metadata"]
     assert again["uid"] != first["uid"]
     assert int(again["resourceVersion"]) > int(first["resourceVersion"])
     path.write_bytes(b"\x00garbage")
     ServerMetadata(tmp_path, Clock()).fill({KEY: ingress()})
     assert "starting over" in caplog.text
     assert json.loads(path.read_text())["objects"][KEY]["uid"]
+
+
+def test_a_fill_gives_only_what_changed_since_the_last_one(tmp_path):
+    clock = Clock()
+    web, api = ingress(), ingress("api", host="api.example")
+    store = ServerMetadata(tmp_path, clock)
+    first = store.fill({KEY: web, "Ingress/default/api": api})
+    assert sorted(first.changed) == ["Ingress/default/api", KEY] and first.removed == []
+    # The same objects (or equal ones) again: nothing to publish.
+    assert store.fill({KEY: web, "Ingress/default/api": ingress("api", host="api.example")}).changed == {}
+    changed = store.fill({KEY: ingress(host="b.example"), "Ingress/default/api": api})
+    assert list(changed.changed) == [KEY] and changed.changed[KEY]["spec"] == {"rules": [{"host": "b.example"}]}
+    gone = store.fill({KEY: ingress(host="b.example")})
+    assert (gone.changed, gone.removed) == ({}, ["Ingress/default/api"])
+    # A restarted watcher has published nothing yet: it gets every object, with the metadata it had.
+    restarted = ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="b.example")})
+    assert restarted.changed[KEY]["metadata"] == changed.changed[KEY]["metadata"] and restarted.removed == []
