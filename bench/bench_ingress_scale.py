@@ -62,6 +62,19 @@ def wait_served(port: int, hosts: list[str], deadline: float) -> None:
             time.sleep(0.01)
 
 
+def scale_manifests(n: int, ip: str, port: int) -> list[tuple[str, str]]:
+    """N Ingresses, each with its own host (host(i)), Service and EndpointSlice (ip:port), as manifest files
+    of PER_FILE Ingresses: (file name, YAML)."""
+    files = []
+    for start in range(0, n, PER_FILE):
+        docs = []
+        for i in range(start, min(n, start + PER_FILE)):
+            docs += [k8s.service(f"s{i}"), k8s.endpoint_slice(f"s{i}", [ip], port),
+                     k8s.ingress(f"i{i}", [k8s.rule(host(i), ("/", "Prefix", f"s{i}", 80))])]
+        files.append((f"scale-{start}.yaml", yaml.safe_dump_all(docs)))
+    return files
+
+
 def pyngress_sync(n: int, echo: EchoBackends, ip: str) -> tuple[float, float, int, float]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -71,13 +84,7 @@ def pyngress_sync(n: int, echo: EchoBackends, ip: str) -> tuple[float, float, in
         try:
             reloads = controller.metric("nginx_ingress_controller_success")
             sync_seconds = controller.metric("pyngress_sync_duration_seconds_sum", kind="total")
-            files = []
-            for start in range(0, n, PER_FILE):
-                docs = []
-                for i in range(start, min(n, start + PER_FILE)):
-                    docs += [k8s.service(f"s{i}"), k8s.endpoint_slice(f"s{i}", [ip], echo.port),
-                             k8s.ingress(f"i{i}", [k8s.rule(host(i), ("/", "Prefix", f"s{i}", 80))])]
-                files.append((f".scale-{start}.yaml", yaml.safe_dump_all(docs)))
+            files = [(f".{name}", text) for name, text in scale_manifests(n, ip, echo.port)]
             for name, text in files:  # written hidden (the watcher skips dot files), then renamed at once
                 (cluster.directory / name).write_text(text)
             t0 = time.monotonic()

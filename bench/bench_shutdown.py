@@ -5,7 +5,9 @@ A controller runs as a user starts it (`pyngress up`, manifests mode, with --ena
 rounds: SIGTERM to its pid, then the time until the process is gone (polled every 2 ms); supervisord starts
 it again, and the next round waits until it is running. nginx is not measured: it drains its own
 connections (worker_shutdown_timeout), as ingress-nginx's does.
-Run: .venv/bin/python bench/bench_shutdown.py [--rounds N]
+With --ingresses N, N more Ingresses are served (bench_ingress_scale's): a stop then also finds a big store and
+model to drop, and a restarted syncer busy with its first sync when the next round stops it.
+Run: .venv/bin/python bench/bench_shutdown.py [--rounds N] [--ingresses N]
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_dataplane import HOST, plain_ingress_cluster, start_ok_backend, stop_nginx  # noqa: E402
+from bench.bench_ingress_scale import host, scale_manifests, wait_served  # noqa: E402
 from tests.support.controller import Controller  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
@@ -55,6 +58,8 @@ def seconds_to_exit(pid: int, timeout: float = 30.0) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ingresses", type=int, default=0,
+                        help="also serve this many Ingresses (each with its Service and EndpointSlice)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -62,13 +67,17 @@ def main() -> None:
         backend_port = free_port()
         backend = start_ok_backend(work / "backend", backend_port)
         cluster = plain_ingress_cluster(work / "manifests", backend_port)
+        for name, text in scale_manifests(args.ingresses, "127.0.0.1", backend_port):
+            cluster.write(name, text)
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
                                                     "--enable-ssl-passthrough", "--enable-cni"])
         results: dict[str, list[float]] = {program: [] for program in PROGRAMS}
         try:
             controller.start()
-            wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")
+            wait_for(lambda: controller.get("/", HOST).status_code == 200, 60, what="the Ingress served")
+            if args.ingresses:
+                wait_served(controller.http_port, [host(args.ingresses - 1)], time.monotonic() + 120)
             for _ in range(args.rounds):
                 for program in PROGRAMS:
                     results[program].append(seconds_to_exit(running_pid(controller, program)))
@@ -76,7 +85,8 @@ def main() -> None:
         finally:
             controller.stop()
             stop_nginx(backend)
-    print(f"SIGTERM to exit, {args.rounds} rounds, a running controller (passthrough and CNI on)")
+    print(f"SIGTERM to exit, {args.rounds} rounds, a running controller (passthrough and CNI on), "
+          f"{1 + args.ingresses} Ingresses")
     print(f"{'program':24} {'median':>8} {'max':>8}")
     for program, times in results.items():
         verdict = "ok" if max(times) < TARGET_SECONDS else f"over {TARGET_SECONDS:.0f} s"
