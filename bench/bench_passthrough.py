@@ -9,7 +9,9 @@ ratios are medians of same-round ratios):
   processes and threads);
 - CPU per connection and per GiB: utime+stime deltas from /proc/<pid>/stat of the proxy process and of
   the nginx stream worker over the same phases.
-"Direct" (client → backend) is shown for reference. Run: .venv/bin/python bench/bench_passthrough.py
+"Direct" (client → backend) is shown for reference. With --controller the proxy is that of a whole running
+controller (nginx, watcher, syncer beside it), routed by an ssl-passthrough Ingress.
+Run: .venv/bin/python bench/bench_passthrough.py [--controller]
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.integration.proxy.harness import (Nginx, Pki, ProxyProcess, TablePublisher, cpu_seconds,  # noqa: E402
                                              free_port, http_temp_paths, wait_listening)
+from tests.support import k8s  # noqa: E402
+from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
+from tests.support.net import wait_for  # noqa: E402
 
 HOST = "bench.proxy.test"
 BIG = 64 * 1024 * 1024
@@ -83,6 +88,51 @@ def connection_rate(pool: ProcessPoolExecutor, port: int, ca: str, seconds: floa
     return total / (time.perf_counter() - start), total
 
 
+class LoneProxy:
+    """One `pyngress proxy` process, its table published by the bench."""
+
+    def __init__(self, work: Path, backend_port: int) -> None:
+        self.work, self.backend_port = work, backend_port
+
+    def start(self) -> tuple[int, int]:
+        """(port, pid) of the proxy once it serves the route."""
+        run_dir = self.work / "run"
+        run_dir.mkdir(mode=0o700)
+        self.table = TablePublisher(run_dir)
+        seq = self.table.replace_all({f"host/{HOST}": [f"127.0.0.1:{self.backend_port}"],
+                                      "config": {"use_proxy_protocol": False}})
+        port = free_port()
+        self.proxy = ProxyProcess(port, run_dir, log_path=self.work / "proxy.log")
+        self.proxy.wait_serving(seq)
+        return port, self.proxy.proc.pid
+
+    def stop(self) -> None:
+        self.proxy.stop()
+        self.table.close()
+
+
+class WholeController:
+    """`pyngress up` (manifests mode) with one proxy process and an ssl-passthrough Ingress for HOST: the proxy
+    shares the machine with nginx, the watcher and the syncer, as in a cluster."""
+
+    def __init__(self, work: Path, backend_port: int) -> None:
+        self.cluster = ManifestsCluster(work / "manifests")
+        self.cluster.apply(k8s.ingress_class("nginx"), k8s.service("tls-backend", port=443),
+                           k8s.endpoint_slice("tls-backend", ["127.0.0.1"], backend_port),
+                           k8s.ingress("passthrough", [k8s.rule(HOST, ("/", "Prefix", "tls-backend", 443))],
+                                       annotations={"nginx.ingress.kubernetes.io/ssl-passthrough": "true"}))
+        (work / "pyngress").mkdir()
+        self.controller = Controller(work / "pyngress", [f"--manifests={self.cluster.directory}", "--log-level=warning",
+                                                         "--enable-ssl-passthrough", "--proxy-processes=1"])
+
+    def start(self) -> tuple[int, int]:
+        self.controller.start()
+        return self.controller.https_port, self.controller.pid("proxy:proxy-0")
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+
 class Path_:
     """One way to the backend: its port and the process whose CPU it costs (None: direct)."""
 
@@ -106,6 +156,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="connection-rate slice per path per round")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--controller", action="store_true",
+                        help="the proxy of a whole controller (`pyngress up --enable-ssl-passthrough "
+                        "--proxy-processes=1`, an Ingress with ssl-passthrough), not a proxy process alone")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,7 +171,7 @@ def main() -> None:
             f.write(os.urandom(BIG))
         os.chmod(work / "www", 0o755)
         os.chmod(work / "www" / "big", 0o644)
-        backend_port, stream_port, proxy_port, nginx_internal = free_port(), free_port(), free_port(), free_port()
+        backend_port, stream_port, nginx_internal = free_port(), free_port(), free_port()
         backend = Nginx(work / "backend", f"""
 http {{
     access_log off;
@@ -148,22 +201,18 @@ stream {{
     }}
 }}
 """)
-        run_dir = work / "run"
-        run_dir.mkdir(mode=0o700)
-        table = TablePublisher(run_dir)
-        seq = table.replace_all({f"host/{HOST}": [f"127.0.0.1:{backend_port}"],
-                                 "config": {"use_proxy_protocol": False}})
-        proxy = ProxyProcess(proxy_port, run_dir, log_path=work / "proxy.log")
+        proxy = WholeController(work, backend_port) if args.controller else LoneProxy(work, backend_port)
         pool = ProcessPoolExecutor(args.processes)
         try:
             for port in (backend_port, stream_port):
                 wait_listening(port)
-            proxy.wait_serving(seq)
+            proxy_port, proxy_pid = proxy.start()
             (stream_worker,) = stream.worker_pids()
-            paths = [Path_("pyngress proxy", proxy_port, proxy.proc.pid),
+            paths = [Path_("pyngress proxy", proxy_port, proxy_pid),
                      Path_("nginx ssl_preread", stream_port, stream_worker),
                      Path_("direct", backend_port, None)]
             ca = str(pki.ca)
+            wait_for(lambda: download(proxy_port, ca) > 0, 60, what="the passthrough route")
             for p in paths:  # warm up: first connections, page cache
                 download(p.port, ca)
             for r in range(args.rounds):
@@ -184,7 +233,6 @@ stream {{
         finally:
             pool.shutdown()
             proxy.stop()
-            table.close()
             stream.stop()
             backend.stop()
 
