@@ -125,8 +125,9 @@ class ServerMetadata:
         given): the objects whose content or server metadata changed, with server-set metadata filled in, and
         the keys no longer there. Those are forgotten: the objects were deleted.
 
-        An object given as the very same dict as last time with an unchanged record is left out without being
-        copied: a change in one manifest file among many costs a lookup per object, not a copy of each.
+        An object whose content and record are unchanged since the last fill is left out, not copied: a change
+        in one manifest file among many costs a lookup per object (its digests are kept while it is the very
+        same dict), not a copy of each to publish again.
         """
         records: dict[str, _Record] = {}
         changed = len(objects) != len(self._records) or not objects.keys() <= self._records.keys()

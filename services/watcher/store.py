@@ -27,4 +27,3 @@ class TrackedStore:
         seq = self.publisher.seq
         await self.publisher.set(key, value)
         self._note(seq)
-
