@@ -45,7 +45,8 @@ def run(settings: Settings) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         # Metadata the files lack is filled in a scratch state dir: rendering must not touch a live one.
         source = ManifestsSource(settings.source.manifests, settings=settings, state_dir=scratch)
-        store = source.scan() or {}
+        changes = source.scan()  # a new source's first scan: every object is a change
+        store = changes.changed if changes is not None else {}
         for error in source.errors:
             print(f"pyngress render: {error}", file=sys.stderr)
     model = build_model(store, settings=settings)
