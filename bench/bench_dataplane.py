@@ -9,11 +9,18 @@ log. pyngress: a running controller (manifests mode) with one Ingress for the ho
 baseline's (ConfigMap disable-access-log; bench_metrics_cost.py measures what the log and the metrics cost). Load: wrk, 2 threads, 32
 connections, keep-alive, in rounds that alternate between the two so that load from elsewhere on the
 machine spreads over both; medians, and the median of same-round ratios.
-Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S] [--controller-arg FLAG ...]
+--scenario tls: the same over HTTPS (the Ingress has a TLS section and its Secret; the static servers the same
+certificate; wrk keeps its 32 connections, so this is the cost per request of TLS records, plus pyngress's
+per-request work for a TLS host such as the HSTS header; wrk sends no SNI, so both serve their default
+certificate, the Ingress's one for the static servers). --scenario routes: one host with 1,000 Prefix paths
+(/r0/ ... /r999/; the static servers have a location for each), wrk asks for a path under the last one.
+Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S] [--scenario plain|tls|routes]
+     [--controller-arg FLAG ...]
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import re
 import signal
@@ -28,12 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support import k8s  # noqa: E402
 from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
+from tests.integration.proxy.harness import Pki  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
 HOST = "bench.dataplane.test"
 NO_ACCESS_LOG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "quiet", "namespace": "ingress"},
                  "data": {"disable-access-log": "true"}}
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+ROUTES = 1000
+DESCRIPTIONS = {"plain": "one plain Ingress", "tls": "one TLS Ingress (HTTPS, keep-alive)",
+                "routes": f"one host with {ROUTES} Prefix paths (the last one asked)"}
 
 
 def start_nginx(directory: Path, *, workers: str, body: str) -> subprocess.Popen:
@@ -59,9 +70,7 @@ def start_ok_backend(directory: Path, port: int) -> subprocess.Popen:
 def plain_ingress_cluster(directory: Path, backend_port: int) -> ManifestsCluster:
     """A manifests directory with one plain Ingress for HOST to the backend, and the quiet ConfigMap."""
     cluster = ManifestsCluster(directory)
-    cluster.apply(k8s.ingress_class("nginx"), NO_ACCESS_LOG, k8s.service("web"),
-                  k8s.endpoint_slice("web", ["127.0.0.1"], backend_port),
-                  k8s.ingress("web", [k8s.rule(HOST, ("/", "Prefix", "web", 80))]))
+    cluster.apply(*Scenario("plain", directory).manifests(backend_port))
     return cluster
 
 
@@ -76,15 +85,50 @@ FORWARDED_HEADERS = {"Host": "$host", "X-Request-ID": "$bench_request_id", "X-Re
                      "Upgrade": "$http_upgrade", "Connection": "$bench_connection", "Proxy": '""'}
 
 
-def static_proxy(port: int, backend_port: int, headers: dict[str, str]) -> str:
-    """A static nginx `http` body: one server for HOST proxying to the backend (keepalive 32), sending `headers`."""
+def static_proxy(port: int, backend_port: int, headers: dict[str, str], scenario: "Scenario") -> str:
+    """A static nginx `http` body: one server for HOST proxying the scenario's paths to the backend (keepalive 32),
+    sending `headers`, over TLS when the scenario has a certificate."""
+    listen = f"listen 127.0.0.1:{port} backlog=4096"
+    if scenario.certificate:
+        crt, key = scenario.certificate
+        listen += f" ssl; ssl_certificate {crt}; ssl_certificate_key {key}"
     return (f'map $http_x_request_id $bench_request_id {{ default $http_x_request_id; "" $request_id; }} '
             f'map $http_upgrade $bench_connection {{ default upgrade; "" ""; }} '
             f"upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 32; }} "
-            f"server {{ listen 127.0.0.1:{port} backlog=4096; server_name {HOST}; "
-            f"location / {{ proxy_http_version 1.1; "
+            f"server {{ {listen}; server_name {HOST}; proxy_http_version 1.1; "
             + "".join(f"proxy_set_header {name} {value}; " for name, value in headers.items())
-            + "proxy_pass http://backend; } }")
+            + "".join(f"location {path} {{ proxy_pass http://backend; }} " for path in scenario.paths)
+            + "}")
+
+
+class Scenario:
+    """What the Ingress and the static servers route: `plain` (one Ingress, "/"), `tls` (the same over HTTPS, a
+    certificate for HOST from a Secret), `routes` (one host with ROUTES Prefix paths; wrk asks for the last)."""
+
+    def __init__(self, name: str, work: Path) -> None:
+        self.name = name
+        self.certificate: tuple[Path, Path] | None = None
+        self.paths = [f"/r{i}/" for i in range(ROUTES)] if name == "routes" else ["/"]
+        self.request_path = f"/r{ROUTES - 1}/x" if name == "routes" else "/"
+        if name == "tls":
+            (work / "pki").mkdir()
+            self.certificate = Pki(work / "pki").issue("dataplane", [HOST])
+
+    def manifests(self, backend_port: int) -> list[dict]:
+        ingress = k8s.ingress("web", [k8s.rule(HOST, *((path, "Prefix", "web", 80) for path in self.paths))])
+        objects = [k8s.ingress_class("nginx"), NO_ACCESS_LOG, k8s.service("web"),
+                   k8s.endpoint_slice("web", ["127.0.0.1"], backend_port), ingress]
+        if self.certificate:
+            crt, key = self.certificate
+            ingress["spec"]["tls"] = [{"hosts": [HOST], "secretName": "web-tls"}]
+            objects.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                            "metadata": {"name": "web-tls", "namespace": "default"},
+                            "data": {"tls.crt": base64.b64encode(crt.read_bytes()).decode(),
+                                     "tls.key": base64.b64encode(key.read_bytes()).decode()}})
+        return objects
+
+    def url(self, port: int) -> str:
+        return f"{'https' if self.certificate else 'http'}://127.0.0.1:{port}{self.request_path}"
 
 
 def stop_nginx(process: subprocess.Popen) -> None:
@@ -92,10 +136,10 @@ def stop_nginx(process: subprocess.Popen) -> None:
     process.wait(30)
 
 
-def wrk(port: int, seconds: float) -> tuple[float, float]:
+def wrk(url: str, seconds: float) -> tuple[float, float]:
     """(requests per second, p99 latency in seconds)."""
     out = subprocess.run(["wrk", "-t2", "-c32", f"-d{max(1, round(seconds))}s", "--latency", "-H", f"Host: {HOST}",
-                          f"http://127.0.0.1:{port}/"], capture_output=True, text=True, check=True).stdout
+                          url], capture_output=True, text=True, check=True).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
     value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()
     if "Non-2xx" in out:
@@ -107,40 +151,46 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--scenario", choices=("plain", "tls", "routes"), default="plain",
+                        help=f"plain: one Ingress; tls: the same over HTTPS; routes: one host with {ROUTES} paths")
     parser.add_argument("--controller-arg", action="append", default=[],
                         help="one more flag for the controller, written --controller-arg=--enable-metrics=false (repeatable)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         os.chmod(work, 0o755)
+        scenario = Scenario(args.scenario, work)
         backend_port, static_port, headers_port = free_port(), free_port(), free_port()
         backend = start_ok_backend(work / "backend", backend_port)
         static = start_nginx(work / "static", workers="auto",
-                             body=static_proxy(static_port, backend_port, PLAIN_HEADERS))
+                             body=static_proxy(static_port, backend_port, PLAIN_HEADERS, scenario))
         static_headers = start_nginx(work / "static-headers", workers="auto",
-                                     body=static_proxy(headers_port, backend_port, FORWARDED_HEADERS))
-        cluster = plain_ingress_cluster(work / "manifests", backend_port)
+                                     body=static_proxy(headers_port, backend_port, FORWARDED_HEADERS, scenario))
+        cluster = ManifestsCluster(work / "manifests")
+        cluster.apply(*scenario.manifests(backend_port))
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
                                                     "--configmap=ingress/quiet", *args.controller_arg])
         try:
             controller.start()
-            wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")
-            wait_for(lambda: _answers(static_port) and _answers(headers_port), 10, what="static nginx up")
-            ports = {"pyngress": controller.http_port, "static": static_port, "static+headers": headers_port}
-            for port in ports.values():
-                wrk(port, 1)  # warm each: Lua code cache, upstream keepalive connections
-            runs: dict[str, list[tuple[float, float]]] = {name: [] for name in ports}
+            pyngress_port = controller.https_port if scenario.certificate else controller.http_port
+            urls = {"pyngress": scenario.url(pyngress_port), "static": scenario.url(static_port),
+                    "static+headers": scenario.url(headers_port)}
+            wait_for(lambda: all(_answers(url) for url in urls.values()), 30, what="every server answering 200")
+            for url in urls.values():
+                wrk(url, 1)  # warm each: Lua code cache, upstream keepalive connections
+            runs: dict[str, list[tuple[float, float]]] = {name: [] for name in urls}
             for _ in range(args.rounds):
-                for name, port in ports.items():
-                    runs[name].append(wrk(port, args.seconds))
+                for name, url in urls.items():
+                    runs[name].append(wrk(url, args.seconds))
                 time.sleep(0.5)
         finally:
             controller.stop()
             stop_nginx(static)
             stop_nginx(static_headers)
             stop_nginx(backend)
-    print(f"one plain Ingress vs static nginx proxy_pass, wrk -t2 -c32, {args.rounds} rounds of {args.seconds} s")
+    print(f"{DESCRIPTIONS[args.scenario]} vs static nginx proxy_pass, wrk -t2 -c32, {args.rounds} rounds of "
+          f"{args.seconds} s")
     print(f"{'':15} {'req/s (median)':>15} {'p99 (median)':>13}")
     for name, measured in runs.items():
         print(f"{name:15} {statistics.median(r for r, _ in measured):>15.0f} "
@@ -154,10 +204,10 @@ def main() -> None:
     print("targets: req/s >= 0.9x static, p99 <= 1.2x static")
 
 
-def _answers(port: int) -> bool:
+def _answers(url: str) -> bool:
     try:
-        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", f"Host: {HOST}",
-                              f"http://127.0.0.1:{port}/"], capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "-H", f"Host: {HOST}", url],
+                             capture_output=True, text=True, timeout=5).stdout
         return out == "200"
     except subprocess.TimeoutExpired:
         return False

@@ -51,14 +51,14 @@ def main() -> None:
                                                              "--log-level=warning", *flags]).start()
             for controller in controllers.values():
                 wait_for(lambda: controller.get("/", HOST).status_code == 200, 30, what="the Ingress served")
-                wrk(controller.http_port, 1)  # warm: Lua code cache, upstream keepalive connections
+                wrk(f"http://127.0.0.1:{controller.http_port}/", 1)  # warm: Lua code cache, upstream keepalive connections
             runs: dict[str, list[tuple[float, float]]] = {name: [] for name in controllers}
             cpu: dict[str, list[float]] = {name: [] for name in controllers}  # µs of nginx CPU per request
             for _ in range(args.rounds):
                 for name, controller in controllers.items():
                     pid_file = NginxPaths.of(controller.state_dir, controller.run_dir).pid_file
                     before = process_totals(pid_file).cpu_seconds
-                    runs[name].append(wrk(controller.http_port, args.seconds))
+                    runs[name].append(wrk(f"http://127.0.0.1:{controller.http_port}/", args.seconds))
                     used = process_totals(pid_file).cpu_seconds - before
                     cpu[name].append(used / (runs[name][-1][0] * args.seconds) * 1e6)
                 time.sleep(0.5)
