@@ -12,7 +12,8 @@ runs the system Python with `-IS` (isolated, no site module) and imports the plu
 once (examples/cni/README.md), and the static C binary for nodes without Python (cni-plugin/,
 `build/pyngress-cni-static`). Each side has its own bridge and subnet. The executables' sizes are
 printed too.
-Run: .venv/bin/python bench/bench_cni.py [--pods 100] [--burst 50]
+With --controller the plugins talk to the CNI server of a whole running controller (`pyngress up --enable-cni`).
+Run: .venv/bin/python bench/bench_cni.py [--pods 100] [--burst 50] [--controller]
 """
 from __future__ import annotations
 
@@ -32,8 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_dataplane import plain_ingress_cluster  # noqa: E402
 from tests.integration.cniserver.cni_processes import PLUGIN, CniStack, free_subnet, pod_args  # noqa: E402
 from tests.integration.cniserver.plugins import plugin_path  # noqa: E402
+from tests.support.controller import Controller  # noqa: E402
+from tests.support.net import free_port  # noqa: E402
 
 GO_CNI_PATH = "/usr/lib/cni"
 PLUGIN_SOURCE = Path(__file__).resolve().parents[1] / "services" / "cni_plugin" / "main.py"
@@ -104,6 +108,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=100, help="sequential pods per variant")
     parser.add_argument("--burst", type=int, default=50, help="pods added at once per variant")
+    parser.add_argument("--controller", action="store_true",
+                        help="the CNI server and workers of a whole controller (`pyngress up --enable-cni`, one "
+                        "Ingress served), not the CNI processes alone")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the benchmark creates network namespaces, bridges and veths")
@@ -114,13 +121,19 @@ def main() -> int:
     py_subnet = free_subnet(22)
     while py_subnet.overlaps(go_subnet):
         py_subnet = free_subnet(22)
-    stack = CniStack(workdir, log_level="info")  # the default; debug costs per request
     namespaces = Namespaces(tag)
     bridges = (f"bgo{tag}", f"bpy{tag}")
+    controller = None
     try:
-        stack.start_server()
-        for _ in range(2):
-            stack.start_worker()
+        if args.controller:
+            controller = whole_controller(workdir / "controller")
+            # A stack object over the controller's run directory, to find its socket and read its metrics.
+            stack = CniStack(workdir / "controller")
+        else:
+            stack = CniStack(workdir, log_level="info")  # the default; debug costs per request
+            stack.start_server()
+            for _ in range(2):
+                stack.start_worker()
         stack.wait_workers(2)
         bin_dir = workdir / "bin"
         bin_dir.mkdir()
@@ -171,12 +184,24 @@ def main() -> int:
                 "pyngress-cni-static VERSION": startup_ms(variants[3].argv)})
         report_sizes()
     finally:
-        stack.stop()
+        if controller is not None:
+            controller.stop()
+        else:
+            stack.stop()
         namespaces.remove_all()
         for bridge in bridges:
             subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
+
+
+def whole_controller(workdir: Path) -> Controller:
+    """`pyngress up --enable-cni` (two workers, the default) in manifests mode, serving one Ingress: the CNI
+    processes share the machine with nginx, the watcher and the syncer, as on a node."""
+    backend_port = free_port()
+    cluster = plain_ingress_cluster(workdir / "manifests", backend_port)
+    controller = Controller(workdir, [f"--manifests={cluster.directory}", "--log-level=warning", "--enable-cni"])
+    return controller.start()
 
 
 def report_sizes() -> None:
