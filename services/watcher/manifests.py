@@ -43,8 +43,10 @@ from services.watcher.yaml_fast import fast_documents
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
-# A scan may take at most this share of the time: a huge directory is polled less often.
-MAX_SCAN_SHARE = 0.2
+# Listing the directory may take at most this share of the time: a huge directory is polled less often. Only
+# the listing counts: reading what changed is work that had to be done, and a file caught half settled by a long
+# read (10,000 Ingresses take seconds) must not wait five times as long for its second sighting.
+MAX_LISTING_SHARE = 0.2
 # A file not modified for this long is taken as complete at once; a younger one must look the same on
 # two scans in a row (it may still be being written).
 QUIET_NS = 50_000_000
@@ -116,10 +118,10 @@ class ManifestsSource:
         self._files: dict[str, _FileState] = {}
         self._previous_listing: dict[str, Signature] | None = None
         self._listing_error: str | None = None
+        self.listing_seconds = 0.0  # the last scan's listing of the directory (next_poll_seconds)
 
     async def run(self, store: StoreWriter) -> None:
         while True:
-            started = time.monotonic()
             changes = await asyncio.to_thread(self.scan)
             if changes is not None:
                 for key in changes.removed:
@@ -130,8 +132,11 @@ class ManifestsSource:
                 await asyncio.to_thread(self.save_cache)
             self.synced.set()
             self.last_sync = time.time()
-            scan_seconds = time.monotonic() - started
-            await asyncio.sleep(max(self.poll_seconds, scan_seconds / MAX_SCAN_SHARE))
+            await asyncio.sleep(self.next_poll_seconds())
+
+    def next_poll_seconds(self) -> float:
+        """How long until the next scan: the poll interval, longer only when listing the directory is slow."""
+        return max(self.poll_seconds, self.listing_seconds / MAX_LISTING_SHARE)
 
     # -- one scan (runs in a worker thread: parsing a large file must not stall the event loop) --
 
@@ -170,6 +175,13 @@ class ManifestsSource:
         return self._store_contents()
 
     def _list(self) -> dict[str, Signature] | None:
+        started = time.monotonic()
+        try:
+            return self._listing()
+        finally:
+            self.listing_seconds = time.monotonic() - started
+
+    def _listing(self) -> dict[str, Signature] | None:
         try:
             entries = list(os.scandir(self.directory))
         except OSError as err:

@@ -1,4 +1,5 @@
 import os
+import time
 
 from services.common.settings import Settings
 from services.watcher.filters import LAST_APPLIED_ANNOTATION
@@ -194,3 +195,15 @@ def test_a_damaged_parse_cache_reads_everything_again(manifests, svc):
     manifests.source.save_cache()
     (manifests.state_dir / "watcher" / "parsed.msgpack").write_bytes(b"\x93not msgpack")
     assert names(manifests.scan(manifests.new_source())) == ["Service/default/a"]
+
+
+def test_a_long_read_does_not_put_off_the_next_poll(manifests, svc, monkeypatch):
+    # A file caught half settled by a long scan (thousands of objects read) is taken at its second sighting: the
+    # next poll comes after the poll interval, not after a multiple of the time the reading took.
+    import services.watcher.manifests as module
+    read = module.read_objects
+    monkeypatch.setattr(module, "read_objects", lambda *args: (time.sleep(0.5), read(*args))[1])
+    manifests.source.poll_seconds = 1.0
+    manifests.write("a.yaml", svc("a"))
+    assert names(manifests.scan()) == ["Service/default/a"]
+    assert manifests.source.next_poll_seconds() == 1.0  # the listing of one file is far below its 20% share
