@@ -239,7 +239,12 @@ def test_in_a_terminal_a_resize_does_not_stop_nginx(instance):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         master = eventually(lambda: processes.running_master(nginx.paths.prefix, nginx.paths.pid_file))
-        workers = eventually(lambda: nginx.worker_pids())
+        def all_workers() -> set[int] | None:
+            # worker_processes auto: one per CPU; the master may not have started them all yet.
+            pids = nginx.worker_pids()
+            return pids if len(pids) == os.cpu_count() else None
+
+        workers = eventually(all_workers)
         # The terminal's foreground process group (tpgid in /proc/<pid>/stat): what a resize signals.
         stat = Path(f"/proc/{master.pid}/stat").read_text()
         foreground = int(stat[stat.rindex(")") + 2:].split()[5])
