@@ -5,6 +5,7 @@ import zmq.asyncio
 
 from proto import endpoints
 from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot, Update
+from tests.support.clone import published
 
 
 async def _next(it, timeout=5):
@@ -13,45 +14,31 @@ async def _next(it, timeout=5):
 
 def test_late_subscriber_gets_snapshot_then_updates(tmp_path):
     async def scenario():
-        ctx = zmq.asyncio.Context()
-        pub = ClonePublisher(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
-                             snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
-        serve = asyncio.create_task(pub.serve())
-        await pub.set("a", 1)
-        await pub.set("b", 2)
-        sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
-                              snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
-        events = sub.events()
-        first = await _next(events)
-        assert first == Snapshot({"a": 1, "b": 2})
-        await asyncio.sleep(0.2)  # let the subscription reach the publisher
-        await pub.set("a", None)
-        await pub.set("c", 3)
-        assert await _next(events) == Update("a", None)
-        assert await _next(events) == Update("c", 3)
-        serve.cancel()
-        sub.close(); pub.close(); ctx.term()
+        async with published(tmp_path) as (pub, subscribe):
+            await pub.set("a", 1)
+            await pub.set("b", 2)
+            events = subscribe().events()
+            first = await _next(events)
+            assert first == Snapshot({"a": 1, "b": 2})
+            await asyncio.sleep(0.2)  # let the subscription reach the publisher
+            await pub.set("a", None)
+            await pub.set("c", 3)
+            assert await _next(events) == Update("a", None)
+            assert await _next(events) == Update("c", 3)
     asyncio.run(scenario())
 
 
 def test_a_value_equal_but_for_the_order_of_its_keys_is_not_published_again(tmp_path):
     async def scenario():
-        ctx = zmq.asyncio.Context()
-        pub = ClonePublisher(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
-                             snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
-        serve = asyncio.create_task(pub.serve())
-        await pub.set("a", {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"x": [1, 2]}})
-        seq = pub.seq
-        await pub.set("a", {"spec": {"x": [1, 2]}, "metadata": {"namespace": "ns", "name": "a"}})
-        assert pub.seq == seq
-        await pub.set("a", {"spec": {"x": [2, 1]}, "metadata": {"namespace": "ns", "name": "a"}})
-        assert pub.seq == seq + 1 and len(pub) == 1
-        sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
-                              snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
-        assert await _next(sub.events()) == Snapshot({"a": {"spec": {"x": [2, 1]},
-                                                            "metadata": {"namespace": "ns", "name": "a"}}})
-        serve.cancel()
-        sub.close(); pub.close(); ctx.term()
+        async with published(tmp_path) as (pub, subscribe):
+            await pub.set("a", {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"x": [1, 2]}})
+            seq = pub.seq
+            await pub.set("a", {"spec": {"x": [1, 2]}, "metadata": {"namespace": "ns", "name": "a"}})
+            assert pub.seq == seq
+            await pub.set("a", {"spec": {"x": [2, 1]}, "metadata": {"namespace": "ns", "name": "a"}})
+            assert pub.seq == seq + 1 and len(pub) == 1
+            assert await _next(subscribe().events()) == Snapshot({"a": {"spec": {"x": [2, 1]},
+                                                                "metadata": {"namespace": "ns", "name": "a"}}})
     asyncio.run(scenario())
 
 
@@ -81,82 +68,67 @@ def test_restarted_publisher_is_detected_and_resnapshotted(tmp_path):
 
 def test_many_updates_at_full_speed_arrive_without_loss(tmp_path):
     async def scenario():
-        ctx = zmq.asyncio.Context()
-        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
-        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
-        serve = asyncio.create_task(pub.serve())
-        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
-        events = sub.events()
-        state = dict((await _next(events)).state)
-        await asyncio.sleep(0.2)
-        for i in range(20000):
-            await pub.set(f"k{i}", i)
-        while len(state) < 20000:
-            ev = await _next(events)
-            if isinstance(ev, Snapshot):
-                state = dict(ev.state)
-            else:
-                state[ev.key] = ev.value
-        assert state == {f"k{i}": i for i in range(20000)}
-        serve.cancel(); sub.close(); pub.close(); ctx.term()
+        async with published(tmp_path) as (pub, subscribe):
+            events = subscribe().events()
+            state = dict((await _next(events)).state)
+            await asyncio.sleep(0.2)
+            for i in range(20000):
+                await pub.set(f"k{i}", i)
+            while len(state) < 20000:
+                ev = await _next(events)
+                if isinstance(ev, Snapshot):
+                    state = dict(ev.state)
+                else:
+                    state[ev.key] = ev.value
+            assert state == {f"k{i}": i for i in range(20000)}
     asyncio.run(scenario())
 
 
 def test_a_gap_among_queued_updates_fetches_a_snapshot(tmp_path):
     async def scenario():
-        ctx = zmq.asyncio.Context()
-        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
-        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
-        serve = asyncio.create_task(pub.serve())
-        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
-        events = sub.events()
-        assert await _next(events) == Snapshot({})
-        await asyncio.sleep(0.2)
-        for i in range(10):
-            await pub.set(f"k{i}", i)
-        pub.seq += 1  # an update lost on the way
-        for i in range(10, 20):
-            await pub.set(f"k{i}", i)
-        await asyncio.sleep(0.2)  # all twenty are queued at the subscriber: it reads them in one go
-        assert [await _next(events) for _ in range(10)] == [Update(f"k{i}", i) for i in range(10)]
-        assert await _next(events) == Snapshot({f"k{i}": i for i in range(20)})
-        await pub.set("after", 1)  # the updates the snapshot holds are skipped; the next one follows
-        assert await _next(events) == Update("after", 1)
-        serve.cancel(); sub.close(); pub.close(); ctx.term()
+        async with published(tmp_path) as (pub, subscribe):
+            events = subscribe().events()
+            assert await _next(events) == Snapshot({})
+            await asyncio.sleep(0.2)
+            for i in range(10):
+                await pub.set(f"k{i}", i)
+            pub.seq += 1  # an update lost on the way
+            for i in range(10, 20):
+                await pub.set(f"k{i}", i)
+            await asyncio.sleep(0.2)  # all twenty are queued at the subscriber: it reads them in one go
+            assert [await _next(events) for _ in range(10)] == [Update(f"k{i}", i) for i in range(10)]
+            assert await _next(events) == Snapshot({f"k{i}": i for i in range(20)})
+            await pub.set("after", 1)  # the updates the snapshot holds are skipped; the next one follows
+            assert await _next(events) == Update("after", 1)
     asyncio.run(scenario())
 
 
 def test_other_tasks_run_while_a_long_burst_is_read(tmp_path):
     async def scenario():
-        ctx = zmq.asyncio.Context()
-        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
-        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
-        serve = asyncio.create_task(pub.serve())
-        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
-        events = sub.events()
-        await _next(events)
-        await asyncio.sleep(0.2)
-        for i in range(10000):
-            await pub.set(f"k{i}", i)
-        await asyncio.sleep(0.5)  # queued at the subscriber
-        ticks = 0
+        async with published(tmp_path) as (pub, subscribe):
+            events = subscribe().events()
+            await _next(events)
+            await asyncio.sleep(0.2)
+            for i in range(10000):
+                await pub.set(f"k{i}", i)
+            await asyncio.sleep(0.5)  # queued at the subscriber
+            ticks = 0
 
-        async def ticker():
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0)
+            async def ticker():
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await asyncio.sleep(0)
 
-        async def read_all():
-            count = 0
-            async for _ in events:  # without a task per event (as wait_for would make): the reading's own turns
-                count += 1
-                if count == 10000:
-                    return
+            async def read_all():
+                count = 0
+                async for _ in events:  # without a task per event (as wait_for would make): the reading's own turns
+                    count += 1
+                    if count == 10000:
+                        return
 
-        ticking = asyncio.create_task(ticker())
-        await asyncio.wait_for(read_all(), 10)
-        ticking.cancel()
-        assert ticks >= 10  # a turn after each thousand updates (DRAIN_BATCH) at least
-        serve.cancel(); sub.close(); pub.close(); ctx.term()
+            ticking = asyncio.create_task(ticker())
+            await asyncio.wait_for(read_all(), 10)
+            ticking.cancel()
+            assert ticks >= 10  # a turn after each thousand updates (DRAIN_BATCH) at least
     asyncio.run(scenario())

@@ -8,8 +8,9 @@ import zmq
 import zmq.asyncio
 
 from proto import decode, endpoints
-from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot, Update
+from services.common.clone import CloneSubscriber, Snapshot, Update
 from services.common.ipc import bind_private
+from tests.support.clone import published
 
 LIMIT = 64 * 1024
 
@@ -47,35 +48,30 @@ def test_a_snapshot_with_a_bad_item_is_rejected_with_the_reason_and_asked_for_ag
 
 def test_an_oversized_update_never_reaches_the_subscriber_which_resnapshots_and_goes_on(tmp_path):
     async def scenario():
-        ctx = zmq.asyncio.Context()
-        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
-        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
-        serve = asyncio.create_task(pub.serve())
-        await pub.set("a", 1)
-        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap, max_message_bytes=LIMIT)
-        events = sub.events()
-        assert await _next(events) == Snapshot({"a": 1})
-        await asyncio.sleep(0.2)  # let the subscription reach the publisher
-        await pub.set("big", "x" * (2 * LIMIT))
-        await asyncio.sleep(0.3)  # sent and dropped with its connection, before it leaves the state again
-        await pub.set("big", None)
-        await pub.set("b", 2)
-        seen = []
-        # Whatever the subscriber yields next (updates that got through, a new snapshot after the gap),
-        # it converges without ever holding "big".
-        state = {"a": 1}
-        while state != {"a": 1, "b": 2}:
-            event = await _next(events)
-            seen.append(event)
-            if isinstance(event, Snapshot):
-                state = dict(event.state)
-            elif event.value is None:
-                state.pop(event.key, None)
-            else:
-                state[event.key] = event.value
-        assert not any(isinstance(e, Update) and e.key == "big" for e in seen)
-        assert not any(isinstance(e, Snapshot) and "big" in e.state for e in seen)
-        await pub.set("c", 3)
-        assert await _next(events) == Update("c", 3)
-        serve.cancel(); sub.close(); pub.close(); ctx.term()
+        async with published(tmp_path) as (pub, subscribe):
+            await pub.set("a", 1)
+            events = subscribe(max_message_bytes=LIMIT).events()
+            assert await _next(events) == Snapshot({"a": 1})
+            await asyncio.sleep(0.2)  # let the subscription reach the publisher
+            await pub.set("big", "x" * (2 * LIMIT))
+            await asyncio.sleep(0.3)  # sent and dropped with its connection, before it leaves the state again
+            await pub.set("big", None)
+            await pub.set("b", 2)
+            seen = []
+            # Whatever the subscriber yields next (updates that got through, a new snapshot after the gap),
+            # it converges without ever holding "big".
+            state = {"a": 1}
+            while state != {"a": 1, "b": 2}:
+                event = await _next(events)
+                seen.append(event)
+                if isinstance(event, Snapshot):
+                    state = dict(event.state)
+                elif event.value is None:
+                    state.pop(event.key, None)
+                else:
+                    state[event.key] = event.value
+            assert not any(isinstance(e, Update) and e.key == "big" for e in seen)
+            assert not any(isinstance(e, Snapshot) and "big" in e.state for e in seen)
+            await pub.set("c", 3)
+            assert await _next(events) == Update("c", 3)
     asyncio.run(scenario())
