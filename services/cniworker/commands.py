@@ -29,6 +29,7 @@ from .ipam.allocator import IpAllocator, release, release_where
 from .ipam.disk_store import DiskStore
 from .ipam.store import AllocationStore
 from .netns import NetNS, NotANetworkNamespace
+from .rtnl_batch import Link, RtnlSocket
 from .results import Attachment, add_result
 
 log = logging.getLogger("cniworker")
@@ -47,14 +48,16 @@ def cmd_add(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict:
     ipam = net.ipam.resolve(pod_cidr)
     host_name = netlink.host_veth_name(env.container_id, env.ifname)
     store = DiskStore(state_dir, net.name)
-    with _pod_netns(env) as ns, netlink.host_rtnl() as ipr:
+    with _pod_netns(env) as ns, netlink.host_rtnl() as ipr, netlink.host_batch() as batch:
         bridge = _ensure_bridge(ipr, net=net, ipam=ipam, trust_seconds=BRIDGE_RECHECK_SECONDS)
         with _doing(f"allocating an address in {ipam.subnet}"):
             ip = IpAllocator(store, config=ipam, network=net.name).allocate(env.attachment)
             address = IPv4Interface(f"{ip}/{ipam.subnet.prefixlen}")
         try:
-            host_mac = _create_veth(ipr, ns, req, ipam=ipam, host_name=host_name, bridge=bridge)
-            pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, replace_default_route=False)
+            host_end = _create_veth(ipr, batch, ns, req, ipam=ipam, host_name=host_name, bridge=bridge)
+            host_mac = host_end.mac
+            pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, pod_index=host_end.peer_index,
+                                               replace_default_route=False)
             if net.ip_masq:
                 _ensure_masquerade(net, ipam, trust_seconds=masquerade.RECHECK_SECONDS)
         except BaseException:
@@ -121,7 +124,8 @@ def cmd_update(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict
         with _doing(f"re-applying host veth {host_name}"):
             netlink.set_host_port(ipr, host_name, bridge_index=bridge, mtu=net.mtu)
             host_mac = netlink.find_link(ipr, host_name).get("address")
-        pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, replace_default_route=True)
+        pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, pod_index=None,
+                                           replace_default_route=True)
     if net.ip_masq:
         _ensure_masquerade(net, ipam)
     return _add_result(req, ipam=ipam, host_name=host_name, host_mac=host_mac, pod_mac=pod_mac, address=address)
@@ -189,12 +193,13 @@ def _ensure_bridge(ipr: IPRoute, *, net: NetworkConfig, ipam: IpamConfig, trust_
     return index
 
 
-def _create_veth(ipr: IPRoute, ns: NetNS, req: CniRequest, *, ipam: IpamConfig, host_name: str, bridge: int) -> str:
-    """ADD's veth pair on `bridge` (an index _ensure_bridge may have trusted); the host end's MAC."""
+def _create_veth(ipr: IPRoute, batch: RtnlSocket, ns: NetNS, req: CniRequest, *, ipam: IpamConfig, host_name: str,
+                 bridge: int) -> Link:
+    """ADD's veth pair on `bridge` (an index _ensure_bridge may have trusted); the host end."""
     env, net = req.env, req.network
     with _doing(f"creating veth pair {host_name} / {env.ifname}"):
-        def create(bridge_index: int) -> str:
-            return netlink.create_veth(ipr, host_name=host_name, pod_ifname=env.ifname, netns_fd=ns.fd,
+        def create(bridge_index: int) -> Link:
+            return netlink.create_veth(ipr, batch, host_name=host_name, pod_ifname=env.ifname, netns_fd=ns.fd,
                                        bridge_index=bridge_index, mtu=net.mtu)
         try:
             return create(bridge)
@@ -206,13 +211,14 @@ def _create_veth(ipr: IPRoute, ns: NetNS, req: CniRequest, *, ipam: IpamConfig, 
 
 
 def _configure_pod_interface(ns: NetNS, req: CniRequest, *, ipam: IpamConfig, address: IPv4Interface,
-                             replace_default_route: bool) -> str:
-    """The pod end's address, MTU and default route; its MAC. ADD leaves a default route another network
-    set alone; UPDATE puts its own back."""
+                             pod_index: int | None, replace_default_route: bool) -> str:
+    """The pod end's address, MTU and default route; its MAC. ADD knows the pod end's index (None: looked up),
+    and leaves a default route another network set alone; UPDATE puts its own back."""
     env, mtu = req.env, req.network.mtu
     with _doing(f"{'re-applying' if replace_default_route else 'configuring'} {env.ifname} in {env.netns}"):
         return ns.run(lambda: netlink.configure_pod_interface(
-            env.ifname, address=address, gateway=ipam.gateway, mtu=mtu, replace_default_route=replace_default_route))
+            env.ifname, index=pod_index, address=address, gateway=ipam.gateway, mtu=mtu,
+            replace_default_route=replace_default_route))
 
 
 @contextmanager

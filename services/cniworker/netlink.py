@@ -1,5 +1,6 @@
-"""Links, addresses and routes through pyroute2: the host side (bridge, veth) and, for functions
-called through netns.NetNS.run, the pod side (interface, loopback, default route)."""
+"""Links, addresses and routes: the host side (bridge, veth) and, for functions called through
+netns.NetNS.run, the pod side (interface, loopback, default route). pyroute2 does the rare and the inspecting
+work; what every ADD does goes as one batch per namespace (rtnl_batch)."""
 from __future__ import annotations
 
 import errno
@@ -9,7 +10,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface
-from typing import Iterator
+from typing import Callable, ContextManager, Iterator, TypeVar
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
@@ -17,9 +18,13 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from proto.cni import INVALID_ENV, INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER, CniError
 
+from . import rtnl_batch
+from .rtnl_batch import Link, RtnlSocket
+
 _MAIN_TABLE = 254
 _HAIRPIN_ON = 1
 _LOOPBACK_INDEX = 1  # the kernel gives `lo` index 1 in every network namespace
+_Socket = TypeVar("_Socket", IPRoute, RtnlSocket)
 
 
 def open_rtnl() -> IPRoute:
@@ -31,19 +36,30 @@ _host = threading.local()
 
 
 @contextmanager
-def host_rtnl() -> Iterator[IPRoute]:
+def _kept(attribute: str, open_socket: Callable[[], _Socket]) -> Iterator[_Socket]:
     """A netlink socket in the worker's own namespace, kept open for the calling thread's next command: opening
     one costs about 0.5 ms, as much as a round trip. After any failure it is closed, so that a socket in an
     unknown state is never used again."""
-    ipr = getattr(_host, "ipr", None)
-    if ipr is None:
-        ipr = _host.ipr = open_rtnl()
+    sock = getattr(_host, attribute, None)
+    if sock is None:
+        sock = open_socket()
+        setattr(_host, attribute, sock)
     try:
-        yield ipr
+        yield sock
     except BaseException:
-        _host.ipr = None
-        ipr.close()
+        setattr(_host, attribute, None)
+        sock.close()
         raise
+
+
+def host_rtnl() -> ContextManager[IPRoute]:
+    """pyroute2's socket in the worker's namespace (kept, see _kept)."""
+    return _kept("ipr", open_rtnl)
+
+
+def host_batch() -> ContextManager[RtnlSocket]:
+    """A socket for batched requests (rtnl_batch) in the worker's namespace (kept, see _kept)."""
+    return _kept("batch", RtnlSocket)
 
 
 def host_veth_name(container_id: str, ifname: str) -> str:
@@ -121,21 +137,31 @@ def delete_link(ipr: IPRoute, name: str) -> bool:
     return True
 
 
-def create_veth(ipr: IPRoute, *, host_name: str, pod_ifname: str, netns_fd: int, bridge_index: int, mtu: int) -> str:
+def create_veth(ipr: IPRoute, batch: RtnlSocket, *, host_name: str, pod_ifname: str, netns_fd: int,
+                bridge_index: int, mtu: int) -> Link:
     """A veth pair whose host end is up on the bridge with hairpin on, and whose other end is
-    created directly inside the pod's namespace (so `eth0` never clashes with a host interface).
-    A host end left by an earlier attempt of the same attachment is replaced. Returns the host end's MAC."""
-    def add() -> None:
-        ipr.link("add", ifname=host_name, kind="veth", mtu=mtu, master=bridge_index, state="up",
-                 peer={"ifname": pod_ifname, "net_ns_fd": netns_fd, "mtu": mtu})
+    created directly inside the pod's namespace (so `eth0` never clashes with a host interface), in one round
+    trip. A host end left by an earlier attempt of the same attachment is replaced. Returns the host end (its
+    MAC, and the pod end's index in the pod's namespace)."""
+    def add() -> Link:
+        created, hairpin, described = batch.exchange([
+            rtnl_batch.create_veth(host_name=host_name, pod_ifname=pod_ifname, netns_fd=netns_fd,
+                                   bridge_index=bridge_index, mtu=mtu),
+            rtnl_batch.set_hairpin(host_name), rtnl_batch.get_link(name=host_name)])
+        created.check()  # the other two then acted on what this one made
+        hairpin.check()
+        described.check()
+        if described.link is None or described.link.peer_index is None:
+            raise LookupError(f"veth {host_name} was created but the kernel did not describe it")
+        return described.link
     try:
         try:
-            add()
+            return add()
         except NetlinkError as e:
             # Deleting first would cost every ADD a round trip for what is rare.
             if e.code != errno.EEXIST or not delete_link(ipr, host_name):
                 raise
-            add()
+            return add()
     except NetlinkError as e:
         if e.code != errno.EEXIST:
             raise
@@ -143,11 +169,6 @@ def create_veth(ipr: IPRoute, *, host_name: str, pod_ifname: str, netns_fd: int,
         raise CniError(INVALID_ENV, f"cannot create interface {pod_ifname} in the pod: an interface with that "
                                     "name exists there already",
                        details="choose another CNI_IFNAME, or DEL the attachment that created it") from None
-    link = find_link(ipr, host_name)
-    if link is None:
-        raise LookupError(f"veth {host_name} vanished right after it was created")
-    set_hairpin(ipr, link["index"])
-    return link.get("address")
 
 
 def set_hairpin(ipr: IPRoute, index: int) -> None:
@@ -177,29 +198,33 @@ def set_host_port(ipr: IPRoute, name: str, *, bridge_index: int, mtu: int) -> No
 
 # --- inside the pod's namespace (call through NetNS.run) -------------------------------------------
 
-def configure_pod_interface(ifname: str, *, address: IPv4Interface, gateway: IPv4Address, mtu: int,
-                            replace_default_route: bool) -> str:
-    """Brings `ifname` and `lo` up with the address, MTU and a default route via the gateway; returns the MAC.
+def configure_pod_interface(ifname: str, *, index: int | None, address: IPv4Interface, gateway: IPv4Address,
+                            mtu: int, replace_default_route: bool) -> str:
+    """Brings `ifname` (whose index ADD knows from the host end; None: looked up) and `lo` up with the address,
+    MTU and a default route via the gateway, in one round trip; returns the MAC.
 
     With replace_default_route False an existing default route (another network's) is left alone."""
-    with open_rtnl() as ipr:
-        link = find_link(ipr, ifname)
-        if link is None:
-            raise LookupError(f"interface {ifname} does not exist in the pod")
-        index = link["index"]
-        ipr.link("set", index=index, mtu=mtu, state="up")
-        _add_address(ipr, index, address=address)
-        ipr.link("set", index=_LOOPBACK_INDEX, state="up")
-        route = {"dst": "0.0.0.0/0", "gateway": str(gateway), "oif": index}
-        if replace_default_route:
-            ipr.route("replace", **route)
-        else:
-            try:
-                ipr.route("add", **route)
-            except NetlinkError as e:
-                if e.code != errno.EEXIST:
-                    raise
-        return link.get("address")
+    with RtnlSocket() as sock:
+        if index is None:
+            (found,) = sock.exchange([rtnl_batch.get_link(name=ifname)])
+            if found.error == errno.ENODEV:
+                raise LookupError(f"interface {ifname} does not exist in the pod")
+            found.check()
+            assert found.link is not None
+            index = found.link.index
+        up, addressed, loopback, routed, described = sock.exchange([
+            rtnl_batch.set_link(index, mtu=mtu), rtnl_batch.add_address(index, address),
+            rtnl_batch.set_link(_LOOPBACK_INDEX), rtnl_batch.default_route(index, gateway, replace=replace_default_route),
+            rtnl_batch.get_link(index=index)])
+        up.check()
+        if addressed.error != errno.EEXIST:
+            addressed.check()
+        loopback.check()
+        if replace_default_route or routed.error != errno.EEXIST:
+            routed.check()
+        described.check()
+        assert described.link is not None
+        return described.link.mac
 
 
 def describe_pod_interface(ifname: str) -> PodInterface | None:

@@ -160,3 +160,14 @@ def test_del_after_the_namespace_is_gone_or_without_one_succeeds(pods):
     assert pods.call("DEL", "never-added", "") == {}
     assert pods.allocations() == {}
     assert host_veth_name("deleted-ns", "eth0") not in pods.bridge_ports()
+
+
+def test_an_interface_of_the_same_name_in_the_pod_fails_the_add_and_leaves_nothing_behind(pods):
+    ns = pods.netns()
+    pods.in_pod(ns, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "other0")
+    with pytest.raises(CniError) as err:
+        pods.add("clash", ns)
+    assert err.value.code == INVALID_ENV and "eth0" in err.value.msg and "exists there already" in err.value.msg
+    assert pods.bridge_ports() == [] and pods.allocations() == {}
+    names = sorted(link["ifname"] for link in json.loads(pods.in_pod(ns, "ip", "-j", "link", "show").stdout))
+    assert names == ["eth0", "lo", "other0"]  # the pod's own pair, untouched
