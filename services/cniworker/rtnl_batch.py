@@ -168,6 +168,8 @@ class RtnlSocket:
 
     def exchange(self, requests: list[Request]) -> list[Answer]:
         """Sends `requests` in one message and returns each one's answer, in order."""
+        if self._sequence > 1 << 31:
+            self._sequence = 0  # a 32-bit field; every answer of the exchanges before has been read
         first = self._sequence + 1
         self._sequence += len(requests)
         out = bytearray()
