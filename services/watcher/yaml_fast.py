@@ -35,7 +35,7 @@ _DIVERGENT_TOKEN = re.compile(r"""
     | [-+]?[0-9.][0-9a-fA-FxX_.]*_[0-9a-fA-FxX_.]*
 """, re.VERBOSE)
 # Words as YAML could read them as scalars: split at blanks and flow punctuation. A text has few distinct ones.
-_TOKEN = re.compile(r"[^\s\[\]{},#]+")
+_FLOW_PUNCTUATION = re.compile(r"[\[\]{},#]+")
 _DOCUMENT_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
 _CONTENT_LINE = re.compile(r"^[ \t]*[^\s#]", re.MULTILINE)
 # As the exact reader: one shared copy of each key and short string (manifests repeat the same few hundred).
@@ -44,7 +44,7 @@ _SHARED_MAX = 24
 
 def fast_documents(text: str) -> list[Document] | None:
     """The documents of `text` (line numbers 0), or None when the exact reader must read it."""
-    if any(_DIVERGENT_TOKEN.fullmatch(token.strip("\"':")) for token in set(_TOKEN.findall(text))):
+    if any(_DIVERGENT_TOKEN.fullmatch(token.strip("\"':")) for token in _words(text)):
         return None
     try:
         result = yaml_rs.loads(text, parse_datetime=False)
@@ -57,6 +57,19 @@ def fast_documents(text: str) -> list[Document] | None:
         return [Document(index=i, line=0, data=_shared(data), json_values=True) for i, data in enumerate(documents, 1)]
     except _NotJson:
         return None  # the exact reader says where and what
+
+
+def _words(text: str) -> set[str]:
+    """The distinct runs of characters other than blanks and flow punctuation ([]{},#) in `text`. Splitting at
+    blanks first (str.split, which knows the same blanks as the regular expression's \\s) and then only the
+    few distinct pieces that hold punctuation takes a third of the time of one search over the whole text."""
+    words: set[str] = set()
+    for piece in set(text.split()):
+        if _FLOW_PUNCTUATION.search(piece):
+            words.update(word for word in _FLOW_PUNCTUATION.split(piece) if word)
+        else:
+            words.add(piece)
+    return words
 
 
 def _split(text: str, result: Any) -> list[dict] | None:
@@ -81,21 +94,32 @@ class _NotJson(Exception):
     """A mapping key that is not a string, or a value that is not JSON's."""
 
 
-def _key(key: Any) -> str:
-    if type(key) is not str:
-        raise _NotJson
-    return sys.intern(key)
+_SCALARS = (int, float, bool)
 
 
 def _shared(value: Any) -> Any:
     """`value` with one shared copy of each key and short string, checked to hold JSON values only."""
     kind = type(value)
-    if kind is str:
-        return sys.intern(value) if len(value) <= _SHARED_MAX else value
     if kind is dict:
-        return {_key(k): _shared(v) for k, v in value.items()}
+        shared = {}
+        # Leaves are handled here rather than by a call each: most nodes of a manifest are strings.
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotJson
+            kind = type(item)
+            if kind is str:
+                if len(item) <= _SHARED_MAX:
+                    item = sys.intern(item)
+            elif kind is dict or kind is list:
+                item = _shared(item)
+            elif item is not None and kind not in _SCALARS:
+                raise _NotJson
+            shared[sys.intern(key)] = item
+        return shared
     if kind is list:
         return [_shared(item) for item in value]
-    if value is None or kind in (int, float, bool):
+    if kind is str:
+        return sys.intern(value) if len(value) <= _SHARED_MAX else value
+    if value is None or kind in _SCALARS:
         return value
     raise _NotJson
