@@ -4,12 +4,14 @@
 
 The JSON body says which backend answered, the method, path, headers and the client address, so a
 reader (or a test) can see where the ingress sent a request and what it forwarded. A query with
-`status=NNN` is answered with that status (the body is the same).
+`status=NNN` is answered with that status (the body is the same); with `pause=S` (up to 5 seconds) the body's
+second half follows its first after S seconds, which shows whether a proxy passes on what it has (buffering).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -29,14 +31,23 @@ def make_handler(name: str) -> type[BaseHTTPRequestHandler]:
                 "client": f"{self.client_address[0]}:{self.client_address[1]}",
                 "body_bytes": len(body),
             }).encode() + b"\n"
-            wanted = parse_qs(urlsplit(self.path).query).get("status", ["200"])[0]
+            query = parse_qs(urlsplit(self.path).query)
+            wanted = query.get("status", ["200"])[0]
             self.send_response(int(wanted) if wanted.isdigit() and 200 <= int(wanted) <= 599 else 200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.send_header("X-Backend", name)
             self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
+            if self.command == "HEAD":
+                return
+            pause = query.get("pause", ["0"])[0]
+            if pause.replace(".", "", 1).isdigit() and 0 < float(pause) <= 5:
+                half = len(payload) // 2
+                self.wfile.write(payload[:half])
+                self.wfile.flush()
+                time.sleep(float(pause))
+                payload = payload[half:]
+            self.wfile.write(payload)
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = _answer
 

@@ -48,6 +48,18 @@ def on_off(value: str) -> str:
     return "on" if is_true(boolean(value)) else "off"
 
 
+def _switch(value: str) -> str:
+    """nginx's own "on"/"off", which ingress-nginx takes for the keys it copies into a directive as they are
+    (proxy-buffering, proxy-request-buffering: strings there, not booleans); "true"/"false" read as on/off too."""
+    word = value.strip().lower()
+    if word in ("on", "off"):
+        return word
+    try:
+        return on_off(word)
+    except InvalidValue:
+        raise InvalidValue('must be "on" or "off"') from None
+
+
 def _http_version(value: str) -> str:
     if value not in ("1.0", "1.1"):
         raise InvalidValue('must be "1.1" (the default, needed for keepalive to the backends) or "1.0"')
@@ -126,9 +138,9 @@ GLOBAL_DIRECTIVES: dict[str, tuple[str, Callable[[str], str], str]] = {
     "proxy-read-timeout": ("proxy_read_timeout", duration, "60s"),
     "proxy-send-timeout": ("proxy_send_timeout", duration, "60s"),
     "proxy-body-size": ("client_max_body_size", size(1024**4), "1m"),
-    "proxy-buffering": ("proxy_buffering", on_off, "off"),
+    "proxy-buffering": ("proxy_buffering", _switch, "off"),
     "proxy-buffer-size": ("proxy_buffer_size", size(64 * 1024**2, 1024), "4k"),
-    "proxy-request-buffering": ("proxy_request_buffering", on_off, "on"),
+    "proxy-request-buffering": ("proxy_request_buffering", _switch, "on"),
     "proxy-next-upstream": ("proxy_next_upstream", next_upstream_conditions, "error timeout"),
     "proxy-next-upstream-timeout": ("proxy_next_upstream_timeout", duration, "0s"),
     "proxy-next-upstream-tries": ("proxy_next_upstream_tries", integer(0, 1000), "3"),
