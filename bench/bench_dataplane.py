@@ -57,7 +57,10 @@ def start_nginx(directory: Path, *, workers: str, body: str) -> subprocess.Popen
                     f"error_log {directory}/error.log error;\n"
                     f"events {{ worker_connections 16384; multi_accept on; }}\n"
                     f"http {{ access_log off; {temp} {body} }}\n")
-    return subprocess.Popen(["nginx", "-p", str(directory), "-c", str(conf)])
+    # A session of its own, as the controller has (tests/support/controller.py): with the kernel's autogroup
+    # scheduling (sched_autogroup_enabled) each session gets an equal share of the CPUs, so a server left in the
+    # benchmark's session would share one with wrk while pyngress had one to itself.
+    return subprocess.Popen(["nginx", "-p", str(directory), "-c", str(conf)], start_new_session=True)
 
 
 def start_ok_backend(directory: Path, port: int) -> subprocess.Popen:

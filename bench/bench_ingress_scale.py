@@ -124,7 +124,8 @@ def static_baseline(n: int, echo: EchoBackends, ip: str) -> tuple[float, float, 
         port = free_port()
         conf = prefix / "nginx.conf"
         conf.write_text(STATIC_TEMPLATE.format(prefix=prefix, port=port, servers=""))
-        nginx = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)])
+        # Its own session, as the controller's (autogroup scheduling: see bench_dataplane.start_nginx).
+        nginx = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)], start_new_session=True)
         try:
             time.sleep(0.5)
             servers = "\n".join(

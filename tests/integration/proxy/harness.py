@@ -252,8 +252,11 @@ events {{ worker_connections 4096; }}
 {body}
 """)
         subprocess.run(["nginx", "-t", "-q", "-p", str(directory), "-c", str(conf)], check=True)
+        # Sessions of their own, as a whole controller has (tests/support/controller.py): under the kernel's
+        # autogroup scheduling each session gets an equal share of the CPUs, and the passthrough benchmark
+        # compares this nginx with pyngress's proxy on equal terms.
         self.proc = subprocess.Popen(["nginx", "-p", str(directory), "-c", str(conf)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def worker_pids(self) -> list[int]:
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
@@ -332,7 +335,7 @@ class ProxyProcess:
         command = [str(REPO / ".venv/bin/pyngress"), "proxy", f"--https-port={https_port}", f"--run-dir={run_dir}",
                    "--log-level=info"]
         self.proc = subprocess.Popen(command, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, start_new_session=True)  # as Nginx
         self.status_path = run_dir / "status" / f"proxy-{self.proc.pid}.json"
 
     def status(self) -> dict[str, Any]:
