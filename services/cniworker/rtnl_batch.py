@@ -16,6 +16,7 @@ import os
 import socket
 import struct
 from dataclasses import dataclass
+from typing import Iterator
 from ipaddress import IPv4Address, IPv4Interface
 
 from pyroute2.netlink.exceptions import NetlinkError
@@ -39,7 +40,7 @@ NLA_F_NESTED = 0x8000
 IFF_UP = 0x1
 # Address and route attributes and values.
 IFA_ADDRESS, IFA_LOCAL = 1, 2
-RTA_DST, RTA_OIF, RTA_GATEWAY = 1, 4, 5
+RTA_OIF, RTA_GATEWAY = 4, 5
 RT_TABLE_MAIN, RTPROT_STATIC, RT_SCOPE_UNIVERSE, RTN_UNICAST = 254, 4, 0, 1  # proto static, as pyroute2 adds routes
 
 _HEADER = struct.Struct("=IHHII")     # nlmsghdr: length, type, flags, sequence, port
@@ -196,7 +197,8 @@ class RtnlSocket:
         return answers
 
 
-def _messages(data: bytes):
+def _messages(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
+    """(type, flags, sequence, payload) of each netlink message in one datagram."""
     offset = 0
     while offset + _HEADER.size <= len(data):
         length, kind, flags, sequence, _ = _HEADER.unpack_from(data, offset)
@@ -206,7 +208,8 @@ def _messages(data: bytes):
         offset += (length + 3) & ~3
 
 
-def _attrs(data: bytes):
+def _attrs(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(type, payload) of each attribute."""
     offset = 0
     while offset + _ATTR.size <= len(data):
         length, kind = _ATTR.unpack_from(data, offset)
