@@ -94,32 +94,21 @@ class _NotJson(Exception):
     """A mapping key that is not a string, or a value that is not JSON's."""
 
 
-_SCALARS = (int, float, bool)
+def _key(key: Any) -> str:
+    if type(key) is not str:
+        raise _NotJson
+    return sys.intern(key)
 
 
 def _shared(value: Any) -> Any:
     """`value` with one shared copy of each key and short string, checked to hold JSON values only."""
     kind = type(value)
-    if kind is dict:
-        shared = {}
-        # Leaves are handled here rather than by a call each: most nodes of a manifest are strings.
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotJson
-            kind = type(item)
-            if kind is str:
-                if len(item) <= _SHARED_MAX:
-                    item = sys.intern(item)
-            elif kind is dict or kind is list:
-                item = _shared(item)
-            elif item is not None and kind not in _SCALARS:
-                raise _NotJson
-            shared[sys.intern(key)] = item
-        return shared
-    if kind is list:
-        return [_shared(item) for item in value]
     if kind is str:
         return sys.intern(value) if len(value) <= _SHARED_MAX else value
-    if value is None or kind in _SCALARS:
+    if kind is dict:
+        return {_key(k): _shared(v) for k, v in value.items()}
+    if kind is list:
+        return [_shared(item) for item in value]
+    if value is None or kind in (int, float, bool):
         return value
     raise _NotJson
