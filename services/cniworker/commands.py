@@ -116,14 +116,13 @@ def cmd_update(req: CniRequest, *, state_dir: str, pod_cidr: str | None) -> dict
         raise CniError(CONTAINER_UNKNOWN, f"container {env.container_id} ({env.ifname}) holds no address in "
                        f"network {net.name}: ADD it before UPDATE")
     address = IPv4Interface(f"{held}/{ipam.subnet.prefixlen}")
-    with _pod_netns(env) as ns, netlink.host_rtnl() as ipr:
+    with _pod_netns(env) as ns, netlink.host_rtnl() as ipr, netlink.host_batch() as batch:
         bridge = _ensure_bridge(ipr, net=net, ipam=ipam)
         if netlink.find_link(ipr, host_name) is None:
             raise CniError(CONTAINER_UNKNOWN, f"host veth {host_name} of container {env.container_id} is gone",
                            details="DEL and ADD the pod again to recreate its interface")
         with _doing(f"re-applying host veth {host_name}"):
-            netlink.set_host_port(ipr, host_name, bridge_index=bridge, mtu=net.mtu)
-            host_mac = netlink.find_link(ipr, host_name).get("address")
+            host_mac = netlink.set_host_port(batch, host_name, bridge_index=bridge, mtu=net.mtu).mac
         pod_mac = _configure_pod_interface(ns, req, ipam=ipam, address=address, pod_index=None,
                                            replace_default_route=True)
     if net.ip_masq:

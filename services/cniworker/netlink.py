@@ -171,12 +171,6 @@ def create_veth(ipr: IPRoute, batch: RtnlSocket, *, host_name: str, pod_ifname: 
                        details="choose another CNI_IFNAME, or DEL the attachment that created it") from None
 
 
-def set_hairpin(ipr: IPRoute, index: int) -> None:
-    # Hairpin lets a pod reach itself through a service address that NATs back to it.
-    # (pyroute2 ignores a `hairpin=1` argument; the bridge port "mode" attribute is the switch.)
-    ipr.brport("set", index=index, mode=_HAIRPIN_ON)
-
-
 def describe_host_port(ipr: IPRoute, name: str) -> HostPort | None:
     link = find_link(ipr, name)
     if link is None:
@@ -189,11 +183,18 @@ def describe_host_port(ipr: IPRoute, name: str) -> HostPort | None:
     return HostPort(master=master, hairpin=hairpin)
 
 
-def set_host_port(ipr: IPRoute, name: str, *, bridge_index: int, mtu: int) -> None:
-    """Puts an existing host end back on the bridge, up, with the MTU and hairpin (UPDATE)."""
-    index = _index(ipr, name)
-    ipr.link("set", index=index, mtu=mtu, master=bridge_index, state="up")
-    set_hairpin(ipr, index)
+def set_host_port(batch: RtnlSocket, name: str, *, bridge_index: int, mtu: int) -> Link:
+    """Puts an existing host end back on the bridge, up, with the MTU and hairpin (UPDATE), in one round trip;
+    returns it as the kernel then describes it."""
+    placed, hairpin, described = batch.exchange([
+        rtnl_batch.set_link(name=name, mtu=mtu, master=bridge_index), rtnl_batch.set_hairpin(name),
+        rtnl_batch.get_link(name=name)])
+    placed.check()
+    hairpin.check()
+    described.check()
+    if described.link is None:
+        raise LookupError(f"interface {name} was not described by the kernel")
+    return described.link
 
 
 # --- inside the pod's namespace (call through NetNS.run) -------------------------------------------
@@ -242,13 +243,6 @@ def describe_pod_interface(ifname: str) -> PodInterface | None:
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-def _index(ipr: IPRoute, name: str) -> int:
-    link = find_link(ipr, name)
-    if link is None:
-        raise LookupError(f"interface {name} does not exist")
-    return link["index"]
-
 
 def _add_address(ipr: IPRoute, index: int, *, address: IPv4Interface) -> None:
     try:

@@ -111,9 +111,12 @@ def get_link(*, name: str | None = None, index: int = 0) -> Request:
     return Request(RTM_GETLINK, 0, _link_body(index=index, attrs=(_name(IFLA_IFNAME, name),) if name else ()))
 
 
-def set_link(index: int, *, mtu: int | None = None) -> Request:
-    """The link up (with its MTU)."""
-    return Request(RTM_NEWLINK, 0, _link_body(index=index, up=True, attrs=(_u32(IFLA_MTU, mtu),) if mtu else ()))
+def set_link(index: int = 0, *, name: str | None = None, mtu: int | None = None,
+             master: int | None = None) -> Request:
+    """The link (by index, or by name) up, with its MTU and bridge when given."""
+    attrs = ((_name(IFLA_IFNAME, name),) if name else ()) + ((_u32(IFLA_MTU, mtu),) if mtu else ()) + (
+        (_u32(IFLA_MASTER, master),) if master else ())
+    return Request(RTM_NEWLINK, 0, _link_body(index=index, up=True, attrs=attrs))
 
 
 def add_address(index: int, address: IPv4Interface) -> Request:
