@@ -251,14 +251,19 @@ class IncrementalModel:
         changed = set(changed) if changed is not None else None
         cluster = self._cluster
         with collector_paused():  # services/common/gc_pause.py
-            if (changed is None or cluster is None or cluster.refused_profiles != refused
-                    or cluster.previous_configmap != previous
-                    or any(key in cluster.reads or key.split("/", 1)[0] not in _FOLLOWED for key in changed)):
+            afresh = (changed is None or cluster is None or cluster.refused_profiles != refused
+                      or cluster.previous_configmap != previous
+                      or any(key in cluster.reads or key.split("/", 1)[0] not in _FOLLOWED for key in changed))
+            if afresh:
                 self._start_afresh(store, refused, previous)
-                freeze_survivors()
             else:
                 self._follow(store, changed)
-            return self._assemble(store)
+            model = self._assemble(store)
+            if afresh:
+                # Frozen before the collector is back on, the model too: its first collection would otherwise go
+                # through everything a build from scratch allocated.
+                freeze_survivors()
+            return model
 
     # --- from scratch -------------------------------------------------------------------------------
 

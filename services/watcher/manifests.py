@@ -143,7 +143,13 @@ class ManifestsSource:
     def scan(self) -> StoreChanges | None:
         """Read what changed; the store's changes when something did, else None."""
         with collector_paused():  # services/common/gc_pause.py: parsing 30,000 documents allocates a lot
-            return self._scan()
+            changes = self._scan()
+            if changes is not None:
+                # What the scan keeps lives until the next change. Frozen before the collector is back on: its
+                # first collection would otherwise go through every object the scan allocated (0.1-0.5 s at
+                # 30,000 objects).
+                freeze_survivors()
+            return changes
 
     def _scan(self) -> StoreChanges | None:
         listing = self._list()

@@ -40,22 +40,9 @@ end
 
 store.define("backends", { entry = entry_of })
 
-local cursors = {}        -- backend name -> index of the endpoint this worker used last
-local cursors_for = nil   -- the backends table `cursors` was last pruned against
-
--- As of the router's refresh for this request: what the router checked is what is balanced.
-local function backends()
-    local current = store.current("backends")
-    if current ~= cursors_for then
-        for name in pairs(cursors) do
-            if not current[name] then
-                cursors[name] = nil
-            end
-        end
-        cursors_for = current
-    end
-    return current
-end
+-- Endpoint list -> index of the endpoint this worker used last. Weak: a list the backends table no longer holds
+-- (its backend changed or went) takes its cursor with it.
+local cursors = setmetatable({}, { __mode = "k" })
 
 -- `fixed`: the backend an upstream of its own always uses (auth-keepalive's); else the router's choice.
 function _M.balance(fixed)
@@ -81,7 +68,7 @@ function _M.balance(fixed)
                 name = var.proxy_upstream_name
             end
         end
-        peers = backends()[name]
+        peers = store.current("backends")[name]
         if not peers or #peers == 0 then
             -- The router answers 503 for this; only a push between the two phases gets here.
             ngx.log(ngx.ERR, "backend ", name, " has no endpoints")
@@ -97,8 +84,8 @@ function _M.balance(fixed)
             ctx.pyngress_affinity = session ~= "" and session or nil
         end
         if not index or not peers[index] then
-            index = (cursors[name] or random(#peers)) % #peers + 1
-            cursors[name] = index
+            index = (cursors[peers] or random(#peers)) % #peers + 1
+            cursors[peers] = index
         end
         ctx.pyngress_peers = peers
         if #peers > 1 then

@@ -86,3 +86,28 @@ def test_a_master_killed_right_after_a_delta_starts_again_with_it(nginx_factory,
     eventually(lambda: served_by(nginx, "late.delta.test") == {"app"})
     assert nginx.run(nginx.pusher.needs_push()) is False  # it holds the version the syncer pushed last
     assert served_by(nginx, "h4.delta.test") == {"app"}
+
+
+def test_hosts_asked_for_before_a_delta_adds_them_are_served_once_it_does(nginx_factory, echo):
+    # Each worker decodes an entry when a request first asks for it, and remembers a host it did not find: a delta
+    # that adds that host (or a wildcard covering it), or changes a backend a worker already used, must reach
+    # every worker.
+    nginx = nginx_factory()
+    app, other = echo("app"), echo("other")
+    routes = routes_for(3)
+    nginx.push(routes, {"app": [app.endpoint]})
+    for host in ("later.delta.test", "a.wild.delta.test", "h1.delta.test"):
+        served_by(nginx, host)
+    assert served_by(nginx, "later.delta.test") == {None} and served_by(nginx, "a.wild.delta.test") == {None}
+
+    routes["later.delta.test"] = HostRoutes(prefix={"/": route("app")})
+    routes["*.wild.delta.test"] = HostRoutes(prefix={"/": route("app")})
+    assert nginx.push(routes, {"app": [app.endpoint]}) == ["routes"]
+    assert served_by(nginx, "later.delta.test") == {"app"}
+    assert served_by(nginx, "a.wild.delta.test") == {"app"}
+
+    assert nginx.push(routes, {"app": [other.endpoint]}) == ["backends"]
+    assert served_by(nginx, "h1.delta.test") == {"other"} and served_by(nginx, "later.delta.test") == {"other"}
+    del routes["later.delta.test"]
+    nginx.push(routes, {"app": [other.endpoint]})
+    assert served_by(nginx, "later.delta.test") == {None}
