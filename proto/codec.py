@@ -70,9 +70,18 @@ def encode_update(epoch: str, seq: int, key: str, packed_value: bytes) -> bytes:
 
 def encode_snapshot(epoch: str, seq: int, packed_items: Iterable[tuple[str, bytes]]) -> bytes:
     """A clone.snapshot message of packed values."""
+    return _encode_items("clone.snapshot", epoch, seq, packed_items)
+
+
+def encode_updates(epoch: str, last_seq: int, packed_items: Iterable[tuple[str, bytes]]) -> bytes:
+    """A clone.updates message setting each key to its packed value; the last one is update number `last_seq`."""
+    return _encode_items("clone.updates", epoch, last_seq, packed_items)
+
+
+def _encode_items(msg_type: str, epoch: str, seq: int, packed_items: Iterable[tuple[str, bytes]]) -> bytes:
     items = list(packed_items)
     packer = msgpack.Packer(use_bin_type=True)
-    parts = [*_envelope_head(packer, "clone.snapshot", seq, 2), packer.pack("epoch"), packer.pack(epoch),
+    parts = [*_envelope_head(packer, msg_type, seq, 2), packer.pack("epoch"), packer.pack(epoch),
              packer.pack("items"), packer.pack_array_header(len(items))]
     pair = packer.pack_array_header(2)
     for key, packed in items:

@@ -41,6 +41,9 @@ Shape: TypeAlias = type | ListOf | Pair | MapOf
 BODY_SCHEMAS: dict[str, dict[str, Shape]] = {
     # Clone pattern (ZeroMQ Guide, chapter 5): state updates, snapshots and liveness.
     "clone.update": {"epoch": str, "key": str, "value": object},
+    # Several updates at once (a scan or a relist of thousands of objects): the envelope's seq is the last one's,
+    # so items[i] is update number seq - len(items) + 1 + i; a value None deletes its key, as in clone.update.
+    "clone.updates": {"epoch": str, "items": ListOf(Pair(str, object))},
     "clone.heartbeat": {"epoch": str},
     "clone.snapshot_request": {},
     "clone.snapshot": {"epoch": str, "items": ListOf(Pair(str, object))},

@@ -1,6 +1,7 @@
 """The ZeroMQ Guide's *clone* pattern: a key-value state published to late and restarted subscribers.
 
-Publisher: a PUB socket sends every change as `clone.update` with a sequence number; a ROUTER socket
+Publisher: a PUB socket sends every change as `clone.update` with a sequence number (many changes at once as
+`clone.updates`, one number each); a ROUTER socket
 answers `clone.snapshot_request` with the whole state and the sequence it reflects; a heartbeat every
 second carries the publisher's epoch (random per start) so that an idle subscriber notices a restarted
 publisher.
@@ -18,12 +19,13 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterable
 
 import zmq
 import zmq.asyncio
 
-from proto import ProtocolError, decode, encode, encode_snapshot, encode_update, pack_value, unpack_value
+from proto import (ProtocolError, decode, encode, encode_snapshot, encode_update, encode_updates, pack_value,
+                   unpack_value)
 from proto.limits import CLONE_MAX_MESSAGE_BYTES, CLONE_REQUEST_MAX_MESSAGE_BYTES
 from services.common.ipc import bind_private
 
@@ -37,8 +39,8 @@ SNAPSHOT_TIMEOUT_SECONDS = 3.0
 SILENCE_SECONDS = 5 * HEARTBEAT_SECONDS
 # Updates read in one go before other tasks get a turn.
 DRAIN_BATCH = 1000
-# What CloneSubscriber._read_update returns when only a new snapshot is safe.
-_RESNAPSHOT = object()
+# Updates a publisher sends in one clone.updates message, at most (about 0.6 MB of Kubernetes objects).
+BATCH_ITEMS = 1000
 
 
 class ClonePublisher:
@@ -69,26 +71,49 @@ class ClonePublisher:
 
     async def set(self, key: str, value: Any) -> None:
         """Set `key` to `value` (None deletes it) and publish the change; unchanged values are not sent."""
+        await self.set_many(((key, value),))
+
+    async def set_many(self, changes: Iterable[tuple[str, Any]]) -> None:
+        """Set each key to its value (None deletes it) and publish what changed: one change as clone.update, more
+        as clone.updates of up to BATCH_ITEMS each. A scan or relist of 30,000 objects then costs both sides a
+        message per thousand objects, not one per object (about 15 us each to encode, send, read and check)."""
+        batch: list[tuple[str, bytes]] = []
+        for key, value in changes:
+            packed = self._changed(key, value)
+            if packed is not None:
+                batch.append((key, packed))
+                if len(batch) == BATCH_ITEMS:
+                    self._publish(batch)
+                    batch = []
+        if batch:
+            self._publish(batch)
+
+    def _changed(self, key: str, value: Any) -> bytes | None:
+        """Keep `key`'s new value; what to publish for it (None: nothing changed)."""
         packed = pack_value(value)
         if value is None:
             if key not in self._packed:
-                return
+                return None
             del self._packed[key]
+            return packed
+        old = self._packed.get(key)
+        # Equal bytes are an equal value; equal values may differ in bytes only by the order of their keys.
+        if old is not None and (old == packed or unpack_value(old) == value):
+            return None
+        self._packed[key] = packed
+        return packed
+
+    def _publish(self, batch: list[tuple[str, bytes]]) -> None:
+        self.seq += len(batch)
+        if len(batch) == 1:
+            key, packed = batch[0]
+            self._pub_now.send(encode_update(self.epoch, self.seq, key, packed))
         else:
-            old = self._packed.get(key)
-            # Equal bytes are an equal value; equal values may differ in bytes only by the order of their keys.
-            if old is not None and (old == packed or unpack_value(old) == value):
-                return
-            self._packed[key] = packed
-        self.seq += 1
-        self._pub_now.send(encode_update(self.epoch, self.seq, key, packed))
+            self._pub_now.send(encode_updates(self.epoch, self.seq, batch))
 
     async def replace_all(self, new_state: dict[str, Any]) -> None:
         """Make the state equal to `new_state`, publishing exactly the difference."""
-        for key in [k for k in self._packed if k not in new_state]:
-            await self.set(key, None)
-        for key, value in new_state.items():
-            await self.set(key, value)
+        await self.set_many([*((k, None) for k in self._packed if k not in new_state), *new_state.items()])
 
     async def serve(self) -> None:
         """Answer snapshot requests and send heartbeats until cancelled."""
@@ -197,42 +222,49 @@ class CloneSubscriber:
             # 40 us, ten times the decoding, and a relist or a full scan arrives as tens of thousands of updates.
             # The loop gets a turn after every DRAIN_BATCH of them.
             incoming = zmq.Socket.shadow(self._sub.underlying)
-            for _ in range(DRAIN_BATCH):
+            drained = 0
+            while drained < DRAIN_BATCH:
                 try:
                     data = incoming.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                event = self._read_update(data)
-                if event is _RESNAPSHOT:
+                updates = self._read_updates(data)
+                if updates is None:
                     yield await self._fetch_snapshot()
                     break
-                if event is not None:
-                    yield event
+                for update in updates:
+                    yield update
+                drained += max(1, len(updates))
             await asyncio.sleep(0)
 
-    def _read_update(self, data: bytes) -> Update | object | None:
-        """The Update a message carries, None for nothing to apply, or _RESNAPSHOT when only a new snapshot is
-        safe (a message we cannot read, a gap, a restarted publisher)."""
+    def _read_updates(self, data: bytes) -> list[Update] | None:
+        """The Updates a message carries (none: nothing to apply), or None when only a new snapshot is safe (a
+        message we cannot read, a gap, a restarted publisher)."""
         try:
             env = decode(data)
         except ProtocolError as err:
             # A message we cannot read may have been an update: only a new snapshot is safe.
             log.warning("rejected update (%s); fetching a new snapshot", err)
-            return _RESNAPSHOT
+            return None
         if env.type == "clone.heartbeat":
             if env.body["epoch"] != self.epoch or env.seq > self.seq:
                 log.info("publisher restarted or updates were missed; fetching a new snapshot")
-                return _RESNAPSHOT
-            return None
-        if env.type != "clone.update":
-            return None
+                return None
+            return []
+        if env.type == "clone.update":
+            items = [(env.body["key"], env.body["value"])]
+        elif env.type == "clone.updates":
+            items = env.body["items"]
+        else:
+            return []
+        first = env.seq - len(items) + 1
         if env.body["epoch"] == self.epoch and env.seq <= self.seq:
-            return None  # already contained in the snapshot
-        if env.body["epoch"] != self.epoch or env.seq != self.seq + 1:
-            log.info("gap in updates (have %s, got %s); fetching a new snapshot", self.seq, env.seq)
-            return _RESNAPSHOT
+            return []  # already contained in the snapshot
+        if env.body["epoch"] != self.epoch or first != self.seq + 1:
+            log.info("gap in updates (have %s, got %s to %s); fetching a new snapshot", self.seq, first, env.seq)
+            return None
         self.seq = env.seq
-        return Update(env.body["key"], env.body["value"])
+        return [Update(key, value) for key, value in items]
 
     def close(self) -> None:
         self._sub.close()

@@ -266,10 +266,8 @@ class KubeSource:
             key, stored = self._as_stored(target, obj)
             if stored is not None:
                 fresh[key] = stored
-        for key in state.keys - fresh.keys():
-            await self._set(store, key, value=None)
-        for key, stored in fresh.items():
-            await self._set(store, key, value=stored)
+        async with self._store_lock:
+            await store.set_many([*((key, None) for key in state.keys - fresh.keys()), *fresh.items()])
         state.keys = set(fresh)
         state.resource_version = resource_version
         self._failing.pop(target, None)

@@ -50,6 +50,9 @@ MAX_LISTING_SHARE = 0.2
 # A file not modified for this long is taken as complete at once; a younger one must look the same on
 # two scans in a row (it may still be being written).
 QUIET_NS = 50_000_000
+# A scan lists the directory again (at most this many times in all) when files were too fresh to read and reading
+# the others took a poll interval.
+MAX_LISTINGS_PER_SCAN = 3
 RACY_NS = 100_000_000
 LAST_GOOD_FILE = "last-good.json"
 
@@ -124,10 +127,7 @@ class ManifestsSource:
         while True:
             changes = await asyncio.to_thread(self.scan)
             if changes is not None:
-                for key in changes.removed:
-                    await store.set(key, None)
-                for key, obj in changes.changed.items():
-                    await store.set(key, obj)
+                await store.set_many([*((key, None) for key in changes.removed), *changes.changed.items()])
                 freeze_survivors()  # the store lives until the next change: out of the collector's scans
                 await asyncio.to_thread(self.save_cache)
             self.synced.set()
@@ -159,7 +159,32 @@ class ManifestsSource:
         # files were removed while the watcher was down.
         changed = self._previous_listing is None
         problems_changed = False
-        for name, signature in self._settled_changes(listing).items():
+        for _ in range(MAX_LISTINGS_PER_SCAN):
+            listed_at = time.monotonic()
+            settled, unsettled = self._settled_changes(listing)
+            objects_moved, problems_moved = self._read_settled(settled)
+            changed |= objects_moved
+            problems_changed |= problems_moved
+            # Files too fresh to read at the listing (they may have been still being written) have their second
+            # sighting now when reading the others took a poll interval: they join this scan, not the next one
+            # (a whole long read later).
+            if not unsettled or time.monotonic() - listed_at < self.poll_seconds:
+                break
+            listing = self._list()
+            if listing is None:
+                break
+        if not changed:
+            if problems_changed:
+                self._save_last_good()
+                self._publish_problems()
+            return None
+        self._save_last_good()
+        return self._store_contents()
+
+    def _read_settled(self, settled: dict[str, Signature | None]) -> tuple[bool, bool]:
+        """Read (or forget) the settled files; whether any file's objects changed, and whether its problems did."""
+        changed = problems_changed = False
+        for name, signature in settled.items():
             if signature is None:
                 log.info("manifest file removed", extra=kv(file=self.directory / name,
                                                            objects=len(self._files[name].objects)))
@@ -172,13 +197,7 @@ class ManifestsSource:
                 changed |= state.objects != known.objects
                 problems_changed |= state.problems != known.problems
                 self._files[name] = state
-        if not changed:
-            if problems_changed:
-                self._save_last_good()
-                self._publish_problems()
-            return None
-        self._save_last_good()
-        return self._store_contents()
+        return changed, problems_changed
 
     def _list(self) -> dict[str, Signature] | None:
         started = time.monotonic()
@@ -214,22 +233,25 @@ class ManifestsSource:
                 listing[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
         return listing
 
-    def _settled_changes(self, listing: dict[str, Signature]) -> dict[str, Signature | None]:
-        """Files whose signature differs from the one last read and that are complete: unmodified for
-        QUIET_NS, or the same as on the previous scan."""
+    def _settled_changes(self, listing: dict[str, Signature]) -> tuple[dict[str, Signature | None], set[str]]:
+        """Files whose signature differs from the one last read and that are complete (unmodified for QUIET_NS,
+        or the same as on the previous listing); and the files that differ but may not be complete yet."""
         previous = listing if self._previous_listing is None else self._previous_listing
         self._previous_listing = listing
         quiet_before = time.time_ns() - QUIET_NS
         changes: dict[str, Signature | None] = {}
+        unsettled: set[str] = set()
         for name in sorted(listing.keys() | self._files.keys()):
             now = listing.get(name)
             state = self._files.get(name)
             known = state.signature if state is not None else None
             if now != known and (now == previous.get(name) or (now is not None and now[2] < quiet_before)):
                 changes[name] = now
-            elif state is not None and state.racy and now == known:
+            elif now != known:
+                unsettled.add(name)
+            elif state is not None and state.racy:
                 changes[name] = now  # read again: the content may have changed under the same signature
-        return changes
+        return changes, unsettled
 
     def _read(self, name: str, listed: Signature) -> _FileState | None:
         path = self.directory / name

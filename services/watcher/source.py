@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 
 class StoreWriter(Protocol):
@@ -10,6 +10,9 @@ class StoreWriter(Protocol):
 
     async def set(self, key: str, value: Any) -> None:
         """Set one object; None deletes it. Setting an equal value publishes nothing."""
+
+    async def set_many(self, changes: Iterable[tuple[str, Any]]) -> None:
+        """Set each (key, object) in order, as set() would, in as few messages as it can."""
 
 
 class Source(Protocol):

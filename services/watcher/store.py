@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from services.common.clone import ClonePublisher
 
@@ -26,4 +26,9 @@ class TrackedStore:
     async def set(self, key: str, value: Any) -> None:
         seq = self.publisher.seq
         await self.publisher.set(key, value)
+        self._note(seq)
+
+    async def set_many(self, changes: Iterable[tuple[str, Any]]) -> None:
+        seq = self.publisher.seq
+        await self.publisher.set_many(changes)
         self._note(seq)

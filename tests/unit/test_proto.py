@@ -1,7 +1,8 @@
 import msgpack
 import pytest
 
-from proto import PROTOCOL_VERSION, ProtocolError, decode, encode, encode_snapshot, encode_update, pack_value
+from proto import (PROTOCOL_VERSION, ProtocolError, decode, encode, encode_snapshot, encode_update, encode_updates,
+                   pack_value)
 
 
 def test_round_trip_keeps_type_seq_and_body():
@@ -17,6 +18,8 @@ def test_messages_of_packed_values_are_the_messages_encode_gives():
     env = decode(spliced)
     assert (env.type, env.seq, env.body["items"]) == ("clone.snapshot", 42, [[k, v] for k, v in items])
     assert decode(encode_snapshot("e2", 0, [])).body == {"epoch": "e2", "items": []}
+    batch = encode_updates("e1", 9, [(key, pack_value(value)) for key, value in items])
+    assert batch == encode("clone.updates", {"epoch": "e1", "items": [[k, v] for k, v in items]}, seq=9)
     for key, value in items:
         spliced = encode_update("e1", 7, key, pack_value(value))
         assert spliced == encode("clone.update", {"epoch": "e1", "key": key, "value": value}, seq=7)
@@ -38,6 +41,8 @@ def test_unknown_protocol_version_is_rejected_with_both_versions_named():
     (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": 0, "body": {}}), "missing field 'epoch'"),
     (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": 0, "body": {"epoch": 3}}), "must be str"),
     (msgpack.packb({"v": 1, "type": "clone.heartbeat", "seq": 0, "body": {"epoch": "e", "x": 1}}), "unknown field"),
+    (msgpack.packb({"v": 1, "type": "clone.updates", "seq": 2, "body": {"epoch": "e", "items": [["k", 1], ["k"]]}}),
+     r"field 'items'\[1\] must be \[str, object\]"),
 ])
 def test_malformed_messages_are_rejected_with_the_reason(payload, reason):
     with pytest.raises(ProtocolError, match=reason):

@@ -3,7 +3,7 @@ import asyncio
 
 import zmq.asyncio
 
-from proto import endpoints
+from proto import decode, endpoints
 from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot, Update
 from tests.support.clone import published
 
@@ -81,6 +81,34 @@ def test_many_updates_at_full_speed_arrive_without_loss(tmp_path):
                 else:
                     state[ev.key] = ev.value
             assert state == {f"k{i}": i for i in range(20000)}
+    asyncio.run(scenario())
+
+
+def test_many_changes_at_once_travel_in_batches_and_a_lost_batch_fetches_a_snapshot(tmp_path):
+    async def scenario():
+        async with published(tmp_path) as (pub, subscribe):
+            await pub.set("gone", 0)
+            events = subscribe().events()
+            assert await _next(events) == Snapshot({"gone": 0})
+            wire = zmq.asyncio.Context.instance().socket(zmq.SUB)
+            wire.setsockopt(zmq.SUBSCRIBE, b"")
+            wire.connect(endpoints.watcher_updates(tmp_path))
+            await asyncio.sleep(0.2)  # let both subscriptions reach the publisher
+            changes = [("gone", None), *((f"k{i}", i) for i in range(2500)), ("k0", 0)]  # the last changes nothing
+            await pub.set_many(changes)
+            assert [await _next(events) for _ in range(2501)] == [Update(key, value) for key, value in changes[:-1]]
+            sent = [decode(await wire.recv()) for _ in range(3)]
+            assert [(env.type, env.seq, len(env.body["items"])) for env in sent] == [
+                ("clone.updates", 1001, 1000), ("clone.updates", 2001, 1000), ("clone.updates", 2502, 501)]
+            await pub.set_many([("one", 1)])  # one change is a plain clone.update
+            assert (await _next(events), decode(await wire.recv()).type) == (Update("one", 1), "clone.update")
+
+            pub.seq += 1  # a batch lost on the way
+            await pub.set_many([("x", 1), ("y", 2)])
+            assert await _next(events) == Snapshot({**{f"k{i}": i for i in range(2500)}, "one": 1, "x": 1, "y": 2})
+            await pub.set_many([("z", 1), ("x", None)])  # the next batch follows the snapshot
+            assert [await _next(events) for _ in range(2)] == [Update("z", 1), Update("x", None)]
+            wire.close()
     asyncio.run(scenario())
 
 

@@ -207,3 +207,32 @@ def test_a_long_read_does_not_put_off_the_next_poll(manifests, svc, monkeypatch)
     manifests.write("a.yaml", svc("a"))
     assert names(manifests.scan()) == ["Service/default/a"]
     assert manifests.source.next_poll_seconds() == 1.0  # the listing of one file is far below its 20% share
+
+
+def test_a_file_too_fresh_to_read_joins_a_scan_whose_reading_took_a_poll_interval(manifests, svc, monkeypatch):
+    # Many files landing at once: the last ones written are too fresh to read at the listing (they may be still
+    # being written). When reading the others took a poll interval, their second sighting comes then, in the same
+    # scan, instead of a whole long read later.
+    import services.watcher.manifests as module
+    manifests.scan()  # the empty directory: a file now needs two sightings, or to be older than QUIET_NS
+    long_ago = time.time() - 10
+
+    def written(name: str, text: str, fresh: bool) -> None:
+        manifests.write(name, text)
+        if not fresh:
+            os.utime(manifests.directory / name, (long_ago, long_ago))
+
+    read = module.read_objects
+    monkeypatch.setattr(module, "read_objects", lambda *args: (time.sleep(0.2), read(*args))[1])
+    manifests.source.poll_seconds = 0.1
+    written("a.yaml", svc("a"), fresh=False)
+    written("b.yaml", svc("b"), fresh=True)
+    assert names(manifests.scan()) == ["Service/default/a", "Service/default/b"]
+
+    # Read within a poll interval: the fresh file waits for the next scan.
+    monkeypatch.setattr(module, "read_objects", read)
+    manifests.source.poll_seconds = 10.0
+    written("c.yaml", svc("c"), fresh=False)
+    written("d.yaml", svc("d"), fresh=True)
+    assert names(manifests.scan()) == ["Service/default/a", "Service/default/b", "Service/default/c"]
+    assert "Service/default/d" in manifests.scan()
