@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Iterable, Sequence
 
 import zmq
 import zmq.asyncio
@@ -162,6 +162,12 @@ class Update:
     value: Any
 
 
+@dataclass(frozen=True)
+class Updates:
+    """Keys changed, in order, as one message brought them: (key, value) pairs, value None for a deleted key."""
+    items: Sequence[Sequence[Any]]
+
+
 class CloneSubscriber:
     """Follows a ClonePublisher: yields a Snapshot first (and after any gap), then Updates in order."""
 
@@ -208,6 +214,17 @@ class CloneSubscriber:
                 dealer.close()
 
     async def events(self) -> AsyncIterator[Snapshot | Update]:
+        """A Snapshot, then each change as an Update (and a Snapshot again after a gap)."""
+        async for event in self.batches():
+            if isinstance(event, Snapshot):
+                yield event
+            else:
+                for key, value in event.items:
+                    yield Update(key, value)
+
+    async def batches(self) -> AsyncIterator[Snapshot | Updates]:
+        """As events(), with the changes of each message together: a follower of tens of thousands of changes
+        applies them in a loop of its own instead of one event each (a few microseconds apiece)."""
         yield await self._fetch_snapshot()
         while True:
             if not await self._sub.poll(SILENCE_SECONDS * 1000):
@@ -228,18 +245,18 @@ class CloneSubscriber:
                     data = incoming.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                updates = self._read_updates(data)
-                if updates is None:
+                items = self._read_updates(data)
+                if items is None:
                     yield await self._fetch_snapshot()
                     break
-                for update in updates:
-                    yield update
-                drained += max(1, len(updates))
+                if items:
+                    yield Updates(items)
+                drained += max(1, len(items))
             await asyncio.sleep(0)
 
-    def _read_updates(self, data: bytes) -> list[Update] | None:
-        """The Updates a message carries (none: nothing to apply), or None when only a new snapshot is safe (a
-        message we cannot read, a gap, a restarted publisher)."""
+    def _read_updates(self, data: bytes) -> Sequence[Sequence[Any]] | None:
+        """The (key, value) changes a message carries (none: nothing to apply), or None when only a new snapshot
+        is safe (a message we cannot read, a gap, a restarted publisher)."""
         try:
             env = decode(data)
         except ProtocolError as err:
@@ -264,7 +281,7 @@ class CloneSubscriber:
             log.info("gap in updates (have %s, got %s to %s); fetching a new snapshot", self.seq, first, env.seq)
             return None
         self.seq = env.seq
-        return [Update(key, value) for key, value in items]
+        return items
 
     def close(self) -> None:
         self._sub.close()

@@ -69,19 +69,21 @@ class Syncer:
                                           snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
 
     async def follow_store(self) -> None:
-        async for event in self.subscriber.events():
+        async for event in self.subscriber.batches():
             if isinstance(event, Snapshot):
                 self.store = dict(event.state)
                 self.store_ready = True
                 self.changed_keys = None
                 log.info("store snapshot", extra=logs.kv(objects=len(self.store)))
             else:
-                if event.value is None:
-                    self.store.pop(event.key, None)
-                else:
-                    self.store[event.key] = event.value
+                store = self.store
+                for key, value in event.items:
+                    if value is None:
+                        store.pop(key, None)
+                    else:
+                        store[key] = value
                 if self.changed_keys is not None:
-                    self.changed_keys.add(event.key)
+                    self.changed_keys.update(key for key, _ in event.items)
             if self.store_ready:
                 self.changed.set()
 

@@ -88,8 +88,8 @@ def test_many_changes_at_once_travel_in_batches_and_a_lost_batch_fetches_a_snaps
     async def scenario():
         async with published(tmp_path) as (pub, subscribe):
             await pub.set("gone", 0)
-            events = subscribe().events()
-            assert await _next(events) == Snapshot({"gone": 0})
+            events, batches = subscribe().events(), subscribe().batches()
+            assert await _next(events) == Snapshot({"gone": 0}) == await _next(batches)
             wire = zmq.asyncio.Context.instance().socket(zmq.SUB)
             wire.setsockopt(zmq.SUBSCRIBE, b"")
             wire.connect(endpoints.watcher_updates(tmp_path))
@@ -97,6 +97,9 @@ def test_many_changes_at_once_travel_in_batches_and_a_lost_batch_fetches_a_snaps
             changes = [("gone", None), *((f"k{i}", i) for i in range(2500)), ("k0", 0)]  # the last changes nothing
             await pub.set_many(changes)
             assert [await _next(events) for _ in range(2501)] == [Update(key, value) for key, value in changes[:-1]]
+            received = [await _next(batches) for _ in range(3)]  # as the messages brought them
+            assert [len(batch.items) for batch in received] == [1000, 1000, 501]
+            assert [tuple(item) for batch in received for item in batch.items] == changes[:-1]
             sent = [decode(await wire.recv()) for _ in range(3)]
             assert [(env.type, env.seq, len(env.body["items"])) for env in sent] == [
                 ("clone.updates", 1001, 1000), ("clone.updates", 2001, 1000), ("clone.updates", 2502, 501)]
