@@ -24,9 +24,10 @@ from typing import Any, AsyncIterator, Iterable, Sequence
 import zmq
 import zmq.asyncio
 
-from proto import (ProtocolError, decode, encode, encode_snapshot, encode_update, encode_updates, pack_value,
+from proto import (Envelope, ProtocolError, decode, encode, encode_snapshot, encode_update, encode_updates, pack_value,
                    unpack_value)
 from proto.limits import CLONE_MAX_MESSAGE_BYTES, CLONE_REQUEST_MAX_MESSAGE_BYTES
+from services.common.gc_pause import collector_paused, freeze_survivors
 from services.common.ipc import bind_private
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,9 @@ SILENCE_SECONDS = 5 * HEARTBEAT_SECONDS
 DRAIN_BATCH = 1000
 # Updates a publisher sends in one clone.updates message, at most (about 0.6 MB of Kubernetes objects).
 BATCH_ITEMS = 1000
+# A message this large carries many values the subscriber's follower keeps (a snapshot, a batch of a scan or a
+# relist).
+LARGE_MESSAGE_BYTES = 64 * 1024
 
 
 class ClonePublisher:
@@ -200,7 +204,7 @@ class CloneSubscriber:
             try:
                 await dealer.send(encode("clone.snapshot_request", {}))
                 if await dealer.poll(SNAPSHOT_TIMEOUT_SECONDS * 1000):
-                    env = decode(await dealer.recv())
+                    env = _decode_kept(await dealer.recv())
                     if env.type == "clone.snapshot":
                         self.epoch = env.body["epoch"]
                         self.seq = env.seq
@@ -258,7 +262,7 @@ class CloneSubscriber:
         """The (key, value) changes a message carries (none: nothing to apply), or None when only a new snapshot
         is safe (a message we cannot read, a gap, a restarted publisher)."""
         try:
-            env = decode(data)
+            env = _decode_kept(data)
         except ProtocolError as err:
             # A message we cannot read may have been an update: only a new snapshot is safe.
             log.warning("rejected update (%s); fetching a new snapshot", err)
@@ -285,3 +289,16 @@ class CloneSubscriber:
 
     def close(self) -> None:
         self._sub.close()
+
+
+def _decode_kept(data: bytes) -> Envelope:
+    """decode(), for a message whose values the follower keeps. A large one is decoded with the collector off and
+    what it holds frozen (services/common/gc_pause.py), as the watcher does with a scan: otherwise the collections
+    during the decode go through every object decoded so far, and later ones through all of them again (30,000
+    objects: 0.45 s to read with the collector on, 0.16 s so)."""
+    if len(data) < LARGE_MESSAGE_BYTES:
+        return decode(data)
+    with collector_paused():
+        env = decode(data)
+        freeze_survivors()
+    return env

@@ -4,7 +4,7 @@ import asyncio
 import zmq.asyncio
 
 from proto import decode, endpoints
-from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot, Update
+from services.common.clone import LARGE_MESSAGE_BYTES, ClonePublisher, CloneSubscriber, Snapshot, Update
 from tests.support.clone import published
 
 
@@ -94,13 +94,17 @@ def test_many_changes_at_once_travel_in_batches_and_a_lost_batch_fetches_a_snaps
             wire.setsockopt(zmq.SUBSCRIBE, b"")
             wire.connect(endpoints.watcher_updates(tmp_path))
             await asyncio.sleep(0.2)  # let both subscriptions reach the publisher
-            changes = [("gone", None), *((f"k{i}", i) for i in range(2500)), ("k0", 0)]  # the last changes nothing
+            # Objects of some size, so that each batch is over LARGE_MESSAGE_BYTES and read as a large one.
+            value = lambda i: {"n": i, "spec": "x" * 200}  # noqa: E731
+            changes = [("gone", None), *((f"k{i}", value(i)) for i in range(2500)), ("k0", value(0))]  # last: no change
             await pub.set_many(changes)
             assert [await _next(events) for _ in range(2501)] == [Update(key, value) for key, value in changes[:-1]]
             received = [await _next(batches) for _ in range(3)]  # as the messages brought them
             assert [len(batch.items) for batch in received] == [1000, 1000, 501]
             assert [tuple(item) for batch in received for item in batch.items] == changes[:-1]
-            sent = [decode(await wire.recv()) for _ in range(3)]
+            raw = [await wire.recv() for _ in range(3)]
+            assert min(map(len, raw)) > LARGE_MESSAGE_BYTES
+            sent = [decode(data) for data in raw]
             assert [(env.type, env.seq, len(env.body["items"])) for env in sent] == [
                 ("clone.updates", 1001, 1000), ("clone.updates", 2001, 1000), ("clone.updates", 2502, 501)]
             await pub.set_many([("one", 1)])  # one change is a plain clone.update
@@ -108,7 +112,7 @@ def test_many_changes_at_once_travel_in_batches_and_a_lost_batch_fetches_a_snaps
 
             pub.seq += 1  # a batch lost on the way
             await pub.set_many([("x", 1), ("y", 2)])
-            assert await _next(events) == Snapshot({**{f"k{i}": i for i in range(2500)}, "one": 1, "x": 1, "y": 2})
+            assert await _next(events) == Snapshot({**{f"k{i}": value(i) for i in range(2500)}, "one": 1, "x": 1, "y": 2})
             await pub.set_many([("z", 1), ("x", None)])  # the next batch follows the snapshot
             assert [await _next(events) for _ in range(2)] == [Update("z", 1), Update("x", None)]
             wire.close()
