@@ -1,6 +1,7 @@
 import json
 import os
 import stat
+import uuid
 
 from services.watcher.metadata import STATE_FILE, ServerMetadata
 
@@ -28,9 +29,16 @@ def test_fills_what_an_api_server_sets(tmp_path):
     assert meta["name"] == "web" and meta["namespace"] == "default"
     assert meta["creationTimestamp"] == "2023-11-14T22:13:20Z"
     assert meta["generation"] == 1
-    assert len(meta["uid"]) == 36
+    assert str(uuid.UUID(meta["uid"])) == meta["uid"]
+    assert (uuid.UUID(meta["uid"]).version, uuid.UUID(meta["uid"]).variant) == (4, uuid.RFC_4122)
     assert int(meta["resourceVersion"]) > 0
     assert filled[KEY]["spec"] == ingress()["spec"]
+
+
+def test_each_new_object_gets_its_own_uid(tmp_path):
+    filled = ServerMetadata(tmp_path, Clock()).fill({f"Ingress/default/w{i}": ingress(f"w{i}") for i in range(500)})
+    uids = {obj["metadata"]["uid"] for obj in filled.changed.values()}
+    assert len(uids) == 500 and all(uuid.UUID(uid).version == 4 for uid in uids)
 
 
 def test_stable_across_restarts_and_resource_version_grows_on_every_change(tmp_path):
