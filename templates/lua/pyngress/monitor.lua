@@ -154,10 +154,16 @@ function _M.take()
 end
 
 -- The labels of a route ("namespace/name" of its Ingress); a path may hold anything but a tab or newline.
+-- (string.find and string.sub rather than patterns: LuaJIT compiles them, and a whole routes table builds one per
+-- route in every push.)
 function _M.labels_of(host, ingress, service, path, canary)
-    local namespace, name = string.match(ingress or "", "^([^/]*)/(.*)$")
-    return concat({ host, namespace or "", name or "", service or "", (gsub(path, "[\t\n]", " ")), canary or "" },
-                  "\t")
+    local slash = ingress and find(ingress, "/", 1, true)
+    local namespace = slash and sub(ingress, 1, slash - 1) or ""
+    local name = slash and sub(ingress, slash + 1) or ""
+    if find(path, "\t", 1, true) or find(path, "\n", 1, true) then
+        path = gsub(path, "[\t\n]", " ")
+    end
+    return host .. "\t" .. namespace .. "\t" .. name .. "\t" .. (service or "") .. "\t" .. path .. "\t" .. (canary or "")
 end
 
 -- The labels of a request on a host an Ingress defines that no route of it takes (the default backend).
