@@ -22,6 +22,7 @@ import logging
 import os
 import stat
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,9 @@ MAX_LISTING_SHARE = 0.2
 # A file not modified for this long is taken as complete at once; a younger one must look the same on
 # two scans in a row (it may still be being written).
 QUIET_NS = 50_000_000
+# Files read at once: yaml-rs parses without holding the GIL, so a second reader's parsing overlaps the other's
+# Python work (10,000 Ingresses in 100 files: 0.70 -> 0.60 s).
+READERS = 2
 # A scan lists the directory again (at most this many times in all) when files were too fresh to read and reading
 # the others took a poll interval.
 MAX_LISTINGS_PER_SCAN = 3
@@ -183,6 +187,12 @@ class ManifestsSource:
 
     def _read_settled(self, settled: dict[str, Signature | None]) -> tuple[bool, bool]:
         """Read (or forget) the settled files; whether any file's objects changed, and whether its problems did."""
+        reads = [(name, signature) for name, signature in settled.items() if signature is not None]
+        if len(reads) > 1:
+            with ThreadPoolExecutor(READERS, thread_name_prefix="manifest-reader") as pool:
+                read = dict(zip((name for name, _ in reads), pool.map(lambda item: self._read(*item), reads)))
+        else:
+            read = {name: self._read(name, signature) for name, signature in reads}
         changed = problems_changed = False
         for name, signature in settled.items():
             if signature is None:
@@ -191,7 +201,7 @@ class ManifestsSource:
                 del self._files[name]
                 changed = True
                 continue
-            state = self._read(name, signature)
+            state = read[name]
             if state is not None:
                 known = self._files.get(name, _NOT_READ)
                 changed |= state.objects != known.objects
