@@ -22,7 +22,7 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 import urllib3
 from kubernetes import client
@@ -253,10 +253,10 @@ class KubeSource:
             obj = {"kind": kind_api.kind, "apiVersion": kind_api.api_version, **obj}
         return object_key(obj), (slim(obj) if keep(obj, self.settings) else None)
 
-    async def _set(self, store: StoreWriter, key: str, *, value: dict[str, Any] | None) -> None:
+    async def _set(self, store: StoreWriter, changes: Iterable[tuple[str, dict[str, Any] | None]]) -> None:
         # One write at a time: the publisher numbers its updates, and must send them in that order.
         async with self._store_lock:
-            await store.set(key, value)
+            await store.set_many(changes)
 
     async def _relist(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter) -> None:
         """List the target and publish exactly the difference from what it published before."""
@@ -266,8 +266,7 @@ class KubeSource:
             key, stored = self._as_stored(target, obj)
             if stored is not None:
                 fresh[key] = stored
-        async with self._store_lock:
-            await store.set_many([*((key, None) for key in state.keys - fresh.keys()), *fresh.items()])
+        await self._set(store, [*((key, None) for key in state.keys - fresh.keys()), *fresh.items()])
         state.keys = set(fresh)
         state.resource_version = resource_version
         self._failing.pop(target, None)
@@ -365,10 +364,10 @@ class KubeSource:
         if kind == "DELETED" or stored is None:
             if key in state.keys:
                 state.keys.discard(key)
-                await self._set(store, key, value=None)
+                await self._set(store, ((key, None),))
         else:
             state.keys.add(key)
-            await self._set(store, key, value=stored)
+            await self._set(store, ((key, stored),))
         self.last_event = self.last_sync
 
 

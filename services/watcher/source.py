@@ -8,11 +8,9 @@ from typing import Any, Iterable, Protocol
 class StoreWriter(Protocol):
     """Implemented by services.common.clone.ClonePublisher; keys come from services.common.objects.object_key."""
 
-    async def set(self, key: str, value: Any) -> None:
-        """Set one object; None deletes it. Setting an equal value publishes nothing."""
-
     async def set_many(self, changes: Iterable[tuple[str, Any]]) -> None:
-        """Set each (key, object) in order, as set() would, in as few messages as it can."""
+        """Set each (key, object) in order, in as few messages as it can; an object None deletes its key, and
+        setting an equal value publishes nothing."""
 
 
 class Source(Protocol):

@@ -23,11 +23,6 @@ class TrackedStore:
         if self.publisher.seq != seq_before:
             self.last_event = self.last_write
 
-    async def set(self, key: str, value: Any) -> None:
-        seq = self.publisher.seq
-        await self.publisher.set(key, value)
-        self._note(seq)
-
     async def set_many(self, changes: Iterable[tuple[str, Any]]) -> None:
         seq = self.publisher.seq
         await self.publisher.set_many(changes)
