@@ -114,7 +114,8 @@ def create_at_scale(cluster: ApiCluster, backend_ip: str, port: int, start: int,
 
 def measure_updates(cluster: ApiCluster, controller: Controller, size: int) -> list[float]:
     """Seconds from updating an existing Ingress (its path to the "latency" Service) until the new backend
-    answers for its host, UPDATE_SAMPLES times, on Ingresses spread over the cluster."""
+    answers for its host, UPDATE_SAMPLES times, on Ingresses spread over the cluster. Each is put back and served
+    again before the next: the time of one update, not of one coalesced with the last one's undoing."""
     session = requests.Session()
     served = []
     for n in range(UPDATE_SAMPLES):
@@ -125,6 +126,7 @@ def measure_updates(cluster: ApiCluster, controller: Controller, size: int) -> l
         wait_answered(session, controller, host, "LAT")
         served.append(time.perf_counter() - t0)
         cluster.apply(k8s.ingress(name, [k8s.rule(host, ("/", "Prefix", name, 80))]))
+        wait_answered(session, controller, host, "SCALE")
     return served
 
 

@@ -7,7 +7,8 @@
   request, so the directory is 0750 and the files 0640, group the workers' (owner root); 0700/0600
   when the whole tree runs as one non-root user.
 - `<state-dir>/dynamic/` (0700) holds the tables last pushed to nginx's Lua (routes, backends,
-  certificates), read by the root master when it starts with empty shared dictionaries.
+  certificates), read by the root master when it starts with empty shared dictionaries: `<table>.json` the
+  whole table, and for a keyed table `<table>.deltas` the changes pushed since, one per line.
 - `<run-dir>/nginx.pid` is the master's pid file.
 - `<run-dir>/nginx/` (0700, root) holds nginx's Unix listening sockets: `config.sock`, the configuration
   API the syncer pushes tables to (and nginx's /healthz and /nginx_status), and `passthrough-tls.sock`,
@@ -88,6 +89,9 @@ class NginxPaths:
 
     def table_file(self, table: str) -> Path:
         return self.dynamic / f"{table}.json"
+
+    def table_journal(self, table: str) -> Path:
+        return self.dynamic / f"{table}.deltas"
 
     @property
     def pid_file(self) -> Path:

@@ -8,8 +8,8 @@ unchanged table is never sent twice and a restarted nginx reports what it loaded
 The keyed tables (routes by host, backends by name) then change by deltas: only the entries that differ from
 what nginx holds, to `POST /configuration/<table>/delta`, versioned by the SHA-256 of the version they apply to
 and their canonical JSON. nginx refuses a delta to another version than it holds (a restart, another pusher)
-and the whole table goes instead. The state file follows each delta at once (encoded in a thread): a master
-killed and started again must find the tables it served, or it answers 404 until the next repush.
+and the whole table goes instead. The state files follow each delta at once (state_files.py journals it): a
+master killed and started again must find the tables it served, or it answers 404 until the next repush.
 
 The formats are documented in templates/lua/pyngress/{router,balancer,certificates}.lua; backends hold
 addresses only (names are resolved before they get here).
@@ -19,16 +19,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import aiohttp
 
 from services.common.canonical import canonical_json
-from services.common.files import atomic_write
 from services.nginxconf import config_api
 from services.nginxconf.config_api import NginxUnavailableError
 from services.nginxconf.paths import DYNAMIC_TABLES, NginxPaths
-from services.nginxconf.prefix import prepare
+from services.nginxconf.state_files import TableStateFiles
 
 
 class NginxPushError(RuntimeError):
@@ -43,12 +42,19 @@ KEYED_TABLES = frozenset({"routes", "backends"})
 _MISSING = object()
 
 
-def table_delta(last: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
-    """The entries of `new` that differ from `last` and the keys it no longer has; None when equal. Entries
-    kept from one push to the next are the same objects, so most are compared by identity."""
-    changed = {key: value for key, value in new.items()
-               if (old := last.get(key, _MISSING)) is not value and old != value}
-    removed = sorted(key for key in last if key not in new)
+def table_delta(last: dict[str, Any], new: dict[str, Any], keys: Iterable[str] | None = None) -> dict[str, Any] | None:
+    """The entries of `new` that differ from `last` and the keys it no longer has; None when equal. `keys`: the
+    only keys at which they may differ (None: any). Entries kept from one push to the next are the same objects, so
+    most are compared by identity."""
+    if keys is None:
+        changed = {key: value for key, value in new.items()
+                   if (old := last.get(key, _MISSING)) is not value and old != value}
+        removed = sorted(key for key in last if key not in new)
+    else:
+        changed = {key: value for key in keys
+                   if (value := new.get(key, _MISSING)) is not _MISSING
+                   and (old := last.get(key, _MISSING)) is not value and old != value}
+        removed = sorted(key for key in keys if key in last and key not in new)
     return {"set": changed, "delete": removed} if changed or removed else None
 
 
@@ -61,13 +67,18 @@ class TablePusher:
     def __init__(self, paths: NginxPaths) -> None:
         self.paths = paths
         self._lock = asyncio.Lock()
-        self._written: dict[str, str] = {}  # table → version in its state file
+        self._state = TableStateFiles(paths)
         self._pushed: dict[str, str] = {}   # table → version nginx acknowledged
         self._sent: dict[str, dict[str, Any]] = {}  # table → what that version holds
+        # Keyed table → the keys at which the tables pushed since may differ from what was sent (None: any key).
+        self._unsent: dict[str, frozenset[str] | None] = {}
 
-    async def push(self, *, routes: dict[str, Any], backends: dict[str, list[str]],
-                   certificates: dict[str, Any]) -> list[str]:
+    async def push(self, *, routes: dict[str, Any], backends: dict[str, list[str]], certificates: dict[str, Any],
+                   changed: Mapping[str, frozenset[str] | None] | None = None) -> list[str]:
         """Bring nginx's tables to these, without a reload; the names of the tables nginx did not hold yet.
+
+        `changed`: for each keyed table, the keys at which it may differ from the last push's (None or left out: at
+        any key). Only those keys are compared, so that a push of one host's change costs the same at any size.
 
         A table's state file is replaced once nginx has taken it, or when nginx does not answer (so that
         a starting nginx loads it). Raises NginxUnavailableError when nginx does not answer, and
@@ -75,6 +86,9 @@ class TablePusher:
         """
         tables = {"routes": routes, "backends": backends, "certificates": certificates}
         async with self._lock:
+            for name in KEYED_TABLES:
+                known, more = self._unsent.get(name), (changed or {}).get(name)
+                self._unsent[name] = None if known is None or more is None else known | more
             pushed = []
             async with self._session() as session:
                 try:
@@ -82,14 +96,15 @@ class TablePusher:
                 except NginxUnavailableError:
                     for name in DYNAMIC_TABLES:
                         version, body = self._whole(tables[name])
-                        await self._keep(name, version=version, body=body)
+                        await self._state.keep_whole(name, version=version, body=body)
                     raise
                 for name in DYNAMIC_TABLES:  # backends before the routes that may name them
                     table, base = tables[name], self._pushed.get(name)
                     if base is not None and held.get(name) == base and name in self._sent:
-                        delta = table_delta(self._sent[name], table)
+                        delta = table_delta(self._sent[name], table, self._unsent.get(name))
                         if delta is None:
-                            continue  # nginx holds it already
+                            self._sent_now(name, version=base, table=table)  # nginx holds it already
+                            continue
                         if name in KEYED_TABLES and await self._push_delta(session, name, base, delta, table):
                             pushed.append(name)
                             continue
@@ -97,9 +112,15 @@ class TablePusher:
                     if held.get(name) != version:
                         await self._post(session, f"/configuration/{name}", body=body)
                         pushed.append(name)
-                    self._pushed[name], self._sent[name] = version, table
-                    await self._keep(name, version=version, body=body)
+                    self._sent_now(name, version=version, table=table)
+                    await self._state.keep_whole(name, version=version, body=body)
             return pushed
+
+    def _sent_now(self, name: str, *, version: str, table: dict[str, Any]) -> None:
+        """nginx holds `table` as `version`."""
+        self._pushed[name], self._sent[name] = version, table
+        if name in KEYED_TABLES:
+            self._unsent[name] = frozenset()
 
     @staticmethod
     def _whole(table: dict[str, Any]) -> tuple[str, bytes]:
@@ -118,9 +139,10 @@ class TablePusher:
             await self._post(session, f"/configuration/{name}/delta", body=body)
         except _StaleBase:
             return False
-        self._pushed[name], self._sent[name] = version, table
-        whole = await asyncio.to_thread(canonical_json, table)
-        await self._keep(name, version=version, body=_envelope(version, whole))
+        self._sent_now(name, version=version, table=table)
+        if not self._state.append(name, base=base, version=version, delta=body):
+            whole = await asyncio.to_thread(canonical_json, table)
+            await self._state.keep_whole(name, version=version, body=_envelope(version, whole))
         return True
 
     async def needs_push(self) -> bool:
@@ -132,16 +154,6 @@ class TablePusher:
         """The version of each table nginx holds (None for a table it has not received)."""
         async with self._session() as session:
             return await self._get_versions(session)
-
-    async def _keep(self, name: str, *, version: str, body: bytes) -> None:
-        """Make `body` the state file of table `name` (0600), unless it already is."""
-        if self._written.get(name) != version:
-            await asyncio.to_thread(self._write_state_file, name, body)
-            self._written[name] = version
-
-    def _write_state_file(self, name: str, body: bytes) -> None:
-        prepare(self.paths)
-        atomic_write(self.paths.table_file(name), body, mode=0o600)
 
     def _session(self) -> aiohttp.ClientSession:
         return config_api.session(self.paths)

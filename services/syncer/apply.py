@@ -20,11 +20,14 @@ from services.nginxconf.template import Template
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
 from services.syncer.backends import NameIndex, resolve_backends
 from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import Model
+from services.syncer.model_types import NOTHING_CHANGED, Model, TableChanges
 from services.syncer.template_watch import TemplateTracker
 from services.syncer.worker_files import WorkerFiles, remove_others_root_only, write_root_only
 
 log = logging.getLogger("syncer")
+
+# A push of the same tables: nothing in them changed since the last (nginx lost them, and gets them whole).
+NOTHING_CHANGED_KEYS: dict[str, frozenset[str] | None] = {"routes": frozenset(), "backends": frozenset()}
 
 # Each location profile is a named location in nginx.conf (templates/nginx.conf.j2).
 PROFILE_LOCATION = re.compile(r"^\s*location @profile_(\S+) \{", re.MULTILINE)
@@ -53,6 +56,8 @@ class NginxApplier:
         self._route_json: dict[str, Any] = {}
         self._json_profiles: set[str] = set()
         self._backend_names = NameIndex()
+        # The changes of the models applied since _tables last looked (TableChanges): it looks at those keys only.
+        self._unseen = TableChanges()
         self.nginx_serving = False
 
     async def start(self) -> None:
@@ -71,6 +76,7 @@ class NginxApplier:
     async def apply(self, model: Model) -> dict[str, str]:
         """Bring nginx to `model`. Returns the new location profiles that `nginx -t` refused (name → nginx's
         message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
+        self._unseen = self._unseen.then(model.changed)
         conf, template = self.templates.render(model.config)
         if self.templates.on_trial(template) and conf != self.applied_conf:
             failure = await self._template_failure(conf, model.config, template)
@@ -86,7 +92,7 @@ class NginxApplier:
             write_root_only(self.ssl_dir, name, content)
         if model.config.stream_servers:
             # The balancer takes addresses: ExternalName Services are resolved at each apply, as for Ingresses.
-            endpoints = await resolve_backends(model.stream_endpoints)
+            endpoints, _ = await resolve_backends(model.stream_endpoints)
             self.stream_files.write({STREAM_ENDPOINTS_FILE: json.dumps(endpoints, sort_keys=True).encode()})
         if conf != self.applied_conf:
             errors_before = self.metrics.stats.reload_errors
@@ -101,9 +107,9 @@ class NginxApplier:
         elif not self.metrics.stats.config_hash:
             self.metrics.stats.config_hash = model.config.digest()
         self.templates.accept(template)
-        tables = self._tables(model)
+        tables, changed = self._tables(model)
         if tables != self.tables:
-            await self._push(tables)
+            await self._push(tables, changed)
         self.auth_files.remove_others(model.auth_files)
         keep = set(model.ssl_files) | ({model.dh_param.file_name} if model.dh_param else set())
         remove_others_root_only(self.ssl_dir, keep)  # old client keys go once nginx no longer loads them
@@ -196,23 +202,36 @@ class NginxApplier:
         stats.last_error = error
         log.error(what, extra=logs.kv(error=error))
 
-    def _tables(self, model: Model) -> dict[str, Any]:
-        """The tables to push. A host's routes are turned into JSON again only when the model has new ones for
-        it (the incremental model keeps a host's HostRoutes while nothing it depends on changes)."""
+    def _tables(self, model: Model) -> tuple[dict[str, Any], dict[str, frozenset[str] | None]]:
+        """The tables to push, and the keys of each keyed table that may differ from the last ones (None: any). A
+        host's routes are turned into JSON again only when the model has new ones for it (the incremental model
+        keeps a host's HostRoutes while nothing it depends on changes)."""
+        changed, self._unseen = self._unseen, NOTHING_CHANGED
+        hosts = changed.routes
         if self.applied_profiles != self._json_profiles:
             self._route_objects, self._route_bytes, self._route_json = {}, {}, {}
             self._json_profiles = set(self.applied_profiles)
+            hosts = None
         objects, raw, json = self._route_objects, self._route_bytes, self._route_json
-        for host in objects.keys() - model.routes.keys():
-            del objects[host], raw[host], json[host]
-        for host, host_routes in model.routes.items():
+        if hosts is None:
+            for host in objects.keys() - model.routes.keys():
+                del objects[host], raw[host], json[host]
+        else:
+            # Not `hosts - model.routes.keys()`: that goes through every key of the view.
+            for host in hosts:
+                if host not in model.routes:
+                    for kept in (objects, raw, json):
+                        kept.pop(host, None)
+        for host in model.routes if hosts is None else (host for host in hosts if host in model.routes):
+            host_routes = model.routes[host]
             if objects.get(host) is not host_routes:
                 objects[host] = host_routes
                 data = canonical_json_kept(self._servable(host_routes.to_json()))
                 if raw.get(host) != data:
                     raw[host], json[host] = data, json_fragment(data)
         # A copy: the pusher compares the next push with what it sent.
-        return {"routes": dict(json), "backends": model.backends, "certificates": model.certificates}
+        return ({"routes": dict(json), "backends": model.backends, "certificates": model.certificates},
+                {"routes": hosts, "backends": changed.backends})
 
     def _servable(self, host_routes: dict[str, Any]) -> dict[str, Any]:
         """A route whose profile nginx has not loaded (its reload failed) cannot be served with the settings its
@@ -223,14 +242,15 @@ class NginxApplier:
             host_routes["default"] = None
         return host_routes
 
-    async def _push(self, tables: dict[str, Any]) -> None:
+    async def _push(self, tables: dict[str, Any], changed: dict[str, frozenset[str] | None]) -> None:
         started = time.monotonic()
         self.tables = tables
         try:
-            # The Lua balancer takes addresses: ExternalName backends are resolved at each push.
-            await self.pusher.push(routes=tables["routes"],
-                                   backends=await resolve_backends(tables["backends"], self._backend_names),
-                                   certificates=tables["certificates"])
+            # The Lua balancer takes addresses: ExternalName backends are resolved at each push (and may resolve
+            # to other addresses without any change to the model).
+            backends, named = await resolve_backends(tables["backends"], self._backend_names, changed["backends"])
+            await self.pusher.push(routes=tables["routes"], backends=backends, certificates=tables["certificates"],
+                                   changed={**changed, "backends": _with(changed["backends"], named)})
         except (NginxUnavailableError, OSError) as err:
             # nginx is (re)starting: the state files hold the tables for its next start, and
             # repush_if_needed() pushes them once it answers.
@@ -255,7 +275,7 @@ class NginxApplier:
             return
         if needed:
             log.info("nginx lost its dynamic tables (restarted); pushing them again")
-            await self._push(self.tables)
+            await self._push(self.tables, NOTHING_CHANGED_KEYS)
         else:
             self.nginx_serving = True
 
@@ -264,3 +284,7 @@ class NginxApplier:
         return {"nginx_serving": self.nginx_serving and self.applied_conf is not None,
                 "last_reload_successful": stats.last_reload_ok, "last_error": stats.last_error,
                 "generation": stats.generation, **self.templates.status()}
+
+
+def _with(keys: frozenset[str] | None, more: frozenset[str]) -> frozenset[str] | None:
+    return None if keys is None else keys | more

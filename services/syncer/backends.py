@@ -238,36 +238,42 @@ class BackendResolver:
 
 
 class NameIndex:
-    """Which endpoints of each backend are host names, kept from one push to the next for the backends whose
-    endpoint list is the same object (the model keeps the lists of what did not change)."""
+    """The backends whose endpoints include host names (ExternalName Services), kept from one push to the next: a
+    push looks again only at the backends it is told changed, not at every endpoint of every backend."""
 
     def __init__(self) -> None:
-        self._names: dict[str, tuple[list[str], tuple[str, ...]]] = {}
+        self._named: dict[str, tuple[str, ...]] = {}  # backend → its host-name endpoints (those with any)
 
-    def names(self, backends: dict[str, list[str]]) -> set[str]:
-        known, self._names = self._names, {}
-        found: set[str] = set()
-        for backend, endpoints in backends.items():
-            entry = known.get(backend)
-            if entry is None or entry[0] is not endpoints:
-                entry = (endpoints, tuple(endpoint for endpoint in endpoints if _is_name(endpoint)))
-            self._names[backend] = entry
-            found.update(entry[1])
-        return found
+    def update(self, backends: Mapping[str, list[str]], changed: Iterable[str] | None) -> dict[str, tuple[str, ...]]:
+        """The named backends of `backends`, which differs from the last call's only at `changed` (None: anywhere)."""
+        if changed is None:
+            self._named, changed = {}, backends
+        for backend in changed:
+            names = tuple(endpoint for endpoint in backends.get(backend, ()) if _is_name(endpoint))
+            if names:
+                self._named[backend] = names
+            else:
+                self._named.pop(backend, None)
+        return self._named
 
 
-async def resolve_backends(backends: dict[str, list[str]], index: NameIndex | None = None) -> dict[str, list[str]]:
-    """Backends with host-name endpoints (ExternalName Services) resolved to addresses.
+async def resolve_backends(backends: dict[str, list[str]], index: NameIndex | None = None,
+                           changed: Iterable[str] | None = None) -> tuple[dict[str, list[str]], frozenset[str]]:
+    """Backends with host-name endpoints (ExternalName Services) resolved to addresses, and the names of those
+    backends (their addresses may change at any push). `index` and `changed`: see NameIndex.update.
 
     The Lua balancer takes addresses only. A name that does not resolve is left out and logged; the
     backend answers 503 if nothing else is left.
     """
-    names = (index or NameIndex()).names(backends)
-    if not names:
-        return backends
+    named = (index or NameIndex()).update(backends, changed)
+    if not named:
+        return backends, frozenset()
+    names = {name for endpoint_names in named.values() for name in endpoint_names}
     resolved = dict(zip(names, await asyncio.gather(*(_resolve(endpoint) for endpoint in names))))
-    return {backend: [address for endpoint in endpoints for address in resolved.get(endpoint, [endpoint])]
-            for backend, endpoints in backends.items()}
+    out = dict(backends)
+    for backend in named:
+        out[backend] = [address for endpoint in backends[backend] for address in resolved.get(endpoint, [endpoint])]
+    return out, frozenset(named)
 
 
 def _split_endpoint(endpoint: str) -> tuple[str, str]:

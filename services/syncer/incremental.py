@@ -27,7 +27,7 @@ from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
 from .model import (AnnotationParser, IngressPlan, Merged, annotation_parser, assemble_model, auth_resolver,
                     creation_order, merge_plans, plan_names, plan_one)
-from .model_types import Model
+from .model_types import Model, TableChanges
 from .problems import Problem
 from .tls import TlsSecrets
 
@@ -171,10 +171,14 @@ class _Totals:
                              snippet_servers=[], problems=[])
         self._snippets: dict[str, tuple[str, str]] = {}
         self._users: dict[tuple[str, str], int] = {}  # ("backend" or "profile", name) → groups holding it
+        # The hosts and backends whose entries were added or removed since take_touched().
+        self._touched_routes: set[str] = set()
+        self._touched_backends: set[str] = set()
 
     def add(self, group: _GroupMerge) -> None:
         total = self.merged
         total.routes.update(group.routes)
+        self._touch(group)
         total.passthrough.update(group.passthrough)
         total.tls_secrets.update(group.tls_secrets)
         self._snippets.update((server[0], server) for server in group.snippet_servers)
@@ -186,6 +190,7 @@ class _Totals:
 
     def remove(self, group: _GroupMerge) -> None:
         total = self.merged
+        self._touch(group)
         for table, mine in ((total.routes, group.routes), (total.passthrough, group.passthrough),
                             (total.tls_secrets, group.tls_secrets)):
             for key, _ in mine:
@@ -198,6 +203,17 @@ class _Totals:
                 self._users[kind, name] -= 1
                 if not self._users[kind, name]:
                     del self._users[kind, name], table[name]
+
+    def _touch(self, group: _GroupMerge) -> None:
+        self._touched_routes.update(host for host, _ in group.routes)
+        self._touched_backends.update(name for name, _ in group.backends)
+
+    def take_touched(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The hosts and backends touched since the last call: (routes, backends)."""
+        touched = frozenset(self._touched_routes), frozenset(self._touched_backends)
+        self._touched_routes.clear()
+        self._touched_backends.clear()
+        return touched
 
     def joined(self, problems: list[Problem]) -> Merged:
         return Merged(routes=self.merged.routes, backends=self.merged.backends, passthrough=self.merged.passthrough,
@@ -241,6 +257,7 @@ class IncrementalModel:
         # The few plans and groups with problems or files, so that joining them does not visit every one.
         self._noted_plans: set[str] = set()
         self._noted_groups: set[int] = set()
+        self._beside_routes: frozenset[str] = frozenset()  # the last model's TableChanges.beside_routes
 
     def update(self, store: Mapping[str, dict[str, Any]], changed: Iterable[str] | None, *,
                refused_profiles: Mapping[str, str] | None = None,
@@ -260,7 +277,7 @@ class IncrementalModel:
                 self._start_afresh(store, refused, previous)
             else:
                 self._follow(store, changed)
-            model = self._assemble(store)
+            model = self._assemble(store, afresh)
             if afresh:
                 # Frozen before the collector is back on, the model too: its first collection would otherwise go
                 # through everything a build from scratch allocated.
@@ -438,8 +455,10 @@ class IncrementalModel:
 
     # --- the Model ----------------------------------------------------------------------------------
 
-    def _assemble(self, store: Mapping[str, dict[str, Any]]) -> Model:
+    def _assemble(self, store: Mapping[str, dict[str, Any]], afresh: bool) -> Model:
         assert self._cluster is not None
+        routes, backends = self._totals.take_touched()
+        changed = TableChanges() if afresh else TableChanges(routes, backends | self._beside_routes)
         auth_files: dict[str, bytes] = {}
         ssl_files: dict[str, bytes] = {}
         problems = list(self._cluster.problems)
@@ -451,6 +470,8 @@ class IncrementalModel:
         group_problems = [p for group in self._noted_groups for p in self._groups[group].merged.problems]
         resolver = BackendResolver(self._services, slices=_SlicesByService(self._slices),
                                    allow_external_name=not self.settings.ingress.disable_svc_external_name)
-        return assemble_model(store, settings=self.settings, config=self._cluster.config, secrets=self._secrets,
-                              resolver=resolver, merged=self._totals.joined(group_problems), problems=problems,
-                              auth_files=auth_files, ssl_files=ssl_files)
+        model = assemble_model(store, settings=self.settings, config=self._cluster.config, secrets=self._secrets,
+                               resolver=resolver, merged=self._totals.joined(group_problems), problems=problems,
+                               auth_files=auth_files, ssl_files=ssl_files, changed=changed)
+        self._beside_routes = model.changed.beside_routes
+        return model

@@ -45,11 +45,15 @@ TEMPLATE_CHECK_SECONDS = 1.0
 class Syncer:
     def __init__(self, settings: Settings, ctx: zmq.asyncio.Context) -> None:
         self.settings = settings
-        self.store: dict[str, dict] = {}
+        self.store: dict[str, dict] = {}  # the watcher's store as of the last sync
         self.store_ready = False
-        # The model, kept up to date with the store keys changed since the last sync (None: start afresh).
+        # What came since the last sync, kept apart so that the store need not be copied for the model's thread: a
+        # whole new store (a snapshot), and the changes after it.
+        self._next_store: dict[str, dict] | None = None
+        self._updates: dict[str, dict | None] = {}
+        # The model, kept up to date with the store keys changed since the last sync.
         self.model = IncrementalModel(settings)
-        self.changed_keys: set[str] | None = None
+        self._afresh = True  # the next sync builds the model from scratch (the first, or one after a failure)
         self.changed = asyncio.Event()
         # Called after every sync (the Ingress status updater re-reads the store then).
         self.after_sync: list[Callable[[], None]] = []
@@ -71,19 +75,11 @@ class Syncer:
     async def follow_store(self) -> None:
         async for event in self.subscriber.batches():
             if isinstance(event, Snapshot):
-                self.store = dict(event.state)
+                self._next_store, self._updates = dict(event.state), {}
                 self.store_ready = True
-                self.changed_keys = None
-                log.info("store snapshot", extra=logs.kv(objects=len(self.store)))
+                log.info("store snapshot", extra=logs.kv(objects=len(event.state)))
             else:
-                store = self.store
-                for key, value in event.items:
-                    if value is None:
-                        store.pop(key, None)
-                    else:
-                        store[key] = value
-                if self.changed_keys is not None:
-                    self.changed_keys.update(key for key, _ in event.items)
+                self._updates.update(event.items)
             if self.store_ready:
                 self.changed.set()
 
@@ -103,11 +99,11 @@ class Syncer:
         """One sync; an unexpected error is logged and the last applied configuration keeps serving, so one
         object can never stop the syncer for everyone (the next change or a restart tries again)."""
         started = time.monotonic()
-        changed, self.changed_keys = self.changed_keys, set()
+        changed = self._take_updates()
         try:
-            model = await self._apply_model(dict(self.store), changed)  # a copy: updates keep arriving meanwhile
+            model = await self._apply_model(self.store, changed)
         except Exception as err:  # noqa: BLE001 - the loop must survive whatever one object does
-            self.changed_keys = None  # the kept model may be half updated: the next sync starts afresh
+            self._afresh = True  # the kept model may be half updated: the next sync starts afresh
             self.metrics.stats.last_error = f"sync failed: {err}"
             log.exception("sync failed; the last applied configuration keeps serving")
             return
@@ -124,6 +120,21 @@ class Syncer:
         self._write_status()
         for callback in self.after_sync:
             callback()
+
+    def _take_updates(self) -> set[str] | None:
+        """Bring the store up to what came since the last sync; the keys changed (None: the model starts afresh).
+        Only here is the store changed: the model's thread reads it while updates keep arriving."""
+        afresh = self._afresh or self._next_store is not None
+        if self._next_store is not None:
+            self.store, self._next_store = self._next_store, None
+        updates, self._updates, self._afresh = self._updates, {}, False
+        store = self.store
+        for key, value in updates.items():
+            if value is None:
+                store.pop(key, None)
+            else:
+                store[key] = value
+        return None if afresh else set(updates)
 
     async def _apply_model(self, store: dict[str, dict], changed: set[str] | None) -> Model:
         """Bring the model up to date (`changed`: the store keys changed since the last sync, None: any) and

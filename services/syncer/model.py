@@ -31,7 +31,7 @@ from .configmap import ControllerConfig, load_controller_config
 from .dh_param import dh_param
 from .ingress_class import IngressClassFilter
 from .client_auth import ClientAuthRejected, resolve_client_auth
-from .model_types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route
+from .model_types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route, TableChanges
 from .problems import Problem
 from .stream_services import stream_services
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
@@ -657,13 +657,15 @@ def auth_resolver(config: ControllerConfig, secrets: Mapping[tuple[str, str], Ma
 def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, config: ControllerConfig,
                    secrets: Mapping[tuple[str, str], Mapping[str, Any]], resolver: BackendResolver,
                    merged: Merged, problems: Iterable[Problem], auth_files: Mapping[str, bytes],
-                   ssl_files: Mapping[str, bytes]) -> Model:
+                   ssl_files: Mapping[str, bytes], changed: TableChanges = TableChanges()) -> Model:
     """The Model of the merged Ingresses (`merged`'s problems come after `problems`), with what depends on the
     whole store: the default backend, TCP and UDP services, auth-keepalive upstreams, DH parameters,
     certificates. Problems are ordered by object (each object's in the order found), so that the order does
-    not depend on how the Ingresses were grouped (incremental.py)."""
+    not depend on how the Ingresses were grouped (incremental.py). `changed`: the hosts and backends of `merged`
+    that changed since the last model (TableChanges); the backends added here beside them are always counted."""
     problems = [*problems, *merged.problems]
     backends = dict(merged.backends)
+    beside_routes: set[str] = set()  # the backends added here
     profiles = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE), **merged.profiles}
     default_certificate = settings.ingress.default_ssl_certificate
     if default_certificate and (problem := TlsSecrets(secrets, default_certificate).problem(default_certificate)):
@@ -676,12 +678,14 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
                                             f"{default.problem}; the built-in 404 answers instead"))
         else:
             backends[default.name] = list(default.endpoints)
+            beside_routes.add(default.name)
     streams = stream_services(store, settings, resolver)
     problems.extend(streams.problems)
     for profile in profiles.values():
         if profile.external_auth and profile.external_auth.keepalive:
             # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
             backends[auth_upstream(profile.name)] = [auth_endpoint(profile.external_auth)]
+            beside_routes.add(auth_upstream(profile.name))
     dh, server = None, config.server
     if config.ssl_dh_param:
         dh, problem = dh_param(store, config.ssl_dh_param)
@@ -717,6 +721,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
                                         default_certificate=default_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
+        changed=TableChanges(changed.routes, None if changed.backends is None else changed.backends | beside_routes,
+                             frozenset(beside_routes)),
     )
 
 

@@ -130,6 +130,29 @@ class HostRoutes:
 CATCH_ALL_HOST = "_"
 
 
+@dataclass(frozen=True)
+class TableChanges:
+    """Which entries of a model's routes and backends may differ from the model its builder returned before
+    (incremental.py), so that what pushes the tables looks at those keys only; None: any entry may."""
+    routes: frozenset[str] | None = None
+    backends: frozenset[str] | None = None
+    # The backends no route names, which the model adds beside the routes' own (the default backend, the upstream
+    # of each auth-keepalive profile): the next build marks them changed too, in case they are gone by then.
+    beside_routes: frozenset[str] = frozenset()
+
+    def then(self, later: TableChanges) -> TableChanges:
+        """The changes of this model and then of `later`, one after the other."""
+        return TableChanges(_union(self.routes, later.routes), _union(self.backends, later.backends),
+                            later.beside_routes)
+
+
+NOTHING_CHANGED = TableChanges(frozenset(), frozenset())
+
+
+def _union(first: frozenset[str] | None, second: frozenset[str] | None) -> frozenset[str] | None:
+    return None if first is None or second is None else first | second
+
+
 @dataclass(kw_only=True)
 class Model:
     config: NginxConfig
@@ -156,6 +179,9 @@ class Model:
     problems: list[Problem] = field(default_factory=list)
     # The controller ConfigMap's values this model took, by key (they keep applying over later bad ones).
     configmap_accepted: dict[str, str] = field(default_factory=dict)
+    # The entries of routes and backends that may differ from the model built before this one; not part of what
+    # the model is (a model built afresh equals one kept up to date).
+    changed: TableChanges = field(default_factory=TableChanges, compare=False)
 
     def problem_lines(self) -> list[str]:
         """The problems as text, as logs and `pyngress render` show them."""

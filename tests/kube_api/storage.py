@@ -114,6 +114,7 @@ class Storage:
         self.watchers: set[Watcher] = set()
         self.watches_opened = 0  # ever, so that a test can wait for watches opened after a moment
         self._cluster_ips: set[str] = set()
+        self._next_cluster_ip = 10  # offset in SERVICE_CIDR: the low addresses are the API server's and DNS's
         for name in INITIAL_NAMESPACES:
             self.create(by_kind("Namespace"), None, {"metadata": {"name": name}}, "kube-apiserver")
 
@@ -321,12 +322,16 @@ class Storage:
         return namespace
 
     def allocate_cluster_ip(self) -> str:
-        for address in SERVICE_CIDR.hosts():
-            if int(address) - int(SERVICE_CIDR.network_address) < 10:
-                continue  # the low addresses are the API server's and DNS's in a real cluster
-            if str(address) not in self._cluster_ips:
-                self._cluster_ips.add(str(address))
-                return str(address)
+        # From where the last one was taken, going round once: a scan from the start each time made creating
+        # 30,000 Services quadratic (most of a benchmark's 16 minutes of setup).
+        first, size = 10, SERVICE_CIDR.num_addresses - 11  # no network, low or broadcast address
+        for step in range(size):
+            offset = first + (self._next_cluster_ip - first + step) % size
+            address = str(SERVICE_CIDR.network_address + offset)
+            if address not in self._cluster_ips:
+                self._cluster_ips.add(address)
+                self._next_cluster_ip = offset + 1
+                return address
         raise errors.internal_error("the service IP range is full")
 
     # --- watches ---

@@ -3,7 +3,8 @@ The tables the syncer pushes (routes, backends, certificates), kept in shared di
 worker sees them, survive a HUP reload, and change without one.
 
 A whole table arrives as the body of `POST /configuration/<table>` and is also kept by the syncer in
-`<state-dir>/dynamic/<table>.json` (read here when a freshly started master has empty dictionaries):
+`<state-dir>/dynamic/<table>.json` (read here when a freshly started master has empty dictionaries, followed by the
+deltas journaled since in `<table>.deltas`, services/nginxconf/state_files.py):
 
     {"version": "<content hash>", "data": <the table>}
 
@@ -329,10 +330,31 @@ function _M.versions()
     return out
 end
 
+-- A keyed table's journal (`<table>.deltas`: the deltas pushed since its whole file, one per line) applied in order;
+-- it stops at the first delta refused (a line cut short, or a journal older than the whole file, whose first base is
+-- not the version held).
+local function replay_journal(name, path)
+    local file = io.open(path, "rb")
+    if not file then
+        return
+    end
+    local applied = 0
+    for line in file:lines() do
+        local ok, err = _M.put_delta(name, line)
+        if not ok then
+            ngx.log(ngx.NOTICE, "stopped ", path, " after ", applied, " deltas: ", err)
+            break
+        end
+        applied = applied + 1
+    end
+    file:close()
+    ngx.log(ngx.NOTICE, "applied ", applied, " deltas to ", name, " from ", path)
+end
+
 -- Fills empty dictionaries from the syncer's state files (a master started afresh; after a HUP
 -- the dictionaries still hold everything and are left alone).
 function _M.load_state_files(dir)
-    for name in pairs(tables) do
+    for name, spec in pairs(tables) do
         if not versions:get(name) then
             local path = dir .. "/" .. name .. ".json"
             local file = io.open(path, "rb")
@@ -342,6 +364,9 @@ function _M.load_state_files(dir)
                 local ok, err = _M.put(name, text)
                 if ok then
                     ngx.log(ngx.NOTICE, "loaded ", name, " from ", path)
+                    if spec.entry then
+                        replay_journal(name, dir .. "/" .. name .. ".deltas")
+                    end
                 else
                     ngx.log(ngx.ERR, "ignored ", path, ": ", err)
                 end

@@ -75,17 +75,75 @@ def test_a_master_killed_right_after_a_delta_starts_again_with_it(nginx_factory,
     app = echo("app")
     routes = routes_for(5)
     nginx.push(routes, {"app": [app.endpoint]})
+    whole = nginx.paths.table_file("routes").read_bytes()
     routes["late.delta.test"] = HostRoutes(prefix={"/": route("app")})
     assert nginx.push(routes, {"app": [app.endpoint]}) == ["routes"]
-    # The state file follows the delta before the push returns: a master started from it serves the new host.
-    state = json.loads(nginx.paths.table_file("routes").read_bytes())
-    assert state["version"] == nginx.run(nginx.pusher.versions())["routes"] and "late.delta.test" in state["data"]
+    # The delta is journaled before the push returns (the whole file stays as it was): a master started from the
+    # state files serves the new host.
+    assert nginx.paths.table_file("routes").read_bytes() == whole
+    journal = nginx.paths.table_journal("routes").read_bytes().splitlines()
+    assert len(journal) == 1 and json.loads(journal[0])["version"] == nginx.run(nginx.pusher.versions())["routes"]
 
     nginx.kill_master()
     nginx.start()
     eventually(lambda: served_by(nginx, "late.delta.test") == {"app"})
     assert nginx.run(nginx.pusher.needs_push()) is False  # it holds the version the syncer pushed last
     assert served_by(nginx, "h4.delta.test") == {"app"}
+
+
+def test_a_journal_cut_short_is_replayed_up_to_its_last_whole_delta(nginx_factory, echo):
+    nginx = nginx_factory()
+    app = echo("app")
+    routes = routes_for(20)  # a journal longer than the whole file is folded into it
+    nginx.push(routes, {"app": [app.endpoint]})
+    routes["first.delta.test"] = HostRoutes(prefix={"/": route("app")})
+    nginx.push(routes, {"app": [app.endpoint]})
+    routes["second.delta.test"] = HostRoutes(prefix={"/": route("app")})
+    nginx.push(routes, {"app": [app.endpoint]})
+    # A write cut short: the second delta's line loses its end.
+    path = nginx.paths.table_journal("routes")
+    first, second = path.read_bytes().splitlines()
+    path.write_bytes(first + b"\n" + second[: len(second) // 2])
+
+    nginx.kill_master()
+    nginx.start()
+    assert served_by(nginx, "first.delta.test") == {"app"} and served_by(nginx, "second.delta.test") == {None}
+    assert "stopped " + str(path) + " after 1 deltas" in nginx.log()
+    # nginx holds the first delta's version, not the last pushed: the syncer's repush brings it back.
+    assert nginx.run(nginx.pusher.needs_push()) is True
+    nginx.run(nginx.pusher.push(routes={h: r.to_json() for h, r in routes.items()}, backends={"app": [app.endpoint]},
+                                certificates={}))
+    assert served_by(nginx, "second.delta.test") == {"app"}
+
+
+def test_the_journal_is_folded_into_the_whole_file(nginx_factory, echo, monkeypatch):
+    monkeypatch.setattr("services.nginxconf.state_files.JOURNAL_MAX_DELTAS", 3)
+    nginx = nginx_factory()
+    app = echo("app")
+    routes = routes_for(20)
+    nginx.push(routes, {"app": [app.endpoint]})
+    journal = nginx.paths.table_journal("routes")
+    for i in range(3):
+        routes[f"new{i}.delta.test"] = HostRoutes(prefix={"/": route("app")})
+        nginx.push(routes, {"app": [app.endpoint]})
+        assert len(journal.read_bytes().splitlines()) == i + 1
+    routes["new3.delta.test"] = HostRoutes(prefix={"/": route("app")})
+    nginx.push(routes, {"app": [app.endpoint]})
+    held = nginx.run(nginx.pusher.versions())["routes"]
+    state = json.loads(nginx.paths.table_file("routes").read_bytes())
+    assert not journal.exists() and state["version"] == held and "new3.delta.test" in state["data"]
+    # A whole table (a second pusher, as after a syncer restart) also starts without a journal.
+    routes["new4.delta.test"] = HostRoutes(prefix={"/": route("app")})
+    nginx.push(routes, {"app": [app.endpoint]})
+    assert journal.exists()
+    restarted = TablePusher(nginx.paths)
+    nginx.run(restarted.push(routes={h: r.to_json() for h, r in routes_for(1).items()},
+                             backends={"app": [app.endpoint]}, certificates={}))
+    assert not journal.exists()
+    nginx.kill_master()
+    nginx.start()
+    assert served_by(nginx, "h0.delta.test") == {"app"} and served_by(nginx, "new4.delta.test") == {None}
+    assert nginx.run(restarted.needs_push()) is False
 
 
 def test_hosts_asked_for_before_a_delta_adds_them_are_served_once_it_does(nginx_factory, echo):

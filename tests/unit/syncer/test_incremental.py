@@ -19,7 +19,9 @@ from services.syncer.model import build_model
 from tests.support.htpasswd import basic_auth_secret
 
 PREFIX = "nginx.ingress.kubernetes.io"
-SETTINGS = Settings().replace_flags(configmap="ingress/controller", enable_ssl_passthrough=True)
+# A default backend: a backend no route names, which the model adds (and which changes with its Service).
+SETTINGS = Settings().replace_flags(configmap="ingress/controller", enable_ssl_passthrough=True,
+                                    default_backend_service="a/s1")
 NAMESPACES = ("a", "b")
 HOSTS = ("x.test", "www.x.test", "y.test", "*.y.test", "alias.test", None)
 SERVICES = ("s1", "s2", "s3")
@@ -68,7 +70,7 @@ def ingresses(draw: st.DrawFn) -> dict[str, Any]:
             {"auth-tls-secret": f"{namespace}/ca"}, {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"},
             {"service-upstream": "true"}, {"default-backend": "s2"}, {"app-root": "/app"},
             {"proxy-body-size": "1m"}, {"proxy-body-size": "x"}, {"ssl-redirect": "false"},
-            {"rewrite-target": "/$1"}]), max_size=draw(st.sampled_from([0, 0, 1, 2, 3])))):
+            {"rewrite-target": "/$1"}, {"auth-url": "http://auth.example.com/check", "auth-keepalive": "4"}]), max_size=draw(st.sampled_from([0, 0, 1, 2, 3])))):
         annotations.update(choice)
     meta = _meta(draw(st.sampled_from(["i1", "i2", "i3", "i4"])), namespace,
                  creationTimestamp=f"2024-01-01T00:00:0{draw(st.integers(0, 3))}Z")
@@ -178,7 +180,8 @@ def test_the_incremental_model_equals_the_full_build_after_every_step(first, ste
     store = populated()
     store.update((object_key(ingress), ingress) for ingress in first)
     incremental = IncrementalModel(SETTINGS)
-    assert incremental.update(store, None) == build_model(store, settings=SETTINGS)
+    previous = incremental.update(store, None)
+    assert previous == build_model(store, settings=SETTINGS)
     for step in steps:
         changed = set()
         for obj, keep in step:
@@ -189,4 +192,11 @@ def test_the_incremental_model_equals_the_full_build_after_every_step(first, ste
                 store.pop(key, None)
             changed.add(key)
         expected = build_model(store, settings=SETTINGS)
-        assert incremental.update(store, changed) == expected, sorted(changed)
+        model = incremental.update(store, changed)
+        assert model == expected, sorted(changed)
+        # What the tables are pushed by: every host and backend that differs from the last model is marked changed.
+        for table, marked in (("routes", model.changed.routes), ("backends", model.changed.backends)):
+            before, after = getattr(previous, table), getattr(model, table)
+            if marked is not None:
+                assert {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)} <= marked
+        previous = model
