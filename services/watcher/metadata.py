@@ -18,6 +18,7 @@ out again for different content after a crash.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import time
@@ -80,6 +81,9 @@ class ServerMetadata:
         self._digests: dict[str, tuple[dict[str, Any], str, str]] = {}
         # The keys of the last fill: every other key is new to the caller, whatever the saved records say.
         self._filled: Collection[str] = ()
+        # key → the record of an object published ahead of the next fill (fill_early), which leaves it out when
+        # unchanged. Apart from _records: _filled is a view of that dict's keys.
+        self._early: dict[str, _Record] = {}
         self._load()
 
     def _load(self) -> None:
@@ -117,7 +121,7 @@ class ServerMetadata:
         else:
             content, spec = _digest(obj), _spec_digest(obj)
             self._digests[key] = (obj, content, spec)
-        record = self._records.get(key)
+        record = self._records.get(key) or self._early.get(key)
         if record is None:
             record = _Record(uid=_uuid4(), creationTimestamp=now,
                              resourceVersion=self._next_resource_version(), generation=1,
@@ -130,6 +134,24 @@ class ServerMetadata:
         else:
             return record, False
         return record, True
+
+    def has(self, key: str) -> bool:
+        """Whether the caller's store has `key` (from the last fill, or published ahead of the next)."""
+        return key in self._filled or key in self._early
+
+    def fill_early(self, objects: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """`objects` (store key → object as given) with server metadata, as the next fill would give them, for the
+        keys new to the caller (the last fill did not have them): published ahead of that fill, which then leaves
+        them out unless they change. Nothing is forgotten or saved here."""
+        now = _rfc3339(self._clock())
+        filled: dict[str, dict[str, Any]] = {}
+        for key, obj in objects.items():
+            if self.has(key):
+                continue
+            record, _ = self._record_for(key, obj, now)
+            self._early[key] = record
+            filled[key] = _with_metadata(obj, record)
+        return filled
 
     def fill(self, objects: dict[str, dict[str, Any]]) -> StoreChanges:
         """What changed in the store since the last fill, given every object now (store key → object as
@@ -148,9 +170,12 @@ class ServerMetadata:
             record, is_new = self._record_for(key, obj, now)
             records[key] = record
             changed |= is_new
-            if is_new or key not in self._filled:
+            if is_new or (key not in self._filled and key not in self._early):
                 filled[key] = _with_metadata(obj, record)
-        removed = [key for key in self._filled if key not in records]
+        # The early ones are in the store too: gone since, they are removed; made since the last save, saved.
+        removed = [key for key in itertools.chain(self._filled, self._early) if key not in records]
+        changed |= bool(self._early)
+        self._early = {}
         self._records = records
         self._filled = records.keys()
         for key in self._digests.keys() - records.keys():

@@ -29,13 +29,19 @@ class Manifests:
     def write(self, name: str, text: str) -> None:
         (self.directory / name).write_text(text)
 
-    def scan(self, source: ManifestsSource | None = None) -> dict | None:
-        """One scan of `source` (default: self.source): the whole store it publishes to, None when unchanged."""
+    def scan(self, source: ManifestsSource | None = None, *, early: list[dict] | None = None) -> dict | None:
+        """One scan of `source` (default: self.source): the whole store it publishes to, None when unchanged.
+        `early`: a list to append the batches the scan publishes ahead of its end to (none are when left out)."""
         source = source or self.source
-        changes = source.scan()
+        store = self._stores.setdefault(id(source), {})
+
+        def publish(objects: dict) -> None:
+            early.append(objects)
+            store.update(objects)
+
+        changes = source.scan(publish if early is not None else None)
         if changes is None:
             return None
-        store = self._stores.setdefault(id(source), {})
         for key in changes.removed:
             del store[key]
         store.update(changes.changed)

@@ -236,3 +236,38 @@ def test_a_file_too_fresh_to_read_joins_a_scan_whose_reading_took_a_poll_interva
     written("d.yaml", svc("d"), fresh=True)
     assert names(manifests.scan()) == ["Service/default/a", "Service/default/b", "Service/default/c"]
     assert "Service/default/d" in manifests.scan()
+
+
+def test_new_objects_of_new_files_are_published_ahead_of_the_end_of_a_scan(manifests, svc, monkeypatch):
+    monkeypatch.setattr("services.watcher.manifests.EARLY_OBJECTS", 2)
+    manifests.write("a.yaml", svc("kept"))
+    manifests.scan()
+    for name in ("b", "c", "d"):
+        manifests.write(f"{name}.yaml", svc(f"{name}1") + "---\n" + svc(f"{name}2"))
+    manifests.write("a.yaml", svc("kept", port=81))  # a file read before: its objects wait for the end
+    manifests.write("e.yaml", svc("kept", port=82) + "---\n" + svc("e1"))  # names an object the store has
+    time.sleep(0.06)  # settled (QUIET_NS)
+    early = []
+    store = manifests.scan(early=early)
+    assert [sorted(batch) for batch in early] == [[f"Service/default/{n}{i}" for i in (1, 2)] for n in "bcd"]
+    assert all(obj["metadata"]["uid"] for batch in early for obj in batch.values())
+    # The scan's end brings the rest, and leaves what went early as it went (the same objects).
+    assert store["Service/default/kept"]["spec"]["ports"] == [{"port": 82}]  # the later file wins, as always
+    assert store["Service/default/b1"] is early[0]["Service/default/b1"]
+    assert set(store) == {"Service/default/kept", "Service/default/e1",
+                          *(f"Service/default/{n}{i}" for n in "bcd" for i in (1, 2))}
+    # As a watcher restarted on the same directory sees it: the same objects and metadata.
+    assert manifests.scan(manifests.new_source()) == store
+
+
+def test_a_clash_between_new_files_read_early_ends_with_the_later_file(manifests, svc, monkeypatch):
+    monkeypatch.setattr("services.watcher.manifests.EARLY_OBJECTS", 1)
+    manifests.scan()
+    manifests.write("10-a.yaml", svc("web", port=1))
+    manifests.write("20-b.yaml", svc("web", port=2))
+    time.sleep(0.06)
+    early = []
+    store = manifests.scan(early=early)
+    assert [list(batch) for batch in early] == [["Service/default/web"]]  # the first one went early
+    assert store["Service/default/web"]["spec"]["ports"] == [{"port": 2}]
+    assert manifests.scan(manifests.new_source()) == store

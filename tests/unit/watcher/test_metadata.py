@@ -117,3 +117,27 @@ def test_a_fill_gives_only_what_changed_since_the_last_one(tmp_path):
     # A restarted watcher has published nothing yet: it gets every object, with the metadata it had.
     restarted = ServerMetadata(tmp_path, clock).fill({KEY: ingress(host="b.example")})
     assert restarted.changed[KEY]["metadata"] == changed.changed[KEY]["metadata"] and restarted.removed == []
+
+
+def test_objects_filled_early_are_left_out_of_the_next_fill_unless_they_changed(tmp_path):
+    metadata = ServerMetadata(tmp_path, Clock())
+    metadata.fill({})
+    other = "Ingress/default/other"
+    early = metadata.fill_early({KEY: ingress(), other: ingress("other")})
+    assert metadata.has(KEY) and metadata.fill_early({KEY: ingress()}) == {}  # published once
+    changes = metadata.fill({KEY: ingress(), other: ingress("other", host="b.example")})
+    # The unchanged one is in the store already; the changed one goes again, with its uid and a new version.
+    assert list(changes.changed) == [other] and changes.removed == []
+    assert changes.changed[other]["metadata"]["uid"] == early[other]["metadata"]["uid"]
+    assert changes.changed[other]["metadata"]["resourceVersion"] != early[other]["metadata"]["resourceVersion"]
+    # What was filled early is saved with the fill: a restart keeps its uid.
+    again = ServerMetadata(tmp_path, Clock()).fill({KEY: ingress()}).changed[KEY]["metadata"]
+    assert again["uid"] == early[KEY]["metadata"]["uid"]
+
+
+def test_an_object_filled_early_and_gone_by_the_next_fill_is_removed(tmp_path):
+    metadata = ServerMetadata(tmp_path, Clock())
+    metadata.fill({})
+    metadata.fill_early({KEY: ingress()})
+    assert metadata.fill({}).removed == [KEY]
+    assert not metadata.has(KEY)
