@@ -54,14 +54,26 @@ def _spec_digest(obj: dict[str, Any]) -> str:
     return _digest({k: v for k, v in obj.items() if k not in ("metadata", "status")})
 
 
-def _uuid4() -> str:
-    """A random (version 4) UUID as str(uuid.uuid4()) writes it, at half its cost (30,000 new objects: 35 ms, 78 ms
-    through the uuid module)."""
-    data = bytearray(os.urandom(16))
-    data[6] = data[6] & 0x0F | 0x40  # version 4
-    data[8] = data[8] & 0x3F | 0x80  # the RFC 4122 variant
-    text = data.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+class _Uuids:
+    """Random (version 4) UUIDs as str(uuid.uuid4()) writes them, at a fraction of its cost. The random bytes are
+    read UUIDS_PER_READ at a time: os.urandom lets go of the GIL, and while a scan's readers hold it, getting it
+    back cost each new object a thread switch (30,000 new objects: 0.46 s of a scan, against 35 ms alone)."""
+
+    UUIDS_PER_READ = 1024
+
+    def __init__(self) -> None:
+        self._random = b""
+        self._used = 0
+
+    def next(self) -> str:
+        if self._used == len(self._random):
+            self._random, self._used = os.urandom(16 * self.UUIDS_PER_READ), 0
+        data = bytearray(self._random[self._used:self._used + 16])
+        self._used += 16
+        data[6] = data[6] & 0x0F | 0x40  # version 4
+        data[8] = data[8] & 0x3F | 0x80  # the RFC 4122 variant
+        text = data.hex()
+        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def _rfc3339(moment: float) -> str:
@@ -84,6 +96,7 @@ class ServerMetadata:
         # key → the record of an object published ahead of the next fill (fill_early), which leaves it out when
         # unchanged. Apart from _records: _filled is a view of that dict's keys.
         self._early: dict[str, _Record] = {}
+        self._uuids = _Uuids()
         self._load()
 
     def _load(self) -> None:
@@ -123,7 +136,7 @@ class ServerMetadata:
             self._digests[key] = (obj, content, spec)
         record = self._records.get(key) or self._early.get(key)
         if record is None:
-            record = _Record(uid=_uuid4(), creationTimestamp=now,
+            record = _Record(uid=self._uuids.next(), creationTimestamp=now,
                              resourceVersion=self._next_resource_version(), generation=1,
                              content_hash=content, spec_hash=spec)
         elif record.content_hash != content:
