@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from services.nginxconf.tables import TablePusher
+import pytest
+
+from services.nginxconf.tables import NginxPushError, TablePusher
 from services.syncer.model_types import HostRoutes
 
 from .conftest import eventually, route
@@ -169,3 +171,29 @@ def test_hosts_asked_for_before_a_delta_adds_them_are_served_once_it_does(nginx_
     del routes["later.delta.test"]
     nginx.push(routes, {"app": [other.endpoint]})
     assert served_by(nginx, "later.delta.test") == {None}
+
+
+def test_changes_nginx_did_not_take_are_sent_with_the_next_push(nginx_factory, echo):
+    # The syncer tells the pusher which hosts changed since its last push; a push nginx refused does not count as
+    # sent, so the next push sends its changes too, even when only other hosts are marked changed by then.
+    nginx = nginx_factory()
+    app, other = echo("app"), echo("other")
+    backends = {"app": [app.endpoint], "other": [other.endpoint]}
+    routes = {host: r.to_json() for host, r in routes_for(3).items()}
+    nginx.run(nginx.pusher.push(routes=routes, backends=backends, certificates={}))
+    moved = {**routes, "h1.delta.test": HostRoutes(prefix={"/": route("other")}).to_json(),
+             "bad.delta.test": {"prefix": [["no-slash", {"backend": "app"}]]}}
+    with pytest.raises(NginxPushError, match="a path must be a string starting with /"):
+        nginx.run(nginx.pusher.push(routes=moved, backends=backends, certificates={},
+                                    changed={"routes": frozenset({"h1.delta.test", "bad.delta.test"}),
+                                             "backends": frozenset()}))
+    assert served_by(nginx, "h1.delta.test") == {"app"}
+    del moved["bad.delta.test"]
+    nginx.run(nginx.pusher.push(routes=moved, backends=backends, certificates={},
+                                changed={"routes": frozenset({"bad.delta.test"}), "backends": frozenset()}))
+    assert served_by(nginx, "h1.delta.test") == {"other"}
+    # Marked unchanged, a host is not looked at: the marks are what the model guarantees.
+    nginx.run(nginx.pusher.push(routes={**moved, "h2.delta.test": HostRoutes(prefix={"/": route("other")}).to_json()},
+                                backends=backends, certificates={},
+                                changed={"routes": frozenset(), "backends": frozenset()}))
+    assert served_by(nginx, "h2.delta.test") == {"app"}
