@@ -23,7 +23,9 @@ from typing import Any, Iterable, Mapping
 
 import aiohttp
 
+from services.common import changed_keys
 from services.common.canonical import canonical_json
+from services.common.changed_keys import ChangedKeys
 from services.nginxconf import config_api
 from services.nginxconf.config_api import NginxUnavailableError
 from services.nginxconf.paths import DYNAMIC_TABLES, NginxPaths
@@ -71,10 +73,10 @@ class TablePusher:
         self._pushed: dict[str, str] = {}   # table → version nginx acknowledged
         self._sent: dict[str, dict[str, Any]] = {}  # table → what that version holds
         # Keyed table → the keys at which the tables pushed since may differ from what was sent (None: any key).
-        self._unsent: dict[str, frozenset[str] | None] = {}
+        self._unsent: dict[str, ChangedKeys] = {}
 
     async def push(self, *, routes: dict[str, Any], backends: dict[str, list[str]], certificates: dict[str, Any],
-                   changed: Mapping[str, frozenset[str] | None] | None = None) -> list[str]:
+                   changed: Mapping[str, ChangedKeys] | None = None) -> list[str]:
         """Bring nginx's tables to these, without a reload; the names of the tables nginx did not hold yet.
 
         `changed`: for each keyed table, the keys at which it may differ from the last push's (None or left out: at
@@ -87,8 +89,7 @@ class TablePusher:
         tables = {"routes": routes, "backends": backends, "certificates": certificates}
         async with self._lock:
             for name in KEYED_TABLES:
-                known, more = self._unsent.get(name), (changed or {}).get(name)
-                self._unsent[name] = None if known is None or more is None else known | more
+                self._unsent[name] = changed_keys.union(self._unsent.get(name), (changed or {}).get(name))
             pushed = []
             async with self._session() as session:
                 try:

@@ -8,8 +8,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from services.common import logs
+from services.common import changed_keys, logs
 from services.common.canonical import canonical_json_kept, json_fragment
+from services.common.changed_keys import ChangedKeys
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
 from services.nginxconf.config_test import NginxConfigError
@@ -27,7 +28,7 @@ from services.syncer.worker_files import WorkerFiles, remove_others_root_only, w
 log = logging.getLogger("syncer")
 
 # A push of the same tables: nothing in them changed since the last (nginx lost them, and gets them whole).
-NOTHING_CHANGED_KEYS: dict[str, frozenset[str] | None] = {"routes": frozenset(), "backends": frozenset()}
+NOTHING_CHANGED_KEYS: dict[str, ChangedKeys] = {"routes": frozenset(), "backends": frozenset()}
 
 # Each location profile is a named location in nginx.conf (templates/nginx.conf.j2).
 PROFILE_LOCATION = re.compile(r"^\s*location @profile_(\S+) \{", re.MULTILINE)
@@ -202,7 +203,7 @@ class NginxApplier:
         stats.last_error = error
         log.error(what, extra=logs.kv(error=error))
 
-    def _tables(self, model: Model) -> tuple[dict[str, Any], dict[str, frozenset[str] | None]]:
+    def _tables(self, model: Model) -> tuple[dict[str, Any], dict[str, ChangedKeys]]:
         """The tables to push, and the keys of each keyed table that may differ from the last ones (None: any). A
         host's routes are turned into JSON again only when the model has new ones for it (the incremental model
         keeps a host's HostRoutes while nothing it depends on changes)."""
@@ -213,16 +214,13 @@ class NginxApplier:
             self._json_profiles = set(self.applied_profiles)
             hosts = None
         objects, raw, json = self._route_objects, self._route_bytes, self._route_json
-        if hosts is None:
-            for host in objects.keys() - model.routes.keys():
-                del objects[host], raw[host], json[host]
-        else:
-            # Not `hosts - model.routes.keys()`: that goes through every key of the view.
-            for host in hosts:
-                if host not in model.routes:
-                    for kept in (objects, raw, json):
-                        kept.pop(host, None)
-        for host in model.routes if hosts is None else (host for host in hosts if host in model.routes):
+        # Not `hosts - model.routes.keys()` and the like: those go through every key of the view.
+        looked_at = list(objects if hosts is None else hosts)
+        for host in looked_at:
+            if host not in model.routes:
+                for kept in (objects, raw, json):
+                    kept.pop(host, None)
+        for host in model.routes if hosts is None else (host for host in looked_at if host in model.routes):
             host_routes = model.routes[host]
             if objects.get(host) is not host_routes:
                 objects[host] = host_routes
@@ -242,7 +240,7 @@ class NginxApplier:
             host_routes["default"] = None
         return host_routes
 
-    async def _push(self, tables: dict[str, Any], changed: dict[str, frozenset[str] | None]) -> None:
+    async def _push(self, tables: dict[str, Any], changed: dict[str, ChangedKeys]) -> None:
         started = time.monotonic()
         self.tables = tables
         try:
@@ -250,7 +248,7 @@ class NginxApplier:
             # to other addresses without any change to the model).
             backends, named = await resolve_backends(tables["backends"], self._backend_names, changed["backends"])
             await self.pusher.push(routes=tables["routes"], backends=backends, certificates=tables["certificates"],
-                                   changed={**changed, "backends": _with(changed["backends"], named)})
+                                   changed={**changed, "backends": changed_keys.union(changed["backends"], named)})
         except (NginxUnavailableError, OSError) as err:
             # nginx is (re)starting: the state files hold the tables for its next start, and
             # repush_if_needed() pushes them once it answers.
@@ -284,7 +282,3 @@ class NginxApplier:
         return {"nginx_serving": self.nginx_serving and self.applied_conf is not None,
                 "last_reload_successful": stats.last_reload_ok, "last_error": stats.last_error,
                 "generation": stats.generation, **self.templates.status()}
-
-
-def _with(keys: frozenset[str] | None, more: frozenset[str]) -> frozenset[str] | None:
-    return None if keys is None else keys | more

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Iterator
 
+from services.common import changed_keys
+from services.common.changed_keys import ChangedKeys
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
 from .annotations.base import AffinityPolicy, CanaryPolicy
@@ -134,23 +136,19 @@ CATCH_ALL_HOST = "_"
 class TableChanges:
     """Which entries of a model's routes and backends may differ from the model its builder returned before
     (incremental.py), so that what pushes the tables looks at those keys only; None: any entry may."""
-    routes: frozenset[str] | None = None
-    backends: frozenset[str] | None = None
+    routes: ChangedKeys = None
+    backends: ChangedKeys = None
     # The backends no route names, which the model adds beside the routes' own (the default backend, the upstream
     # of each auth-keepalive profile): the next build marks them changed too, in case they are gone by then.
     beside_routes: frozenset[str] = frozenset()
 
     def then(self, later: TableChanges) -> TableChanges:
         """The changes of this model and then of `later`, one after the other."""
-        return TableChanges(_union(self.routes, later.routes), _union(self.backends, later.backends),
-                            later.beside_routes)
+        return TableChanges(changed_keys.union(self.routes, later.routes),
+                            changed_keys.union(self.backends, later.backends), later.beside_routes)
 
 
 NOTHING_CHANGED = TableChanges(frozenset(), frozenset())
-
-
-def _union(first: frozenset[str] | None, second: frozenset[str] | None) -> frozenset[str] | None:
-    return None if first is None or second is None else first | second
 
 
 @dataclass(kw_only=True)

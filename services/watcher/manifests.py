@@ -224,8 +224,7 @@ class ManifestsSource:
         self._save_last_good()
         return self._store_contents()
 
-    def _read_settled(self, settled: dict[str, Signature | None],
-                      early: EarlyPublisher | None = None) -> tuple[bool, bool]:
+    def _read_settled(self, settled: dict[str, Signature | None], early: EarlyPublisher | None) -> tuple[bool, bool]:
         """Read (or forget) the settled files; whether any file's objects changed, and whether its problems did."""
         reads = [(name, signature) for name, signature in settled.items() if signature is not None]
         ahead = (_EarlyBatches(early, stored=self._new_object, fill=self._metadata.fill_early)
@@ -253,12 +252,14 @@ class ManifestsSource:
                 self._files[name] = state
         return changed, problems_changed
 
+    def _as_stored(self, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """(store key, object as stored) for an object the store keeps, else None (filters.py)."""
+        return (object_key(obj), slim(obj)) if keep(obj, self.settings) else None
+
     def _new_object(self, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-        """(store key, object as stored) for an object the store may take ahead of the scan's end: kept, and new."""
-        if not keep(obj, self.settings):
-            return None
-        key = object_key(obj)
-        return None if self._metadata.has(key) else (key, slim(obj))
+        """_as_stored, for an object the store may take ahead of the scan's end: one new to it."""
+        stored = self._as_stored(obj)
+        return None if stored is None or self._metadata.has(stored[0]) else stored
 
     def _list(self) -> dict[str, Signature] | None:
         started = time.monotonic()
@@ -386,17 +387,16 @@ class ManifestsSource:
         warnings: list[str] = []
         for name in sorted(self._files):
             for obj in self._files[name].objects:
-                if not keep(obj, self.settings):
+                if (stored := self._as_stored(obj)) is None:
                     continue
-                key = object_key(obj)
+                key, value = stored
                 if key in origins:
                     earlier = origins[key]
                     warnings.append(f"{key} is defined twice in {self.directory / name}; the later one is used"
                                     if earlier == name else
                                     f"{key} is defined in {self.directory / earlier} and in "
                                     f"{self.directory / name}; the one in {name} is used")
-                objects[key] = slim(obj)
-                origins[key] = name
+                objects[key], origins[key] = value, name
         for warning in sorted(set(warnings) - set(self.warnings)):
             log.warning(warning)
         self.warnings = warnings

@@ -183,7 +183,7 @@ class ServerMetadata:
             record, is_new = self._record_for(key, obj, now)
             records[key] = record
             changed |= is_new
-            if is_new or (key not in self._filled and key not in self._early):
+            if is_new or not self.has(key):
                 filled[key] = _with_metadata(obj, record)
         # The early ones are in the store too: gone since, they are removed; made since the last save, saved.
         removed = [key for key in itertools.chain(self._filled, self._early) if key not in records]
