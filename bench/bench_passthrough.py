@@ -20,6 +20,7 @@ import os
 import socket
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -156,6 +157,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="connection-rate slice per path per round")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure bench/minimal_forwarder.py: what a Python forwarder that does nothing "
+                        "else costs (the floor under the proxy's CPU per connection)")
     parser.add_argument("--controller", action="store_true",
                         help="the proxy of a whole controller (`pyngress up --enable-ssl-passthrough "
                         "--proxy-processes=1`, an Ingress with ssl-passthrough), not a proxy process alone")
@@ -203,6 +207,7 @@ stream {{
 """)
         proxy = WholeController(work, backend_port) if args.controller else LoneProxy(work, backend_port)
         pool = ProcessPoolExecutor(args.processes)
+        floor: subprocess.Popen[bytes] | None = None
         try:
             for port in (backend_port, stream_port):
                 wait_listening(port)
@@ -211,6 +216,12 @@ stream {{
             paths = [Path_("pyngress proxy", proxy_port, proxy_pid),
                      Path_("nginx ssl_preread", stream_port, stream_worker),
                      Path_("direct", backend_port, None)]
+            if args.floor:
+                floor_port = free_port()
+                floor = subprocess.Popen([sys.executable, str(Path(__file__).with_name("minimal_forwarder.py")),
+                                          str(floor_port), str(backend_port)], start_new_session=True)
+                wait_listening(floor_port)
+                paths.append(Path_("minimal forwarder", floor_port, floor.pid))
             ca = str(pki.ca)
             wait_for(lambda: download(proxy_port, ca) > 0, 60, what="the passthrough route")
             for p in paths:  # warm up: first connections, page cache
@@ -232,6 +243,9 @@ stream {{
             report(paths, args)
         finally:
             pool.shutdown()
+            if floor is not None:
+                floor.kill()
+                floor.wait()
             proxy.stop()
             stream.stop()
             backend.stop()
@@ -260,6 +274,12 @@ def report(paths: list[Path_], args: argparse.Namespace) -> None:
     print()
     print(f"pyngress / nginx: throughput {throughput:.2f}x, connection rate {rate:.2f}x (target: >= 0.9x on both); "
           f"CPU per connection {cpu_conn:.2f}x, CPU per GiB {cpu_gib:.2f}x")
+    if len(paths) > 3:
+        floor = paths[3]
+        floor_conn = (floor.cpu_connections / floor.connections) / (nginx.cpu_connections / nginx.connections)
+        rate = statistics.median(a / b for a, b in zip(floor.rates, nginx.rates))
+        print(f"minimal forwarder / nginx: CPU per connection {floor_conn:.2f}x, connection rate {rate:.2f}x "
+              "(the floor for a Python forwarder)")
 
 
 if __name__ == "__main__":

@@ -13,13 +13,18 @@ Per connection:
    header, so nobody but this proxy may connect there;
 4. the bytes read so far are replayed upstream and both connections are spliced (splice.py).
 
-The table is looked up per connection, so table changes apply to new connections and never touch
-established ones.
+Connections live on the connection loop's thread (event_loop.py); the methods of PassthroughServer are called
+from the asyncio loop. The table is looked up per connection, so table changes apply to new connections and
+never touch established ones.
 """
 from __future__ import annotations
 
 import asyncio
+import _socket
+import errno
 import logging
+import os
+import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +32,9 @@ from typing import Any
 from services.common.logs import kv
 from services.common.settings import ProxySettings
 from services.proxy.clienthello import ClientHelloError, ClientHelloReader, Hello, HelloKind
+from services.proxy.event_loop import Deadlines, EventLoop
 from services.proxy.proxy_protocol import Address, ProxyProtocolError, parse_header, v1_header
-from services.proxy.splice import SpliceHalf, link
+from services.proxy.splice import EPOLLIN, EPOLLOUT, Side, Splicer
 from services.proxy.table import Endpoint, RoutingTable
 
 log = logging.getLogger(__name__)
@@ -37,6 +43,9 @@ LISTEN_BACKLOG = 4096
 # An established connection is closed after this many idle sweeps without data either way; sweeps run
 # every idle_timeout / IDLE_SWEEPS, so the cut comes between 1 and 1.25 idle timeouts.
 IDLE_SWEEPS = 4
+ACCEPT_PAUSE_SECONDS = 0.1  # out of descriptors: stop accepting this long rather than spin
+DRAIN_POLL_SECONDS = 0.05
+NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
 
 # Where a connection is spliced to: a passthrough endpoint (address, port), or nginx's Unix socket (its path).
 Upstream = Endpoint | str
@@ -66,143 +75,199 @@ class PassthroughServer:
         self.nginx: tuple[Upstream, ...] = (str(nginx_socket),)
         self.counters = Counters()
         # Insertion-ordered, so the first key is the connection that has waited longest for its hello.
-        self.pending: dict[_HelloPhase, None] = {}
-        self.spliced: set[SpliceHalf] = set()  # the client side of each established pair
-        self._forget_spliced = self.spliced.discard
-        self._servers: list[asyncio.AbstractServer] = []
-        self._sweeper: asyncio.Task[None] | None = None
-        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
+        self.pending: dict[_Incoming, None] = {}
+        self.spliced: set[Side] = set()  # the client side of each established pair
+        self.loop = EventLoop()
+        self.splicer = Splicer(self.loop.epoll, self.loop.handlers, self.loop.close_later, self._pair_closed)
+        self.hello_deadlines = Deadlines(self.loop, options.hello_timeout, _Incoming.hello_expired)
+        self.connect_deadlines = Deadlines(self.loop, options.connect_timeout, _Connecting.timed_out)
+        self._listeners: list[_Listener] = []
 
     async def start(self, port: int, host: str | None = None) -> None:
         """Listen on `port` (every address when `host` is None) with SO_REUSEPORT, so several proxy
-        processes share it and the kernel spreads connections over them."""
-        self.loop = loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _HelloPhase(self), host=host, port=port,
-                                          reuse_port=True, backlog=LISTEN_BACKLOG)
-        self._servers.append(server)
-        self._sweeper = self._sweeper or asyncio.create_task(self._sweep_idle())
+        processes share it and the kernel spreads connections over them; then start the connection loop."""
+        for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                                  flags=socket.AI_PASSIVE):
+            sock = socket.socket(family, kind, proto)
+            self._listeners.append(_Listener(self, sock))  # closed with the others if the next fails
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            # Accepted connections inherit it: small TLS records go out at once, one system call fewer each.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                sock.bind(address)
+            except OSError:
+                for listener in self._listeners:
+                    listener.sock.close()
+                self._listeners.clear()
+                raise
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        for listener in self._listeners:
+            self.loop.handlers[listener.sock.fileno()] = listener
+            self.loop.epoll.register(listener.sock.fileno(), EPOLLIN)
+        self.loop.call_later(self.options.idle_timeout / IDLE_SWEEPS, self._sweep_idle)
+        self.loop.start("connections")
 
     def status(self) -> dict[str, Any]:
         return {"active": len(self.spliced), "pending_hellos": len(self.pending), **asdict(self.counters)}
 
     def stop_accepting(self) -> None:
         """Close the listeners and the connections that have not sent their ClientHello yet."""
-        for server in self._servers:
-            server.close()
-        for conn in list(self.pending):
-            conn.close()
+        def stop() -> None:
+            for listener in self._listeners:
+                listener.close()
+            for incoming in list(self.pending):
+                incoming.close()
+        self.loop.call_soon_threadsafe(stop)
 
     async def drain(self) -> None:
-        """Let established connections finish for the drain timeout, then cut the rest."""
-        deadline = self.loop.time() + self.options.drain_timeout
-        while self.spliced and self.loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        for half in list(self.spliced):
-            half.abort_pair()
-        if self._sweeper:
-            self._sweeper.cancel()
+        """Let established connections finish for the drain timeout, then cut the rest and stop the loop."""
+        deadline = asyncio.get_running_loop().time() + self.options.drain_timeout
+        while self.spliced and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(DRAIN_POLL_SECONDS)
 
-    async def _sweep_idle(self) -> None:
-        period = self.options.idle_timeout / IDLE_SWEEPS
-        while True:
-            await asyncio.sleep(period)
-            for half in list(self.spliced):
-                peer = half.peer
-                half.quiet_ticks += 1
-                peer.quiet_ticks += 1
-                if half.quiet_ticks > IDLE_SWEEPS and peer.quiet_ticks > IDLE_SWEEPS:
-                    self.counters.idle_closed += 1
-                    half.abort_pair()
+        def cut() -> None:
+            for side in list(self.spliced):
+                self.splicer.close_pair(side)
+        self.loop.call_soon_threadsafe(cut)
+        self.loop.stop_threadsafe()
+        await asyncio.to_thread(self.loop.join, 1.0)
 
-    def route(self, conn: _HelloPhase, hello: Hello) -> None:
+    def _pair_closed(self, side: Side) -> None:
+        self.spliced.discard(side)
+        self.spliced.discard(side.peer)
+
+    def _sweep_idle(self) -> None:
+        for side in list(self.spliced):
+            peer = side.peer
+            side.quiet_ticks += 1
+            peer.quiet_ticks += 1
+            if side.quiet_ticks > IDLE_SWEEPS and peer.quiet_ticks > IDLE_SWEEPS:
+                self.counters.idle_closed += 1
+                self.splicer.close_pair(side)
+        self.loop.call_later(self.options.idle_timeout / IDLE_SWEEPS, self._sweep_idle)
+
+    def route(self, incoming: _Incoming, hello: Hello) -> None:
         """Pick the upstream for a connection whose ClientHello is complete, then connect and splice."""
         counters = self.counters
         targets: tuple[Upstream, ...] | None = (
-            self.table.endpoints_for(hello.server_name) if hello.kind is HelloKind.SNI else None)
+            self.table.endpoints_for(hello.server_name) if hello.kind is HelloKind.SNI else None)  # type: ignore[arg-type]
         if targets is None:
             if hello.kind is HelloKind.NOT_TLS:
                 counters.not_tls += 1
             elif hello.kind is HelloKind.NO_SNI:
                 counters.no_sni += 1
             targets = self.nginx
-            client, local = conn.addresses()
-            first_bytes = v1_header(client, local) + conn.hello.raw
+            client, local = incoming.addresses()
+            first_bytes = v1_header(client, local) + incoming.hello.raw
         elif not targets:
             counters.no_endpoints += 1
             log.info("passthrough host has no endpoints; closing", extra=kv(host=hello.server_name))
-            conn.transport.close()
+            incoming.close()
             return
         else:
-            first_bytes = bytes(conn.hello.raw)
-        conn.transport.pause_reading()
-        conn.connecting = self.loop.create_task(self._splice(conn, targets=targets, first_bytes=first_bytes))
+            first_bytes = bytes(incoming.hello.raw)
+        _Connecting(self, incoming, targets, first_bytes).next_target()
 
-    async def _splice(self, conn: _HelloPhase, *, targets: tuple[Upstream, ...], first_bytes: bytes) -> None:
-        loop = self.loop
-        client = SpliceHalf(on_closed=self._forget_spliced)
-        client.attach(conn.transport)
-        for target in targets:
-            try:
-                async with asyncio.timeout(self.options.connect_timeout):
-                    if isinstance(target, str):
-                        _, upstream = await loop.create_unix_connection(lambda: SpliceHalf(peer=client), target)
-                    else:
-                        _, upstream = await loop.create_connection(lambda: SpliceHalf(peer=client), *target)
-                break
-            except (OSError, TimeoutError) as err:
-                self.counters.connect_failures += 1
-                log.warning("cannot connect upstream", extra=kv(
-                    upstream=target if isinstance(target, str) else f"{target[0]}:{target[1]}",
-                    error=str(err) or "timeout"))
-        else:
-            self.counters.unreachable += 1
-            conn.transport.close()
-            return
-        conn.connecting = None
-        if conn.transport.is_closing():  # the client left while we were connecting
-            upstream.transport.abort()
-            return
-        if targets is self.nginx:
+    def splice(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes) -> None:
+        if to_nginx:
             self.counters.to_nginx += 1
         else:
             self.counters.passthrough += 1
-        link(client, upstream)
-        upstream.transport.write(first_bytes)
-        conn.transport.set_protocol(client)
-        self.spliced.add(client)
-        conn.transport.resume_reading()
+        client = self.splicer.pair(incoming.sock, upstream, first_bytes)
+        if client.fd >= 0:  # not failed at once
+            self.spliced.add(client)
 
 
-class _HelloPhase(asyncio.Protocol):
-    """A connection from accept until its ClientHello is complete; then the server routes it."""
+class _Listener:
+    __slots__ = ("server", "sock", "family", "paused")
 
-    __slots__ = ("server", "transport", "hello", "proxy_bytes", "header_deadline", "proxy_header", "deadline", "connecting")
+    def __init__(self, server: PassthroughServer, sock: socket.socket) -> None:
+        self.server, self.sock, self.family, self.paused = server, sock, int(sock.family), False
 
-    def __init__(self, server: PassthroughServer) -> None:
+    def on_event(self, events: int) -> None:
+        # One connection per event, as nginx without multi_accept: the epoll set reports the listener again
+        # while more are waiting, and the connections already open get their turn in between.
+        try:
+            fd, _ = self.sock._accept()
+        except BlockingIOError:
+            return
+        except OSError as err:
+            if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                log.warning("cannot accept: out of resources; pausing", extra=kv(error=err))
+                self._pause()
+            return  # ECONNABORTED and the like: that client is gone
+        # The C socket type: the socket module's Python wrapper costs microseconds a connection, for nothing used here.
+        _Incoming(self.server, _socket.socket(self.family, socket.SOCK_STREAM, 0, fd))
+
+    def _pause(self) -> None:
+        loop = self.server.loop
+        loop.epoll.modify(self.sock.fileno(), 0)
+        self.paused = True
+
+        def resume() -> None:
+            if self.paused and self.sock.fileno() >= 0:
+                self.paused = False
+                loop.epoll.modify(self.sock.fileno(), EPOLLIN)
+        loop.call_later(ACCEPT_PAUSE_SECONDS, resume)
+
+    def close(self) -> None:
+        loop = self.server.loop
+        if self.sock.fileno() >= 0:
+            del loop.handlers[self.sock.fileno()]
+            loop.close_later(self)
+        self.paused = False
+
+
+class _Incoming:
+    """A client connection from accept until its ClientHello is complete; then the server routes it."""
+
+    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting")
+
+    def __init__(self, server: PassthroughServer, sock: _socket.socket) -> None:
         self.server = server
+        self.sock = sock
+        self.fd = sock.fileno()
         self.hello = ClientHelloReader()
         self.proxy_bytes: bytearray | None = None  # collects an inbound PROXY header when one is due
-        self.header_deadline: asyncio.TimerHandle | None = None
         self.proxy_header: tuple[Address, Address] | None = None
-        self.connecting: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        server = self.server
-        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        self.waiting = True  # for its hello (and header)
+        sock.setblocking(False)  # accept() does not pass O_NONBLOCK on
+        loop = server.loop
+        loop.handlers[self.fd] = self
+        loop.epoll.register(self.fd, EPOLLIN)
         server.counters.accepted += 1
-        if server.table.use_proxy_protocol:
+        table = server.table
+        if table.use_proxy_protocol:
             self.proxy_bytes = bytearray()
             # proxy-protocol-header-timeout: a load balancer that sends no header in time is cut off early.
-            self.header_deadline = server.loop.call_later(server.table.proxy_header_timeout, self._header_expired)
+            loop.call_later(table.proxy_header_timeout, self._header_expired)
         pending = server.pending
         pending[self] = None
         if len(pending) > server.options.max_pending_hellos:
-            oldest = next(iter(pending))
             server.counters.shed_pending += 1
-            oldest.close()
-        self.deadline = server.loop.call_later(server.options.hello_timeout, self._expire)
+            next(iter(pending)).close()
+        server.hello_deadlines.add(self)
 
-    def data_received(self, data: bytes) -> None:
+    def on_event(self, events: int) -> None:
+        if not events & EPOLLIN:
+            self.close()  # EPOLLERR or EPOLLHUP; while connecting upstream, the attempt ends too (_Connecting)
+            return
+        splicer = self.server.splicer
+        try:
+            count = self.sock.recv_into(splicer.buffer)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.close()
+            return
+        if not count:
+            self.close()  # EOF before the hello is complete: nothing to route
+            return
+        data = bytes(splicer.view[:count])
         try:
             if self.proxy_bytes is not None:
                 data = self._take_proxy_header(data)
@@ -216,6 +281,7 @@ class _HelloPhase(asyncio.Protocol):
             return
         if hello is not None:
             self._leave_pending()
+            self.server.loop.epoll.modify(self.fd, 0)  # nothing more from the client until it is spliced
             self.server.route(self, hello)
 
     def _take_proxy_header(self, data: bytes) -> bytes:
@@ -226,50 +292,121 @@ class _HelloPhase(asyncio.Protocol):
         if header is None:
             return b""
         self.proxy_bytes = None
-        if self.header_deadline is not None:
-            self.header_deadline.cancel()
         if header.source is not None and header.destination is not None:
             self.proxy_header = (header.source, header.destination)
         return bytes(buf[header.length:])  # type: ignore[index]
 
-    def eof_received(self) -> bool:
-        return False  # EOF before the hello is complete: nothing to route
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._leave_pending()
-        if self.header_deadline is not None:
-            self.header_deadline.cancel()
-        if self.connecting is not None:
-            self.connecting.cancel()
-
     def _header_expired(self) -> None:
-        if self.proxy_bytes is not None:
+        if self.proxy_bytes is not None and self.fd >= 0:
             self.server.counters.hello_timeouts += 1
             log.debug("no PROXY header in time; closing", extra=kv(peer=self._peer()))
             self.close()
 
-    def _expire(self) -> None:
-        self.server.counters.hello_timeouts += 1
-        log.debug("no ClientHello in time; closing", extra=kv(peer=self._peer()))
-        self.close()
+    def hello_expired(self) -> None:
+        if self.waiting and self.fd >= 0:
+            self.server.counters.hello_timeouts += 1
+            log.debug("no ClientHello in time; closing", extra=kv(peer=self._peer()))
+            self.close()
 
     def close(self) -> None:
+        """Close the client connection (before it is spliced)."""
         self._leave_pending()
-        self.transport.abort()
+        if self.fd >= 0:
+            loop = self.server.loop
+            del loop.handlers[self.fd]
+            self.fd = -1
+            loop.close_later(self)
 
     def _leave_pending(self) -> None:
-        if self.server.pending.pop(self, 0) is None:
-            self.deadline.cancel()
+        if self.waiting:
+            self.waiting = False
+            del self.server.pending[self]
 
     def addresses(self) -> tuple[Address, Address]:
         """(client, the address it connected to): from the PROXY header when there was one."""
         if self.proxy_header is not None:
             return self.proxy_header
-        peer = self.transport.get_extra_info("peername")
-        local = self.transport.get_extra_info("sockname")
+        peer = self.sock.getpeername()
+        local = self.sock.getsockname()
         return (peer[0], peer[1]), (local[0], local[1])
 
     def _peer(self) -> str:
-        peer = self.transport.get_extra_info("peername")
-        return f"{peer[0]}:{peer[1]}" if peer else "?"
+        try:
+            peer = self.sock.getpeername()
+        except OSError:
+            return "?"
+        return f"{peer[0]}:{peer[1]}"
 
+
+class _Connecting:
+    """The upstream connection of a routed client, one target after the other until one answers."""
+
+    __slots__ = ("server", "incoming", "targets", "first_bytes", "index", "sock", "fd")
+
+    def __init__(self, server: PassthroughServer, incoming: _Incoming, targets: tuple[Upstream, ...],
+                 first_bytes: bytes) -> None:
+        self.server, self.incoming, self.targets, self.first_bytes = server, incoming, targets, first_bytes
+        self.index = -1  # of the target being tried
+        self.sock: _socket.socket = None  # type: ignore[assignment]
+        self.fd = -1  # of the attempt under way
+
+    def next_target(self) -> None:
+        server = self.server
+        while True:
+            self.index += 1
+            if self.index == len(self.targets):
+                server.counters.unreachable += 1
+                self.incoming.close()
+                return
+            target = self.targets[self.index]
+            if isinstance(target, str):
+                sock = _socket.socket(socket.AF_UNIX, NONBLOCKING_STREAM)
+            else:
+                sock = _socket.socket(socket.AF_INET6 if ":" in target[0] else socket.AF_INET, NONBLOCKING_STREAM)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            result = sock.connect_ex(target)
+            if result in (0, errno.EINPROGRESS):
+                break
+            sock.close()
+            self._failed(os.strerror(result))
+        self.sock, self.fd = sock, sock.fileno()
+        loop = server.loop
+        loop.handlers[self.fd] = self
+        loop.epoll.register(self.fd, EPOLLOUT)
+        server.connect_deadlines.add((self, self.index))
+
+    def on_event(self, events: int) -> None:
+        if self.incoming.fd < 0:  # the client left meanwhile
+            self._drop_attempt()
+            return
+        error = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error or not events & EPOLLOUT:
+            self._drop_attempt()
+            self._failed(os.strerror(error) if error else "connection closed")
+            self.next_target()
+            return
+        self.fd = -1  # connected: the splicer owns the socket now
+        server = self.server
+        server.splice(self.incoming, self.sock, self.targets is server.nginx, self.first_bytes)
+
+    def _failed(self, error: str) -> None:
+        self.server.counters.connect_failures += 1
+        target = self.targets[self.index]
+        log.warning("cannot connect upstream", extra=kv(
+            upstream=target if isinstance(target, str) else f"{target[0]}:{target[1]}", error=error))
+
+    @staticmethod
+    def timed_out(entry: tuple[_Connecting, int]) -> None:
+        connecting, index = entry
+        if connecting.index != index or connecting.fd < 0:
+            return  # that attempt is over
+        connecting._drop_attempt()
+        if connecting.incoming.fd >= 0:
+            connecting._failed("timeout")
+            connecting.next_target()
+
+    def _drop_attempt(self) -> None:
+        loop = self.server.loop
+        del loop.handlers[self.fd]
+        loop.close_later(self)
+        self.fd = -1

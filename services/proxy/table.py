@@ -64,11 +64,12 @@ class RoutingTable:
 
     def apply(self, event: Snapshot | Update) -> None:
         if isinstance(event, Snapshot):
-            self._hosts.clear()
-            self.use_proxy_protocol = False
-            self.proxy_header_timeout = DEFAULT_PROXY_HEADER_TIMEOUT
+            # Built aside, then swapped in: the proxy's connection thread looks hosts up meanwhile.
+            fresh = RoutingTable()
             for key, value in event.state.items():
-                self._set(key, value)
+                fresh._set(key, value)
+            self._hosts = fresh._hosts
+            self.use_proxy_protocol, self.proxy_header_timeout = fresh.use_proxy_protocol, fresh.proxy_header_timeout
         else:
             self._set(event.key, event.value)
         self.changes += 1

@@ -1,0 +1,172 @@
+"""The proxy's connection loop: one thread, one epoll set, its own timers.
+
+The proxy's asyncio loop keeps the control work (the table subscription, the status file, signals); every
+connection lives here instead, on a bare epoll loop, which costs far less per connection (splice.py says how
+much). The two meet in three places only: the routing table (replaced whole or one key at a time, each an
+atomic assignment), counters read for the status file, and `call_soon_threadsafe`, which wakes this loop
+through an eventfd.
+
+Every object on the epoll set has an `on_event(events)` method. Sockets closed while handling a batch of
+events are closed after the batch, so that no new socket reuses the number of one whose events are still to
+be handled in it.
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import select
+import _socket
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Protocol
+
+log = logging.getLogger(__name__)
+
+MAX_EVENTS = 512
+# The longest the loop sleeps without a timer due: commands wake it at once, so this only bounds how late a
+# timer added from another thread could run (none is).
+MAX_SLEEP_SECONDS = 1.0
+
+
+class Closable(Protocol):
+    sock: _socket.socket
+
+
+class Deadlines:
+    """Deadlines that all run the same time from their start, so that they expire in the order they were
+    added: a queue instead of a heap. An entry whose work is done is left in place and skipped when it comes
+    due (`expire` gets it and decides)."""
+
+    def __init__(self, loop: EventLoop, seconds: float, expire: Callable[[Any], None]) -> None:
+        self.loop = loop
+        self.seconds = seconds
+        self.expire = expire
+        self.queue: deque[tuple[float, Any]] = deque()
+        loop.deadlines.append(self)
+
+    def add(self, item: Any) -> None:
+        deadline = time.monotonic() + self.seconds
+        if not self.queue:  # else the loop already wakes for the first entry, which is due earlier
+            self.loop.wake_by(deadline)
+        self.queue.append((deadline, item))
+
+    def run_due(self, now: float) -> float | None:
+        """Expire what is due; returns the next deadline, if any."""
+        queue = self.queue
+        while queue:
+            deadline, item = queue[0]
+            if deadline > now:
+                return deadline
+            queue.popleft()
+            self.expire(item)
+        return None
+
+
+class EventLoop:
+    def __init__(self) -> None:
+        self.epoll = select.epoll()
+        self.handlers: dict[int, Any] = {}  # fd -> the object whose on_event handles it
+        self.deadlines: list[Deadlines] = []
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []  # a heap, for the few irregular timers
+        self._timer_seq = 0
+        self._to_close: list[_socket.socket] = []
+        self._commands: deque[Callable[[], None]] = deque()
+        self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.epoll.register(self._wakeup, select.EPOLLIN)
+        self.handlers[self._wakeup] = self
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self._next_due = time.monotonic() + MAX_SLEEP_SECONDS  # when the timers need the loop next
+
+    def start(self, name: str) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def call_soon_threadsafe(self, command: Callable[[], None]) -> None:
+        """Run `command` on the loop's thread (from any thread)."""
+        self._commands.append(command)
+        os.eventfd_write(self._wakeup, 1)
+
+    def stop_threadsafe(self) -> None:
+        self.call_soon_threadsafe(self._stop)
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def call_later(self, seconds: float, callback: Callable[[], None]) -> None:
+        self._timer_seq += 1
+        due = time.monotonic() + seconds
+        heapq.heappush(self._timers, (due, self._timer_seq, callback))
+        self.wake_by(due)
+
+    def wake_by(self, due: float) -> None:
+        """Have the loop run its timers no later than `due` (on the loop's thread)."""
+        if due < self._next_due:
+            self._next_due = due
+
+    def close_later(self, closable: Closable) -> None:
+        """Close a socket (closing takes it off the epoll set) once the current batch of events is handled;
+        its handler must be gone from `handlers` already."""
+        self._to_close.append(closable.sock)
+
+    def on_event(self, events: int) -> None:  # the wakeup eventfd
+        os.eventfd_read(self._wakeup)
+        commands = self._commands
+        while commands:
+            commands.popleft()()
+
+    def _stop(self) -> None:
+        self._running = False
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException:
+            # A bug here leaves every connection of this process unserved: exit, and supervisord starts a
+            # fresh proxy (the other processes keep the port served meanwhile).
+            log.critical("the connection loop failed; exiting", exc_info=True)
+            logging.shutdown()
+            os._exit(1)
+        finally:
+            self.epoll.close()
+            os.close(self._wakeup)
+
+    def _loop(self) -> None:
+        poll, handlers, to_close = self.epoll.poll, self.handlers, self._to_close
+        monotonic = time.monotonic
+        timeout = MAX_SLEEP_SECONDS
+        while self._running:
+            for fd, events in poll(timeout, MAX_EVENTS):
+                handler = handlers.get(fd)
+                if handler is not None:  # None: closed earlier in this batch
+                    handler.on_event(events)
+            if to_close:
+                self._close_deferred()
+            now = monotonic()
+            if now >= self._next_due:
+                self._run_timers(now)
+            timeout = max(self._next_due - now, 0.0)
+
+    def _close_deferred(self) -> None:
+        for sock in self._to_close:
+            sock.close()
+        self._to_close.clear()
+
+    def _run_timers(self, now: float) -> None:
+        """Run what is due, and note when the loop is needed next (what the callbacks add notes itself)."""
+        self._next_due = now + MAX_SLEEP_SECONDS
+        for deadlines in self.deadlines:
+            due = deadlines.run_due(now)
+            if due is not None:
+                self.wake_by(due)
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            heapq.heappop(timers)[2]()
+        if timers:
+            self.wake_by(timers[0][0])
+        if self._to_close:  # timers close sockets too
+            self._close_deferred()
