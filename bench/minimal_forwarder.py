@@ -29,7 +29,7 @@ class Forwarder:
         self.epoll = select.epoll()
         self.handlers: dict[int, object] = {}
         self.to_close: list[Side] = []
-        self.splicer = Splicer(self.epoll, self.handlers, self.to_close.append, lambda side: None)
+        self.splicer = Splicer(self.epoll, self.handlers, self.close_later, lambda side: None)
         self.epoll.register(self.listener.fileno(), EPOLLIN)
 
     def run(self) -> None:
@@ -49,6 +49,10 @@ class Forwarder:
             for side in self.to_close:
                 side.sock.close()
             self.to_close.clear()
+
+    def close_later(self, fd: int, side: Side) -> None:
+        del self.handlers[fd]
+        self.to_close.append(side)
 
     def accept(self) -> None:
         fd, _ = self.listener._accept()

@@ -108,9 +108,10 @@ class EventLoop:
         if due < self._next_due:
             self._next_due = due
 
-    def close_later(self, closable: Closable) -> None:
-        """Close a socket (closing takes it off the epoll set) once the current batch of events is handled;
-        its handler must be gone from `handlers` already."""
+    def close_later(self, fd: int, closable: Closable) -> None:
+        """Forget the handler of `fd` now, and close its socket (which takes it off the epoll set) once the current
+        batch of events is handled."""
+        del self.handlers[fd]
         self._to_close.append(closable.sock)
 
     def on_event(self, events: int) -> None:  # the wakeup eventfd

@@ -183,10 +183,10 @@ class PassthroughServer:
 
 
 class _Listener:
-    __slots__ = ("server", "sock", "family", "paused")
+    __slots__ = ("server", "sock", "family")
 
     def __init__(self, server: PassthroughServer, sock: socket.socket) -> None:
-        self.server, self.sock, self.family, self.paused = server, sock, int(sock.family), False
+        self.server, self.sock, self.family = server, sock, int(sock.family)
 
     def on_event(self, events: int) -> None:
         # One connection per event, as nginx without multi_accept: the epoll set reports the listener again
@@ -206,20 +206,15 @@ class _Listener:
     def _pause(self) -> None:
         loop = self.server.loop
         loop.epoll.modify(self.sock.fileno(), 0)
-        self.paused = True
 
         def resume() -> None:
-            if self.paused and self.sock.fileno() >= 0:
-                self.paused = False
+            if self.sock.fileno() >= 0:  # not closed since (stop_accepting)
                 loop.epoll.modify(self.sock.fileno(), EPOLLIN)
         loop.call_later(ACCEPT_PAUSE_SECONDS, resume)
 
     def close(self) -> None:
-        loop = self.server.loop
         if self.sock.fileno() >= 0:
-            del loop.handlers[self.sock.fileno()]
-            loop.close_later(self)
-        self.paused = False
+            self.server.loop.close_later(self.sock.fileno(), self)
 
 
 class _Incoming:
@@ -312,10 +307,8 @@ class _Incoming:
         """Close the client connection (before it is spliced)."""
         self._leave_pending()
         if self.fd >= 0:
-            loop = self.server.loop
-            del loop.handlers[self.fd]
+            self.server.loop.close_later(self.fd, self)
             self.fd = -1
-            loop.close_later(self)
 
     def _leave_pending(self) -> None:
         if self.waiting:
@@ -406,7 +399,5 @@ class _Connecting:
             connecting.next_target()
 
     def _drop_attempt(self) -> None:
-        loop = self.server.loop
-        del loop.handlers[self.fd]
-        loop.close_later(self)
+        self.server.loop.close_later(self.fd, self)
         self.fd = -1

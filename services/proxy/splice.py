@@ -55,11 +55,11 @@ class Side:
 class Splicer:
     """Copies between the sides of every spliced pair of one epoll set."""
 
-    def __init__(self, epoll: select.epoll, handlers: dict[int, object], close_later: Callable[[Side], None],
+    def __init__(self, epoll: select.epoll, handlers: dict[int, object], close_later: Callable[[int, Side], None],
                  on_pair_closed: Callable[[Side], None]) -> None:
         self.epoll = epoll
         self.handlers = handlers  # fd -> what handles its events (the loop's table)
-        self.close_later = close_later
+        self.close_later = close_later  # forgets the fd's handler, closes the socket after the batch of events
         self.on_pair_closed = on_pair_closed
         self.buffer = bytearray(READ_SIZE)
         self.view = memoryview(self.buffer)
@@ -72,7 +72,7 @@ class Splicer:
         self.handlers[client_side.fd] = client_side
         self.handlers[upstream_side.fd] = upstream_side
         self.send(upstream_side, first_bytes)
-        if not upstream_side.pending:
+        if upstream_side.fd >= 0 and not upstream_side.pending:  # else send() closed the pair, or watches it
             self.watch(client_side)
             self.watch(upstream_side)
         return client_side
@@ -136,7 +136,6 @@ class Splicer:
     def close_pair(self, side: Side) -> None:
         for each in (side, side.peer):
             if each.fd >= 0:
-                del self.handlers[each.fd]
+                self.close_later(each.fd, each)
                 each.fd = -1
-                self.close_later(each)
         self.on_pair_closed(side)
