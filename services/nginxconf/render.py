@@ -97,6 +97,22 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
     ("ssl-client-cert", "$pyngress_client_cert"),
 )
 
+
+
+def _header_sources(*, use_forwarded_headers: bool, compute_full_forwarded_for: bool) -> dict[str, str]:
+    """The variable each $pyngress_forwarded_* header value is read from in the profiles' locations. When a
+    client's X-Forwarded-* are not trusted those maps only copy another variable, and every request paid for
+    the copy (a map lowercases and hashes its key: about 3,500 instructions a request for the four); the
+    maps stay defined for what else reads them (external_auth.lua, snippets), and unread maps cost nothing."""
+    sources = {}
+    if not use_forwarded_headers:
+        sources.update({"$pyngress_forwarded_proto": "$scheme", "$pyngress_forwarded_host": "$pyngress_best_http_host",
+                        "$pyngress_forwarded_port": "$pyngress_server_port"})
+    if not (use_forwarded_headers and compute_full_forwarded_for):
+        sources["$pyngress_forwarded_for"] = "$remote_addr"
+    return sources
+
+
 # gRPC backends (backend-protocol GRPC, GRPCS) are spoken to with nginx's grpc module: its own pass and header
 # directives, and its own timeouts, which take the proxy ones' values as in ingress-nginx.
 GRPC_SCHEMES = frozenset({"grpc", "grpcs"})
@@ -635,6 +651,8 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         shared_dict_size=SHARED_DICT_SIZE,
         ssl_passthrough=bool(config.ssl_passthrough),
         use_forwarded_headers=bool(config.use_forwarded_headers),
+        header_sources=_header_sources(use_forwarded_headers=bool(config.use_forwarded_headers),
+                                      compute_full_forwarded_for=server.compute_full_forwarded_for),
         use_proxy_protocol=bool(config.use_proxy_protocol),
         blocked=block_lists(config.blocked),
         http_settings=http_settings,

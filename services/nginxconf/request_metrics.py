@@ -40,10 +40,9 @@ class HistogramSpec:
     bucket_kind: str   # "time", "length" or "size": which bucket flag sets its bounds
 
 
-REQUEST_TIME = "request_time"
 # ingress-nginx's request histograms, in the order their numbers appear in a batch.
 HISTOGRAMS = (
-    HistogramSpec("request_duration_seconds", "The request processing time in milliseconds", REQUEST_TIME, "time"),
+    HistogramSpec("request_duration_seconds", "The request processing time in milliseconds", "request_time", "time"),
     HistogramSpec("response_duration_seconds", "The time spent on receiving the response from the upstream server",
                   "upstream_response_time", "time"),
     HistogramSpec("connect_duration_seconds", "The time spent on establishing a connection with the upstream server",
@@ -84,11 +83,9 @@ class RequestMetricsLayout:
 
     @property
     def read_variables(self) -> tuple[str, ...]:
-        """The nginx variables the histograms observe, each once, in order; not request_time, which monitor.lua
-        takes from the request's start time. nginx.conf joins them into $pyngress_observed."""
-        names = dict.fromkeys(spec.variable for spec, _ in self.histograms)
-        names.pop(REQUEST_TIME, None)
-        return tuple(names)
+        """The nginx variables the histograms observe, each once, in order. nginx.conf joins them, after $status
+        and $request_method, into $pyngress_observed."""
+        return tuple(dict.fromkeys(spec.variable for spec, _ in self.histograms))
 
     def lua_config(self) -> dict:
         """monitor.lua's settings."""

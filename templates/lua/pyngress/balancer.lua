@@ -10,11 +10,12 @@ local balancer = require("ngx.balancer")
 local store = require("pyngress.store")
 local affinity = require("pyngress.affinity")
 
-local match, random = string.match, math.random
+local match, gmatch, random = string.match, string.gmatch, math.random
 
 local _M = {}
 
--- "10.0.0.1:8080" or "[fd00::1]:8080" -> {address, port}; set_current_peer takes IPv6 in brackets.
+-- "10.0.0.1:8080" or "[fd00::1]:8080" -> {address, port, text}; set_current_peer takes IPv6 in brackets, and
+-- $upstream_addr names the endpoint as `text`.
 local function endpoint_of(text, name)
     local address, port = match(type(text) == "string" and text or "", "^([%x.:%[%]]+):(%d+)$")
     port = tonumber(port)
@@ -23,7 +24,7 @@ local function endpoint_of(text, name)
     if not (ipv4 or ipv6) or port < 1 or port > 65535 then
         error(name .. ": endpoint " .. tostring(text) .. " is not <ip>:<port> or [<ipv6>]:<port>", 0)
     end
-    return { address, port }
+    return { address, port, address .. ":" .. port }
 end
 
 -- One backend's entry of the backends table: its endpoints.
@@ -44,59 +45,115 @@ store.define("backends", { entry = entry_of })
 -- (its backend changed or went) takes its cursor with it.
 local cursors = setmetatable({}, { __mode = "k" })
 
--- `fixed`: the backend an upstream of its own always uses (auth-keepalive's); else the router's choice.
-function _M.balance(fixed)
-    local ctx = ngx.ctx
+-- The endpoints of `fixed` (the backend an upstream of its own always uses: auth-keepalive's), else of the
+-- router's choice: the canary when it chose it, else the route's backend.
+local function peers_of(fixed, var)
+    local name = fixed
+    if not name then
+        name = var.proxy_alternative_upstream_name
+        if name == "" then
+            name = var.proxy_upstream_name
+        end
+    end
+    local peers = store.current("backends")[name]
+    if not peers or #peers == 0 then
+        -- The router answers 503 for this; only a push between the two phases gets here.
+        ngx.log(ngx.ERR, "backend ", name, " has no endpoints")
+        return nil
+    end
+    return peers
+end
+
+-- The place in `peers` of the endpoint this request tried last: $upstream_addr lists the endpoints tried ("a, b"),
+-- and " : " for the try under way.
+local function last_tried(peers)
+    local last
+    for address in gmatch(ngx.var.upstream_addr or "", "[^,%s]+") do
+        if address ~= ":" then
+            last = address
+        end
+    end
+    for i = 1, #peers do
+        if peers[i][3] == last then
+            return i
+        end
+    end
+    return nil
+end
+
+-- A retry after proxy_next_upstream: the next endpoint (each once per request), unless affinity keeps the session
+-- where it is. Only retries and the routes that chose an endpoint in the router (affinity, hashing, ewma) keep their
+-- state in ngx.ctx: making it costs every request that has it more than the rest of the balancer.
+local function next_index(fixed, ctx)
     local peers = ctx.pyngress_peers
-    local index
-    if peers then
-        -- A retry after proxy_next_upstream: the next endpoint, unless affinity keeps the session where it is.
-        local session = ctx.pyngress_affinity
-        if session == "stay" then
-            index = ctx.pyngress_index
-        elseif session then
-            index = affinity.move(session, peers, ctx.pyngress_index)  -- the session moves, and its cookie
-        else
-            index = ctx.pyngress_index % #peers + 1
+    if not peers then
+        -- Round robin's first try kept nothing: the endpoint after the one it tried.
+        peers = peers_of(fixed, ngx.var)
+        if not peers then
+            return nil
         end
-    else
-        local var = ngx.var
-        local name = fixed
-        if not name then
-            name = var.proxy_alternative_upstream_name  -- the canary, when the router chose it
-            if name == "" then
-                name = var.proxy_upstream_name
-            end
-        end
-        peers = store.current("backends")[name]
-        if not peers or #peers == 0 then
-            -- The router answers 503 for this; only a push between the two phases gets here.
-            ngx.log(ngx.ERR, "backend ", name, " has no endpoints")
-            return ngx.exit(500)
-        end
-        -- affinity.lua's choice for this request, if any; else round robin.
-        index = not fixed and tonumber(var.pyngress_peer)
-        if index and index < 0 then
+        ctx.pyngress_peers = peers
+        return peers, (last_tried(peers) or random(#peers)) % #peers + 1
+    end
+    local session = ctx.pyngress_affinity
+    if session == "stay" then
+        return peers, ctx.pyngress_index
+    elseif session then
+        return peers, affinity.move(session, peers, ctx.pyngress_index)  -- the session moves, and its cookie
+    end
+    return peers, ctx.pyngress_index % #peers + 1
+end
+
+-- The first try: the endpoint the router chose (affinity.lua, hashing.lua, ewma.lua), else the next in this
+-- worker's round robin.
+local function first_index(fixed)
+    local var = ngx.var
+    local peers = peers_of(fixed, var)
+    if not peers then
+        return nil
+    end
+    local index = not fixed and tonumber(var.pyngress_peer)
+    if index then
+        local ctx = ngx.ctx
+        if index < 0 then
             index = -index  -- ewma.lua's choice: its record() measures this request's endpoint
             ctx.pyngress_ewma = true
-        elseif index then
+        else
             local session = var.pyngress_affinity
             ctx.pyngress_affinity = session ~= "" and session or nil
         end
-        if not index or not peers[index] then
-            index = (cursors[peers] or random(#peers)) % #peers + 1
-            cursors[peers] = index
-        end
-        ctx.pyngress_peers = peers
-        if #peers > 1 then
-            balancer.set_more_tries(#peers - 1)
+        if peers[index] then
+            ctx.pyngress_peers, ctx.pyngress_index = peers, index
+        else
+            index = nil
         end
     end
-    ctx.pyngress_index = index
+    if not index then
+        index = (cursors[peers] or random(#peers)) % #peers + 1
+        cursors[peers] = index
+    end
+    if #peers > 1 then
+        balancer.set_more_tries(#peers - 1)
+    end
+    return peers, index
+end
+
+function _M.balance(fixed)
+    local peers, index
+    if balancer.get_last_failure() then
+        local ctx = ngx.ctx
+        peers, index = next_index(fixed, ctx)
+        ctx.pyngress_index = index
+    else
+        peers, index = first_index(fixed)
+    end
+    if not peers then
+        return ngx.exit(500)
+    end
     local peer = peers[index]
     local ok, err = balancer.set_current_peer(peer[1], peer[2])
     if not ok then
-        ngx.log(ngx.ERR, "cannot use endpoint ", peer[1], ":", peer[2], ": ", err)
+        ngx.log(ngx.ERR, "cannot use endpoint ", peer[3], ": ", err)
         return ngx.exit(500)
     end
 end

@@ -11,6 +11,9 @@ local DECAY_SECONDS = 10
 local _M = {}
 
 local stats = {}  -- "ip:port" -> { ewma = seconds, at = ngx.now() of the last measure }
+-- Whether this worker has balanced a request by ewma: until then record() does not look at ngx.ctx, which it
+-- would make for every request (the balancer makes it only for the requests that need it).
+local picked = false
 
 local function key(peer)
     return peer[1] .. ":" .. peer[2]
@@ -39,13 +42,13 @@ function _M.pick(peers)
         chosen = score(peers[b], now) < score(peers[a], now) and b or a
     end
     ngx.var.pyngress_peer = -chosen
+    picked = true
 end
 
 -- In the log phase of a request _M.pick balanced: fold each endpoint's time into its average (a retried
 -- request lists every endpoint it tried).
 function _M.record()
-    local ctx = ngx.ctx
-    if not ctx.pyngress_ewma then
+    if not picked or not ngx.ctx.pyngress_ewma then
         return
     end
     local var = ngx.var

@@ -1,11 +1,14 @@
 --[[
 Per-request metrics (services/nginxconf/request_metrics.py describes the batch format).
 
-record() runs in the log phase of every request on the public server: it adds the request to this
-worker's table, keyed by its labels. Once a second (and when the worker exits) the table goes to the
-pyngress_metrics shared dictionary as one JSON batch; the syncer pops the batches (take()). When the
-dictionary is full (nobody collected for a long time) the worker keeps adding to its table and tries again
-a second later: totals are never lost, they only arrive later.
+record() runs in the log phase of every request on the public server. It only counts the request's
+$pyngress_observed line (status, method, observed values, labels) in a table keyed by the line: under load most
+requests repeat a line seen shortly before (times are in milliseconds), so record() costs one variable read and one
+table update. count() parses each distinct line once, folding it into this worker's counts keyed by labels, when
+BATCH_LINES distinct lines wait and before each flush. Once a second (and when the worker exits) the counts go to
+the pyngress_metrics shared dictionary as one JSON batch; the syncer pops the batches (take()). When the
+dictionary is full (nobody collected for a long time) the worker keeps adding to its counts and tries again a
+second later: totals are never lost, they only arrive later.
 
 The router sets $pyngress_metric to the labels of the route (host, namespace, ingress, service, path, canary;
 labels_of() makes them); it stays empty when no Ingress defines the request's host.
@@ -13,20 +16,23 @@ labels_of() makes them); it stays empty when no Ingress defines the request's ho
 local cjson = require("cjson.safe")
 local settings = require("pyngress.settings")
 
-local tonumber, concat, gsub, find, sub = tonumber, table.concat, string.gsub, string.find, string.sub
-local now, start_time, get_method = ngx.now, ngx.req.start_time, ngx.req.get_method
+local tonumber, concat, gsub, find, sub, byte = tonumber, table.concat, string.gsub, string.find, string.sub, string.byte
 local new_table = require("table.new")
 local clear_table = require("table.clear")
 
 local EMPTY_LABELS = "\t\t\t\t\t"  -- after the host: no namespace, ingress, service, path or canary
+local PIPE = byte("|")
 local QUEUE = "batches"
 local FLUSH_SECONDS = 1
+local BATCH_LINES = 512  -- bounds the distinct lines kept between two counts (about 100 KiB)
 
 local _M = {}
 
 local pending = {}   -- this worker's counts since its last batch (numbers_for)
 local pending_count = 0
-local observed = {}  -- this request's value of each observed variable (false: none), [0] its time
+local lines = new_table(0, BATCH_LINES)  -- $pyngress_observed -> how many requests not counted yet sent it
+local line_count = 0  -- distinct lines in `lines`
+local observed = {}  -- one line's value of each observed variable (false: none)
 
 -- The numbers of one labels key, all zero (layout in request_metrics.py).
 local function new_numbers(width)
@@ -59,52 +65,79 @@ local function numbers_for(labels, status, method, width)
     return numbers
 end
 
-function _M.record()
-    local config = settings.metrics
-    if not config then
-        return
-    end
-    -- One variable read: "<value>|<value>|...|<labels>" ($pyngress_observed in nginx.conf).
-    local line = ngx.var.pyngress_observed
-    local start = 1
+-- Adds `requests` requests of one line ("<status>|<method>|<value>|...|<labels>") to the counts.
+local function count_line(config, line, requests)
+    local stop = find(line, "|", 1, true)
+    local status = sub(line, 1, stop - 1)
+    local start = stop + 1
+    stop = find(line, "|", start, true)
+    local method = sub(line, start, stop - 1)
+    start = stop + 1
     for v = 1, config.read_count do
-        local stop = find(line, "|", start, true)
+        stop = find(line, "|", start, true)
         -- A retried request has "0.001, 0.002": not a number, not observed (as in ingress-nginx).
         observed[v] = tonumber(sub(line, start, stop - 1)) or false
         start = stop + 1
     end
-    observed[0] = now() - start_time()  -- request_time, from the same fields as $request_time
     local labels = sub(line, start)
     if labels == "" then
-        if not config.per_undefined_host then
-            if config.per_host then
-                return  -- a host no Ingress defines (ingress-nginx's --metrics-per-undefined-host)
-            end
-            labels = EMPTY_LABELS  -- the collector drops the host label
-        else
-            labels = gsub(ngx.var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
+        if config.per_host then
+            return  -- a host no Ingress defines (ingress-nginx's --metrics-per-undefined-host)
         end
+        labels = EMPTY_LABELS  -- the collector drops the host label
     end
-    -- ngx.status and get_method are read without a variable lookup (what $status and $request_method give).
-    local numbers = numbers_for(labels, ngx.status, get_method(), config.width)
-    numbers[1] = numbers[1] + 1
+    local numbers = numbers_for(labels, status, method, config.width)
+    numbers[1] = numbers[1] + requests
     local histograms = config.histograms
     for h = 1, #histograms do
         local histogram = histograms[h]
         local value = observed[histogram.variable_index]
         if value then
             local bounds, base = histogram.buckets, histogram.offset
-            local slot, count = 1, #bounds
-            while slot <= count and value > bounds[slot] do
+            local slot, last = 1, #bounds
+            while slot <= last and value > bounds[slot] do
                 slot = slot + 1
             end
-            numbers[base + slot] = numbers[base + slot] + 1
-            numbers[base + count + 2] = numbers[base + count + 2] + value
+            numbers[base + slot] = numbers[base + slot] + requests
+            numbers[base + last + 2] = numbers[base + last + 2] + value * requests
         end
     end
 end
 
+-- Folds the kept lines into the counts.
+local function count()
+    local config = settings.metrics
+    for line, requests in pairs(lines) do
+        count_line(config, line, requests)
+    end
+    clear_table(lines)
+    line_count = 0
+end
+
+function _M.record()
+    local config = settings.metrics
+    if not config then
+        return
+    end
+    local line = ngx.var.pyngress_observed
+    if byte(line, -1) == PIPE and config.per_undefined_host then
+        -- No labels: a host no Ingress defines, counted under its name (--metrics-per-undefined-host).
+        line = line .. gsub(ngx.var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
+    end
+    local requests = lines[line]
+    if requests then
+        lines[line] = requests + 1
+        return
+    end
+    lines[line] = 1
+    line_count = line_count + 1
+    if line_count >= BATCH_LINES then
+        count()
+    end
+end
+
 local function flush()
+    count()
     if pending_count == 0 then
         return
     end
@@ -171,13 +204,13 @@ function _M.host_labels(host)
     return host .. EMPTY_LABELS
 end
 
--- settings.metrics from the rendered layout: each histogram's offset into a key's numbers, and where record()
--- finds its value (0: the request time; else the place of its variable in $pyngress_observed).
+-- settings.metrics from the rendered layout: each histogram's offset into a key's numbers, and where count_line()
+-- finds its value (the place of its variable in $pyngress_observed, after the status and the method).
 function _M.configure(values)
     if not values then
         return nil
     end
-    local index_of = { request_time = 0 }
+    local index_of = {}
     for i, name in ipairs(values.read_variables) do
         index_of[name] = i
     end

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import time
 
 import pytest
@@ -91,6 +92,35 @@ def test_requests_are_counted_with_ingress_nginx_labels_and_histograms(nginx, ba
     assert sample(samples, "nginx_ingress_controller_response_size_count", path="/", method="POST") == 1
     # The deprecated summary, per Ingress.
     assert sample(samples, "nginx_ingress_controller_ingress_upstream_latency_seconds_count", ingress="web") == 5
+
+
+def test_more_distinct_requests_than_a_worker_keeps_between_batches_are_all_counted(nginx, backends):
+    # monitor.lua keeps each distinct line (status, method, observed values, labels) with a count, and folds them
+    # into its totals every 512 distinct lines: 1,000 requests with headers of 1,000 sizes, pipelined on one
+    # connection (so one worker, within a fraction of its one-second batch), make 1,000 lines.
+    # (A Service without endpoints: nginx answers 503 itself, quickly, and counts the request for its route.)
+    nginx.push({"many.example.test": HostRoutes(prefix={"/": Route("team-none-80", ingress="team/none")})}, backends)
+    totals = RequestTotals(LAYOUT)
+    nginx.api("GET", "/configuration/metrics")
+    sizes = range(1, 1001)
+    with socket.create_connection(("127.0.0.1", nginx.http_port), timeout=10) as connection:
+        connection.sendall(b"".join(f"GET / HTTP/1.1\r\nHost: many.example.test\r\nX-Pad: {'x' * size}\r\n\r\n"
+                                    .encode() for size in sizes))
+        answers = b""
+        while answers.count(b"HTTP/1.1 ") < len(sizes):
+            chunk = connection.recv(65536)
+            assert chunk, answers[-200:]
+            answers += chunk
+    assert answers.count(b"HTTP/1.1 503 ") == len(sizes)
+
+    samples = collect(nginx, totals, len(sizes))
+
+    assert sample(samples, "nginx_ingress_controller_requests", host="many.example.test", method="GET",
+                  status="503") == len(sizes)
+    size = "nginx_ingress_controller_request_size"
+    assert sample(samples, size + "_count", host="many.example.test") == len(sizes)
+    # Each request's length is its padding plus the same request line and headers: the sum says each was added.
+    assert sample(samples, size + "_sum", host="many.example.test") >= sum(sizes) + len(sizes) * 50
 
 
 def test_unrouted_requests_have_empty_labels_and_undefined_hosts_are_not_counted(nginx, backends):

@@ -10,6 +10,8 @@ from services.nginxconf.config import LocationProfile
 from services.syncer.model_types import HostRoutes
 from services.nginxconf.tables import NginxPushError
 
+from tests.support.net import free_port
+
 from .conftest import closed_endpoint, route
 
 HOST = "example.test"
@@ -102,6 +104,19 @@ def test_round_robin_over_endpoints_and_failover_on_refused_connections(nginx, e
     answered = [nginx.get("/rr").backend for _ in range(12)]
     assert set(answered) == {"rr-1", "rr-2"}
     assert all(nginx.get("/failover").status == 200 for _ in range(6))
+
+
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6], ids=["ipv4", "ipv6"])
+def test_a_retry_tries_each_endpoint_once_so_one_live_endpoint_of_three_always_answers(nginx, echo, family):
+    # A first try keeps no state (the balancer finds the endpoint tried last in $upstream_addr): each retry must
+    # go on from there, or some requests would try a refusing endpoint twice and answer 502.
+    live = echo(f"live-{family.name}", family)
+    refused = [live.endpoint.rsplit(":", 1)[0] + f":{free_port()}" for _ in range(2)]
+    nginx.push({HOST: HostRoutes(prefix={"/": route("three")})}, {"three": [refused[0], live.endpoint, refused[1]]})
+
+    answers = [nginx.get("/") for _ in range(12)]
+    assert [a.status for a in answers] == [200] * 12
+    assert {a.backend for a in answers} == {f"live-{family.name}"}
 
 
 def test_ipv6_endpoints(nginx, echo):
