@@ -120,7 +120,7 @@ function _M.record()
         return
     end
     local line = ngx.var.pyngress_observed
-    if byte(line, -1) == PIPE and config.per_undefined_host then
+    if config.per_undefined_host and byte(line, -1) == PIPE then
         -- No labels: a host no Ingress defines, counted under its name (--metrics-per-undefined-host).
         line = line .. gsub(ngx.var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
     end
