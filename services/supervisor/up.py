@@ -6,6 +6,7 @@ names), so one command line configures the whole tree.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -14,6 +15,12 @@ from services.common.files import ensure_private_dir
 from services.common.settings import Settings, env_name
 
 SUPERVISORD_CONF = Path(__file__).resolve().parents[2] / "supervisord.conf"
+# What supervisord runs: SUPERVISORD_CONF without the programs this tree does not start. Not named
+# supervisord.conf, which supervisorctl would read when run from the run dir (without the PYNGRESS_* variables).
+EFFECTIVE_CONF_NAME = "supervisord.programs.conf"
+
+_SECTION = re.compile(r"^\[([^\]]+)\]", re.M)
+_AUTOSTART = re.compile(r"^autostart=%\(ENV_(\w+)\)s\s*$", re.M)
 
 
 def environment(settings: Settings) -> dict[str, str]:
@@ -27,6 +34,23 @@ def environment(settings: Settings) -> dict[str, str]:
     return env
 
 
+def started_programs_only(conf: str, env: dict[str, str]) -> str:
+    """`conf` without the [program:*] sections whose autostart variable is "false" in `env`. supervisord stops one
+    program at a time on SIGTERM, one turn of its loop each, and a turn in which no program writes anything waits
+    a whole second: every program that never ran made each stop a second longer (three seconds of six for an
+    ingress controller without passthrough or CNI). Sections are the blocks between blank lines, each with its
+    comments above its header, as supervisord.conf is written."""
+    kept = []
+    for block in conf.split("\n\n"):
+        header = _SECTION.search(block)
+        autostart = _AUTOSTART.search(block)
+        if header and header.group(1).startswith("program:") and autostart \
+                and env.get(autostart.group(1), "").lower() == "false":
+            continue
+        kept.append(block)
+    return "\n\n".join(kept)
+
+
 def run(settings: Settings) -> int:
     ensure_private_dir(settings.paths.run_dir)
     ensure_private_dir(Path(settings.paths.run_dir) / "supervisord.d")
@@ -35,6 +59,9 @@ def run(settings: Settings) -> int:
     if not supervisord:
         print("pyngress up: supervisord not found; run `make setup` (it installs supervisor into .venv)", file=sys.stderr)
         return 1
+    env = environment(settings)
+    conf = Path(settings.paths.run_dir) / EFFECTIVE_CONF_NAME
+    conf.write_text(started_programs_only(SUPERVISORD_CONF.read_text(), env))
     # exec: SIGTERM to this process reaches supervisord, which stops the tree gracefully.
-    os.execve(supervisord, [supervisord, "-n", "-c", str(SUPERVISORD_CONF)], environment(settings))
+    os.execve(supervisord, [supervisord, "-n", "-c", str(conf)], env)
     return 0  # not reached
