@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_dataplane import (FORWARDED_HEADERS, HOST, PLAIN_HEADERS, Scenario,  # noqa: E402
                                    plain_ingress_cluster, start_ok_backend, static_proxy, stop_nginx)
 from tests.support.controller import Controller  # noqa: E402
+from tests.integration.proxy.harness import wait_listening  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
 # Where pyngress's instructions go: callgrind's inclusive count of the nginx and ngx_lua functions that run each part.
@@ -87,7 +88,7 @@ def count_instructions(name: str, conf: str, work: Path, warm: int, requests: in
                                 f"--callgrind-out-file={profile}", "nginx", "-p", str(directory), "-c",
                                 str(directory / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: _listening(port), 120, what=f"{name} under valgrind listening")
+        wait_listening(port, 120)  # valgrind starts nginx slowly
         send_requests(port, warm)
         subprocess.run(["callgrind_control", "--zero", str(process.pid)], check=True, capture_output=True)
         send_requests(port, requests)
@@ -110,14 +111,6 @@ def inclusive(profile: Path) -> dict[str, int]:
     for count, function in re.findall(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:(\w+) ", out, re.M):
         costs.setdefault(function, int(count.replace(",", "")))
     return costs
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 def main() -> None:

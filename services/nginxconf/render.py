@@ -98,7 +98,6 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
 )
 
 
-
 def _header_sources(*, use_forwarded_headers: bool, compute_full_forwarded_for: bool) -> dict[str, str]:
     """The variable each $pyngress_forwarded_* header value is read from in the profiles' locations. When a
     client's X-Forwarded-* are not trusted those maps only copy another variable, and every request paid for

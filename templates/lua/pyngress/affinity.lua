@@ -78,7 +78,7 @@ local function samesite_none_incompatible()
 end
 
 local function endpoint_hash(peer)
-    return md5(peer[1] .. ":" .. peer[2])
+    return md5(peer[3])
 end
 
 -- peers table (from the backends table) -> { [endpoint_hash] = index }, built once per table.

@@ -15,7 +15,7 @@ local match, gmatch, random = string.match, string.gmatch, math.random
 local _M = {}
 
 -- "10.0.0.1:8080" or "[fd00::1]:8080" -> {address, port, text}; set_current_peer takes IPv6 in brackets, and
--- $upstream_addr names the endpoint as `text`.
+-- `text` ("address:port") is how $upstream_addr names the endpoint and what ewma, hashing and affinity key it by.
 local function endpoint_of(text, name)
     local address, port = match(type(text) == "string" and text or "", "^([%x.:%[%]]+):(%d+)$")
     port = tonumber(port)

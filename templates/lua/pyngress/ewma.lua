@@ -15,12 +15,8 @@ local stats = {}  -- "ip:port" -> { ewma = seconds, at = ngx.now() of the last m
 -- would make for every request (the balancer makes it only for the requests that need it).
 local picked = false
 
-local function key(peer)
-    return peer[1] .. ":" .. peer[2]
-end
-
 local function score(peer, now)
-    local entry = stats[key(peer)]
+    local entry = stats[peer[3]]
     if not entry then
         return 0
     end

@@ -46,7 +46,7 @@ end
 function _M.rendezvous(key, peers)
     local best, best_score = 1, -1
     for i = 1, #peers do
-        local score = crc32(key .. "\0" .. peers[i][1] .. ":" .. peers[i][2])
+        local score = crc32(key .. "\0" .. peers[i][3])
         if score > best_score then
             best, best_score = i, score
         end

@@ -42,14 +42,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "c
         time.sleep(0.02)
 
 
-def wait_listening(port: int) -> None:
-    def accepts() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-    wait_for(accepts, what=f"a listener on port {port}")
+def accepts(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def wait_listening(port: int, timeout: float = 10.0) -> None:
+    wait_for(lambda: accepts(port), timeout, what=f"a listener on port {port}")
 
 
 # --- certificates ---------------------------------------------------------------------------------

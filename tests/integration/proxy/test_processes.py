@@ -1,9 +1,9 @@
 """Process-level behaviour of `pyngress proxy`: SO_REUSEPORT siblings, idle timeout, graceful stop."""
 import os
 import signal
-import socket
 
-from tests.integration.proxy.harness import PASS_HOST, ProxyProcess, TlsClient, closed_by_peer, free_port, wait_for
+from tests.integration.proxy.harness import (PASS_HOST, ProxyProcess, TlsClient, accepts, closed_by_peer, free_port,
+                                             wait_for)
 
 
 def test_kill_9_of_one_of_two_proxies_leaves_the_port_served(setup):
@@ -55,9 +55,3 @@ def test_sigterm_lets_established_connections_finish_and_refuses_new_ones(setup)
         proxy.stop()
 
 
-def accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
