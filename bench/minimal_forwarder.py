@@ -17,7 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.proxy.splice import EPOLLIN, EPOLLOUT, READ_SIZE, Side, Splicer  # noqa: E402
+from services.proxy.splice import (EPOLLIN, READ_EVENTS, READ_SIZE, READ_WRITE_EVENTS, Side,  # noqa: E402
+                                   Splicer)
 
 
 class Forwarder:
@@ -29,13 +30,14 @@ class Forwarder:
         self.epoll = select.epoll()
         self.handlers: dict[int, object] = {}
         self.to_close: list[Side] = []
-        self.splicer = Splicer(self.epoll, self.handlers, self.close_later, lambda side: None)
+        self.again: list[Side] = []
+        self.splicer = Splicer(self, lambda side: None)
         self.epoll.register(self.listener.fileno(), EPOLLIN)
 
     def run(self) -> None:
         listener_fd = self.listener.fileno()
         while True:
-            for fd, events in self.epoll.poll():
+            for fd, events in self.epoll.poll(0 if self.again else -1):
                 if fd == listener_fd:
                     self.accept()
                     continue
@@ -46,6 +48,10 @@ class Forwarder:
                     self.connected(*handler)
                 elif handler is not None:
                     self.first_bytes(handler)
+            again, self.again = self.again, []
+            for side in again:
+                if side.fd >= 0:
+                    side.on_event(EPOLLIN)
             for side in self.to_close:
                 side.sock.close()
             self.to_close.clear()
@@ -54,21 +60,28 @@ class Forwarder:
         del self.handlers[fd]
         self.to_close.append(side)
 
+    def ready(self, side: Side) -> None:
+        self.again.append(side)
+
     def accept(self) -> None:
         fd, _ = self.listener._accept()
         client = _socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fd)
         client.setblocking(False)
         self.handlers[fd] = client
-        self.epoll.register(fd, EPOLLIN)
+        self.first_bytes(client)  # as the proxy does: read first (they are usually in at accept), register after
+        self.epoll.register(fd, READ_EVENTS)
 
     def first_bytes(self, client: _socket.socket) -> None:
-        data = client.recv(READ_SIZE)
+        try:
+            data = client.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        self.handlers[client.fileno()] = None  # nothing more until spliced: its clients wait for the server
         upstream = _socket.socket(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
         upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         upstream.connect_ex(self.backend)  # EINPROGRESS: writable once connected
-        self.epoll.modify(client.fileno(), 0)
         self.handlers[upstream.fileno()] = (client, upstream, data)
-        self.epoll.register(upstream.fileno(), EPOLLOUT)
+        self.epoll.register(upstream.fileno(), READ_WRITE_EVENTS)
 
     def connected(self, client: _socket.socket, upstream: _socket.socket, data: bytes) -> None:
         self.splicer.pair(client, upstream, data)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import re
+import struct
 from dataclasses import dataclass
 
 MAX_HELLO_LENGTH = 16 * 1024
@@ -37,6 +38,12 @@ _HANDSHAKE_CLIENT_HELLO = 1
 _EXTENSION_SERVER_NAME = 0
 _NAME_TYPE_HOST_NAME = 0
 _HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
+# (content type, major version, record length, handshake type, length: high byte, low 16 bits)
+_HEADERS = struct.Struct(">BBxHBBH").unpack_from
+_EXTENSION_HEADER = struct.Struct(">HH").unpack_from  # (type, length)
+# Valid host names as sent -> their verdict. Only the proxy's connection thread parses hellos.
+SEEN_NAMES_KEPT = 4096
+_SEEN_NAMES: dict[bytes, Hello] = {}
 
 
 class ClientHelloError(ValueError):
@@ -65,7 +72,7 @@ class ClientHelloReader:
     __slots__ = ("raw", "max_hello_length", "_next_record", "_message", "_message_length", "result")
 
     def __init__(self, max_hello_length: int = MAX_HELLO_LENGTH) -> None:
-        self.raw = bytearray()
+        self.raw: bytes | bytearray = b""
         self.max_hello_length = max_hello_length
         self._next_record = 0  # offset in `raw` of the first record not yet unwrapped
         self._message = bytearray()  # handshake bytes unwrapped from the records so far
@@ -74,10 +81,21 @@ class ClientHelloReader:
 
     def feed(self, data: bytes) -> Hello | None:
         """Add bytes; returns the verdict once there is one, None while more bytes are needed."""
+        if not self.raw and self.result is None:
+            # Most clients send the whole hello in one record and one segment: parsed in place, nothing copied.
+            hello = _whole_hello(data, self.max_hello_length)
+            if hello is not None:
+                self.raw = data
+                self.result = hello
+                return hello
+            self.raw = bytearray()
         raw = self.raw
-        raw += data
-        if self.result is not None or not raw:
+        if self.result is not None:  # more bytes after the verdict: kept for replay
+            self.raw = raw + data
             return self.result
+        raw += data  # type: ignore[operator]  # a bytearray from here on
+        if not raw:
+            return None
         if raw[0] != _RECORD_HANDSHAKE or (len(raw) > 1 and raw[1] != 3):
             self.result = NOT_TLS
             return NOT_TLS
@@ -87,7 +105,7 @@ class ClientHelloReader:
             if self._message_length < 0 and len(self._message) >= 4:
                 self._read_handshake_header()
             if 0 <= self._message_length <= len(self._message) - 4:
-                self.result = _parse_client_hello(bytes(self._message[4:4 + self._message_length]))
+                self.result = _parse_client_hello(bytes(self._message[:4 + self._message_length]), 4)
                 return self.result
         return None
 
@@ -126,19 +144,34 @@ def _truncated(field: str) -> ClientHelloError:
     return ClientHelloError(f"ClientHello truncated in {field}")
 
 
-# The two parsers below walk the bytes with plain offsets rather than a reader object: they run once
-# per connection on the proxy's hot path, where every Python call counts.
+# The parsers below walk the bytes with plain offsets rather than a reader object: they run once per
+# connection on the proxy's hot path, where every Python operation counts.
 
-def _parse_client_hello(body: bytes) -> Hello:
-    """The ClientHello body (RFC 8446 section 4.1.2; RFC 5246 section 7.4.1.2 for older clients)."""
+def _whole_hello(data: bytes, max_hello_length: int) -> Hello | None:
+    """The verdict on `data` when it starts with one record that holds the whole ClientHello; None when it does
+    not (then the incremental reader decides, errors included)."""
+    if len(data) < 9:
+        return None
+    content_type, major, record_length, message_type, length_high, length_low = _HEADERS(data)
+    end = 9 + (length_high << 16 | length_low)
+    if content_type != _RECORD_HANDSHAKE or major != 3 or message_type != _HANDSHAKE_CLIENT_HELLO \
+            or end > 5 + record_length or record_length > MAX_RECORD_PAYLOAD or end - 9 > max_hello_length \
+            or 5 + record_length > len(data):
+        return None
+    return _parse_client_hello(data[:end], 9)
+
+
+def _parse_client_hello(body: bytes, pos: int) -> Hello:
+    """The ClientHello body: body[pos:] (RFC 8446 section 4.1.2; RFC 5246 section 7.4.1.2 for older clients)."""
     end = len(body)
-    if end < 35:
+    if end - pos < 35:
         raise _truncated("legacy_version, random and legacy_session_id")
-    if body[0] != 3:
+    if body[pos] != 3:
         raise ClientHelloError("ClientHello version is not TLS")
-    if body[34] > 32:
+    session_id_length = body[pos + 34]
+    if session_id_length > 32:
         raise ClientHelloError("legacy_session_id longer than 32 bytes")
-    pos = 35 + body[34]
+    pos += 35 + session_id_length
     if pos + 2 > end:
         raise _truncated("cipher_suites")
     length = body[pos] << 8 | body[pos + 1]
@@ -160,25 +193,27 @@ def _parse_client_hello(body: bytes) -> Hello:
     if extensions_end < end:
         raise ClientHelloError("bytes after the extensions block")
     pos += 2
-    seen: set[int] = set()
-    server_name: str | None = None
-    while pos < end:
-        if pos + 4 > end:
-            raise _truncated("extension header")
-        ext_type = body[pos] << 8 | body[pos + 1]
-        ext_end = pos + 4 + (body[pos + 2] << 8 | body[pos + 3])
-        if ext_end > end:
-            raise _truncated(f"extension {ext_type}")
-        if ext_type in seen:
-            raise ClientHelloError(f"extension {ext_type} appears twice")  # RFC 8446 section 4.2
-        seen.add(ext_type)
-        if ext_type == _EXTENSION_SERVER_NAME:
-            server_name = _parse_server_name(body, pos=pos + 4, end=ext_end)
-        pos = ext_end
-    return Hello(HelloKind.SNI, server_name) if server_name else NO_SNI
+    name_start = -1  # of the server_name extension's data
+    # Only server_name is checked for duplicates (RFC 8446 section 4.2 forbids any): two would leave the name
+    # to route on ambiguous, while the TLS server behind refuses a hello with other duplicates itself.
+    try:
+        while pos < end:
+            ext_type, length = _EXTENSION_HEADER(body, pos)
+            pos += 4 + length
+            if ext_type == 0:  # server_name
+                if name_start >= 0:
+                    raise ClientHelloError("extension 0 (server_name) appears twice")
+                name_start, name_end = pos - length, pos
+    except struct.error:
+        raise _truncated("extension header") from None
+    if pos > end:
+        raise _truncated(f"extension {ext_type}")
+    if name_start < 0:
+        return NO_SNI
+    return _server_name(body, name_start, name_end)
 
 
-def _parse_server_name(body: bytes, *, pos: int, end: int) -> str | None:
+def _server_name(body: bytes, pos: int, end: int) -> Hello:
     """The server_name extension (RFC 6066 section 3): a list of (name_type, name) entries."""
     if pos + 2 > end:
         raise _truncated("server_name_list")
@@ -190,7 +225,7 @@ def _parse_server_name(body: bytes, *, pos: int, end: int) -> str | None:
     pos += 2
     if pos == end:
         raise ClientHelloError("empty server_name_list")
-    host: str | None = None
+    hello: Hello | None = None
     while pos < end:
         if pos + 3 > end:
             raise _truncated("server_name")
@@ -199,15 +234,20 @@ def _parse_server_name(body: bytes, *, pos: int, end: int) -> str | None:
         if name_end > end:
             raise _truncated("server_name")
         if name_type == _NAME_TYPE_HOST_NAME:
-            if host is not None:
+            if hello is not None:
                 raise ClientHelloError("two host_name entries in server_name")
-            host = _host_name(body[pos + 3:name_end])
+            hello = _host_name(body[pos + 3:name_end])
         # no other name type is defined; unknown ones carry nothing we route on
         pos = name_end
-    return host
+    return hello or NO_SNI
 
 
-def _host_name(name: bytes) -> str:
+def _host_name(name: bytes) -> Hello:
+    """The verdict for a host_name; the names seen last are remembered, so that the clients of a busy host
+    cost one lookup each."""
+    hello = _SEEN_NAMES.get(name)
+    if hello is not None:
+        return hello
     try:
         text = name.decode("ascii").lower()
     except UnicodeDecodeError:
@@ -217,4 +257,7 @@ def _host_name(name: bytes) -> str:
         text = text[:-1]
     if len(text) > 253 or not _HOST_NAME.fullmatch(text):
         raise ClientHelloError(f"SNI host_name {text[:64]!r} is not a valid DNS name")
-    return text
+    if len(_SEEN_NAMES) >= SEEN_NAMES_KEPT:
+        _SEEN_NAMES.clear()  # names are the client's choice: bounded, and any client may start it over
+    hello = _SEEN_NAMES[name] = Hello(HelloKind.SNI, text)
+    return hello

@@ -8,7 +8,8 @@ through an eventfd.
 
 Every object on the epoll set has an `on_event(events)` method. Sockets closed while handling a batch of
 events are closed after the batch, so that no new socket reuses the number of one whose events are still to
-be handled in it.
+be handled in it. A handler with more to read than one turn allows asks to be called again after the batch
+(`ready`): the connections are edge-triggered (splice.py), so epoll would not report it again.
 """
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class EventLoop:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []  # a heap, for the few irregular timers
         self._timer_seq = 0
         self._to_close: list[_socket.socket] = []
+        self._ready: list[Any] = []  # handlers to call with EPOLLIN after the batch
         self._commands: deque[Callable[[], None]] = deque()
         self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.epoll.register(self._wakeup, select.EPOLLIN)
@@ -114,6 +116,11 @@ class EventLoop:
         del self.handlers[fd]
         self._to_close.append(closable.sock)
 
+    def ready(self, handler: Any) -> None:
+        """Call `handler.on_event(EPOLLIN)` after the current batch of events (on the loop's thread), unless its
+        socket is closed by then."""
+        self._ready.append(handler)
+
     def on_event(self, events: int) -> None:  # the wakeup eventfd
         os.eventfd_read(self._wakeup)
         commands = self._commands
@@ -145,12 +152,20 @@ class EventLoop:
                 handler = handlers.get(fd)
                 if handler is not None:  # None: closed earlier in this batch
                     handler.on_event(events)
+            if self._ready:
+                self._run_ready()
             if to_close:
                 self._close_deferred()
             now = monotonic()
             if now >= self._next_due:
                 self._run_timers(now)
-            timeout = max(self._next_due - now, 0.0)
+            timeout = 0.0 if self._ready else max(self._next_due - now, 0.0)
+
+    def _run_ready(self) -> None:
+        ready, self._ready = self._ready, []  # what these add waits for the next turn
+        for handler in ready:
+            if handler.fd >= 0:
+                handler.on_event(select.EPOLLIN)
 
     def _close_deferred(self) -> None:
         for sock in self._to_close:

@@ -24,6 +24,7 @@ import _socket
 import errno
 import logging
 import os
+import select
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +35,8 @@ from services.common.settings import ProxySettings
 from services.proxy.clienthello import ClientHelloError, ClientHelloReader, Hello, HelloKind
 from services.proxy.event_loop import Deadlines, EventLoop
 from services.proxy.proxy_protocol import Address, ProxyProtocolError, parse_header, v1_header
-from services.proxy.splice import EPOLLIN, EPOLLOUT, Side, Splicer
+from services.proxy.splice import (EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, PEER_CLOSED, READ_EVENTS, READ_SIZE,
+                                   READ_WRITE_EVENTS, Side, Splicer)
 from services.proxy.table import Endpoint, RoutingTable
 
 log = logging.getLogger(__name__)
@@ -78,7 +80,7 @@ class PassthroughServer:
         self.pending: dict[_Incoming, None] = {}
         self.spliced: set[Side] = set()  # the client side of each established pair
         self.loop = EventLoop()
-        self.splicer = Splicer(self.loop.epoll, self.loop.handlers, self.loop.close_later, self._pair_closed)
+        self.splicer = Splicer(self.loop, self._pair_closed)
         self.hello_deadlines = Deadlines(self.loop, options.hello_timeout, _Incoming.hello_expired)
         self.connect_deadlines = Deadlines(self.loop, options.connect_timeout, _Connecting.timed_out)
         self._listeners: list[_Listener] = []
@@ -172,12 +174,13 @@ class PassthroughServer:
             first_bytes = bytes(incoming.hello.raw)
         _Connecting(self, incoming, targets, first_bytes).next_target()
 
-    def splice(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes) -> None:
+    def splice(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes,
+               upstream_missed: int) -> None:
         if to_nginx:
             self.counters.to_nginx += 1
         else:
             self.counters.passthrough += 1
-        client = self.splicer.pair(incoming.sock, upstream, first_bytes)
+        client = self.splicer.pair(incoming.sock, upstream, first_bytes, incoming.missed, upstream_missed)
         if client.fd >= 0:  # not failed at once
             self.spliced.add(client)
 
@@ -220,7 +223,7 @@ class _Listener:
 class _Incoming:
     """A client connection from accept until its ClientHello is complete; then the server routes it."""
 
-    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting")
+    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting", "routed", "missed")
 
     def __init__(self, server: PassthroughServer, sock: _socket.socket) -> None:
         self.server = server
@@ -229,17 +232,32 @@ class _Incoming:
         self.hello = ClientHelloReader()
         self.proxy_bytes: bytearray | None = None  # collects an inbound PROXY header when one is due
         self.proxy_header: tuple[Address, Address] | None = None
-        self.waiting = True  # for its hello (and header)
+        self.waiting = False  # in server.pending, with a deadline for its hello (and header)
+        self.routed = False
+        self.missed = 0  # events after the hello, which the splicer handles once connected upstream
         sock.setblocking(False)  # accept() does not pass O_NONBLOCK on
         loop = server.loop
         loop.handlers[self.fd] = self
-        loop.epoll.register(self.fd, EPOLLIN)
         server.counters.accepted += 1
         table = server.table
         if table.use_proxy_protocol:
             self.proxy_bytes = bytearray()
+        # Read before registering: the hello has usually arrived by the time of accept, and then no event is
+        # needed for it. What arrives from here on is reported once registered (epoll looks at the socket then).
+        self._read(False)
+        if self.fd < 0:
+            return  # closed, or routed and failed at once
+        loop.epoll.register(self.fd, READ_EVENTS)
+        if not self.routed:
+            self._wait(table.proxy_header_timeout)
+
+    def _wait(self, proxy_header_timeout: float) -> None:
+        """Start the bounds of waiting for the hello: its deadline, the per-process cap."""
+        server = self.server
+        self.waiting = True
+        if self.proxy_bytes is not None:
             # proxy-protocol-header-timeout: a load balancer that sends no header in time is cut off early.
-            loop.call_later(table.proxy_header_timeout, self._header_expired)
+            server.loop.call_later(proxy_header_timeout, self._header_expired)
         pending = server.pending
         pending[self] = None
         if len(pending) > server.options.max_pending_hellos:
@@ -248,36 +266,47 @@ class _Incoming:
         server.hello_deadlines.add(self)
 
     def on_event(self, events: int) -> None:
-        if not events & EPOLLIN:
-            self.close()  # EPOLLERR or EPOLLHUP; while connecting upstream, the attempt ends too (_Connecting)
-            return
+        if events & EPOLLIN:
+            if self.routed:
+                self.missed |= events  # connecting upstream: the splicer reads it once connected
+            else:
+                self._read(bool(events & PEER_CLOSED))
+        elif events & EPOLLERR_OR_HUP:
+            self.close()  # while connecting upstream, the attempt ends too (_Connecting)
+
+    def _read(self, peer_closed: bool) -> None:
+        """Read what has arrived (the socket is edge-triggered: all of it); route once the hello is complete."""
         splicer = self.server.splicer
-        try:
-            count = self.sock.recv_into(splicer.buffer)
-        except BlockingIOError:
-            return
-        except OSError:
-            self.close()
-            return
-        if not count:
-            self.close()  # EOF before the hello is complete: nothing to route
-            return
-        data = bytes(splicer.view[:count])
-        try:
-            if self.proxy_bytes is not None:
-                data = self._take_proxy_header(data)
-                if not data:
-                    return
-            hello = self.hello.feed(data)
-        except (ClientHelloError, ProxyProtocolError) as err:
-            self.server.counters.malformed += 1
-            log.debug("closing connection", extra=kv(peer=self._peer(), error=err))
-            self.close()
-            return
-        if hello is not None:
-            self._leave_pending()
-            self.server.loop.epoll.modify(self.fd, 0)  # nothing more from the client until it is spliced
-            self.server.route(self, hello)
+        while True:
+            try:
+                count = self.sock.recv_into(splicer.buffer)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.close()
+                return
+            if not count:
+                self.close()  # EOF before the hello is complete: nothing to route
+                return
+            data = bytes(splicer.view[:count])
+            try:
+                if self.proxy_bytes is not None:
+                    data = self._take_proxy_header(data)
+                hello = self.hello.feed(data) if data else None
+            except (ClientHelloError, ProxyProtocolError) as err:
+                self.server.counters.malformed += 1
+                log.debug("closing connection", extra=kv(peer=self._peer(), error=err))
+                self.close()
+                return
+            if hello is not None:
+                if count == READ_SIZE or peer_closed:
+                    self.missed = EPOLLIN | (PEER_CLOSED if peer_closed else 0)  # more, or the EOF, to read
+                self._leave_pending()
+                self.routed = True
+                self.server.route(self, hello)
+                return
+            if count < READ_SIZE and not peer_closed:
+                return  # all there was; the next arrival is a new edge
 
     def _take_proxy_header(self, data: bytes) -> bytes:
         """Collect the PROXY header; returns the bytes after it (empty while it is incomplete)."""
@@ -365,22 +394,23 @@ class _Connecting:
         self.sock, self.fd = sock, sock.fileno()
         loop = server.loop
         loop.handlers[self.fd] = self
-        loop.epoll.register(self.fd, EPOLLOUT)
+        loop.epoll.register(self.fd, READ_WRITE_EVENTS)  # EPOLLOUT: connected; registered as the splicer needs
         server.connect_deadlines.add((self, self.index))
 
     def on_event(self, events: int) -> None:
         if self.incoming.fd < 0:  # the client left meanwhile
             self._drop_attempt()
             return
-        error = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if error or not events & EPOLLOUT:
+        if events & select.EPOLLERR or not events & EPOLLOUT:
+            error = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             self._drop_attempt()
             self._failed(os.strerror(error) if error else "connection closed")
             self.next_target()
             return
         self.fd = -1  # connected: the splicer owns the socket now
         server = self.server
-        server.splice(self.incoming, self.sock, self.targets is server.nginx, self.first_bytes)
+        server.splice(self.incoming, self.sock, self.targets is server.nginx, self.first_bytes,
+                      events & ~EPOLLOUT)
 
     def _failed(self, error: str) -> None:
         self.server.counters.connect_failures += 1

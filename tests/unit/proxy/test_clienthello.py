@@ -3,8 +3,9 @@ import random
 
 import pytest
 
-from services.proxy.clienthello import (MAX_BUFFERED, MAX_HELLO_LENGTH, ClientHelloError, ClientHelloReader,
-                                        Hello, HelloKind)
+from services.proxy import clienthello
+from services.proxy.clienthello import (MAX_BUFFERED, MAX_HELLO_LENGTH, SEEN_NAMES_KEPT, ClientHelloError,
+                                        ClientHelloReader, Hello, HelloKind)
 from tests.unit.proxy.hello_bytes import (as_records, built_hello, client_hello, huge_hello, long_hello, reframe,
                                           server_name_extension)
 
@@ -139,3 +140,29 @@ def test_random_input_only_ever_raises_its_own_error():
         except ClientHelloError:
             continue
         assert result is None or isinstance(result, Hello)
+
+
+def test_a_hello_in_one_read_gets_the_verdict_of_the_hello_in_pieces():
+    """A hello whole in its first bytes is parsed in place; the incremental reader is the reference."""
+    rng = random.Random(5246)
+    real = [client_hello("whole.example"), client_hello(None), as_records(built_hello(None))]
+    for _ in range(2000):
+        data = bytearray(rng.choice(real))
+        for _ in range(rng.randrange(0, 4)):
+            data[rng.randrange(len(data))] = rng.getrandbits(8)
+        data = bytes(data) + bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 4)))
+        verdicts = []
+        for chunk in (None, 1):
+            try:
+                verdicts.append(read(data, chunk))
+            except ClientHelloError:
+                verdicts.append(ClientHelloError)
+        assert verdicts[0] == verdicts[1], data.hex()
+
+
+def test_the_names_remembered_stay_bounded_and_right():
+    for i in range(SEEN_NAMES_KEPT + 10):
+        name = f"host-{i}.example"
+        assert read(as_records(built_hello(server_name_extension((0, name.encode()))))) == Hello(HelloKind.SNI, name)
+    assert len(clienthello._SEEN_NAMES) <= SEEN_NAMES_KEPT
+    assert read(client_hello("HOST-1.example")) == Hello(HelloKind.SNI, "host-1.example")
