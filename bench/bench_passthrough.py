@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.integration.proxy.harness import (Nginx, Pki, ProxyProcess, TablePublisher, cpu_seconds,  # noqa: E402
+from tests.integration.proxy.harness import (Nginx, Pki, ProxyProcess, TablePublisher, cpu_times,  # noqa: E402
                                              free_port, http_temp_paths, wait_listening)
 from tests.support import k8s  # noqa: E402
 from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
@@ -144,10 +144,12 @@ class Path_:
         self.cpu_download = 0.0
         self.bytes = 0
         self.cpu_connections = 0.0
+        self.system_connections = 0.0  # the kernel's part of cpu_connections
         self.connections = 0
 
-    def cpu(self) -> float:
-        return cpu_seconds(self.pid) if self.pid else 0.0
+    def cpu(self) -> tuple[float, float]:
+        """(user, system) seconds so far."""
+        return cpu_times(self.pid) if self.pid else (0.0, 0.0)
 
 
 def main() -> None:
@@ -229,13 +231,15 @@ stream {{
             for r in range(args.rounds):
                 # Rotate the order so that no path always runs right after the same neighbour.
                 for p in paths[r % len(paths):] + paths[:r % len(paths)]:
-                    cpu = p.cpu()
+                    user, system = p.cpu()
                     p.mibps.append(download(p.port, ca))
                     p.bytes += BIG
-                    p.cpu_download += p.cpu() - cpu
-                    cpu = p.cpu()
+                    p.cpu_download += sum(p.cpu()) - user - system
+                    user, system = p.cpu()
                     rate, count = connection_rate(pool, p.port, ca, args.seconds, args.processes, args.threads)
-                    p.cpu_connections += p.cpu() - cpu
+                    user_after, system_after = p.cpu()
+                    p.cpu_connections += user_after + system_after - user - system
+                    p.system_connections += system_after - system
                     p.rates.append(rate)
                     p.connections += count
                 print(f"round {r + 1}/{args.rounds}: " + "; ".join(
@@ -256,14 +260,16 @@ def report(paths: list[Path_], args: argparse.Namespace) -> None:
     print(f"{args.rounds} rounds; per path and round: one 64 MiB download, then new connections for "
           f"{args.seconds:g} s from {args.processes} client processes x {args.threads} threads; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"{'path':<20}{'MiB/s median (min-max)':>24}{'conn/s median (min-max)':>25}{'CPU µs/conn':>13}"
-          f"{'CPU s/GiB':>11}")
+    print(f"{'path':<20}{'MiB/s median (min-max)':>24}{'conn/s median (min-max)':>25}"
+          f"{'CPU µs/conn (user+sys)':>24}{'CPU s/GiB':>11}")
     for p in paths:
-        per_conn = f"{p.cpu_connections / p.connections * 1e6:.0f}" if p.pid else "-"
+        per_conn = (f"{p.cpu_connections / p.connections * 1e6:.0f} "
+                    f"({(p.cpu_connections - p.system_connections) / p.connections * 1e6:.0f}"
+                    f"+{p.system_connections / p.connections * 1e6:.0f})") if p.pid else "-"
         per_gib = f"{p.cpu_download / (p.bytes / 1024 ** 3):.2f}" if p.pid else "-"
         mibps = f"{statistics.median(p.mibps):.0f} ({min(p.mibps):.0f}-{max(p.mibps):.0f})"
         rates = f"{statistics.median(p.rates):.0f} ({min(p.rates):.0f}-{max(p.rates):.0f})"
-        print(f"{p.name:<20}{mibps:>24}{rates:>25}{per_conn:>13}{per_gib:>11}")
+        print(f"{p.name:<20}{mibps:>24}{rates:>25}{per_conn:>24}{per_gib:>11}")
     ours, nginx = paths[0], paths[1]
     # Ratios of the same round, then their median: both paths of a round ran within seconds of each
     # other, under the same load from the rest of the machine.

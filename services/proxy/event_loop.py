@@ -144,7 +144,7 @@ class EventLoop:
             os.close(self._wakeup)
 
     def _loop(self) -> None:
-        poll, handlers, to_close = self.epoll.poll, self.handlers, self._to_close
+        poll, handlers, to_close, ready = self.epoll.poll, self.handlers, self._to_close, self._ready
         monotonic = time.monotonic
         timeout = MAX_SLEEP_SECONDS
         while self._running:
@@ -152,18 +152,21 @@ class EventLoop:
                 handler = handlers.get(fd)
                 if handler is not None:  # None: closed earlier in this batch
                     handler.on_event(events)
-            if self._ready:
+            if ready:
                 self._run_ready()
             if to_close:
                 self._close_deferred()
-            now = monotonic()
-            if now >= self._next_due:
-                self._run_timers(now)
-            timeout = 0.0 if self._ready else max(self._next_due - now, 0.0)
+            timeout = self._next_due - monotonic()
+            if timeout <= 0.0:
+                self._run_timers()
+                timeout = max(self._next_due - monotonic(), 0.0)
+            if ready:
+                timeout = 0.0
 
     def _run_ready(self) -> None:
-        ready, self._ready = self._ready, []  # what these add waits for the next turn
-        for handler in ready:
+        batch = self._ready[:]
+        self._ready.clear()  # what these add waits for the next turn
+        for handler in batch:
             if handler.fd >= 0:
                 handler.on_event(select.EPOLLIN)
 
@@ -172,8 +175,9 @@ class EventLoop:
             sock.close()
         self._to_close.clear()
 
-    def _run_timers(self, now: float) -> None:
+    def _run_timers(self) -> None:
         """Run what is due, and note when the loop is needed next (what the callbacks add notes itself)."""
+        now = time.monotonic()
         self._next_due = now + MAX_SLEEP_SECONDS
         for deadlines in self.deadlines:
             due = deadlines.run_due(now)

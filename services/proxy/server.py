@@ -155,8 +155,8 @@ class PassthroughServer:
     def route(self, incoming: _Incoming, hello: Hello) -> None:
         """Pick the upstream for a connection whose ClientHello is complete, then connect and splice."""
         counters = self.counters
-        targets: tuple[Upstream, ...] | None = (
-            self.table.endpoints_for(hello.server_name) if hello.kind is HelloKind.SNI else None)  # type: ignore[arg-type]
+        name = hello.server_name  # set for HelloKind.SNI only
+        targets: tuple[Upstream, ...] | None = self.table.endpoints_for(name) if name is not None else None
         if targets is None:
             if hello.kind is HelloKind.NOT_TLS:
                 counters.not_tls += 1
@@ -167,7 +167,7 @@ class PassthroughServer:
             first_bytes = v1_header(client, local) + incoming.hello.raw
         elif not targets:
             counters.no_endpoints += 1
-            log.info("passthrough host has no endpoints; closing", extra=kv(host=hello.server_name))
+            log.info("passthrough host has no endpoints; closing", extra=kv(host=name))
             incoming.close()
             return
         else:

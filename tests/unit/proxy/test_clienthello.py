@@ -109,7 +109,6 @@ def test_too_many_tiny_records_are_refused():
     (as_records(built_hello(None, version=b"\x02\x00")), "version is not TLS"),
     (as_records(built_hello(None, session_id=b"s" * 33)), "longer than 32"),
     (as_records(built_hello(None, cipher_suites=b"\x13")), "cipher_suites"),
-    (as_records(built_hello(server_name_extension((0, b"a.example")) * 2)), "appears twice"),
     (as_records(built_hello(server_name_extension((0, b"a.example"), (0, b"b.example")))), "two host_name"),
     (as_records(built_hello(server_name_extension((0, b"bad host")))), "not a valid DNS name"),
     (as_records(built_hello(server_name_extension((0, "hé.example".encode())))), "not ASCII"),
@@ -166,3 +165,14 @@ def test_the_names_remembered_stay_bounded_and_right():
         assert read(as_records(built_hello(server_name_extension((0, name.encode()))))) == Hello(HelloKind.SNI, name)
     assert len(clienthello._SEEN_NAMES) <= SEEN_NAMES_KEPT
     assert read(client_hello("HOST-1.example")) == Hello(HelloKind.SNI, "host-1.example")
+
+
+def test_the_first_server_name_decides_and_what_follows_is_left_to_the_tls_server():
+    """As ingress-nginx's passthrough proxy: the extensions after the first server_name are not read. A second
+    server_name, or a broken extension after it, reaches the TLS server routed to, which refuses the hello."""
+    first = server_name_extension((0, b"a.example"))
+    assert read(as_records(built_hello(first + server_name_extension((0, b"b.example"))))) == \
+        Hello(HelloKind.SNI, "a.example")
+    assert read(as_records(built_hello(first + b"\x00\x10\x00\x09"))) == Hello(HelloKind.SNI, "a.example")
+    with pytest.raises(ClientHelloError, match="truncated in extension 16"):
+        read(as_records(built_hello(b"\x00\x10\x00\x09")))  # before any server_name: still refused
