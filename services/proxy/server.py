@@ -409,8 +409,11 @@ class _Connecting:
             return
         self.fd = -1  # connected: the splicer owns the socket now
         server = self.server
-        server.splice(self.incoming, self.sock, self.targets is server.nginx, self.first_bytes,
-                      events & ~EPOLLOUT)
+        incoming, sock, first_bytes = self.incoming, self.sock, self.first_bytes
+        # The connect deadline keeps this object until it comes due, seconds from now: let go of the connection,
+        # or every connection of those seconds would stay in memory (and in the cyclic collector's way).
+        self.incoming = self.sock = self.first_bytes = None  # type: ignore[assignment]
+        server.splice(incoming, sock, self.targets is server.nginx, first_bytes, events & ~EPOLLOUT)
 
     def _failed(self, error: str) -> None:
         self.server.counters.connect_failures += 1
