@@ -218,7 +218,8 @@ def _server_name(body: bytes, pos: int, end: int) -> Hello:
     if end - pos > 5:  # what clients send: one host_name, filling the list
         list_length, name_type, name_length = _ONE_NAME(body, pos)
         if name_type == _NAME_TYPE_HOST_NAME and list_length == end - pos - 2 and name_length == list_length - 3:
-            return _host_name(body[pos + 5:end])
+            name = body[pos + 5:end]
+            return _SEEN_NAMES.get(name) or _host_name(name)
     if pos + 2 > end:
         raise _truncated("server_name_list")
     list_end = pos + 2 + (body[pos] << 8 | body[pos + 1])
@@ -247,11 +248,7 @@ def _server_name(body: bytes, pos: int, end: int) -> Hello:
 
 
 def _host_name(name: bytes) -> Hello:
-    """The verdict for a host_name; the names seen last are remembered, so that the clients of a busy host
-    cost one lookup each."""
-    hello = _SEEN_NAMES.get(name)
-    if hello is not None:
-        return hello
+    """The verdict for a host_name, remembered in _SEEN_NAMES: the clients of a busy host cost a lookup each."""
     try:
         text = name.decode("ascii").lower()
     except UnicodeDecodeError:
