@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -91,17 +92,11 @@ def subject_cn(cert: dict[str, Any]) -> str:
 
 # --- TLS backends ---------------------------------------------------------------------------------
 
-class TlsBackend:
-    """A TLS server thread: greets each client with its name, echoes lines, and after the client's EOF
-    reports how many bytes it got (so a half-close can be observed end to end)."""
+class ThreadedServer:
+    """A listener on 127.0.0.1 that serves each connection on a thread of its own (`_serve`)."""
 
-    def __init__(self, name: str, cert: Path, key: Path) -> None:
-        self.name = name
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(cert, key)
-        # A TCP half-close from the client is a "ragged" EOF to OpenSSL; let the backend answer after it.
-        self.ctx.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=512)
+    def __init__(self, backlog: int = 512) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=backlog)
         self.port = self.listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.accepted = 0
@@ -112,9 +107,38 @@ class TlsBackend:
             try:
                 conn, _ = self.listener.accept()
             except OSError:
-                return
+                return  # closed
             self.accepted += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+class TcpEcho(ThreadedServer):
+    """A plain TCP backend that sends back every byte it gets, in reads of random sizes, then EOF."""
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while data := conn.recv(random.choice([1, 1000, 300_000])):
+                conn.sendall(data)
+            conn.shutdown(socket.SHUT_WR)
+
+
+class TlsBackend(ThreadedServer):
+    """A TLS server thread: greets each client with its name, echoes lines, and after the client's EOF
+    reports how many bytes it got (so a half-close can be observed end to end)."""
+
+    def __init__(self, name: str, cert: Path, key: Path) -> None:
+        self.name = name
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        # A TCP half-close from the client is a "ragged" EOF to OpenSSL; let the backend answer after it.
+        self.ctx.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
+        super().__init__()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
@@ -127,9 +151,6 @@ class TlsBackend:
                 tls.sendall(f"{self.name} saw EOF after {received} bytes\n".encode())
         except (OSError, ssl.SSLError):
             pass
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 class TlsClient:
