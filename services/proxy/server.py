@@ -223,7 +223,7 @@ class _Listener:
 class _Incoming:
     """A client connection from accept until its ClientHello is complete; then the server routes it."""
 
-    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting", "routed", "missed")
+    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting", "missed")
 
     def __init__(self, server: PassthroughServer, sock: _socket.socket) -> None:
         self.server = server
@@ -233,7 +233,6 @@ class _Incoming:
         self.proxy_bytes: bytearray | None = None  # collects an inbound PROXY header when one is due
         self.proxy_header: tuple[Address, Address] | None = None
         self.waiting = False  # in server.pending, with a deadline for its hello (and header)
-        self.routed = False
         self.missed = 0  # events after the hello, which the splicer handles once connected upstream
         sock.setblocking(False)  # accept() does not pass O_NONBLOCK on
         loop = server.loop
@@ -248,7 +247,7 @@ class _Incoming:
         if self.fd < 0:
             return  # closed, or routed and failed at once
         loop.epoll.register(self.fd, READ_EVENTS)
-        if not self.routed:
+        if self.hello.result is None:
             self._wait(table.proxy_header_timeout)
 
     def _wait(self, proxy_header_timeout: float) -> None:
@@ -267,7 +266,7 @@ class _Incoming:
 
     def on_event(self, events: int) -> None:
         if events & EPOLLIN:
-            if self.routed:
+            if self.hello.result is not None:  # routed
                 self.missed |= events  # connecting upstream: the splicer reads it once connected
             else:
                 self._read(bool(events & PEER_CLOSED))
@@ -302,7 +301,6 @@ class _Incoming:
                 if count == READ_SIZE or peer_closed:
                     self.missed = EPOLLIN | (PEER_CLOSED if peer_closed else 0)  # more, or the EOF, to read
                 self._leave_pending()
-                self.routed = True
                 self.server.route(self, hello)
                 return
             if count < READ_SIZE and not peer_closed:

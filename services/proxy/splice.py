@@ -97,9 +97,10 @@ class Side:
                 splicer.got_eof(self)
                 return
             splicer.send(peer, splicer.view[:count])
+            if self.fd < 0:
+                return  # the send failed, and closed the pair
             if count == READ_SIZE:
-                if self.fd >= 0:
-                    splicer.loop.ready(self)  # more may be waiting: after the other connections' turn
+                splicer.loop.ready(self)  # more may be waiting: after the other connections' turn
                 return
             if not self.peer_closed:
                 return  # a short read took all there was; the next arrival is a new edge
@@ -111,7 +112,6 @@ class Splicer:
 
     def __init__(self, loop: Loop, on_pair_closed: Callable[[Side], None]) -> None:
         self.loop = loop
-        self.epoll = loop.epoll
         self.on_pair_closed = on_pair_closed
         self.buffer = bytearray(READ_SIZE)
         self.view = memoryview(self.buffer)
@@ -159,7 +159,7 @@ class Splicer:
             side.pending = bytes(data[sent:])
             if not side.watches_out:
                 side.watches_out = True
-                self.epoll.modify(side.fd, READ_WRITE_EVENTS)
+                self.loop.epoll.modify(side.fd, READ_WRITE_EVENTS)
 
     def writable(self, side: Side) -> None:
         data, side.pending = side.pending, b""
