@@ -95,8 +95,8 @@ def subject_cn(cert: dict[str, Any]) -> str:
 class ThreadedServer:
     """A listener on 127.0.0.1 that serves each connection on a thread of its own (`_serve`)."""
 
-    def __init__(self, backlog: int = 512) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=backlog)
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=512)
         self.port = self.listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.accepted = 0

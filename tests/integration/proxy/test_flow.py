@@ -9,24 +9,22 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from tests.integration.proxy.conftest import proxy_env
-from tests.integration.proxy.harness import PASS_HOST, ProxyProcess, TcpEcho, TlsClient, free_port, wait_for
+from tests.integration.proxy.harness import (PASS_HOST, ProxyProcess, TcpEcho, ThreadedServer, TlsClient, free_port,
+                                             wait_for)
 from tests.unit.proxy.hello_bytes import client_hello
 
 TOTAL = 64 * 1024 * 1024
 BLOCK = bytes(range(256)) * 256  # 64 KiB
 
 
-class Streamer:
+class Streamer(ThreadedServer):
     """A plain TCP backend: reads the ClientHello the proxy replays, then sends TOTAL bytes and counts them."""
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self.sent = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        conn, _ = self.listener.accept()
+    def _serve(self, conn: socket.socket) -> None:
         with conn:
             conn.recv(65536)
             while self.sent < TOTAL:
@@ -89,6 +87,7 @@ def test_a_client_that_does_not_read_holds_the_backend_back(setup):
         assert count == TOTAL
         assert received.digest() == expected.digest()
     finally:
+        streamer.close()
         setup.publish(f"host/{PASS_HOST}", [setup.backend_a.address])
 
 

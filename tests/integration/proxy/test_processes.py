@@ -53,5 +53,3 @@ def test_sigterm_lets_established_connections_finish_and_refuses_new_ones(setup)
         assert proxy.proc.wait(10) == 0  # exits as soon as the last connection is gone
     finally:
         proxy.stop()
-
-
