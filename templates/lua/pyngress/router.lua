@@ -44,6 +44,7 @@ local affinity = require("pyngress.affinity")
 local hashing = require("pyngress.hashing")
 local ewma = require("pyngress.ewma")
 local monitor = require("pyngress.monitor")
+local request_id = require("pyngress.request_id")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
@@ -309,6 +310,10 @@ end
 
 function _M.route()
     local var = ngx.var
+    if settings.generate_request_id then
+        -- First: every answer below (404, redirects, 413) is logged with its id.
+        var.pyngress_router_request_id = request_id.new()
+    end
     local host = var.host
     store.refresh()
     local entry = find_host(store.current("routes"), host)

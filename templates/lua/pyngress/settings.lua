@@ -16,6 +16,8 @@ local _M = {
     custom_http_errors = {},
     -- Profiles with another named location for HTTP/2 requests (auth-keepalive): profile name -> location.
     http2_locations = {},
+    -- ConfigMap generate-request-id: the router gives a request without an X-Request-ID one (request_id.lua).
+    generate_request_id = true,
 }
 
 function _M.set(values)
@@ -32,6 +34,7 @@ function _M.set(values)
     _M.metrics = require("pyngress.monitor").configure(values.metrics)
     _M.custom_http_errors = values.custom_http_errors or {}
     _M.http2_locations = values.http2_locations or {}
+    _M.generate_request_id = values.generate_request_id
 end
 
 return _M

@@ -3,6 +3,8 @@ custom formats with ingress-nginx's variables, and what is left out of the log."
 from __future__ import annotations
 
 import json
+import re
+import socket
 
 import pytest
 
@@ -61,6 +63,21 @@ def test_lines_have_ingress_nginx_upstreaminfo_fields(shared_nginx, backends):
     assert (fields["proxy_upstream_name"], fields["proxy_alternative_upstream_name"]) == \
         ("team-web-80", "team-web-canary-80")
     assert fields["upstream_addr"] == backends["team-web-canary-80"][0] and fields["req_id"] == "req-456"
+
+
+def test_the_request_id_the_backend_got_is_the_one_logged(shared_nginx, backends):
+    nginx = shared_nginx
+    configure(nginx, format="$status $req_id")
+    nginx.push({HOST: HostRoutes(prefix={"/": Route("team-web-80", ingress="team/web", service="web")})}, backends)
+    sent = [nginx.get(f"/{n}", host=HOST).json["headers"]["x-request-id"] for n in range(3)]
+    # A request nginx refuses before any routing (no Host header) still gets an id: nginx's own.
+    with socket.create_connection(("127.0.0.1", nginx.http_port), timeout=10) as refused:
+        refused.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert refused.recv(100).startswith(b"HTTP/1.1 400")
+
+    lines = log_lines(nginx, 4)
+    assert lines[:3] == [f"200 {request_id}" for request_id in sent]
+    assert re.fullmatch(r"400 [0-9a-f]{32}", lines[3]) and lines[3][4:] not in sent
 
 
 def test_default_backend_and_quiet_locations_are_left_out_unless_asked(shared_nginx, backends):

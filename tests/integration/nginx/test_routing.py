@@ -149,6 +149,18 @@ def test_backends_receive_the_standard_proxy_headers(nginx, backends):
     assert tagged["x-profile"] == "tagged" and tagged["x-real-ip"] == "127.0.0.1"
 
 
+def test_every_request_gets_a_request_id_of_its_own(nginx, backends):
+    # Each worker draws the random bytes of many ids at once (request_id.lua): ids drawn before the workers
+    # forked, or a buffer handed out twice, would repeat here. Each request on a connection of its own, so that
+    # both workers answer.
+    nginx.push({HOST: HostRoutes(prefix={"/": route("A")})}, tables(backends))
+    assert len(nginx.worker_pids()) >= 2
+    ids = [nginx.get("/x").json["headers"]["x-request-id"] for _ in range(600)]
+
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+
+
 def test_large_request_and_response_bodies_pass_through_worker_temp_files(nginx, backends):
     nginx.push({HOST: HostRoutes(prefix={"/": route("A")})}, tables(backends))
 
