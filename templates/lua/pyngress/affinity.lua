@@ -12,7 +12,7 @@ when endpoints are added a share of the sessions moves to them, as ingress-nginx
 Either is the same in every worker, across reloads and restarts. The backend part is what keeps a session on a
 canary (affinity-canary-behavior sticky): the router asks backend_of() before deciding. In the router (rewrite
 phase, where response headers can still be set) pick() finds the endpoint the cookie names while it is one of
-the backend's, else picks one and sets the cookie; it leaves the choice in $pyngress_peer for the balancer.
+the backend's, else picks one and sets the cookie; the router hands the choice to the balancer.
 
 When that endpoint fails (proxy_next_upstream), $pyngress_affinity tells the balancer what to do, as
 ingress-nginx's sticky balancers do: "stay" retries the endpoint the client's cookie names
@@ -138,8 +138,8 @@ function _M.backend_key(name)
     return name and md5(name) or nil
 end
 
--- Choose the endpoint of this request among the `peers` of `backend`; its index goes to the balancer through
--- $pyngress_peer, and what to do if it fails through $pyngress_affinity.
+-- The index of this request's endpoint among the `peers` of `backend` (the router hands it to the balancer);
+-- what to do if it fails goes to the balancer through $pyngress_affinity.
 function _M.pick(affinity, peers, backend)
     local var = ngx.var
     local key = match(var[affinity.var] or "", "^%x+")
@@ -165,7 +165,7 @@ function _M.pick(affinity, peers, backend)
             fill(template, key)
         end
     end
-    var.pyngress_peer = index
+    return index
 end
 
 -- In the balancer, after the endpoint at `failed` failed: the index of another endpoint of `peers` for the

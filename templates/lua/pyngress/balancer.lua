@@ -11,6 +11,8 @@ local store = require("pyngress.store")
 local affinity = require("pyngress.affinity")
 
 local match, gmatch, random = string.match, string.gmatch, math.random
+local byte, find, sub = string.byte, string.find, string.sub
+local HASH = byte("#")
 
 local _M = {}
 
@@ -45,16 +47,23 @@ store.define("backends", { entry = entry_of })
 -- (its backend changed or went) takes its cursor with it.
 local cursors = setmetatable({}, { __mode = "k" })
 
--- The endpoints of `fixed` (the backend an upstream of its own always uses: auth-keepalive's), else of the
--- router's choice: the canary when it chose it, else the route's backend.
-local function peers_of(fixed, var)
-    local name = fixed
-    if not name then
-        name = var.proxy_alternative_upstream_name
-        if name == "" then
-            name = var.proxy_upstream_name
-        end
+-- The backend of `fixed` (an upstream of its own always uses it: auth-keepalive's), else the router's choice in
+-- $pyngress_balance: "<backend>", or "#<index> <backend>" when the router chose the endpoint too (affinity.lua,
+-- hashing.lua, ewma.lua); one variable, because each read by name costs the balancer about 500 instructions.
+local function choice(fixed)
+    if fixed then
+        return fixed, nil
     end
+    local chosen = ngx.var.pyngress_balance
+    if byte(chosen, 1) ~= HASH then
+        return chosen, nil
+    end
+    local space = find(chosen, " ", 3, true)
+    return sub(chosen, space + 1), tonumber(sub(chosen, 2, space - 1))
+end
+
+-- The endpoints of backend `name`.
+local function peers_of(name)
     local peers = store.current("backends")[name]
     if not peers or #peers == 0 then
         -- The router answers 503 for this; only a push between the two phases gets here.
@@ -88,7 +97,7 @@ local function next_index(fixed, ctx)
     local peers = ctx.pyngress_peers
     if not peers then
         -- Round robin's first try kept nothing: the endpoint after the one it tried.
-        peers = peers_of(fixed, ngx.var)
+        peers = peers_of((choice(fixed)))
         if not peers then
             return nil
         end
@@ -107,19 +116,18 @@ end
 -- The first try: the endpoint the router chose (affinity.lua, hashing.lua, ewma.lua), else the next in this
 -- worker's round robin.
 local function first_index(fixed)
-    local var = ngx.var
-    local peers = peers_of(fixed, var)
+    local name, index = choice(fixed)
+    local peers = peers_of(name)
     if not peers then
         return nil
     end
-    local index = not fixed and tonumber(var.pyngress_peer)
     if index then
         local ctx = ngx.ctx
         if index < 0 then
             index = -index  -- ewma.lua's choice: its record() measures this request's endpoint
             ctx.pyngress_ewma = true
         else
-            local session = var.pyngress_affinity
+            local session = ngx.var.pyngress_affinity
             ctx.pyngress_affinity = session ~= "" and session or nil
         end
         if peers[index] then

@@ -23,8 +23,8 @@ local function score(peer, now)
     return entry.ewma * exp((entry.at - now) / DECAY_SECONDS)
 end
 
--- Choose the endpoint of this request among `peers`; its index goes to the balancer through $pyngress_peer,
--- negative: the balancer marks the request (ngx.ctx, which the jump to the named location clears) for record().
+-- The index of this request's endpoint among `peers`, negative: the balancer marks the request (ngx.ctx, which the
+-- jump to the named location clears) for record().
 function _M.pick(peers)
     local count = #peers
     local chosen = 1
@@ -37,8 +37,8 @@ function _M.pick(peers)
         local now = ngx.now()
         chosen = score(peers[b], now) < score(peers[a], now) and b or a
     end
-    ngx.var.pyngress_peer = -chosen
     picked = true
+    return -chosen
 end
 
 -- In the log phase of a request _M.pick balanced: fold each endpoint's time into its average (a retried

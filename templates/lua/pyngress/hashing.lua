@@ -21,8 +21,7 @@ local function key_of(template)
     end))
 end
 
--- Choose the endpoint of this request among `peers` (with `subset_size`, within the subset the key picks); its
--- index goes to the balancer through $pyngress_peer.
+-- The index of this request's endpoint among `peers` (with `subset_size`, within the subset the key picks).
 function _M.pick(template, peers, subset_size)
     local key = key_of(template)
     local count = #peers
@@ -36,10 +35,9 @@ function _M.pick(template, peers, subset_size)
             end
         end
         -- The subset's members, by position: the last subset wraps around to the first endpoints.
-        ngx.var.pyngress_peer = ((best - 1) * subset_size + random(subset_size) - 1) % count + 1
-        return
+        return ((best - 1) * subset_size + random(subset_size) - 1) % count + 1
     end
-    ngx.var.pyngress_peer = _M.rendezvous(key, peers)
+    return _M.rendezvous(key, peers)
 end
 
 -- The index of the peer that `key` picks: the highest CRC32 of key and peer (also affinity.lua's, balanced).

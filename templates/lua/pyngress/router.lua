@@ -224,7 +224,8 @@ local function default_backend(status)
     end
     local peers = store.current("backends")[DEFAULT_BACKEND]
     if peers and #peers > 0 then
-        ngx.var.proxy_upstream_name = DEFAULT_BACKEND
+        local var = ngx.var
+        var.proxy_upstream_name, var.pyngress_balance = DEFAULT_BACKEND, DEFAULT_BACKEND
         return ngx.exec("@profile_default")
     end
     if status == 503 then
@@ -252,7 +253,7 @@ function _M.error_page(status)
     end
     -- The route's Service port is the last part of its backend name ("namespace-service-port").
     ngx.req.set_header("X-Service-Port", match(var.proxy_upstream_name, "%-([^-]+)$") or "")
-    var.proxy_upstream_name = name
+    var.proxy_upstream_name, var.pyngress_balance = name, name
     var.proxy_alternative_upstream_name = ""
     ngx.req.set_uri("/", false)
 end
@@ -405,13 +406,16 @@ function _M.route()
             return ngx.exit(413)
         end
     end
+    -- The balancer's choice (balancer.lua): the backend, and the endpoint when the route picks it here.
+    local index
     if route.affinity and not unsticky then
-        affinity.pick(route.affinity, peers, backend)
+        index = affinity.pick(route.affinity, peers, backend)
     elseif route.hash_by then
-        hashing.pick(route.hash_by, peers, route.hash_subset_size)
+        index = hashing.pick(route.hash_by, peers, route.hash_subset_size)
     elseif route.ewma then
-        ewma.pick(peers)
+        index = ewma.pick(peers)
     end
+    var.pyngress_balance = index and ("#" .. index .. " " .. backend) or backend
     if route.rewrite then
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).
         local target = rewrite.target(route.rewrite, captures)
