@@ -399,9 +399,11 @@ function _M.route()
         return ngx.exit(503)
     end
     -- nginx checks Content-Length when it picks a location; ngx.exec to a named location skips that step.
+    -- ($content_length is the header's value: an indexed variable, where $http_content_length would search the
+    -- request's headers by name.)
     local limit = settings.body_limits[route.profile]
     if limit then
-        local length = tonumber(var.http_content_length)
+        local length = tonumber(var.content_length)
         if length and length > limit then
             return ngx.exit(413)
         end
