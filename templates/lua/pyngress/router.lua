@@ -315,6 +315,11 @@ function _M.route()
         -- First: every answer below (404, redirects, 413) is logged with its id.
         var.pyngress_router_request_id = request_id.new()
     end
+    -- Only HTTP/1.0 may come without a Host header (nginx refuses HTTP/1.1 without one, HTTP/2 has :authority).
+    local version = ngx.req.http_version()
+    if version and version < 1.1 and var.pyngress_best_http_host == "" then
+        var.pyngress_best_http_host = var.host
+    end
     local host = var.host
     store.refresh()
     local entry = find_host(store.current("routes"), host)

@@ -1,6 +1,7 @@
 """Routing in nginx's Lua from pushed tables: hosts, paths, backends, balancing, headers, no reloads."""
 from __future__ import annotations
 
+import json
 import re
 import socket
 
@@ -147,6 +148,20 @@ def test_backends_receive_the_standard_proxy_headers(nginx, backends):
 
     tagged = nginx.get("/tagged").json["headers"]
     assert tagged["x-profile"] == "tagged" and tagged["x-real-ip"] == "127.0.0.1"
+
+
+def test_an_http_1_0_request_without_a_host_header_sends_the_host_it_was_routed_by(nginx, backends):
+    # ingress-nginx's $best_http_host: the Host header as sent, else $host (here from the absolute URI).
+    nginx.push({HOST: HostRoutes(prefix={"/": route("A")})}, tables(backends))
+    with socket.create_connection(("127.0.0.1", nginx.http_port), timeout=10) as connection:
+        connection.sendall(f"GET http://{HOST.upper()}/x HTTP/1.0\r\n\r\n".encode())
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    headers = json.loads(body)["headers"]
+    assert headers["host"] == headers["x-forwarded-host"] == HOST
 
 
 def test_every_request_gets_a_request_id_of_its_own(nginx, backends):
