@@ -179,7 +179,7 @@ def main() -> None:
             pyngress_port = controller.https_port if scenario.certificate else controller.http_port
             urls = {"pyngress": scenario.url(pyngress_port), "static": scenario.url(static_port),
                     "static+headers": scenario.url(headers_port)}
-            wait_for(lambda: all(_answers(url) for url in urls.values()), 30, what="every server answering 200")
+            wait_for(lambda: all(answers(url) for url in urls.values()), 30, what="every server answering 200")
             for url in urls.values():
                 wrk(url, 1)  # warm each: Lua code cache, upstream keepalive connections
             runs: dict[str, list[tuple[float, float]]] = {name: [] for name in urls}
@@ -207,7 +207,8 @@ def main() -> None:
     print("targets: req/s >= 0.9x static, p99 <= 1.2x static")
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether `url` answers 200 to a request for HOST (certificates not checked)."""
     try:
         out = subprocess.run(["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "-H", f"Host: {HOST}", url],
                              capture_output=True, text=True, timeout=5).stdout

@@ -9,7 +9,11 @@ divided by REQUESTS. pyngress's nginx is its rendered nginx.conf (a running cont
 with the listen address changed. The kernel's share (the socket work, about two thirds of nginx's time and the
 same in all three) is not counted.
 
-Run: .venv/bin/python bench/bench_request_cost.py [--requests N] [--warm N]   (needs valgrind)
+With --scenario tls the same over HTTPS: the Ingress's certificate from a Secret, the static servers with the same
+certificate, the client sending SNI; the handshakes (one per REQUESTS_PER_CONNECTION requests) are counted too,
+alike in all three.
+
+Run: .venv/bin/python bench/bench_request_cost.py [--scenario plain|tls] [--requests N] [--warm N]   (needs valgrind)
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import argparse
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -24,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_dataplane import (FORWARDED_HEADERS, HOST, PLAIN_HEADERS, Scenario,  # noqa: E402
-                                   plain_ingress_cluster, start_ok_backend, static_proxy, stop_nginx)
-from tests.support.controller import Controller  # noqa: E402
+from bench.bench_dataplane import (FORWARDED_HEADERS, HOST, PLAIN_HEADERS, Scenario, answers,  # noqa: E402
+                                   start_ok_backend, static_proxy, stop_nginx)
+from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
 from tests.integration.proxy.harness import wait_listening  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
@@ -39,25 +44,31 @@ PARTS = (("router (rewrite_by_lua, until its jump)", "ngx_http_lua_rewrite_handl
 REQUESTS_PER_CONNECTION = 900
 
 
-def single_process(conf: str, port: int, directory: Path) -> str:
-    """`conf` run as one process listening on 127.0.0.1:`port`, its pid and sockets in `directory`."""
+def single_process(conf: str, port: int, directory: Path, tls: bool) -> str:
+    """`conf` run as one process listening on 127.0.0.1:`port` (with `tls`, for HTTPS), its pid and sockets in
+    `directory`."""
     conf = re.sub(r"(?m)^\s*(daemon|master_process|worker_processes|pid|error_log) [^;]*;\s*$", "", conf)
     conf = re.sub(r"daemon off; worker_processes \w+; pid [^;]*; error_log [^;]*;", "", conf)
-    # pyngress's public server listens on inherited sockets, HTTP and HTTPS; the static ones on one address.
+    # pyngress's public server listens on inherited sockets, HTTP and HTTPS; the static ones on one address
+    # (followed by "ssl" and their certificate over TLS).
     conf = re.sub(r"listen \d+ default_server;\s*listen \d+ ssl http2 default_server;",
-                  f"listen 127.0.0.1:{port} default_server;", conf)
-    conf = re.sub(r"listen 127\.0\.0\.1:\d+ backlog=4096;", f"listen 127.0.0.1:{port};", conf)
+                  f"listen 127.0.0.1:{port}{' ssl' if tls else ''} default_server;", conf)
+    conf = re.sub(r"listen 127\.0\.0\.1:\d+ backlog=4096", f"listen 127.0.0.1:{port}", conf)
     conf = re.sub(r'listen "unix:[^"]*";', f'listen "unix:{directory}/config.sock";', conf)
     return (f"daemon off; master_process off; worker_processes 1; pid {directory}/nginx.pid; "
             f"error_log {directory}/error.log error;\n{conf}")
 
 
-def send_requests(port: int, count: int) -> None:
-    """`count` GET requests for HOST on keep-alive connections, each answered 200 with a Content-Length."""
+def send_requests(port: int, count: int, tls: bool) -> None:
+    """`count` GET requests for HOST on keep-alive connections (with `tls`, HTTPS with SNI), each answered 200
+    with a Content-Length."""
     request = f"GET / HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     while count > 0:
         batch = min(count, REQUESTS_PER_CONNECTION)
-        with socket.create_connection(("127.0.0.1", port)) as connection:
+        with socket.create_connection(("127.0.0.1", port)) as plain, \
+                (context.wrap_socket(plain, server_hostname=HOST) if tls else plain) as connection:
             buffered = b""
             for _ in range(batch):
                 connection.sendall(request)
@@ -76,22 +87,22 @@ def send_requests(port: int, count: int) -> None:
         count -= batch
 
 
-def count_instructions(name: str, conf: str, work: Path, warm: int, requests: int) -> Path:
+def count_instructions(name: str, conf: str, work: Path, warm: int, requests: int, tls: bool) -> Path:
     """Runs `conf` under callgrind; returns the profile of `requests` requests after `warm` others."""
     directory = work / f"callgrind-{name}"
     directory.mkdir()
     os.chmod(directory, 0o755)
     port = free_port()
-    (directory / "nginx.conf").write_text(single_process(conf, port, directory))
+    (directory / "nginx.conf").write_text(single_process(conf, port, directory, tls))
     profile = directory / "callgrind.out"
     process = subprocess.Popen(["valgrind", "--tool=callgrind", "--smc-check=all-non-file",
                                 f"--callgrind-out-file={profile}", "nginx", "-p", str(directory), "-c",
                                 str(directory / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port, 120)  # valgrind starts nginx slowly
-        send_requests(port, warm)
+        send_requests(port, warm, tls)
         subprocess.run(["callgrind_control", "--zero", str(process.pid)], check=True, capture_output=True)
-        send_requests(port, requests)
+        send_requests(port, requests, tls)
         subprocess.run(["callgrind_control", "--dump", str(process.pid)], check=True, capture_output=True)
     finally:
         process.terminate()
@@ -115,6 +126,8 @@ def inclusive(profile: Path) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", choices=("plain", "tls"), default="plain",
+                        help="plain: one Ingress over HTTP; tls: the same over HTTPS")
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--warm", type=int, default=4000,
                         help="requests before counting: Lua's traces compiled, the metrics' lines seen")
@@ -122,28 +135,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         os.chmod(work, 0o755)
-        scenario = Scenario("plain", work)
+        scenario = Scenario(args.scenario, work)
+        tls = scenario.certificate is not None
         backend_port = free_port()
         backend = start_ok_backend(work / "backend", backend_port)
-        cluster = plain_ingress_cluster(work / "manifests", backend_port)
+        cluster = ManifestsCluster(work / "manifests")
+        cluster.apply(*scenario.manifests(backend_port))
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
                                                     "--configmap=ingress/quiet"])
         try:
             controller.start()
-            wait_for(lambda: controller.get("/", host=HOST).status_code == 200, 30, what="pyngress answering 200")
+            url = scenario.url(controller.https_port if tls else controller.http_port)
+            wait_for(lambda: answers(url), 30, what="pyngress answering 200")
             confs = {name: f"http {{ access_log off; {static_proxy(0, backend_port, headers, scenario)} }}\n"
                            "events { worker_connections 1024; }"
                      for name, headers in (("static", PLAIN_HEADERS), ("static+headers", FORWARDED_HEADERS))}
             confs["pyngress"] = controller.nginx_conf().decode()
-            profiles = {name: count_instructions(name, conf, work, args.warm, args.requests)
+            profiles = {name: count_instructions(name, conf, work, args.warm, args.requests, tls)
                         for name, conf in confs.items()}
         finally:
             controller.stop()
             stop_nginx(backend)
         per_request = {name: total(profile) / args.requests for name, profile in profiles.items()}
         parts = inclusive(profiles["pyngress"])
-    print(f"one plain Ingress: user-space instructions per request (callgrind, one process each, "
+    print(f"one {'TLS' if tls else 'plain'} Ingress: user-space instructions per request (callgrind, one process each, "
           f"{args.requests} requests after {args.warm})")
     for name, count in per_request.items():
         print(f"{name:16} {count:>9,.0f}   {count / per_request['static']:.2f}x static, "
