@@ -1,6 +1,8 @@
 """TLS termination: certificates chosen by SNI and rotated without a reload, HTTPS redirects, HSTS."""
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from services.syncer.model_types import HostRoutes
@@ -92,3 +94,8 @@ def test_hsts_is_sent_on_https_only(nginx, app):
     assert "strict-transport-security" not in nginx.get("/", host="nohsts.test", https=True).headers
     plain = nginx.get("/.well-known/acme-challenge/x", host="hsts.test")
     assert plain.backend == "app" and "strict-transport-security" not in plain.headers
+    # Over HTTP/2, where each stream's request has a connection of its own that shares the TLS one.
+    head = subprocess.run(["curl", "-sk", "--http2", "-o", "/dev/null", "-D", "-", "--resolve",
+                           f"hsts.test:{nginx.https_port}:127.0.0.1", f"https://hsts.test:{nginx.https_port}/"],
+                          capture_output=True, text=True, timeout=30, check=True).stdout
+    assert head.startswith("HTTP/2 200") and f"strict-transport-security: {hsts}\n" in head, head
