@@ -70,11 +70,16 @@ def start_ok_backend(directory: Path, port: int) -> subprocess.Popen:
         f'location / {{ return 200 "ok"; }} }}'))
 
 
+def scenario_cluster(directory: Path, backend_port: int, scenario: "Scenario") -> ManifestsCluster:
+    """A manifests directory with the scenario's Ingress for HOST to the backend, and the quiet ConfigMap."""
+    cluster = ManifestsCluster(directory)
+    cluster.apply(*scenario.manifests(backend_port))
+    return cluster
+
+
 def plain_ingress_cluster(directory: Path, backend_port: int) -> ManifestsCluster:
     """A manifests directory with one plain Ingress for HOST to the backend, and the quiet ConfigMap."""
-    cluster = ManifestsCluster(directory)
-    cluster.apply(*Scenario("plain", directory).manifests(backend_port))
-    return cluster
+    return scenario_cluster(directory, backend_port, Scenario("plain", directory))
 
 
 # The static baseline's headers: the Host, and an empty Connection header for upstream keepalive.
@@ -169,8 +174,7 @@ def main() -> None:
                              body=static_proxy(static_port, backend_port, PLAIN_HEADERS, scenario))
         static_headers = start_nginx(work / "static-headers", workers="auto",
                                      body=static_proxy(headers_port, backend_port, FORWARDED_HEADERS, scenario))
-        cluster = ManifestsCluster(work / "manifests")
-        cluster.apply(*scenario.manifests(backend_port))
+        cluster = scenario_cluster(work / "manifests", backend_port, scenario)
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
                                                     "--configmap=ingress/quiet", *args.controller_arg])

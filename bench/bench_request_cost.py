@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_dataplane import (FORWARDED_HEADERS, HOST, PLAIN_HEADERS, Scenario, answers,  # noqa: E402
-                                   start_ok_backend, static_proxy, stop_nginx)
-from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
+                                   scenario_cluster, start_ok_backend, static_proxy, stop_nginx)
+from tests.support.controller import Controller  # noqa: E402
 from tests.integration.proxy.harness import wait_listening  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
@@ -139,8 +139,7 @@ def main() -> None:
         tls = scenario.certificate is not None
         backend_port = free_port()
         backend = start_ok_backend(work / "backend", backend_port)
-        cluster = ManifestsCluster(work / "manifests")
-        cluster.apply(*scenario.manifests(backend_port))
+        cluster = scenario_cluster(work / "manifests", backend_port, scenario)
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
                                                     "--configmap=ingress/quiet"])
