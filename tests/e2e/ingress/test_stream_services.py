@@ -111,9 +111,10 @@ def test_tcp_and_udp_services_follow_their_endpoints_without_reload(stage):
     answers(udp, udp_port, b"query", b"B:query")
     assert controller.metric("nginx_ingress_controller_success") == reloads
 
-    # No endpoints: the connection is closed, nothing else answers for it.
+    # No endpoints: the connection is closed, nothing else answers for it. The client sends nothing: nginx closes
+    # before it reads, and bytes it had not read would turn its close into a reset, or not, by a race.
     cluster.apply(*echo_service("tcp-echo"))
-    wait_for(lambda: tcp(tcp_port, b"hello") == b"", 20, what="the connection closed without endpoints")
+    wait_for(lambda: tcp(tcp_port, b"") == b"", 20, what="the connection closed without endpoints")
 
 
 def test_proxy_protocol_in_and_out(stage):
