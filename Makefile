@@ -8,6 +8,10 @@ APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core
 # Only the benchmarks need these (the load generator); `make bench` installs them.
 BENCH_PACKAGES := wrk
 PYTEST_ARGS ?=
+# The suite waits (on nginx reloads, process starts, timeouts) far more than it computes: test files run in
+# TEST_WORKERS processes. --dist loadfile keeps a file's tests in one worker, so that its module fixtures (an
+# nginx, a controller) start once; each worker draws its ports from its own range (tests/support/net.py).
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test bench clean
 
@@ -47,7 +51,7 @@ run: setup
 	$(VENV)/bin/python examples/run_demo.py
 
 test: setup
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: setup .setup-bench.stamp
 	$(VENV)/bin/python bench/run_all.py

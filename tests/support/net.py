@@ -1,6 +1,7 @@
 """Small helpers the integration and e2e tests share: free ports and waiting for a condition."""
 from __future__ import annotations
 
+import os
 import random
 import socket
 import time
@@ -11,7 +12,23 @@ T = TypeVar("T")
 
 # Below Linux's ephemeral range (32768-60999): a port the kernel hands out for port 0 is also one it may give
 # any outgoing connection (nginx's upstream keepalive, a Prometheus scrape) before the test binds it.
-_PORTS = (10000, 32767)
+_ALL_PORTS = (10000, 32767)
+
+
+def _worker_ports() -> tuple[int, int]:
+    """This process's share of the range: under pytest-xdist each worker draws from its own slice, since a
+    port drawn is not bound until the test's server starts and another worker could draw it meanwhile."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1" ... or unset without xdist
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or workers < 2:
+        return _ALL_PORTS
+    index = int(worker[2:])
+    low, high = _ALL_PORTS
+    share = (high - low + 1) // workers
+    return low + index * share, low + (index + 1) * share - 1
+
+
+_PORTS = _worker_ports()
 _random = random.Random()
 # Ports handed out already: two drawn in a row (a controller's HTTP and HTTPS ports) are not bound yet, so the
 # bind test alone could give the same one twice.
