@@ -11,6 +11,8 @@ PYTEST_ARGS ?=
 # The suite waits (on nginx reloads, process starts, timeouts) far more than it computes: test files run in
 # TEST_WORKERS processes. --dist loadfile keeps a file's tests in one worker, so that its module fixtures (an
 # nginx, a controller) start once; each worker draws its ports from its own range (tests/support/net.py).
+# Files are handed out in collection order (not xdist's most-tests-first), which tests/conftest.py makes the
+# files that take minutes first and the many short unit files last, so that no long file starts at the end.
 TEST_WORKERS ?= 2
 
 .PHONY: setup run test bench clean
@@ -51,7 +53,7 @@ run: setup
 	$(VENV)/bin/python examples/run_demo.py
 
 test: setup
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup .setup-bench.stamp
 	$(VENV)/bin/python bench/run_all.py

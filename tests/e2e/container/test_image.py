@@ -41,6 +41,7 @@ SLOW_SECONDS = 4.0
 SLOW_BODY = b"slow-and-complete\n" * 4096  # 72 KiB: more than one write, so a cut response shows
 
 pytestmark = [
+    pytest.mark.long_file,
     pytest.mark.timeout(600),  # a cold build (base image, apt, wheels) takes about a minute here
     pytest.mark.skipif(os.geteuid() != 0, reason="podman runs containers here as root only"),
 ]

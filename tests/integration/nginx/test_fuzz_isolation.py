@@ -40,6 +40,8 @@ from tests.support.annotation_cluster import (FUZZED, FUZZED_HOST, GOOD, GOOD_HO
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
 
+pytestmark = pytest.mark.long_file
+
 FUZZ = settings(deadline=None, derandomize=True, database=None, max_examples=40)
 
 
