@@ -10,13 +10,16 @@ ratios are medians of same-round ratios):
 - CPU per connection and per GiB: utime+stime deltas from /proc/<pid>/stat of the proxy process and of
   the nginx stream worker over the same phases.
 "Direct" (client → backend) is shown for reference. With --controller the proxy is that of a whole running
-controller (nginx, watcher, syncer beside it), routed by an ssl-passthrough Ingress.
-Run: .venv/bin/python bench/bench_passthrough.py [--controller]
+controller (nginx, watcher, syncer beside it), routed by an ssl-passthrough Ingress. With --twin a second
+nginx, configured as the first, is measured as one more path: its ratios to the first are what the machine's
+noise alone gives, the resolution of the proxy's ratios.
+Run: .venv/bin/python bench/bench_passthrough.py [--controller] [--floor] [--twin]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import socket
 import ssl
 import statistics
@@ -145,6 +148,7 @@ class Path_:
         self.bytes = 0
         self.cpu_connections = 0.0
         self.system_connections = 0.0  # the kernel's part of cpu_connections
+        self.cpu_elsewhere = 0.0  # during the other paths' slices: what its own left behind, and its timers
         self.connections = 0
 
     def cpu(self) -> tuple[float, float]:
@@ -162,6 +166,9 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="also measure bench/minimal_forwarder.py: what a Python forwarder that does nothing "
                         "else costs (the floor under the proxy's CPU per connection)")
+    parser.add_argument("--twin", action="store_true",
+                        help="also measure a second nginx ssl_preread configured as the first: its ratios to the "
+                        "first are this machine's noise, the resolution of the proxy's ratios")
     parser.add_argument("--controller", action="store_true",
                         help="the proxy of a whole controller (`pyngress up --enable-ssl-passthrough "
                         "--proxy-processes=1`, an Ingress with ssl-passthrough), not a proxy process alone")
@@ -194,24 +201,29 @@ http {{
     }}
 }}
 """)
-        stream = Nginx(work / "stream", f"""
+
+        def ssl_preread(name: str, port: int) -> Nginx:
+            return Nginx(work / name, f"""
 stream {{
     map $ssl_preread_server_name $passthrough {{
         {HOST} 127.0.0.1:{backend_port};
         default 127.0.0.1:{nginx_internal};
     }}
     server {{
-        listen 127.0.0.1:{stream_port} reuseport;
+        listen 127.0.0.1:{port} reuseport;
         ssl_preread on;
         proxy_pass $passthrough;
     }}
 }}
 """)
+        stream = ssl_preread("stream", stream_port)
+        twin_port = free_port()
+        twin = ssl_preread("twin", twin_port) if args.twin else None
         proxy = WholeController(work, backend_port) if args.controller else LoneProxy(work, backend_port)
         pool = ProcessPoolExecutor(args.processes)
         floor: subprocess.Popen[bytes] | None = None
         try:
-            for port in (backend_port, stream_port):
+            for port in (backend_port, stream_port, *([twin_port] if twin else [])):
                 wait_listening(port)
             proxy_port, proxy_pid = proxy.start()
             (stream_worker,) = stream.worker_pids()
@@ -224,13 +236,20 @@ stream {{
                                           str(floor_port), str(backend_port)], start_new_session=True)
                 wait_listening(floor_port)
                 paths.append(Path_("minimal forwarder", floor_port, floor.pid))
+            if twin is not None:
+                (twin_worker,) = twin.worker_pids()
+                paths.append(Path_("second nginx", twin_port, twin_worker))
             ca = str(pki.ca)
             wait_for(lambda: download(proxy_port, ca) > 0, 60, what="the passthrough route")
             for p in paths:  # warm up: first connections, page cache
                 download(p.port, ca)
+            order = random.Random(0)  # the same orders in every run of the bench
             for r in range(args.rounds):
-                # Rotate the order so that no path always runs right after the same neighbour.
-                for p in paths[r % len(paths):] + paths[:r % len(paths)]:
+                # A new order each round: a rotation would keep each path's predecessor, and what a path leaves
+                # behind (connections closing, timers) falls in the slice that follows it.
+                for p in order.sample(paths, len(paths)):
+                    measured = [q for q in paths if q is not p and q.pid]
+                    before = [q.cpu() for q in measured]
                     user, system = p.cpu()
                     p.mibps.append(download(p.port, ca))
                     p.bytes += BIG
@@ -242,6 +261,8 @@ stream {{
                     p.system_connections += system_after - system
                     p.rates.append(rate)
                     p.connections += count
+                    for q, (q_user, q_system) in zip(measured, before):
+                        q.cpu_elsewhere += sum(q.cpu()) - q_user - q_system
                 print(f"round {r + 1}/{args.rounds}: " + "; ".join(
                     f"{p.name} {p.mibps[-1]:.0f} MiB/s {p.rates[-1]:.0f} conn/s" for p in paths), flush=True)
             report(paths, args)
@@ -252,6 +273,8 @@ stream {{
                 floor.wait()
             proxy.stop()
             stream.stop()
+            if twin is not None:
+                twin.stop()
             backend.stop()
 
 
@@ -261,31 +284,40 @@ def report(paths: list[Path_], args: argparse.Namespace) -> None:
           f"{args.seconds:g} s from {args.processes} client processes x {args.threads} threads; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(f"{'path':<20}{'MiB/s median (min-max)':>24}{'conn/s median (min-max)':>25}"
-          f"{'CPU µs/conn (user+sys)':>24}{'CPU s/GiB':>11}")
+          f"{'CPU µs/conn (user+sys)':>24}{'CPU s/GiB':>11}{'elsewhere µs/conn':>19}")
     for p in paths:
         per_conn = (f"{p.cpu_connections / p.connections * 1e6:.0f} "
                     f"({(p.cpu_connections - p.system_connections) / p.connections * 1e6:.0f}"
                     f"+{p.system_connections / p.connections * 1e6:.0f})") if p.pid else "-"
         per_gib = f"{p.cpu_download / (p.bytes / 1024 ** 3):.2f}" if p.pid else "-"
+        elsewhere = f"{p.cpu_elsewhere / p.connections * 1e6:.0f}" if p.pid else "-"
         mibps = f"{statistics.median(p.mibps):.0f} ({min(p.mibps):.0f}-{max(p.mibps):.0f})"
         rates = f"{statistics.median(p.rates):.0f} ({min(p.rates):.0f}-{max(p.rates):.0f})"
-        print(f"{p.name:<20}{mibps:>24}{rates:>25}{per_conn:>24}{per_gib:>11}")
+        print(f"{p.name:<20}{mibps:>24}{rates:>25}{per_conn:>24}{per_gib:>11}{elsewhere:>19}")
     ours, nginx = paths[0], paths[1]
-    # Ratios of the same round, then their median: both paths of a round ran within seconds of each
-    # other, under the same load from the rest of the machine.
-    throughput = statistics.median(a / b for a, b in zip(ours.mibps, nginx.mibps))
-    rate = statistics.median(a / b for a, b in zip(ours.rates, nginx.rates))
+    print()
+    print(f"pyngress / nginx: {ratios(ours, nginx)} (target: >= 0.9x on throughput and connection rate in "
+          "every round; CPU per connection <= 1.2x)")
+    for other in paths[3:]:
+        print(f"{other.name} / nginx: {ratios(other, nginx)}" + (
+            " (the floor for a Python forwarder)" if other.name == "minimal forwarder" else
+            " (the same server twice: what noise alone gives)"))
+
+
+def ratios(ours: Path_, nginx: Path_) -> str:
+    """Same-round ratios of `ours` to `nginx`, median and spread: both paths of a round ran within seconds of each
+    other, under the same load from the rest of the machine; CPU over all rounds."""
+    def spread(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f}x (rounds {min(values):.2f}-{max(values):.2f})"
+    throughput = [a / b for a, b in zip(ours.mibps, nginx.mibps)]
+    rate = [a / b for a, b in zip(ours.rates, nginx.rates)]
     cpu_conn = (ours.cpu_connections / ours.connections) / (nginx.cpu_connections / nginx.connections)
     cpu_gib = (ours.cpu_download / ours.bytes) / (nginx.cpu_download / nginx.bytes)
-    print()
-    print(f"pyngress / nginx: throughput {throughput:.2f}x, connection rate {rate:.2f}x (target: >= 0.9x on both); "
-          f"CPU per connection {cpu_conn:.2f}x, CPU per GiB {cpu_gib:.2f}x")
-    if len(paths) > 3:
-        floor = paths[3]
-        floor_conn = (floor.cpu_connections / floor.connections) / (nginx.cpu_connections / nginx.connections)
-        rate = statistics.median(a / b for a, b in zip(floor.rates, nginx.rates))
-        print(f"minimal forwarder / nginx: CPU per connection {floor_conn:.2f}x, connection rate {rate:.2f}x "
-              "(the floor for a Python forwarder)")
+    # What a process spends during the other paths' slices is its too (deferred work, timers, status writes).
+    cpu_all = ((ours.cpu_connections + ours.cpu_elsewhere) / ours.connections) / (
+        (nginx.cpu_connections + nginx.cpu_elsewhere) / nginx.connections)
+    return (f"throughput {spread(throughput)}, connection rate {spread(rate)}, CPU per connection {cpu_conn:.2f}x "
+            f"({cpu_all:.2f}x with what it spends elsewhere), CPU per GiB {cpu_gib:.2f}x")
 
 
 if __name__ == "__main__":
