@@ -7,8 +7,8 @@ worker count as pyngress's (`worker_processes auto`), one `server` for the host,
 upstream with `keepalive 32`, HTTP/1.1 upstream with an empty Connection header, no Lua module, no access
 log. pyngress: a running controller (manifests mode) with one Ingress for the host, its access log off as the
 baseline's (ConfigMap disable-access-log; bench_metrics_cost.py measures what the log and the metrics cost). Load: wrk, 2 threads, 32
-connections, keep-alive, in rounds that alternate between the two so that load from elsewhere on the
-machine spreads over both; medians, and the median of same-round ratios.
+connections, keep-alive, in rounds that alternate between the servers (a new order each round) so that load
+from elsewhere on the machine spreads over all; medians, and the median of same-round ratios.
 --scenario tls: the same over HTTPS (the Ingress has a TLS section and its Secret; the static servers the same
 certificate; wrk keeps its 32 connections, so this is the cost per request of TLS records, plus pyngress's
 per-request work for a TLS host such as the HSTS header; wrk sends no SNI, so both serve their default
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import random
 import re
 import signal
 import statistics
@@ -187,9 +188,11 @@ def main() -> None:
             for url in urls.values():
                 wrk(url, 1)  # warm each: Lua code cache, upstream keepalive connections
             runs: dict[str, list[tuple[float, float]]] = {name: [] for name in urls}
+            order = random.Random(0)  # the same orders in every run of the bench
             for _ in range(args.rounds):
-                for name, url in urls.items():
-                    runs[name].append(wrk(url, args.seconds))
+                # A new order each round, so that no server always runs first, or right after the same one.
+                for name in order.sample(list(urls), len(urls)):
+                    runs[name].append(wrk(urls[name], args.seconds))
                 time.sleep(0.5)
         finally:
             controller.stop()
