@@ -141,6 +141,12 @@ class IngressStatusUpdater:
         # What we last wrote, by Ingress key: (its resourceVersion before the write, the addresses). While
         # the store still shows that resourceVersion it has not caught up with our write yet.
         self._written: dict[str, tuple[str, list[Address]]] = {}
+        # Ingresses to which a write of addresses went, landed or not. The store learns of a write through the
+        # watch, so at a stop right after one it may not show the addresses yet: clear_on_shutdown clears these too.
+        self._published: set[str] = set()
+        # Writes whose request is under way. Each runs in a thread, which cancelling the task that awaits it does not
+        # stop: clear_on_shutdown waits for them, so that its own writes come last.
+        self._writes: set[asyncio.Future[dict[str, Any]]] = set()
         self.disabled_reason: str | None = None
         self._fixed: list[Address] | None = None
         if not settings.leader.update_status:
@@ -191,8 +197,10 @@ class IngressStatusUpdater:
         cleared = 0
         try:
             async with asyncio.timeout(SHUTDOWN_CLEAR_SECONDS):
+                if self._writes:
+                    await asyncio.wait(set(self._writes))
                 for key, ingress in served_ingresses(store, self.settings).items():
-                    if current_addresses(ingress) and await self._write(key, []):
+                    if (current_addresses(ingress) or key in self._published) and await self._write(key, []):
                         cleared += 1
         except TimeoutError:
             log.warning("Ingress status not cleared everywhere before the stop", extra=kv(cleared=cleared))
@@ -227,6 +235,7 @@ class IngressStatusUpdater:
         served = served_ingresses(store, self.settings)
         for key in set(self._written) - served.keys():
             del self._written[key]
+        self._published &= served.keys()
         for key, ingress in served.items():
             resource_version = ingress["metadata"].get("resourceVersion", "")
             if current_addresses(ingress) == wanted:
@@ -241,9 +250,14 @@ class IngressStatusUpdater:
     async def _write(self, key: str, addresses: list[Address]) -> bool:
         _, namespace, name = split_key(key)
         body = {"status": {"loadBalancer": {"ingress": addresses or None}}}
+        if addresses:
+            self._published.add(key)
+        request = asyncio.ensure_future(self._json(self._networking.patch_namespaced_ingress_status, name, namespace,
+                                                   body, _content_type=MERGE_PATCH))
+        self._writes.add(request)
+        request.add_done_callback(self._write_done)
         try:
-            await self._json(self._networking.patch_namespaced_ingress_status, name, namespace, body,
-                             _content_type=MERGE_PATCH)
+            await asyncio.shield(request)  # cancelled, the request goes on (see self._writes)
         except client.ApiException as err:
             if err.status == 404:
                 return False  # deleted meanwhile
@@ -252,6 +266,11 @@ class IngressStatusUpdater:
                                                     addresses=",".join(a.get("ip") or a["hostname"] for a in addresses)
                                                     or "(none)"))
         return True
+
+    def _write_done(self, request: asyncio.Future[dict[str, Any]]) -> None:
+        self._writes.discard(request)
+        if not request.cancelled():
+            request.exception()  # seen: its task reports it, or was cancelled and no longer needs it
 
     async def _get(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
         try:

@@ -105,6 +105,10 @@ class KubeApiServer:
         self._site: web.SockSite | None = None
         self._fail_remaining = 0
         self._fail_status = 500
+        self._hold_remaining = 0
+        self._hold_seconds = 0.0
+        self._hold_method = ""
+        self.holding = 0  # requests held by hold_next_requests now
 
     # --- lifecycle ---
 
@@ -219,6 +223,13 @@ class KubeApiServer:
             self._fail_remaining, self._fail_status = count, status
         self._call(arm)
 
+    def hold_next_requests(self, count: int, seconds: float, method: str) -> None:
+        """Hold the next `count` requests with `method` for `seconds` before handling them, as a slow API server
+        does; `holding` counts those held now."""
+        def arm() -> None:
+            self._hold_remaining, self._hold_seconds, self._hold_method = count, seconds, method
+        self._call(arm)
+
     def expire_history(self, end_watches: bool = False) -> None:
         """Compact the history up to the current resourceVersion: resuming from an older one gets 410 Gone.
 
@@ -292,6 +303,13 @@ class KubeApiServer:
     # --- HTTP ---
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        if self._hold_remaining > 0 and request.method == self._hold_method:
+            self._hold_remaining -= 1
+            self.holding += 1
+            try:
+                await asyncio.sleep(self._hold_seconds)
+            finally:
+                self.holding -= 1
         if self._fail_remaining > 0:
             self._fail_remaining -= 1
             return _error_response(ApiError(self._fail_status, "InternalError",

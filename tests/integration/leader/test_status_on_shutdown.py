@@ -81,3 +81,34 @@ def test_a_stopping_leader_clears_the_status_only_when_it_is_the_last_replica(ap
     asyncio.run(scenario())
     assert status_of(api_client, "ours")[0] == ([] if cleared else [{"ip": "198.51.100.7"}])
     assert status_of(api_client, "theirs")[0] == []  # another class's Ingress is never touched
+
+
+def stop_right_after_the_write(api, api_client, monkeypatch, store_at_stop) -> None:
+    """The last replica's leader writes the status of "ours", then stops (SIGTERM) at once."""
+    monkeypatch.setenv("POD_NAME", POD)
+    settings = Settings.from_flags(publish_service=PUBLISH, update_status_on_shutdown=True)
+
+    async def scenario():
+        elector = LeaderElector(api_client, name="shutdown-race", namespace="default", identity=POD, lease_duration=3)
+        updater = IngressStatusUpdater(api_client, settings=settings, resync_seconds=0.2)
+        task = asyncio.create_task(elector.run(lambda: updater.run(lambda: full_store(api)),
+                                               before_release=lambda: updater.clear_on_shutdown(store_at_stop())))
+        await until(lambda: status_of(api_client, "ours")[0] == [{"ip": "198.51.100.7"}] or api.holding,
+                    "the status write sent")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    asyncio.run(scenario())
+
+
+def test_a_stop_right_after_a_write_clears_it_though_the_store_does_not_show_it_yet(api, api_client, monkeypatch):
+    setup_cluster(api, api_client, (POD, True))
+    before_the_write = full_store(api)  # the watcher's store when SIGTERM comes before the write's watch event
+    stop_right_after_the_write(api, api_client, monkeypatch, lambda: before_the_write)
+    assert status_of(api_client, "ours")[0] == []
+
+
+def test_a_stop_during_a_write_clears_the_status_after_that_write_lands(api, api_client, monkeypatch):
+    setup_cluster(api, api_client, (POD, True))
+    api.hold_next_requests(1, 1.0, "PATCH")  # the status write is on its way when the stop comes
+    stop_right_after_the_write(api, api_client, monkeypatch, lambda: full_store(api))
+    assert status_of(api_client, "ours")[0] == []
