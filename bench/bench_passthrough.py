@@ -138,10 +138,11 @@ class WholeController:
 
 
 class Path_:
-    """One way to the backend: its port and the process whose CPU it costs (None: direct)."""
+    """One way to the backend: its port and the process whose CPU it costs (None: direct); `meaning` says what
+    its ratios to nginx show, for the paths measured beside the proxy."""
 
-    def __init__(self, name: str, port: int, pid: int | None) -> None:
-        self.name, self.port, self.pid = name, port, pid
+    def __init__(self, name: str, port: int, pid: int | None, meaning: str = "") -> None:
+        self.name, self.port, self.pid, self.meaning = name, port, pid, meaning
         self.mibps: list[float] = []
         self.rates: list[float] = []
         self.cpu_download = 0.0
@@ -217,13 +218,13 @@ stream {{
 }}
 """)
         stream = ssl_preread("stream", stream_port)
-        twin_port = free_port()
+        twin_port = free_port() if args.twin else 0
         twin = ssl_preread("twin", twin_port) if args.twin else None
         proxy = WholeController(work, backend_port) if args.controller else LoneProxy(work, backend_port)
         pool = ProcessPoolExecutor(args.processes)
         floor: subprocess.Popen[bytes] | None = None
         try:
-            for port in (backend_port, stream_port, *([twin_port] if twin else [])):
+            for port in (backend_port, stream_port):
                 wait_listening(port)
             proxy_port, proxy_pid = proxy.start()
             (stream_worker,) = stream.worker_pids()
@@ -235,10 +236,12 @@ stream {{
                 floor = subprocess.Popen([sys.executable, str(Path(__file__).with_name("minimal_forwarder.py")),
                                           str(floor_port), str(backend_port)], start_new_session=True)
                 wait_listening(floor_port)
-                paths.append(Path_("minimal forwarder", floor_port, floor.pid))
+                paths.append(Path_("minimal forwarder", floor_port, floor.pid, "the floor for a Python forwarder"))
             if twin is not None:
+                wait_listening(twin_port)
                 (twin_worker,) = twin.worker_pids()
-                paths.append(Path_("second nginx", twin_port, twin_worker))
+                paths.append(Path_("second nginx", twin_port, twin_worker,
+                                   "the same server twice: what noise alone gives"))
             ca = str(pki.ca)
             wait_for(lambda: download(proxy_port, ca) > 0, 60, what="the passthrough route")
             for p in paths:  # warm up: first connections, page cache
@@ -299,9 +302,7 @@ def report(paths: list[Path_], args: argparse.Namespace) -> None:
     print(f"pyngress / nginx: {ratios(ours, nginx)} (target: >= 0.9x on throughput and connection rate in "
           "every round; CPU per connection <= 1.2x)")
     for other in paths[3:]:
-        print(f"{other.name} / nginx: {ratios(other, nginx)}" + (
-            " (the floor for a Python forwarder)" if other.name == "minimal forwarder" else
-            " (the same server twice: what noise alone gives)"))
+        print(f"{other.name} / nginx: {ratios(other, nginx)} ({other.meaning})")
 
 
 def ratios(ours: Path_, nginx: Path_) -> str:

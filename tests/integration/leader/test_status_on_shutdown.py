@@ -84,7 +84,8 @@ def test_a_stopping_leader_clears_the_status_only_when_it_is_the_last_replica(ap
 
 
 def stop_right_after_the_write(api, api_client, monkeypatch, store_at_stop) -> None:
-    """The last replica's leader writes the status of "ours", then stops (SIGTERM) at once."""
+    """The last replica's leader stops (SIGTERM) as soon as its status write of "ours" has landed or, when the API
+    server holds it, is on its way."""
     monkeypatch.setenv("POD_NAME", POD)
     settings = Settings.from_flags(publish_service=PUBLISH, update_status_on_shutdown=True)
 
