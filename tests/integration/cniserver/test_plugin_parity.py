@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.cniserver.cni_processes import PLUGIN, CniStack
+from tests.integration.cniserver.cni_processes import PLUGIN, REPO, CniStack
 from tests.integration.cniserver.plugins import build_static_plugin, plugin_path, python_plugin_with_timeout
 
 OK_BODY = b'{"cniVersion": "1.1.0", "interfaces": [], "ips": []}'
@@ -494,24 +494,32 @@ def test_odd_socket_paths_in_the_configuration(server_socket: str, tmp_path: Pat
     assert outcome.returncode == 1 and json.loads(outcome.stdout)["code"] == 11
 
 
-def test_a_socket_the_caller_may_not_use_is_code_5(tmp_path: Path):
+def test_a_socket_the_caller_may_not_use_is_code_5():
     """The server's directory is root-only: a plugin not run as root is refused (EACCES), code 5."""
     private = Path(tempfile.mkdtemp(prefix="pcni-priv-", dir="/tmp"))
+    # Copies of both plugins, where nobody may read and run them: not under pytest's tmp_path nor the clone, either
+    # of which may sit in a 0700 directory (`mktemp -d` makes one). The Python plugin needs only the standard
+    # library, and runs with -IS as its launcher runs it.
+    public = Path(tempfile.mkdtemp(prefix="pcni-pub-", dir="/tmp"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         os.chmod(private, 0o700)
+        os.chmod(public, 0o755)
         listener.bind(str(private / "s.sock"))
         listener.listen(1)
         as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-        static_copy = tmp_path / "pyngress-cni-static"  # somewhere nobody may execute it from
+        static_copy, python_copy = public / "pyngress-cni-static", public / "pyngress_cni.py"
         shutil.copy(plugin_path("static"), static_copy)
-        tmp_path.chmod(0o755)
+        shutil.copy(REPO / "services" / "cni_plugin" / "main.py", python_copy)
+        python_copy.chmod(0o644)
         outcome = assert_same(both(b"{}", base_env("ADD", private / "s.sock"),
-                                   argv={"python": [*as_nobody, str(PLUGIN)], "static": [*as_nobody, str(static_copy)]}))
+                                   argv={"python": [*as_nobody, sys.executable, "-IS", str(python_copy)],
+                                         "static": [*as_nobody, str(static_copy)]}))
         assert outcome.returncode == 1 and json.loads(outcome.stdout)["code"] == 5
     finally:
         listener.close()
         shutil.rmtree(private, ignore_errors=True)
+        shutil.rmtree(public, ignore_errors=True)
 
 
 def test_a_full_backlog_is_refused_at_once(tmp_path: Path):
