@@ -4,6 +4,10 @@
 
 `decode` validates the envelope and the body against the schema registered for its type, so a
 receiver never acts on half a message.
+
+The version changes when a receiver of the previous version would misread a message. A new message type or
+a new optional field keeps it: a receiver that does not know them rejects the message (unknown type or
+field) rather than misreading it.
 """
 from __future__ import annotations
 
@@ -68,9 +72,24 @@ def encode_update(epoch: str, seq: int, key: str, packed_value: bytes) -> bytes:
                      packer.pack("key"), packer.pack(key), packer.pack("value"), packed_value])
 
 
-def encode_snapshot(epoch: str, seq: int, packed_items: Iterable[tuple[str, bytes]]) -> bytes:
-    """A clone.snapshot message of packed values."""
-    return _encode_items("clone.snapshot", epoch, seq, packed_items)
+# What the envelope and the fields beside `items` add to a message of items, at most (an epoch of up to 64
+# characters): a message of items fits a limit when their item_bytes() add up to the limit less this.
+ITEMS_ENVELOPE_BYTES = 256
+
+
+def item_bytes(key: str, packed_value: bytes) -> int:
+    """What one [key, packed value] pair adds to a message of items, at most."""
+    return 6 + len(key.encode()) + len(packed_value)
+
+
+def encode_snapshot(epoch: str, seq: int, packed_items: Iterable[tuple[str, bytes]], *, parts: int = 0) -> bytes:
+    """A clone.snapshot message of packed values: the whole snapshot, or its end after `parts` parts."""
+    return _encode_items("clone.snapshot", epoch, seq, packed_items, {"parts": parts} if parts else {})
+
+
+def encode_snapshot_part(epoch: str, seq: int, part: int, packed_items: Iterable[tuple[str, bytes]]) -> bytes:
+    """Part number `part` (from 0) of the snapshot reflecting update `seq`: a clone.snapshot_part message."""
+    return _encode_items("clone.snapshot_part", epoch, seq, packed_items, {"part": part})
 
 
 def encode_updates(epoch: str, last_seq: int, packed_items: Iterable[tuple[str, bytes]]) -> bytes:
@@ -78,11 +97,16 @@ def encode_updates(epoch: str, last_seq: int, packed_items: Iterable[tuple[str, 
     return _encode_items("clone.updates", epoch, last_seq, packed_items)
 
 
-def _encode_items(msg_type: str, epoch: str, seq: int, packed_items: Iterable[tuple[str, bytes]]) -> bytes:
+def _encode_items(msg_type: str, epoch: str, seq: int, packed_items: Iterable[tuple[str, bytes]],
+                  fields: dict[str, int] | None = None) -> bytes:
+    """The message's body is its epoch, then `fields` in order, then the items."""
     items = list(packed_items)
+    fields = fields or {}
     packer = msgpack.Packer(use_bin_type=True)
-    parts = [*_envelope_head(packer, msg_type, seq, 2), packer.pack("epoch"), packer.pack(epoch),
-             packer.pack("items"), packer.pack_array_header(len(items))]
+    parts = [*_envelope_head(packer, msg_type, seq, 2 + len(fields)), packer.pack("epoch"), packer.pack(epoch)]
+    for name, value in fields.items():
+        parts += (packer.pack(name), packer.pack(value))
+    parts += (packer.pack("items"), packer.pack_array_header(len(items)))
     pair = packer.pack_array_header(2)
     for key, packed in items:
         parts += (pair, packer.pack(key), packed)

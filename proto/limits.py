@@ -9,17 +9,40 @@ sends a cniworker more than the cniserver's HTTP body limit lets in.
 """
 from __future__ import annotations
 
+import os
+
 MIB = 1 << 20
 
-# Clone updates and snapshots (the watcher's object store, the syncer's passthrough table). The whole
-# store travels in one snapshot, so a 10,000-Ingress cluster must fit: 10,000 Ingresses + 10,000
-# Services + 10,000 EndpointSlices shaped as an API server serves them (uid, labels, five annotations,
-# TLS, status; three endpoints per slice; managedFields and kubectl's last-applied copy stripped as
-# the watcher does) packed with this codec measured 29 MiB (about 1 KiB per object); a TLS Secret per
-# Ingress (a two-certificate chain and an RSA key) adds 5.9 KB each, 56 MiB. 256 MiB leaves about three
-# times that for fatter objects (more paths, more endpoints per slice). One update is one object, under
-# the API server's 1.5 MiB limit, so it always fits too.
-CLONE_MAX_MESSAGE_BYTES = 256 * MIB
+CLONE_MAX_MESSAGE_BYTES_VARIABLE = "PYNGRESS_CLONE_MAX_MESSAGE_BYTES"
+# Below this, a clone message could not hold an ordinary object (a Secret of a certificate chain and a key).
+CLONE_MIN_MESSAGE_BYTES = 64 * 1024
+
+
+def _clone_max_message_bytes(default: int) -> int:
+    text = os.environ.get(CLONE_MAX_MESSAGE_BYTES_VARIABLE)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < CLONE_MIN_MESSAGE_BYTES:
+        raise ValueError(f"{CLONE_MAX_MESSAGE_BYTES_VARIABLE}={text!r}: expected a whole number of bytes of at least "
+                         f"{CLONE_MIN_MESSAGE_BYTES}; unset it for the default, {default}")
+    return value
+
+
+# Clone updates and snapshots (the watcher's object store, the syncer's passthrough table). No store has to
+# fit: a snapshot larger than a message travels in parts and a batch of updates is cut to fit
+# (services/common/clone_parts.py). What must fit is one object: one an API server keeps is under etcd's
+# 1.5 MiB request limit (about as large packed with this codec), so Kubernetes objects always fit; a larger
+# one (a manifests file can hold any) is refused alone by the publisher, with its key and size in its log.
+# 256 MiB was sized when the whole store travelled in one message (a 10,000-Ingress cluster with a TLS Secret
+# per Ingress: 85 MiB packed, measured); it stays as the bound a peer can make a receiver allocate.
+# PYNGRESS_CLONE_MAX_MESSAGE_BYTES sets another limit for every process that inherits the environment (`pyngress
+# up` passes it to each program; all of one instance must see the same): the tests run a controller whose store
+# is several times its limit.
+CLONE_MAX_MESSAGE_BYTES = _clone_max_message_bytes(256 * MIB)
 
 # What a clone publisher receives: subscriptions and snapshot requests, both a few bytes.
 CLONE_REQUEST_MAX_MESSAGE_BYTES = 64 * 1024

@@ -46,7 +46,11 @@ BODY_SCHEMAS: dict[str, dict[str, Shape]] = {
     "clone.updates": {"epoch": str, "items": ListOf(Pair(str, object))},
     "clone.heartbeat": {"epoch": str},
     "clone.snapshot_request": {},
-    "clone.snapshot": {"epoch": str, "items": ListOf(Pair(str, object))},
+    # A snapshot ends with clone.snapshot (the Guide's KTHXBAI), which carries the sequence it reflects. One too
+    # large for a message comes first as clone.snapshot_part messages numbered from 0, each with the same epoch
+    # and seq; `parts` on the end says how many came (absent: none, the whole snapshot in the one message).
+    "clone.snapshot_part": {"epoch": str, "part": int, "items": ListOf(Pair(str, object))},
+    "clone.snapshot": {"epoch": str, "parts?": int, "items": ListOf(Pair(str, object))},
     # Load-balancing broker between cniserver and the cniworker pool.
     # slots: how many requests the worker runs at once (0: it is draining before it exits).
     "cni.worker_ready": {"pid": int, "slots?": int},

@@ -2,7 +2,7 @@
 
 Publisher: a PUB socket sends every change as `clone.update` with a sequence number (many changes at once as
 `clone.updates`, one number each); a ROUTER socket answers `clone.snapshot_request` with the whole state and the
-sequence it reflects; a heartbeat every second carries the publisher's epoch (random per start) so that an idle
+sequence it reflects, in parts when it is large (services/common/clone_parts.py); a heartbeat every second carries the publisher's epoch (random per start) so that an idle
 subscriber notices a restarted publisher.
 
 Subscriber: subscribes first, then asks for a snapshot, then applies only updates newer than it. A gap in
@@ -10,7 +10,8 @@ the sequence, or a new epoch, makes it fetch a fresh snapshot. Both sides set th
 (unbounded): PUB/SUB silently drops messages at the default mark under load, and a dropped update here
 would be a wrong route, not a slow one. Every socket bounds what it accepts (`proto.limits`): libzmq
 drops a message over the limit with the connection it came on, and the subscriber, hearing nothing more,
-reconnects and re-snapshots.
+reconnects and re-snapshots. So the publisher never sends one over it: snapshots and batches of updates are cut
+to fit, and a value that could not travel alone is refused (its key is removed) with an error in the log.
 """
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from typing import Any, AsyncIterator, Iterable, Sequence
 import zmq
 import zmq.asyncio
 
-from proto import (Envelope, ProtocolError, decode, encode, encode_snapshot, encode_update, encode_updates, pack_value,
-                   unpack_value)
+from proto import Envelope, ProtocolError, decode, encode, encode_update, encode_updates, pack_value, unpack_value
 from proto.limits import CLONE_MAX_MESSAGE_BYTES, CLONE_REQUEST_MAX_MESSAGE_BYTES
+from services.common.clone_parts import (IncompleteSnapshot, SnapshotAssembly, cut, fits_alone, items_budget,
+                                         snapshot_messages)
 from services.common.gc_pause import collector_paused, freeze_survivors
 from services.common.ipc import bind_private
 
@@ -49,8 +51,11 @@ LARGE_MESSAGE_BYTES = 64 * 1024
 class ClonePublisher:
     """Owns a key-value state and publishes every change to it."""
 
-    def __init__(self, ctx: zmq.asyncio.Context, *, updates_endpoint: str, snapshot_endpoint: str) -> None:
+    def __init__(self, ctx: zmq.asyncio.Context, *, updates_endpoint: str, snapshot_endpoint: str,
+                 max_message_bytes: int = CLONE_MAX_MESSAGE_BYTES) -> None:
+        """`max_message_bytes`: the largest message the subscribers accept (theirs must be the same)."""
         self.epoch = os.urandom(8).hex()
+        self.max_message_bytes = max_message_bytes
         self.seq = 0
         # Each value packed (pack_value): a tenth of the memory of the objects (at 30,000 Kubernetes objects,
         # 9 MiB instead of 87), and a snapshot splices the bytes in without packing them again.
@@ -78,22 +83,22 @@ class ClonePublisher:
 
     async def set_many(self, changes: Iterable[tuple[str, Any]]) -> None:
         """Set each key to its value (None deletes it) and publish what changed: one change as clone.update, more
-        as clone.updates of up to BATCH_ITEMS each. A scan or relist of 30,000 objects then costs both sides a
-        message per thousand objects, not one per object (about 15 us each to encode, send, read and check)."""
-        batch: list[tuple[str, bytes]] = []
-        for key, value in changes:
-            packed = self._changed(key, value)
-            if packed is not None:
-                batch.append((key, packed))
-                if len(batch) == BATCH_ITEMS:
-                    self._publish(batch)
-                    batch = []
-        if batch:
+        as clone.updates of up to BATCH_ITEMS each (fewer when they would not fit in a message). A scan or relist
+        of 30,000 objects then costs both sides a message per thousand objects, not one per object (about 15 us
+        each to encode, send, read and check)."""
+        changed = ((key, packed) for key, value in changes if (packed := self._changed(key, value)) is not None)
+        for batch in cut(changed, budget=items_budget(self.max_message_bytes), max_items=BATCH_ITEMS):
             self._publish(batch)
 
     def _changed(self, key: str, value: Any) -> bytes | None:
         """Keep `key`'s new value; what to publish for it (None: nothing changed)."""
         packed = pack_value(value)
+        if value is not None and not fits_alone(key, packed, self.max_message_bytes):
+            # Sent, it would cut every subscriber's connection, and every snapshot after it would too.
+            log.error("refused %s: %d bytes packed, over the %d bytes a clone message may carry; the key is left "
+                      "out of the store (an API server refuses objects over 1.5 MiB: it came from a manifests "
+                      "file, which should hold a smaller object)", key, len(packed), self.max_message_bytes)
+            value, packed = None, pack_value(None)
         if value is None:
             if key not in self._packed:
                 return None
@@ -133,14 +138,16 @@ class ClonePublisher:
                 if env.type != "clone.snapshot_request":
                     log.warning("rejected message of type %s on the snapshot socket", env.type)
                     continue
-                snapshot = encode_snapshot(self.epoch, self.seq, self._packed.items())
-                if len(snapshot) > CLONE_MAX_MESSAGE_BYTES:
-                    log.error("the snapshot (%d bytes, %d keys) is over the %d bytes subscribers accept: they will "
-                              "drop it; raise CLONE_MAX_MESSAGE_BYTES in proto/limits.py",
-                              len(snapshot), len(self._packed), CLONE_MAX_MESSAGE_BYTES)
-                await self._router.send_multipart([identity, snapshot])
+                await self._send_snapshot(identity)
         finally:
             heartbeat.cancel()
+
+    async def _send_snapshot(self, identity: bytes) -> None:
+        # The state as it is now, with its sequence: changes made while the parts go out are updates after it.
+        items, seq = list(self._packed.items()), self.seq
+        for message in snapshot_messages(self.epoch, seq, items, max_message_bytes=self.max_message_bytes):
+            await self._router.send_multipart([identity, message])
+            await asyncio.sleep(0)  # other tasks get a turn between parts
 
     async def _heartbeat(self) -> None:
         while True:
@@ -194,6 +201,8 @@ class CloneSubscriber:
         return sub
 
     async def _fetch_snapshot(self) -> Snapshot:
+        """A whole snapshot: asked for again (on a new connection, so that nothing of the last answer remains)
+        until one arrives complete."""
         while True:
             dealer = self._ctx.socket(zmq.DEALER)
             dealer.setsockopt(zmq.LINGER, 0)
@@ -202,19 +211,26 @@ class CloneSubscriber:
             dealer.connect(self._snapshot_endpoint)
             try:
                 await dealer.send(encode("clone.snapshot_request", {}))
-                if await dealer.poll(SNAPSHOT_TIMEOUT_SECONDS * 1000):
-                    env = _decode_kept(await dealer.recv())
-                    if env.type == "clone.snapshot":
-                        self.epoch = env.body["epoch"]
-                        self.seq = env.seq
-                        return Snapshot({k: v for k, v in env.body["items"]})
-                log.info("no snapshot from %s within %s s (none is served before the publisher is ready, and one "
-                         "over %d bytes is dropped); asking again",
+                snapshot = await self._receive_snapshot(dealer)
+                if snapshot is not None:
+                    return snapshot
+                log.info("no snapshot from %s within %s s (none is served before the publisher is ready, and a "
+                         "message over %d bytes is dropped); asking again",
                          self._snapshot_endpoint, SNAPSHOT_TIMEOUT_SECONDS, self._max_message_bytes)
-            except ProtocolError as err:
-                log.warning("rejected snapshot: %s", err)
+            except (ProtocolError, IncompleteSnapshot) as err:
+                log.warning("rejected snapshot: %s; asking again", err)
             finally:
                 dealer.close()
+
+    async def _receive_snapshot(self, dealer: zmq.asyncio.Socket) -> Snapshot | None:
+        """The snapshot's messages put together; None when one is not there in time."""
+        assembly = SnapshotAssembly()
+        while await dealer.poll(SNAPSHOT_TIMEOUT_SECONDS * 1000):
+            state = assembly.add(_decode_kept(await dealer.recv()))
+            if state is not None:
+                self.epoch, self.seq = assembly.epoch, assembly.seq
+                return Snapshot(state)
+        return None
 
     async def events(self) -> AsyncIterator[Snapshot | Update]:
         """A Snapshot, then each change as an Update (and a Snapshot again after a gap)."""
