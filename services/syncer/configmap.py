@@ -52,6 +52,10 @@ class ControllerConfig:
     block_referers: tuple[str, ...] = ()
     # Whether an Ingress may name a Secret (auth-secret) in another namespace.
     allow_cross_namespace_resources: bool = False
+    # Whether an Ingress naming a host that another namespace owns (model.py: the namespace of the host's oldest
+    # Ingress) is refused whole; by default its paths are served, as ingress-nginx serves them, and only the
+    # host's certificate, redirects and server-level settings are the owner's.
+    strict_host_ownership: bool = False
     # global-auth-url and its options: external auth for every Ingress without its own auth-url (and
     # without enable-global-auth: "false"). A bad global-auth-* value denies those Ingresses (503) instead:
     # `global_auth_problem` says why.
@@ -197,6 +201,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "block-user-agents": ("block_user_agents", block_lists.header_patterns),
     "block-referers": ("block_referers", block_lists.header_patterns),
     "allow-cross-namespace-resources": ("allow_cross_namespace_resources", _flag),
+    "strict-host-ownership": ("strict_host_ownership", _flag),
     "disable-access-log": ("disable_access_log", _flag),
     "access-log-path": ("access_log_path", access_log.log_path),
     "access-log-params": ("access_log_params", access_log.log_params),

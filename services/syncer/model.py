@@ -51,6 +51,11 @@ _NAME_253 = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")  # object nam
 _NEWEST = datetime.max.replace(tzinfo=timezone.utc)
 
 
+def _namespace_of(ref: str) -> str:
+    """The namespace of an Ingress's "namespace/name"."""
+    return ref.partition("/")[0]
+
+
 class IngressRejected(ValueError):
     """Something in an Ingress's spec that drops the whole Ingress; the message says what to change."""
 
@@ -296,6 +301,38 @@ class _Merger:
     def warn(self, plan: IngressPlan, message: str) -> None:
         self.problems.append(Problem.warning(f"Ingress {plan.ref}", message))
 
+    def foreign_owner(self, plan: IngressPlan, host: str) -> str | None:
+        """The Ingress ("namespace/name") that owns `host`, by HTTP routing or by passthrough, when it is of another
+        namespace than `plan`; None when `plan`'s namespace owns it or nobody does yet. The owner is the host's
+        oldest Ingress (plans come oldest first), and the host's certificate, redirects and server-level settings
+        come only from the Ingresses of the owner's namespace."""
+        owner = self.host_owner.get(host)
+        ref = owner.ref if owner is not None else self.passthrough_owner.get(host)
+        return ref if ref is not None and _namespace_of(ref) != plan.namespace else None
+
+    def owns(self, plan: IngressPlan, host: str, setting: str, outcome: str = "is ignored") -> bool:
+        """Whether `plan`'s namespace owns `host`, so that `plan` may set `setting` of it; a warning naming the
+        owner when not."""
+        owner = self.foreign_owner(plan, host)
+        if owner is None:
+            return True
+        self.warn(plan, f"{setting} {outcome} for host {host}: the host belongs to namespace {_namespace_of(owner)} "
+                        f"(its oldest Ingress is {owner}), and only that namespace's Ingresses set a host's "
+                        "certificate, redirects and server-level settings")
+        return False
+
+    def refused_for_ownership(self, plan: IngressPlan) -> str | None:
+        """With the ConfigMap's strict-host-ownership: why `plan` is refused (a host another namespace owns)."""
+        if not self.config.strict_host_ownership:
+            return None
+        hosts = plan.hosts or ((CATCH_ALL_HOST,) if plan.default_backend is not None else ())
+        foreign = [(host, owner) for host in hosts if (owner := self.foreign_owner(plan, host)) is not None]
+        if not foreign:
+            return None
+        owners = ", ".join(f"{host} (owned by Ingress {owner}, older)" for host, owner in foreign)
+        return (f"{owners} belongs to another namespace, and the ConfigMap's strict-host-ownership refuses Ingresses "
+                "on a host another namespace owns; use a host of your own, or ask the owner to serve the path")
+
     def refused_backend(self, plan: IngressPlan) -> str | None:
         """Why `plan` may not be served at all (a backend that must never be proxied to), or None."""
         refs = [rule.service for rule in plan.paths]
@@ -337,6 +374,9 @@ class _Merger:
     def add_http(self, plan: IngressPlan) -> None:
         served = [h for h in plan.hosts if self._http_host(plan, h)]
         if plan.client_auth is not None:
+            # The handshake of the whole host asks for a client certificate: a setting of the host. Paths served
+            # without the check they were written with would be open: they are not served at all.
+            served = [h for h in served if self.owns(plan, h, "auth-tls-*", "refuses the Ingress's paths")]
             for host in served:
                 self.routes[host].client_auth[plan.ref] = plan.client_auth
         for host in served:
@@ -355,6 +395,8 @@ class _Merger:
             # Without rules, an Ingress's defaultBackend is the catch-all host's.
             for host in served if plan.hosts else [h for h in [CATCH_ALL_HOST] if self._http_host(plan, h)]:
                 host_routes = self.routes[host]
+                if not self.owns(plan, host, "spec.defaultBackend"):
+                    continue
                 if host_routes.default is not None:
                     self.warn(plan, f"host {host} already has the defaultBackend of Ingress "
                                     f"{host_routes.default.ingress}; ignored here")
@@ -388,7 +430,11 @@ class _Merger:
         added = {}
         for host in plan.hosts:
             alias = other_spelling(host)
-            if alias is None or host not in self.routes:
+            if alias is None or host not in self.routes or not self.owns(plan, host, "from-to-www-redirect"):
+                continue
+            if alias in self.passthrough:
+                self.warn(plan, f"from-to-www-redirect: {alias} is passed through by SNI for Ingress "
+                                f"{self.passthrough_owner[alias]}; not redirected to {host}")
                 continue
             if alias in self.routes:
                 if self.routes[alias].redirect_host != host:
@@ -404,12 +450,19 @@ class _Merger:
     def add_server_aliases(self, plan: IngressPlan) -> dict[str, str]:
         """server-alias: each alias of `plan` serves the routes of its first routed host, unless the name is
         routed already; returns {alias: host} of those added."""
-        hosts = [host for host in plan.hosts if host != CATCH_ALL_HOST and host in self.routes]
         added: dict[str, str] = {}
-        if plan.annotations.server_aliases and not hosts:
-            self.warn(plan, "server-alias needs a rule with a host; ignored")
+        if not plan.annotations.server_aliases:
+            return added
+        hosts = [host for host in plan.hosts if host != CATCH_ALL_HOST and host in self.routes
+                 and self.owns(plan, host, "server-alias")]
+        if not hosts:
+            self.warn(plan, "server-alias needs a rule with a host of the Ingress's namespace; ignored")
             return added
         for alias in plan.annotations.server_aliases:
+            if alias in self.passthrough:
+                self.warn(plan, f"server-alias {alias} is passed through by SNI for Ingress "
+                                f"{self.passthrough_owner[alias]}; skipped")
+                continue
             if alias in self.routes:
                 owner = self.host_owner.get(alias)
                 self.warn(plan, f"server-alias {alias} is served by Ingress {owner.ref if owner else 'another Ingress'}"
@@ -447,17 +500,35 @@ class _Merger:
                                        "(without canary: \"true\"); create that one first"))
 
     def _host_paths_options(self, plan: IngressPlan, host: str) -> None:
-        """use-regex (any Ingress of the host turns it on for all its paths, as ingress-nginx) and app-root
-        (the oldest Ingress that sets one decides)."""
+        """use-regex (any Ingress of the owner's namespace turns it on for all the host's paths, as ingress-nginx
+        does for any Ingress of the host) and app-root (the oldest Ingress of the owner's namespace that sets one
+        decides)."""
         host_routes = self.routes[host]
-        host_routes.regex |= plan.annotations.use_regex
+        if plan.annotations.use_regex and self.owns(plan, host, "use-regex"):
+            host_routes.regex = True
         app_root = plan.annotations.app_root
-        if app_root is not None:
+        if app_root is not None and self.owns(plan, host, "app-root"):
             if host_routes.app_root is None:
                 host_routes.app_root, host_routes.app_root_owner = app_root, plan.ref
             elif host_routes.app_root != app_root:
                 self.warn(plan, f"host {host} already has app-root {host_routes.app_root} from Ingress "
                                 f"{host_routes.app_root_owner}; ignored here")
+
+    def drop_paths_regex_refuses(self) -> None:
+        """On a use-regex host every prefix path is a regular expression, also one written as a plain path by an
+        Ingress without use-regex (perhaps of another namespace): a path the regex engine refuses is dropped
+        alone, with a warning, instead of making nginx's Lua refuse the whole host."""
+        for host, host_routes in self.routes.items():
+            if not host_routes.regex:
+                continue
+            for path, route in list(host_routes.prefix.items()):
+                try:
+                    _regex_path(path, where=f"host {host} path {path!r}")
+                except IngressRejected as err:
+                    del host_routes.prefix[path]
+                    self.problems.append(Problem.warning(
+                        f"Ingress {route.ingress}", f"{err}; the host's paths are regular expressions (use-regex on "
+                                                    "an Ingress of the host's namespace), so this one is not served"))
 
     def _route(self, plan: IngressPlan, ref: ServiceRef, *, rewrite: str | None = None) -> Route:
         resolved = self._resolve(plan, ref)
@@ -568,7 +639,7 @@ def merge_plans(plans: Iterable[IngressPlan], *, config: ControllerConfig, setti
     canaries = []
     # One pass, oldest first: whoever claims a host first keeps it, by HTTP routing or by passthrough.
     for plan in plans:
-        if (refusal := merger.refused_backend(plan)) is not None:
+        if (refusal := merger.refused_backend(plan) or merger.refused_for_ownership(plan)) is not None:
             problems.append(Problem.error(f"Ingress {plan.ref}", refusal))
         elif plan.annotations.canary is not None:
             canaries.append(plan)  # once every main route exists
@@ -585,6 +656,7 @@ def merge_plans(plans: Iterable[IngressPlan], *, config: ControllerConfig, setti
 
     for plan in canaries:
         merger.add_canary(plan)
+    merger.drop_paths_regex_refuses()  # before the aliases, which share their host's routes
     www_aliases = {alias: host for plan in http_plans if plan.annotations.from_to_www
                    for host, alias in merger.add_www_redirects(plan).items()}
     # After every host: a real host always keeps its name.
@@ -737,6 +809,8 @@ def _snippet_servers(plans: Iterable[IngressPlan], merger: _Merger) -> list[tupl
             if host == CATCH_ALL_HOST:
                 merger.warn(plan, "server-snippet is ignored for its rules without a host: they are served by the "
                                   "server block every host shares; give the rule a host")
+            elif not merger.owns(plan, host, "server-snippet"):
+                continue
             elif host in owners:
                 merger.warn(plan, f"server-snippet is ignored for host {host}: Ingress {owners[host].ref} (older) "
                                   "sets the server-snippet of that host")
@@ -752,9 +826,10 @@ def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger,
     which ingress-nginx still redirects to HTTPS and serves with the default certificate).
 
     An Ingress's spec.tls (its listed hosts, and the names in its certificates) applies only to the hosts
-    of that same Ingress's rules: another tenant's TLS section can neither turn on the redirect and HSTS
-    for a host it does not route nor replace its certificate. Among the Ingresses that route a host, the
-    oldest with a certificate for it wins, as for paths.
+    of that same Ingress's rules, and only to those its namespace owns (_Merger.foreign_owner): another
+    tenant's TLS section can neither turn on the redirect and HSTS for a host it does not own, even with a
+    path of its own there, nor replace its certificate. Among the owner namespace's Ingresses that route a
+    host, the oldest with a certificate for it wins, as for paths.
     """
     certificates: dict[str, str] = {}
     listed: set[str] = set()
@@ -771,9 +846,12 @@ def _tls_secrets(plans: Iterable[IngressPlan], *, merger: _Merger,
             if host not in merger.routes or host == CATCH_ALL_HOST:
                 continue
             secret = certificate_for(host, found)
+            is_listed = any(names_match(host, list(entry.hosts)) for entry in plan.tls)
+            if (secret or is_listed) and not merger.owns(plan, host, "spec.tls"):
+                continue
             if secret:
                 certificates.setdefault(host, secret)
-            if any(names_match(host, list(entry.hosts)) for entry in plan.tls):
+            if is_listed:
                 listed.add(host)
     return dict(sorted(certificates.items())), listed | certificates.keys()
 

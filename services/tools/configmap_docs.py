@@ -29,6 +29,9 @@ MEANING: dict[str, str] = {
     "block-user-agents": "User agents refused with 403 (exact, or ~regex).",
     "block-referers": "Referers refused with 403 (exact, or ~regex).",
     "allow-cross-namespace-resources": "Let an Ingress name a Secret in another namespace.",
+    "strict-host-ownership": "Refuse an Ingress that names a host another namespace owns (the namespace of the "
+                             "host's oldest Ingress); by default its paths are served, and the host's certificate, "
+                             "redirects and server-level settings still come only from the owner's namespace.",
     "disable-access-log": "No access log.",
     "access-log-path": "Where the access log goes.",
     "access-log-params": "nginx access_log options (buffer=, flush=, gzip).",
@@ -96,7 +99,8 @@ PUSHED = frozenset({"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age"
                     "hsts-preload", "http-redirect-code", "no-tls-redirect-locations"})
 # Keys that decide which Ingresses and settings are accepted: nginx reloads only if that changes a profile.
 POLICY = frozenset({"annotations-risk-level", "strict-validate-path-type", "annotation-value-word-blocklist",
-                    "allow-snippet-annotations", "allow-cross-namespace-resources"})
+                    "allow-snippet-annotations", "allow-cross-namespace-resources",
+                    "strict-host-ownership"})
 
 
 def _cell(text: str) -> str:
