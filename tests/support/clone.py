@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable
 
 import zmq.asyncio
 
@@ -13,11 +13,12 @@ from services.common.clone import ClonePublisher, CloneSubscriber
 
 
 @contextlib.asynccontextmanager
-async def published(run_dir: Path) -> AsyncIterator[tuple[ClonePublisher, Callable[..., CloneSubscriber]]]:
+async def published(run_dir: Path, **publisher_options: Any,
+                    ) -> AsyncIterator[tuple[ClonePublisher, Callable[..., CloneSubscriber]]]:
     """(the publisher, serving; `subscribe(**options)` making a subscriber to it); everything closed after."""
     ctx = zmq.asyncio.Context()
     ups, snap = endpoints.watcher_updates(run_dir), endpoints.watcher_snapshot(run_dir)
-    pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
+    pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap, **publisher_options)
     serve = asyncio.create_task(pub.serve())
     subscribers: list[CloneSubscriber] = []
 

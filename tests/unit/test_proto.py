@@ -1,8 +1,8 @@
 import msgpack
 import pytest
 
-from proto import (PROTOCOL_VERSION, ProtocolError, decode, encode, encode_snapshot, encode_update, encode_updates,
-                   pack_value)
+from proto import (ITEMS_ENVELOPE_BYTES, PROTOCOL_VERSION, ProtocolError, decode, encode, encode_snapshot,
+                   encode_snapshot_part, encode_update, encode_updates, item_bytes, pack_value)
 
 
 def test_round_trip_keeps_type_seq_and_body():
@@ -24,6 +24,21 @@ def test_messages_of_packed_values_are_the_messages_encode_gives():
         spliced = encode_update("e1", 7, key, pack_value(value))
         assert spliced == encode("clone.update", {"epoch": "e1", "key": key, "value": value}, seq=7)
         assert decode(spliced).body == {"epoch": "e1", "key": key, "value": value}
+
+
+def test_snapshot_parts_and_their_end_are_the_messages_encode_gives():
+    items = [("Secret/ns/a", {"data": {"k": "v" * 70_000}}), ("Secret/ns/é", None)]
+    packed = [(key, pack_value(value)) for key, value in items]
+    pairs = [[k, v] for k, v in items]
+    part = encode_snapshot_part("e1", 42, 3, packed)
+    assert part == encode("clone.snapshot_part", {"epoch": "e1", "part": 3, "items": pairs}, seq=42)
+    end = encode_snapshot("e1", 42, packed, parts=4)
+    assert end == encode("clone.snapshot", {"epoch": "e1", "parts": 4, "items": pairs}, seq=42)
+    assert decode(end).body == {"epoch": "e1", "parts": 4, "items": pairs}
+    # item_bytes bounds what each item adds; ITEMS_ENVELOPE_BYTES the rest, for an epoch of up to 64 characters.
+    for message in (encode_snapshot_part("e" * 64, 2**63, 2**31, packed), encode_snapshot("e" * 64, 2**63, packed,
+                                                                                           parts=2**31)):
+        assert len(message) <= sum(item_bytes(k, v) for k, v in packed) + ITEMS_ENVELOPE_BYTES
 
 
 def test_unknown_protocol_version_is_rejected_with_both_versions_named():
