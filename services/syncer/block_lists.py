@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from services.nginxconf import pcre
+
 from .annotations.base import InvalidValue
 from .annotations.validators import ip_network, pcre_regex
 
@@ -49,8 +51,7 @@ def _pattern(item: str) -> str:
     if "$" in body:
         raise InvalidValue(f"{item!r}: '$' cannot be written into nginx.conf; end a pattern with \\z, or match a "
                            "'$' with \\x24")
-    # Python's \Z is PCRE's \z (the very end).
-    pcre_regex(body.replace("\\z", "\\Z"), ignore_case=flags == "~*")
+    pcre_regex(body, ignore_case=flags == "~*", engine=pcre.Engine.NGINX)  # an nginx map key, not ngx.re
     if not body:
         raise InvalidValue(f"{item!r} has an empty regular expression; write one after {flags}")
     return flags + body

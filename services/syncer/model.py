@@ -134,7 +134,7 @@ def _regex_path(path: Any, *, where: str) -> str:
         raise IngressRejected(f"{where}: with use-regex a path must be a regular expression starting with / and "
                               f"without spaces or control characters, at most {_MAX_REGEX} characters")
     try:
-        pcre_regex(path, ignore_case=True)
+        pcre_regex(path, ignore_case=True, anchored=True)  # rewrite.lua compiles "^" .. path, flags "ijo"
     except InvalidValue as err:
         raise IngressRejected(f"{where}: {err}") from None
     return path

@@ -10,9 +10,9 @@ import functools
 import ipaddress
 import re
 import ssl
-import warnings
 from typing import Callable
 
+from services.nginxconf import pcre
 from services.nginxconf.render import BYTES_PER_UNIT
 
 from .base import InvalidValue
@@ -147,22 +147,22 @@ def ip_network(text: str) -> IPNetwork:
                            "2001:db8::/32") from None
 
 
-# Python's re takes some syntax PCRE (nginx's and ngx.re's) refuses: \u, \U and \N escapes, inline flags
-# other than i. Refused, so that a pattern Python compiles is one PCRE compiles too.
-_NOT_PCRE = re.compile(r"\\[uUN]|\(\?(?![:=!]|<[=!]|P<|i[):])")
+def pcre_regex(pattern: str, *, ignore_case: bool = False, engine: pcre.Engine = pcre.Engine.NGX_LUA,
+               anchored: bool = False) -> None:
+    """Raise InvalidValue, with PCRE's own message, unless `engine` (nginx's Lua by default) compiles `pattern`.
 
-
-def pcre_regex(pattern: str, *, ignore_case: bool = False) -> None:
-    """Raise InvalidValue unless `pattern` is a regular expression that both Python and PCRE compile alike."""
-    if _NOT_PCRE.search(pattern):
-        raise InvalidValue(f"{pattern!r} uses syntax PCRE does not take (\\u, \\U, \\N escapes or inline flags "
-                           "other than (?i)); write it with (?:...), character classes or \\x escapes")
+    `anchored`: the engine compiles "^" + pattern, as rewrite.lua does with a use-regex path; the message
+    still points into `pattern`. No Python code runs these patterns, so PCRE is the only judge."""
+    prefix = "^" if anchored else ""
     try:
-        with warnings.catch_warnings():  # Python's notes on what a future version may read differently
-            warnings.simplefilter("ignore")
-            re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as err:
-        raise InvalidValue(f"{pattern!r} is not a valid regular expression ({err})") from None
+        refused = pcre.refusal(prefix + pattern, engine, caseless=ignore_case)
+    except pcre.PcreUnavailable as err:
+        raise InvalidValue(str(err)) from None
+    if refused is not None:
+        offset = max(refused.offset - len(prefix), 0)
+        where = f" at {pattern[offset:]!r}" if offset < len(pattern) else ""
+        raise InvalidValue(f'{pattern!r} is not a valid regular expression: PCRE ({engine.value}) says '
+                           f'"{refused.message}"{where}')
 
 
 def matching(pattern: str, *, says: str) -> Callable[[str], str]:
