@@ -9,7 +9,9 @@ on the configuration socket) and keeps the running totals. No per-request messag
 A batch is {"<labels>": [<numbers>], ...}. <labels> is tab-separated: host, namespace, ingress, service, path,
 canary, status and method. The host is the routes table's name for it (the Ingress's host, its wildcard
 "*.example.com" or "_" for a rule without a host), so that clients choosing Host headers cannot add series;
-only with --metrics-per-undefined-host is it the request's own. The numbers are the request count, then for
+only with --metrics-per-undefined-host is it the request's own. The method is one of `KNOWN_METHODS` or
+`OTHER_METHOD`: nginx takes any upper-case token as a method, and each distinct one would be a new series
+(monitor.lua folds them when it parses a line, so a made-up method never leaves the worker). The numbers are the request count, then for
 each histogram of `RequestMetricsLayout.histograms` in order: one count per bucket (value <= bound, not
 cumulative), one for values above the last bound, and the sum of the values.
 
@@ -30,6 +32,18 @@ DEFAULT_SIZE_BUCKETS = (10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7)
 PREFIX = "nginx_ingress_controller_"
 REQUESTS = "requests"
 KEY_LABELS = ("host", "namespace", "ingress", "service", "path", "canary", "status", "method")
+
+# The methods counted under their own name: RFC 9110's, PATCH (RFC 5789) and the WebDAV family's of the IANA
+# HTTP Method Registry (RFC 4918, DeltaV's RFC 3253, ORDERPATCH 3648, ACL 3744, MKCALENDAR 4791, SEARCH 5323,
+# BIND 5842, redirect references 4437), which WebDAV, CalDAV and CardDAV servers behind an Ingress answer.
+KNOWN_METHODS = frozenset((
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    "PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK",
+    "VERSION-CONTROL", "REPORT", "CHECKOUT", "CHECKIN", "UNCHECKOUT", "MKWORKSPACE", "UPDATE", "LABEL", "MERGE",
+    "BASELINE-CONTROL", "MKACTIVITY", "ORDERPATCH", "ACL", "MKCALENDAR", "SEARCH", "BIND", "REBIND", "UNBIND",
+    "MKREDIRECTREF", "UPDATEREDIRECTREF"))
+# Every other method (OpenTelemetry's semantic conventions name it so for http.request.method).
+OTHER_METHOD = "_OTHER"
 
 
 @dataclass(frozen=True)
@@ -91,9 +105,9 @@ class RequestMetricsLayout:
         """monitor.lua's settings."""
         return {"per_host": self.per_host, "per_undefined_host": self.per_undefined_host,
                 "read_variables": list(self.read_variables),
+                "methods": sorted(KNOWN_METHODS), "other_method": OTHER_METHOD,
                 "histograms": [{"variable": spec.variable, "buckets": list(bounds)}
                                for spec, bounds in self.histograms]}
-
 
 
 def layout_of(settings: MetricsSettings) -> RequestMetricsLayout | None:

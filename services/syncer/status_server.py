@@ -57,8 +57,15 @@ async def start_status_server(settings: Settings, *, healthy: Callable[[], tuple
         body = {"healthy": ok, **detail} if is_local_client(request) else {"healthy": ok}
         return web.json_response(body, status=200 if ok else 503)
 
-    async def metrics_handler(_: web.Request) -> web.Response:
-        return web.Response(body=await metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_METRICS})
+    async def metrics_handler(request: web.Request) -> web.StreamResponse:
+        # Streamed as it is written (metrics.exposition), so a large /metrics is never whole in memory and a slow
+        # client paces its own scrape.
+        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_METRICS})
+        await response.prepare(request)
+        async for chunk in metrics.exposition():
+            await response.write(chunk)
+        await response.write_eof()
+        return response
 
     async def status_handler(request: web.Request) -> web.Response:
         if not is_local_client(request):

@@ -10,6 +10,9 @@ the pyngress_metrics shared dictionary as one JSON batch; the syncer pops the ba
 dictionary is full (nobody collected for a long time) the worker keeps adding to its counts and tries again a
 second later: totals are never lost, they only arrive later.
 
+count_line() folds every method outside request_metrics.py's KNOWN_METHODS into one value: it runs once per distinct
+line, not per request, so the bound costs record() nothing.
+
 The router sets $pyngress_metric to the labels of the route (host, namespace, ingress, service, path, canary;
 labels_of() makes them); it stays empty when no Ingress defines the request's host.
 ]]
@@ -24,6 +27,7 @@ local EMPTY_LABELS = "\t\t\t\t\t"  -- after the host: no namespace, ingress, ser
 local PIPE = byte("|")
 local QUEUE = "batches"
 local FLUSH_SECONDS = 1
+local MAX_HOST_LENGTH = 253
 local BATCH_LINES = 512  -- bounds the distinct lines kept between two counts (about 100 KiB)
 
 local _M = {}
@@ -72,6 +76,10 @@ local function count_line(config, line, requests)
     local start = stop + 1
     stop = find(line, "|", start, true)
     local method = sub(line, start, stop - 1)
+    if not config.methods[method] then
+        -- nginx takes any upper-case token as a method: made-up ones are one series, and never leave the worker.
+        method = config.other_method
+    end
     start = stop + 1
     for v = 1, config.read_count do
         stop = find(line, "|", start, true)
@@ -122,7 +130,9 @@ function _M.record()
     local line = ngx.var.pyngress_observed
     if config.per_undefined_host and byte(line, -1) == PIPE then
         -- No labels: a host no Ingress defines, counted under its name (--metrics-per-undefined-host).
-        line = line .. gsub(ngx.var.host or "", "[\t\n]", " ") .. EMPTY_LABELS
+        -- Cut to a DNS name's longest: the label is the client's, its length must not be (the collector bounds how
+        -- many such hosts it keeps).
+        line = line .. gsub(sub(ngx.var.host or "", 1, MAX_HOST_LENGTH), "[\t\n]", " ") .. EMPTY_LABELS
     end
     local requests = lines[line]
     if requests then
@@ -220,6 +230,11 @@ function _M.configure(values)
         offset = offset + #histogram.buckets + 2
         histogram.variable_index = assert(index_of[histogram.variable], histogram.variable)
     end
+    local methods = {}  -- the methods counted under their own name (KNOWN_METHODS), as a set
+    for _, name in ipairs(values.methods) do
+        methods[name] = true
+    end
+    values.methods = methods
     values.read_count = #values.read_variables
     values.width = offset
     return values
