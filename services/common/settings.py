@@ -6,8 +6,9 @@ the command line wins. Names follow ingress-nginx's where one exists. Each field
 are read from these declarations, so a new setting is one field.
 
 The groups: `source` (where objects come from), `ports`, `paths`, `ingress` (which Ingresses are ours and
-how they are read), `leader` (leader election and Ingress status), `cni`, `proxy` (the passthrough
-processes' limits), `metrics` (per-request metrics) and `log_level`.
+how they are read), `leader` (leader election and Ingress status), `reload` (how often nginx reloads and how
+many old workers may drain), `cni`, `proxy` (the passthrough processes' limits), `metrics` (per-request metrics)
+and `log_level`.
 """
 from __future__ import annotations
 
@@ -61,6 +62,17 @@ def parse_seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a number of seconds greater than 0, got {text!r}")
+    return value
+
+
+def parse_rate(text: str) -> float:
+    """A finite number of events per second greater than 0 ("0.3")."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number per second greater than 0, such as 0.3, got {text!r}")
     return value
 
 
@@ -184,6 +196,21 @@ class LeaderSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReloadSettings:
+    # ingress-nginx's flag and default: a token bucket of one sync, refilled at this rate. Here it limits reloads
+    # only; route, endpoint and certificate changes reach nginx's Lua at once.
+    sync_rate_limit: float = _flag(0.3, name="sync-rate-limit",
+                                   help_text="nginx reloads per second at most; a change that needs a reload waits "
+                                   "for the next one, changes that need none apply at once", parse=parse_rate)
+    # Old workers drain for up to worker_shutdown_timeout (240 s) after each reload: without a bound, a reload
+    # storm with long requests open piles them up (47 processes, 400 MiB in 30 s).
+    max_draining_worker_generations: int = _flag(
+        8, name="max-draining-worker-generations",
+        help_text="generations of old nginx workers (one per reload) that may still be finishing their requests; "
+        "past it the oldest generation stops at once, closing what it still serves", parse=parse_count)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CniSettings:
     enabled: bool = _flag(False, name="enable-cni", help_text="run the CNI server and its workers", parse=parse_bool)
     workers: int = _flag(2, name="cni-workers", help_text="CNI worker processes", parse=parse_count)
@@ -243,6 +270,7 @@ class Settings:
     paths: PathSettings = field(default_factory=PathSettings)
     ingress: IngressSettings = field(default_factory=IngressSettings)
     leader: LeaderSettings = field(default_factory=LeaderSettings)
+    reload: ReloadSettings = field(default_factory=ReloadSettings)
     cni: CniSettings = field(default_factory=CniSettings)
     proxy: ProxySettings = field(default_factory=ProxySettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)

@@ -2,7 +2,8 @@
 
 `apply(conf)`: `nginx -t` on a copy beside the live file, atomic replace, SIGHUP to the master (not
 `nginx -s reload`, which parses the whole configuration once more before signalling), then wait until the
-master runs workers of the new configuration and the old ones no longer accept connections.
+master runs workers of the new configuration and the old ones no longer accept connections. Old workers still
+draining are bounded by generations (draining.py).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from services.common import logs
 from services.common.files import atomic_write
 from services.nginxconf import processes
 from services.nginxconf.config_test import NginxConfigError, check_command, failure_message
+from services.nginxconf.draining import DrainingGenerations
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import prepare
 
@@ -25,6 +27,8 @@ log = logging.getLogger(__name__)
 
 # Generous: nginx.conf stays small (routing is in Lua), so a reload normally takes well under a second.
 RELOAD_TIMEOUT_SECONDS = 60.0
+# Generations of old workers that may drain at once unless the caller says otherwise (draining.py).
+MAX_DRAINING_GENERATIONS = 8
 
 
 class NginxReloadError(RuntimeError):
@@ -33,9 +37,11 @@ class NginxReloadError(RuntimeError):
 
 
 class NginxReloader:
-    def __init__(self, paths: NginxPaths, *, reload_timeout: float = RELOAD_TIMEOUT_SECONDS) -> None:
+    def __init__(self, paths: NginxPaths, *, reload_timeout: float = RELOAD_TIMEOUT_SECONDS,
+                 max_draining_generations: int = MAX_DRAINING_GENERATIONS) -> None:
         self.paths = paths
         self.reload_timeout = reload_timeout
+        self.draining = DrainingGenerations(max_draining_generations)
         self._lock = asyncio.Lock()
 
     async def test(self, conf_text: str) -> None:
@@ -68,14 +74,27 @@ class NginxReloader:
         async with self._lock:
             await self.test(conf_text)
             master = processes.running_master(self.paths.prefix, self.paths.pid_file)
-            before = {w.pid for w in processes.workers_of(master.pid, self.paths.prefix)} if master else set()
+            workers = processes.workers_of(master.pid, self.paths.prefix) if master else []
+            before = {w.pid for w in workers}
             atomic_write(self.paths.conf, conf_text.encode(), mode=0o600)
             if master is None or not processes.send_signal(master, self.paths.prefix, signal.SIGHUP):
                 log.info("nginx is not running; it loads the new configuration when it starts",
                          extra=logs.kv(conf=str(self.paths.conf)))
                 return False
             await self._wait_for_new_workers(master.pid, before)
+            self._bound_draining(master.pid, retired={w.pid for w in workers if w.is_worker})
             return True
+
+    def _bound_draining(self, master: int, retired: set[int]) -> None:
+        """Stop the oldest old workers beyond the generations allowed to drain (draining.py)."""
+        draining = {w.pid: w for w in processes.workers_of(master, self.paths.prefix)
+                    if w.is_shutting_down and w.title.startswith("nginx: worker process")}
+        stopped = [draining[pid] for pid in sorted(self.draining.after_reload(master, retired, set(draining)))]
+        stopped = [w for w in stopped if processes.send_signal(w, self.paths.prefix, signal.SIGTERM)]
+        if stopped:
+            log.warning("too many generations of old nginx workers still draining; stopped the oldest, closing the "
+                        "requests they still served", extra=logs.kv(
+                            pids=",".join(str(w.pid) for w in stopped), generations=self.draining.limit))
 
     async def _wait_for_new_workers(self, master: int, before: set[int]) -> None:
         deadline = time.monotonic() + self.reload_timeout

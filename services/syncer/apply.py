@@ -22,6 +22,8 @@ from services.nginxconf.tables import NginxPushError, NginxUnavailableError, Tab
 from services.syncer.backends import NameIndex, resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import NOTHING_CHANGED, Model, TableChanges
+from services.syncer.refused_entries import refused_problems
+from services.syncer.reload_rate import ReloadRateLimiter
 from services.syncer.template_watch import TemplateTracker
 from services.syncer.worker_files import WorkerFiles, remove_others_root_only, write_root_only
 
@@ -39,7 +41,10 @@ class NginxApplier:
         self.settings = settings
         self.metrics = metrics
         paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
-        self.reloader = NginxReloader(paths)
+        self.reloader = NginxReloader(paths, max_draining_generations=settings.reload.max_draining_worker_generations)
+        self.reload_rate = ReloadRateLimiter(settings.reload.sync_rate_limit)
+        # While a reload waits for the rate limiter: when (time.monotonic()) the sync loop may apply the model again.
+        self.reload_due: float | None = None
         self.pusher = TablePusher(paths)
         self.conf_path = paths.conf
         self.templates = TemplateTracker(settings.paths.template, paths.template_snapshots)
@@ -56,6 +61,7 @@ class NginxApplier:
         self._route_bytes: dict[str, bytes] = {}
         self._route_json: dict[str, Any] = {}
         self._json_profiles: set[str] = set()
+        self._json_deferred = False  # whether a reload was waiting when the kept JSON was made (see _servable)
         self._backend_names = NameIndex()
         # The changes of the models applied since _tables last looked (TableChanges): it looks at those keys only.
         self._unseen = TableChanges()
@@ -79,7 +85,8 @@ class NginxApplier:
         message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
         self._unseen = self._unseen.then(model.changed)
         conf, template = self.templates.render(model.config)
-        if self.templates.on_trial(template) and conf != self.applied_conf:
+        deferred = self._reload_waits(conf)
+        if not deferred and self.templates.on_trial(template) and conf != self.applied_conf:
             failure = await self._template_failure(conf, model.config, template)
             if failure:
                 self.templates.refuse(failure)
@@ -95,7 +102,9 @@ class NginxApplier:
             # The balancer takes addresses: ExternalName Services are resolved at each apply, as for Ingresses.
             endpoints, _ = await resolve_backends(model.stream_endpoints)
             self.stream_files.write({STREAM_ENDPOINTS_FILE: json.dumps(endpoints, sort_keys=True).encode()})
-        if conf != self.applied_conf:
+        if deferred:
+            pass  # the tables below are pushed now; routes of profiles nginx has not loaded keep their old entry
+        elif conf != self.applied_conf:
             errors_before = self.metrics.stats.reload_errors
             refused = await self._reload(conf, model, template)
             if refused:
@@ -107,14 +116,30 @@ class NginxApplier:
                 return await self.apply(model)
         elif not self.metrics.stats.config_hash:
             self.metrics.stats.config_hash = model.config.digest()
-        self.templates.accept(template)
+        if not deferred:
+            self.templates.accept(template)
         tables, changed = self._tables(model)
         if tables != self.tables:
             await self._push(tables, changed)
+        model.problems.extend(refused_problems(self.pusher.refused, model.routes))
+        if deferred:
+            return {}  # the files of the configuration nginx still runs stay until it runs another
         self.auth_files.remove_others(model.auth_files)
         keep = set(model.ssl_files) | ({model.dh_param.file_name} if model.dh_param else set())
         remove_others_root_only(self.ssl_dir, keep)  # old client keys go once nginx no longer loads them
         return {}
+
+    def _reload_waits(self, conf: str) -> bool:
+        """Whether the reload `conf` needs must wait for --sync-rate-limit; if so, reload_due says until when."""
+        if conf == self.applied_conf or self.reload_rate.ready():
+            self.reload_due = None
+            return False
+        due = self.reload_rate.ready_at()
+        if self.reload_due is None:
+            log.info("reload deferred by --sync-rate-limit; changes that need none apply meanwhile",
+                     extra=logs.kv(in_seconds=round(due - time.monotonic(), 2)))
+        self.reload_due = due
+        return True
 
     async def _template_failure(self, conf: str, config: NginxConfig, candidate: Template) -> str | None:
         """nginx -t's message when the candidate template is what makes `conf` fail: it fails even without
@@ -170,6 +195,7 @@ class NginxApplier:
         except NginxReloadError as err:
             # The file passed `nginx -t` and is in place: not a rejected configuration, a reload nginx has
             # not finished (its log says why). Counted as a failed reload, as ingress-nginx counts it.
+            self.reload_rate.take()
             self._set_applied(conf)
             self._reload_failed(str(err), "nginx has not finished loading the new configuration")
             return {}
@@ -186,6 +212,7 @@ class NginxApplier:
         stats.config_hash = model.config.digest()
         if not running:
             return {}  # no master yet: the file is in place and the next nginx start reads it; not a reload
+        self.reload_rate.take()
         stats.reloads += 1
         stats.generation += 1
         stats.last_reload_ok = True
@@ -209,10 +236,13 @@ class NginxApplier:
         keeps a host's HostRoutes while nothing it depends on changes)."""
         changed, self._unseen = self._unseen, NOTHING_CHANGED
         hosts = changed.routes
-        if self.applied_profiles != self._json_profiles:
+        deferred = self.reload_due is not None
+        # Once no reload waits, no kept entry may stand in for a route any longer (see _servable).
+        if self.applied_profiles != self._json_profiles or (self._json_deferred and not deferred):
             self._route_objects, self._route_bytes, self._route_json = {}, {}, {}
             self._json_profiles = set(self.applied_profiles)
             hosts = None
+        self._json_deferred = deferred
         objects, raw, json = self._route_objects, self._route_bytes, self._route_json
         # Not `hosts - model.routes.keys()` and the like: those go through every key of the view.
         looked_at = list(objects if hosts is None else hosts)
@@ -224,25 +254,56 @@ class NginxApplier:
             host_routes = model.routes[host]
             if objects.get(host) is not host_routes:
                 objects[host] = host_routes
-                data = canonical_json_kept(self._servable(host_routes.to_json()))
+                data = canonical_json_kept(self._servable(host, host_routes.to_json()))
                 if raw.get(host) != data:
                     raw[host], json[host] = data, json_fragment(data)
         # A copy: the pusher compares the next push with what it sent.
         return ({"routes": dict(json), "backends": model.backends, "certificates": model.certificates},
                 {"routes": hosts, "backends": changed.backends})
 
-    def _servable(self, host_routes: dict[str, Any]) -> dict[str, Any]:
-        """A route whose profile nginx has not loaded (its reload failed) cannot be served with the settings its
-        Ingress asked for: left out rather than served with other settings."""
-        host_routes["exact"] = {p: r for p, r in host_routes["exact"].items() if r["profile"] in self.applied_profiles}
-        host_routes["prefix"] = [[p, r] for p, r in host_routes["prefix"] if r["profile"] in self.applied_profiles]
-        if host_routes["default"] and host_routes["default"]["profile"] not in self.applied_profiles:
-            host_routes["default"] = None
+    def _servable(self, host: str, host_routes: dict[str, Any]) -> dict[str, Any]:
+        """A route whose profile nginx has not loaded cannot be served with the settings its Ingress asked for.
+        While its reload waits for --sync-rate-limit, its path keeps the entry pushed before, with the settings
+        nginx runs (as ingress-nginx serves its last sync until the next); a path new to the host waits for the
+        reload. Otherwise (the reload failed) the route is left out rather than served with other settings."""
+        loaded = self.applied_profiles
+        pushed: dict[tuple[str, str], Any] | None = None
+
+        def servable(kind: str, path: str, route: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal pushed
+            if route["profile"] in loaded:
+                return route
+            if self.reload_due is None:
+                return None
+            if pushed is None:
+                pushed = self._pushed_routes(host)
+            before = pushed.get((kind, path))
+            return before if before is not None and before["profile"] in loaded else None
+
+        exact = ((p, servable("exact", p, r)) for p, r in host_routes["exact"].items())
+        host_routes["exact"] = {p: r for p, r in exact if r is not None}
+        prefix = ((p, servable("prefix", p, r)) for p, r in host_routes["prefix"])
+        host_routes["prefix"] = [[p, r] for p, r in prefix if r is not None]
+        if host_routes["default"]:
+            host_routes["default"] = servable("default", "", host_routes["default"])
         return host_routes
+
+    def _pushed_routes(self, host: str) -> dict[tuple[str, str], Any]:
+        """The entries last pushed for `host`, by kind ("exact", "prefix", "default") and path."""
+        data = self._route_bytes.get(host)
+        if data is None:
+            return {}
+        pushed = json.loads(data)
+        entries = {("exact", path): route for path, route in pushed["exact"].items()}
+        entries.update({("prefix", path): route for path, route in pushed["prefix"]})
+        if pushed["default"]:
+            entries[("default", "")] = pushed["default"]
+        return entries
 
     async def _push(self, tables: dict[str, Any], changed: dict[str, ChangedKeys]) -> None:
         started = time.monotonic()
         self.tables = tables
+        refused_before = {table: dict(entries) for table, entries in self.pusher.refused.items()}
         try:
             # The Lua balancer takes addresses: ExternalName backends are resolved at each push (and may resolve
             # to other addresses without any change to the model).
@@ -259,6 +320,12 @@ class NginxApplier:
             self.metrics.stats.last_error = str(err)
             log.error("nginx refused a table; it keeps the last good one", extra=logs.kv(error=str(err)))
             return
+        for table, entries in self.pusher.refused.items():
+            for key, why in entries.items():
+                if refused_before.get(table, {}).get(key) != why:
+                    # The other entries are served; this key keeps its last good value in nginx, if any.
+                    log.error("nginx refused a table entry; the others are applied",
+                              extra=logs.kv(table=table, key=key, error=why))
         self.nginx_serving = True
         self.metrics.endpoint_pushes.inc()
         self.metrics.sync_seconds.labels("push").observe(time.monotonic() - started)
@@ -281,4 +348,6 @@ class NginxApplier:
         stats = self.metrics.stats
         return {"nginx_serving": self.nginx_serving and self.applied_conf is not None,
                 "last_reload_successful": stats.last_reload_ok, "last_error": stats.last_error,
-                "generation": stats.generation, **self.templates.status()}
+                "generation": stats.generation, **self.templates.status(),
+                "refused_entries": {table: sorted(entries)[:50] for table, entries in self.pusher.refused.items()
+                                    if entries}}

@@ -3,7 +3,9 @@
 It follows the watcher's store (clone pattern), coalesces bursts of changes, rebuilds the model, and
 then does the least that makes nginx match it:
 - nginx.conf changed (a new location profile or global setting) → `nginx -t`, atomic write, HUP;
-- routes, backends or certificates changed → pushed to nginx's Lua, no reload;
+  at most --sync-rate-limit reloads a second: a reload that must wait is done by a later sync, with the model of
+  that moment;
+- routes, backends or certificates changed → pushed to nginx's Lua at once, no reload;
 - passthrough hosts changed → published to the proxy processes (clone pattern).
 """
 from __future__ import annotations
@@ -85,7 +87,7 @@ class Syncer:
 
     async def sync_loop(self) -> None:
         while True:
-            await self.changed.wait()
+            await self._change_or_reload_due()
             # Wait for a quiet moment (a relist or a big apply arrives as thousands of updates), but
             # never longer than COALESCE_MAX_SECONDS after the first change.
             deadline = time.monotonic() + COALESCE_MAX_SECONDS
@@ -94,6 +96,17 @@ class Syncer:
                 await asyncio.sleep(COALESCE_SECONDS)
             self.changed.clear()
             await self.sync_once()
+
+    async def _change_or_reload_due(self) -> None:
+        """Until something changed, or a reload that waited for --sync-rate-limit may happen."""
+        due = self.applier.reload_due
+        if due is None:
+            await self.changed.wait()
+            return
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout=max(0.0, due - time.monotonic()))
+        except TimeoutError:
+            pass
 
     async def sync_once(self) -> None:
         """One sync; an unexpected error is logged and the last applied configuration keeps serving, so one
@@ -104,6 +117,7 @@ class Syncer:
             model = await self._apply_model(self.store, changed)
         except Exception as err:  # noqa: BLE001 - the loop must survive whatever one object does
             self._afresh = True  # the kept model may be half updated: the next sync starts afresh
+            self.applier.reload_due = None  # no retry at once: the next change tries again
             self.metrics.stats.last_error = f"sync failed: {err}"
             log.exception("sync failed; the last applied configuration keeps serving")
             return

@@ -306,7 +306,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("sync-period", DURATION, "0s", "period of forced resyncs of the object stores",
          Ignored("pyngress's watches re-list after every error or expiry; no periodic resync is needed")),
     Flag("sync-rate-limit", FLOAT32, "0.3", "upper limit of syncs per second",
-         Ignored("pyngress coalesces bursts of changes itself; routes and endpoints change without a reload")),
+         Maps("sync-rate-limit", repr)),
     Flag("disable-sync-events", BOOL, "false", "do not create Sync Events",
          Ignored("pyngress creates no Events")),
     Flag("dynamic-configuration-retries", INT, "15", "retries of a failed push of dynamic configuration",

@@ -158,6 +158,7 @@ def test_each_flag_at_its_default_is_accepted_and_pyngress_takes_the_result(flag
     (["--election-ttl=1m30s"], ["--election-lease-seconds=90"]),
     (["--election-ttl=1.5s"], ["--election-lease-seconds=2"]),
     (["--election-ttl=0s"], ["--election-lease-seconds=30"]),  # ingress-nginx: <= 0 means 30s
+    (["--sync-rate-limit=0x1p-2"], ["--sync-rate-limit=0.25"]),  # reloads at most every 4 s
     (["--ingress-class", "-odd"], ["--ingress-class=-odd"]),  # pflag takes the next argument as it is
     (["--watch-namespace="], []),  # empty: every namespace, pyngress's default
     (["--watch-namespace=team", "--watch-namespace="], []),
