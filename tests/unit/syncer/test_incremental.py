@@ -1,6 +1,7 @@
 """IncrementalModel against the full build: random sequences of creates, updates and deletes of Ingresses,
 Services, EndpointSlices, Secrets, ConfigMaps and IngressClasses, over a few shared host names (conflicts,
-canaries, www redirects, server aliases, passthrough, TLS, authentication Secrets, header ConfigMaps), and
+canaries, www redirects, server aliases, passthrough, TLS, authentication Secrets, header ConfigMaps, hosts
+owned by another namespace and the ConfigMap's strict-host-ownership), and
 after every step the Model kept up to date equals model.build_model() of the same store."""
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def ingresses(draw: st.DrawFn) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     for choice in draw(st.lists(st.sampled_from([
             {"from-to-www-redirect": "true"}, {"server-alias": "alias.test"}, {"server-alias": "y.test"},
+            {"server-alias": "www.x.test"},
             {"canary": "true", "canary-weight": "50"}, {"ssl-passthrough": "true"}, {"use-regex": "true"},
             {"auth-type": "basic", "auth-secret": "auth"}, {"custom-headers": "headers"},
             {"auth-tls-secret": f"{namespace}/ca"}, {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"},
@@ -128,7 +130,7 @@ def secrets(draw: st.DrawFn) -> dict[str, Any]:
 def configmaps(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         data = draw(st.sampled_from([{}, {"global-allowed-response-headers": "X-Tenant"}, {"ssl-redirect": "false"},
-                                     {"use-regex": "x"}]))
+                                     {"use-regex": "x"}, {"strict-host-ownership": "true"}]))
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("controller", "ingress"), "data": data}
     data = draw(st.sampled_from([{"X-Tenant": "a"}, {"X Bad": "v"}]))
     return {"apiVersion": "v1", "kind": "ConfigMap",
