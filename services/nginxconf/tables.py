@@ -11,6 +11,10 @@ and their canonical JSON. nginx refuses a delta to another version than it holds
 and the whole table goes instead. The state files follow each delta at once (state_files.py journals it): a
 master killed and started again must find the tables it served, or it answers 404 until the next repush.
 
+nginx applies every entry of a push that its Lua can build and refuses the others alone (a regex PCRE refuses, a
+certificate OpenSSL cannot use): each refused key keeps its last good value there (or stays absent), and nginx
+answers which keys it refuses and why. `TablePusher.refused` is that answer, for the tables nginx holds now.
+
 The formats are documented in templates/lua/pyngress/{router,balancer,certificates}.lua; backends hold
 addresses only (names are resolved before they get here).
 """
@@ -33,7 +37,7 @@ from services.nginxconf.state_files import TableStateFiles
 
 
 class NginxPushError(RuntimeError):
-    """nginx refused a pushed table; the message is nginx's reason."""
+    """nginx refused a pushed table whole (its body was malformed); the message is nginx's reason."""
 
 
 class _StaleBase(NginxPushError):
@@ -74,6 +78,13 @@ class TablePusher:
         self._sent: dict[str, dict[str, Any]] = {}  # table → what that version holds
         # Keyed table → the keys at which the tables pushed since may differ from what was sent (None: any key).
         self._unsent: dict[str, ChangedKeys] = {}
+        self._refused: dict[str, dict[str, str]] = {}  # table → key → why nginx does not serve that entry as sent
+
+    @property
+    def refused(self) -> Mapping[str, Mapping[str, str]]:
+        """The entries of the tables nginx holds that its Lua refused (table → key → nginx's reason), as of the last
+        push; those keys keep their last good value in nginx, or are absent."""
+        return self._refused
 
     async def push(self, *, routes: dict[str, Any], backends: dict[str, list[str]], certificates: dict[str, Any],
                    changed: Mapping[str, ChangedKeys] | None = None) -> list[str]:
@@ -93,7 +104,7 @@ class TablePusher:
             pushed = []
             async with self._session() as session:
                 try:
-                    held = await self._get_versions(session)
+                    held = await self._get(session, "/configuration/versions")
                 except NginxUnavailableError:
                     for name in DYNAMIC_TABLES:
                         version, body = self._whole(tables[name])
@@ -111,10 +122,13 @@ class TablePusher:
                             continue
                     version, body = self._whole(table)
                     if held.get(name) != version:
-                        await self._post(session, f"/configuration/{name}", body=body)
+                        self._refused[name] = await self._post(session, f"/configuration/{name}", body=body)
                         pushed.append(name)
                     self._sent_now(name, version=version, table=table)
                     await self._state.keep_whole(name, version=version, body=body)
+                if self._refused.keys() < set(DYNAMIC_TABLES):
+                    # Tables nginx held already when this pusher started (a syncer restart): it knows their refusals.
+                    self._refused = {**await self._get(session, "/configuration/refused"), **self._refused}
             return pushed
 
     def _sent_now(self, name: str, *, version: str, table: dict[str, Any]) -> None:
@@ -137,7 +151,7 @@ class TablePusher:
         version = hashlib.sha256(base.encode() + data).hexdigest()
         body = b'{"base":"' + base.encode() + b'","version":"' + version.encode() + b'",' + data[1:]
         try:
-            await self._post(session, f"/configuration/{name}/delta", body=body)
+            self._refused[name] = await self._post(session, f"/configuration/{name}/delta", body=body)
         except _StaleBase:
             return False
         self._sent_now(name, version=version, table=table)
@@ -154,21 +168,22 @@ class TablePusher:
     async def versions(self) -> dict[str, str | None]:
         """The version of each table nginx holds (None for a table it has not received)."""
         async with self._session() as session:
-            return await self._get_versions(session)
+            return await self._get(session, "/configuration/versions")
 
     def _session(self) -> aiohttp.ClientSession:
         return config_api.session(self.paths)
 
-    async def _get_versions(self, session: aiohttp.ClientSession) -> dict[str, str | None]:
+    async def _get(self, session: aiohttp.ClientSession, path: str) -> dict[str, Any]:
         try:
-            async with session.get("/configuration/versions") as response:
+            async with session.get(path) as response:
                 if response.status != 200:
-                    raise NginxUnavailableError(f"nginx answered {response.status} for its table versions")
+                    raise NginxUnavailableError(f"nginx answered {response.status} for {path}")
                 return await response.json()
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
             raise NginxUnavailableError(f"nginx does not answer on {self.paths.config_socket}: {err}") from err
 
-    async def _post(self, session: aiohttp.ClientSession, path: str, *, body: bytes) -> None:
+    async def _post(self, session: aiohttp.ClientSession, path: str, *, body: bytes) -> dict[str, str]:
+        """POST a table or a delta; the entries of that table nginx refuses (key → its reason)."""
         name = path.split("/")[2]
         try:
             async with session.post(path, data=body,
@@ -184,3 +199,7 @@ class TablePusher:
             except (ValueError, KeyError, TypeError):
                 reason = text.strip() or f"status {response.status}"
             raise NginxPushError(f"nginx refused {name}: {reason}")
+        try:
+            return json.loads(text)["refused"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise NginxPushError(f"nginx took {name} but its answer does not list refused entries: {text!r}") from err

@@ -3,10 +3,13 @@ The configuration API, used by the syncer; nginx serves it on a Unix socket in a
 (<run-dir>/nginx/config.sock), never on TCP, because whoever reaches it can re-route every host:
 
   POST /configuration/routes|backends|certificates   body {"version": "...", "data": {...}}
-       201 when kept; 400 with the reason when refused (nothing of it is applied)
+       201 {"refused": {"<key>": "<why>", ...}} when kept: every entry but the refused ones, which keep their last
+       good value (store.lua); 400 with the reason when the body itself is malformed (nothing of it is applied)
   POST /configuration/routes|backends/delta   body {"base": "...", "version": "...", "set": {...}, "delete": [...]}
-       201 when kept; 409 when nginx holds another version than "base"; 400 when refused (store.lua)
+       201 {"refused": {...}} as above (with the entries earlier pushes refused that it does not set or delete);
+       409 when nginx holds another version than "base"; 400 when the body is malformed
   GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...}
+  GET  /configuration/refused    {"routes": {"<key>": "<why>", ...}, "backends": ..., "certificates": ...}
   GET  /configuration/metrics    the request-metrics batches recorded since the last GET (monitor.lua)
 ]]
 local cjson = require("cjson.safe")
@@ -55,6 +58,12 @@ function _M.handle()
         end
         return respond(200, cjson.encode(store.versions()))
     end
+    if name == "refused" then
+        if method ~= "GET" then
+            return fail(405, "use GET")
+        end
+        return respond(200, cjson.encode(store.refused()))
+    end
     if name == "metrics" then
         if method ~= "GET" then
             return fail(405, "use GET")
@@ -68,19 +77,19 @@ function _M.handle()
     if method ~= "POST" then
         return fail(405, "use POST")
     end
-    local ok, err, status
+    local refused, err, status
     if delta then
-        ok, err, status = store.put_delta(name, request_body())
+        refused, err, status = store.put_delta(name, request_body())
     else
-        ok, err, status = store.put(name, request_body())
+        refused, err, status = store.put(name, request_body())
     end
-    if not ok then
+    if not refused then
         if status ~= 409 then
             ngx.log(ngx.WARN, "refused ", name, " push: ", err)
         end
         return fail(status or 400, err)
     end
-    respond(201, "{}")
+    respond(201, cjson.encode({ refused = refused }))
 end
 
 return _M

@@ -10,6 +10,7 @@ does; else "always" does and "never" keeps it off; any other value falls through
 or "never"; else falls through), then the weight (weight requests out of weight_total).
 ]]
 local cjson = require("cjson.safe")
+local pcre = require("pyngress.pcre")
 
 local null = cjson.null
 local re_find, random = ngx.re.find, math.random
@@ -39,7 +40,7 @@ function _M.config(raw, where)
         backend = text(raw.backend),
         header_var = header and ("http_" .. gsub(lower(header), "-", "_")) or nil,
         header_value = text(raw.header_value),
-        header_pattern = text(raw.header_pattern),
+        header_pattern = pcre.checked(text(raw.header_pattern), "jo", where .. ": canary header_pattern"),
         cookie_var = cookie and ("cookie_" .. cookie) or nil,
         weight = weight,
         total = total,

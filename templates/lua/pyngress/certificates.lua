@@ -12,25 +12,76 @@ When the SNI's host (found as the router finds it) has routes with client authen
 asks the client for a certificate (client_auth.lua).
 
 Lookup: the SNI name (lowercased) exactly, else the wildcard entry for its parent ("*.example.com" for
-"a.example.com"), else "default", else nginx's static ssl_certificate (the fake certificate). A
-certificate that does not parse is logged and the static one is served instead.
+"a.example.com"), else "default", else nginx's static ssl_certificate (the fake certificate).
+
+Each certificate is checked when pushed (its chain and key parse, the key is the certificate's): one that is
+not right is refused alone ("certs/<id>"), and the last good one of that id keeps serving; a host (or
+"default") naming a certificate nginx does not hold is refused too ("hosts/<host>"), and is served as if it
+had no entry. Only a certificate whose PEMs changed is parsed again.
 
 In the shared dictionary each certificate is kept under its own keys ("cert:<id>", "key:<id>") beside
 an index ({hosts, default, digests: id -> md5 of cert and key}), so that a worker decodes only the small
 index when the table changes and parses each certificate once, when a handshake first needs it.
 ]]
+local ffi = require("ffi")
 local ssl = require("ngx.ssl")
 local cjson = require("cjson.safe")
 local store = require("pyngress.store")
 local router = require("pyngress.router")
-local client_auth = require("pyngress.client_auth")
+local client_auth = require("pyngress.client_auth")  -- also declares ERR_clear_error, used here
 
+local C = ffi.C
 local find, sub, lower = string.find, string.sub, string.lower
 local null = cjson.null
 
+ffi.cdef [[
+void *OPENSSL_sk_value(const void *stack, int i);
+int X509_check_private_key(const void *x509, const void *pkey);
+]]
+
 local _M = {}
 
-local function build(data)
+local function load(dict)
+    local text = dict:get("index")
+    local index = text and cjson.decode(text)
+    if not index then
+        return { hosts = {}, digests = {} }
+    end
+    if index.default == null then
+        index.default = nil
+    end
+    return index
+end
+
+-- The digest of certificate `id` ({"cert": PEM chain, "key": PEM}); error(message) when OpenSSL cannot use it.
+-- `held`: the digests of the certificates nginx holds, which were checked when they came.
+local function checked_digest(id, pair, held)
+    if type(pair) ~= "table" or type(pair.cert) ~= "string" or type(pair.key) ~= "string" then
+        error('must be {"cert": PEM, "key": PEM}', 0)
+    end
+    local digest = ngx.md5(pair.cert .. "\n" .. pair.key)
+    if held[id] == digest then
+        return digest
+    end
+    local chain, err = ssl.parse_pem_cert(pair.cert)
+    if not chain then
+        error("the certificate does not parse: " .. tostring(err), 0)
+    end
+    local key
+    key, err = ssl.parse_pem_priv_key(pair.key)
+    if not key then
+        error("the private key does not parse: " .. tostring(err), 0)
+    end
+    local matches = C.X509_check_private_key(C.OPENSSL_sk_value(chain, 0), key) == 1
+    C.ERR_clear_error()
+    if not matches then
+        error("the private key is not the certificate's", 0)
+    end
+    return digest
+end
+
+-- The index of `data` (see put); `dict` holds the last good certificates (nil: none).
+local function build(data, dict)
     local certs, hosts, default = data.certs, data.hosts, data.default
     if certs == nil or certs == null then
         certs = {}
@@ -44,35 +95,48 @@ local function build(data)
     if type(certs) ~= "table" or type(hosts) ~= "table" then
         error('"certs" and "hosts" must be objects', 0)
     end
-    local index = { hosts = {}, default = default, digests = {} }
+    local held = dict and load(dict).digests or {}
+    local index = { hosts = {}, digests = {} }
+    local refused = {}
     for id, pair in pairs(certs) do
-        if type(id) ~= "string" or type(pair) ~= "table" or type(pair.cert) ~= "string"
-            or type(pair.key) ~= "string" then
-            error("certificate " .. tostring(id) .. ' must be {"cert": PEM, "key": PEM}', 0)
+        local ok, digest = pcall(checked_digest, id, pair, held)
+        if ok then
+            index.digests[id] = digest
+        else
+            refused["certs/" .. id] = "certificate " .. id .. ": " .. tostring(digest)
+            index.digests[id] = held[id]  -- the last good one keeps serving
         end
-        index.digests[id] = ngx.md5(pair.cert .. "\n" .. pair.key)
+    end
+    local function holds(id, where)
+        if index.digests[id] then
+            return true
+        end
+        refused[where] = where .. " names certificate " .. tostring(id) .. ", which nginx does not hold"
+        return false
     end
     for host, id in pairs(hosts) do
-        if type(host) ~= "string" or not index.digests[id] then
-            error("host " .. tostring(host) .. " names certificate " .. tostring(id) .. " which is not in certs", 0)
+        if holds(id, "hosts/" .. host) then
+            index.hosts[lower(host)] = id
         end
-        index.hosts[lower(host)] = id
     end
-    if default ~= nil and not index.digests[default] then
-        error('"default" names certificate ' .. tostring(default) .. " which is not in certs", 0)
+    if default ~= nil and holds(default, "default") then
+        index.default = default
     end
-    return index
+    return index, next(refused) and refused or nil
 end
 
-local function put(dict, _, data, index)
+-- Each certificate under its own keys, those refused left as they were (their last good PEMs), then the index.
+local function put(dict, _, data, index, refused)
     local old = dict:get("index")
     for id, pair in pairs(data.certs or {}) do
-        local ok, err = dict:safe_set("cert:" .. id, pair.cert)
-        if ok then
-            ok, err = dict:safe_set("key:" .. id, pair.key)
-        end
-        if not ok then
-            return nil, err
+        if not (refused and refused["certs/" .. id]) then
+            local ok, err = dict:safe_set("cert:" .. id, pair.cert)
+            if ok then
+                ok, err = dict:safe_set("key:" .. id, pair.key)
+            end
+            if not ok then
+                return nil, err
+            end
         end
     end
     local ok, err = dict:safe_set("index", cjson.encode(index))
@@ -88,18 +152,6 @@ local function put(dict, _, data, index)
         end
     end
     return true
-end
-
-local function load(dict)
-    local text = dict:get("index")
-    local index = text and cjson.decode(text)
-    if not index then
-        return { hosts = {}, digests = {} }
-    end
-    if index.default == null then
-        index.default = nil
-    end
-    return index
 end
 
 store.define("certificates", { build = build, put = put, load = load })

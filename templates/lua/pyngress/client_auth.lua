@@ -15,6 +15,7 @@ A config is a routes-table entry: {"ca": PEM, "crl": PEM | null, "verify": "on" 
 local ffi = require("ffi")
 local ssl = require("ngx.ssl")
 local cjson = require("cjson.safe")
+local pcre = require("pyngress.pcre")
 
 local C = ffi.C
 
@@ -187,6 +188,7 @@ function _M.configs(raw, host)
                 config[key] = nil
             end
         end
+        pcre.checked(config.match_cn, "jo", host .. ": client_auth match_cn of " .. tostring(ingress))
         config.pass_certificate = config.pass_certificate == true
         auths[ingress] = config
         if config.verify ~= "off" then

@@ -4,7 +4,9 @@ paths are regular expressions, matched case-insensitively from the start of the 
 gives them (longest first, as ingress-nginx orders its `location ~*` blocks); a route's rewrite-target then
 becomes the URI sent to the backend, with $1..$9 taken from the captures.
 ]]
-local re_find, re_match = ngx.re.find, ngx.re.match
+local pcre = require("pyngress.pcre")
+
+local re_match = ngx.re.match
 local gsub = string.gsub
 
 local _M = {}
@@ -12,16 +14,11 @@ local _M = {}
 local FLAGS = "ijo"  -- case-insensitive, JIT-compiled, compiled once per worker
 
 -- [[path, route] ...] with the routes already built -> { {pattern, route}, ... }; a pattern PCRE refuses
--- fails the whole table, as any malformed entry does (the syncer checks them before it pushes).
+-- refuses the host's entry, as any malformed entry does (the syncer checks them before it pushes).
 function _M.compile(pairs_, host)
     local list = {}
     for i, pair in ipairs(pairs_) do
-        local pattern = "^" .. pair[1]
-        local _, _, err = re_find("", pattern, FLAGS)
-        if err then
-            error(host .. ": path " .. pair[1] .. " is not a regular expression nginx can use: " .. err, 0)
-        end
-        list[i] = { pattern, pair[2] }
+        list[i] = { pcre.checked("^" .. pair[1], FLAGS, host .. ": path " .. pair[1]), pair[2] }
     end
     return list
 end

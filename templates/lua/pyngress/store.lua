@@ -17,6 +17,12 @@ refused with 409 when nginx holds another version than `base` (the syncer then s
 change to one host of 10,000 moves one entry, not the table: each entry is its own dictionary item
 ("k:<key>", its JSON) and each delta's keys are logged ("log:<n>", the last LOG_KEPT of them).
 
+One tenant's entry never refuses the others': a push applies every entry that builds, and an entry that does not
+(a regex PCRE refuses, a malformed endpoint, a certificate that does not parse) leaves the key as it was, so the
+last good value keeps serving (a key never good stays absent). The push still takes its version, so that the
+syncer's next delta applies; the refused keys and why are kept ("refused", until a later push sets or deletes
+them) and answered (`refused`: key -> message).
+
 A worker decodes a keyed table's entries one at a time, when a request first asks for one (`current` returns a
 view that fetches a missing key from the dictionary): a whole table of 10,000 hosts costs a worker nothing until
 it is used, and then one entry per host asked, not 10,000 before its first answer. A delta makes each worker
@@ -30,10 +36,11 @@ otherwise pay per table it uses.
 
 A table module registers with `define(name, spec)`:
   spec.entry(key, data) -> value  a keyed table: checks one entry (error(message) when it is malformed) and
-                                  returns what the workers use; a push with one that does not build is
-                                  refused whole.
-  spec.build(data) -> value       a whole table (certificates): the same for the whole table.
-  spec.put(dict, text, data, value) -> ok, err   whole tables: how to keep it in the dictionary.
+                                  returns what the workers use.
+  spec.build(data, dict) -> value, refused   a whole table (certificates): the table from `data`, with the last
+                                  good value (from `dict`, nil: none) in place of each entry it refuses
+                                  (refused: key -> message, or nil); error(message) refuses the push whole.
+  spec.put(dict, text, data, value, refused) -> ok, err   whole tables: how to keep it in the dictionary.
   spec.load(dict) -> value        whole tables: what `get` returns, from the dictionary.
 ]]
 local cjson = require("cjson.safe")
@@ -52,16 +59,33 @@ local _M = {}
 local tables = {}  -- name -> spec
 local cache = {}   -- this worker's decoded tables: name -> {version = ..., value = ...}
 
--- A keyed table's entries, each checked by spec.entry.
-local function build_keyed(spec, data)
-    local value = {}
-    for key, raw in pairs(data) do
+-- Every entry of `entries` checked by spec.entry: error(message) for the first that is not right.
+local function check_all(spec, entries)
+    for key, raw in pairs(entries) do
         if type(key) ~= "string" then
-            error(spec.name .. " keys must be strings", 0)
+            error("keys must be strings", 0)
         end
-        value[key] = spec.entry(key, raw)
+        spec.entry(key, raw)
     end
-    return value
+end
+
+-- The entries spec.entry refuses (key -> message), or nil. One pcall around the whole loop first: a pcall per
+-- entry keeps the loop out of the JIT (2-4x slower at 10,000 entries); only when it fails, entry by entry.
+local function refused_entries(spec, entries)
+    if pcall(check_all, spec, entries) then
+        return nil
+    end
+    local refused = {}
+    for key, raw in pairs(entries) do
+        local ok, err = type(key) == "string", "keys must be strings"
+        if ok then
+            ok, err = pcall(spec.entry, key, raw)
+        end
+        if not ok then
+            refused[tostring(key)] = tostring(err)
+        end
+    end
+    return refused
 end
 
 -- A worker's view of a keyed table as the dictionary holds it: an entry is decoded and built the first time it
@@ -102,11 +126,6 @@ end
 function _M.define(name, spec)
     spec.name = name
     spec.dict = assert(ngx.shared["pyngress_" .. name], "no lua_shared_dict pyngress_" .. name)
-    if spec.entry then
-        spec.build = function(data)
-            return build_keyed(spec, data)
-        end
-    end
     assert(spec.entry or (spec.load and spec.put), name .. ": a whole table needs put and load")
     tables[name] = spec
 end
@@ -115,8 +134,9 @@ function _M.defined(name)
     return tables[name] ~= nil
 end
 
--- A whole keyed table into the dictionary: each entry its own item, the others removed, a full mark in the log.
-local function put_entries(spec, data)
+-- A whole keyed table into the dictionary: each entry its own item, the others removed (a refused entry's item,
+-- its last good value, is kept), a full mark in the log.
+local function put_entries(spec, data, refused)
     local dict = spec.dict
     for _, item in ipairs(dict:get_keys(0)) do
         if sub(item, 1, 2) == "k:" and data[sub(item, 3)] == nil then
@@ -124,9 +144,11 @@ local function put_entries(spec, data)
         end
     end
     for key, raw in pairs(data) do
-        local ok, err = dict:safe_set("k:" .. key, cjson.encode(raw))
-        if not ok then
-            return nil, err
+        if not (refused and refused[key]) then
+            local ok, err = dict:safe_set("k:" .. key, cjson.encode(raw))
+            if not ok then
+                return nil, err
+            end
         end
     end
     local seq = (dict:get("seq") or 0) + 1
@@ -142,7 +164,26 @@ local function publish(name, version)
     versions:incr(GENERATION, 1, 0)
 end
 
--- Checks and keeps one pushed table; returns nil and a message saying what is wrong when refused.
+-- The entries of table `name` refused since a push last set them: key -> message.
+local function refused_of(spec)
+    local refused = cjson.decode(spec.dict:get("refused") or "{}")
+    return type(refused) == "table" and refused or {}
+end
+
+local function keep_refused(spec, refused)
+    if next(refused) == nil then
+        spec.dict:delete("refused")
+        return true
+    end
+    return spec.dict:safe_set("refused", cjson.encode(refused))
+end
+
+local function too_small(name, err)
+    return "cannot keep " .. name .. " (" .. tostring(err) .. "); raise lua_shared_dict pyngress_" .. name
+end
+
+-- Checks and keeps one pushed table; returns the entries it refused (key -> message, each leaving its key's last
+-- good value in place), or nil and a message saying what is wrong when the push is refused whole.
 function _M.put(name, text)
     local spec = tables[name]
     if not spec then
@@ -159,45 +200,31 @@ function _M.put(name, text)
     if type(data) ~= "table" then
         return nil, 'the body needs a "data" object'
     end
-    local ok, value = pcall(spec.build, data)
-    if not ok then
-        return nil, name .. ": " .. tostring(value)
-    end
-    local stored, store_err
+    local stored, store_err, refused
     if spec.entry then
-        stored, store_err = put_entries(spec, data)
+        refused = refused_entries(spec, data)
+        stored, store_err = put_entries(spec, data, refused)
     else
-        stored, store_err = spec.put(spec.dict, text, data, value)
+        local ok, value, whole_refused = pcall(spec.build, data, spec.dict)
+        if not ok then
+            return nil, name .. ": " .. tostring(value)
+        end
+        refused = whole_refused
+        stored, store_err = spec.put(spec.dict, text, data, value, refused)
+    end
+    refused = refused or {}
+    if stored then
+        stored, store_err = keep_refused(spec, refused)
     end
     if not stored then
-        return nil, "cannot keep " .. name .. " (" .. tostring(store_err) .. "); raise lua_shared_dict pyngress_" .. name
+        return nil, too_small(name, store_err)
     end
     publish(name, version)
-    return true
+    return refused
 end
 
--- The keys a delta sets and deletes, each entry it sets checked (error(message) for the first that is not right).
-local function logged_keys(spec, changed, removed)
-    local keys, count = {}, 0
-    for key, raw in pairs(changed) do
-        if type(key) ~= "string" then
-            error("keys must be strings", 0)
-        end
-        spec.entry(key, raw)
-        count = count + 1
-        keys[count] = key
-    end
-    for _, key in ipairs(removed) do
-        if type(key) ~= "string" then
-            error("keys must be strings", 0)
-        end
-        count = count + 1
-        keys[count] = key
-    end
-    return keys
-end
-
--- Checks and keeps a change to a keyed table; returns nil, a message and the HTTP status when refused.
+-- Checks and keeps a change to a keyed table; returns the entries refused (as put() does; those of earlier pushes
+-- it does not set or delete included), or nil, a message and the HTTP status when the change is refused whole.
 function _M.put_delta(name, text)
     local spec = tables[name]
     if not spec or not spec.entry then
@@ -214,34 +241,51 @@ function _M.put_delta(name, text)
     if type(changed) ~= "table" or type(removed) ~= "table" then
         return nil, 'the body needs a "set" object and a "delete" list', 400
     end
+    for _, key in ipairs(removed) do
+        if type(key) ~= "string" then
+            return nil, '"delete" must be a list of strings', 400
+        end
+    end
     if versions:get(name) ~= delta.base then
         return nil, name .. " is at version " .. tostring(versions:get(name)) .. ", not " .. delta.base ..
                     "; send the whole table", 409
     end
-    -- One pcall around every check: a pcall per entry would keep the loop out of the JIT (2-4x slower at 10,000 entries).
-    local ok, keys = pcall(logged_keys, spec, changed, removed)
-    if not ok then
-        return nil, name .. ": " .. tostring(keys), 400
-    end
+    local refused_now = refused_entries(spec, changed)
+    local refused, keys, count = refused_of(spec), {}, 0
     local dict = spec.dict
     for key, raw in pairs(changed) do
-        local ok, store_err = dict:safe_set("k:" .. key, cjson.encode(raw))
-        if not ok then
-            -- Entries are written: only a whole table can make the dictionary consistent again.
-            versions:delete(name)
-            return nil, "cannot keep " .. name .. " (" .. tostring(store_err) .. "); raise lua_shared_dict pyngress_"
-                        .. name, 507
+        refused[key] = nil
+        if not (refused_now and refused_now[key]) then
+            local ok, store_err = dict:safe_set("k:" .. key, cjson.encode(raw))
+            if not ok then
+                -- Entries are written: only a whole table can make the dictionary consistent again.
+                versions:delete(name)
+                return nil, too_small(name, store_err), 507
+            end
+            count = count + 1
+            keys[count] = key
         end
     end
     for _, key in ipairs(removed) do
         dict:delete("k:" .. key)
+        refused[key] = nil
+        count = count + 1
+        keys[count] = key
+    end
+    for key, message in pairs(refused_now or {}) do
+        refused[key] = message
+    end
+    local ok, store_err = keep_refused(spec, refused)
+    if not ok then
+        versions:delete(name)
+        return nil, too_small(name, store_err), 507
     end
     local seq = (dict:get("seq") or 0) + 1
     dict:set("log:" .. seq, cjson.encode(keys))
     dict:delete("log:" .. (seq - LOG_KEPT))
     dict:set("seq", seq)
     publish(name, version)
-    return true
+    return refused
 end
 
 local checked = 0  -- the generation this worker last read (refresh)
@@ -326,6 +370,15 @@ function _M.versions()
     local out = {}
     for name in pairs(tables) do
         out[name] = versions:get(name) or cjson.null
+    end
+    return out
+end
+
+-- Each table's entries refused by the pushes that made the version it holds: {name: {key: message}}.
+function _M.refused()
+    local out = {}
+    for name, spec in pairs(tables) do
+        out[name] = refused_of(spec)
     end
     return out
 end

@@ -9,7 +9,6 @@ import pytest
 
 from services.nginxconf.config import LocationProfile
 from services.syncer.model_types import HostRoutes
-from services.nginxconf.tables import NginxPushError
 
 from tests.support.net import free_port
 
@@ -219,15 +218,18 @@ def test_a_route_to_a_profile_nginx_conf_lacks_answers_503(nginx, backends):
     assert nginx.get("/").status == 503
 
 
-def test_a_malformed_table_is_refused_whole_and_the_last_one_keeps_serving(nginx, backends):
+def test_a_malformed_entry_is_refused_and_its_last_good_value_keeps_serving(nginx, backends):
     nginx.push({HOST: HostRoutes(prefix={"/": route("A")})}, tables(backends))
 
-    with pytest.raises(NginxPushError, match="a path must be a string starting with /"):
-        nginx.push({HOST: HostRoutes(prefix={"/": route("B"), "no-slash": route("B")})}, tables(backends))
+    nginx.push({HOST: HostRoutes(prefix={"/": route("B"), "no-slash": route("B")})}, tables(backends))
+    assert "a path must be a string starting with /" in nginx.pusher.refused["routes"][HOST]
     assert nginx.get("/").backend == "A"
-    # nginx holds the last good tables: nothing to push again until the model changes.
+    # nginx holds the version pushed: nothing to push again until the model changes.
     assert nginx.run(nginx.pusher.needs_push()) is False
 
     refused = nginx.api("POST", "/configuration/backends", b'{"version": "v", "data": {"A": ["not-an-address"]}}')
-    assert refused.status == 400 and "not-an-address" in refused.body.decode()
+    assert refused.status == 201 and "not-an-address" in json.loads(refused.body)["refused"]["A"]
+    assert nginx.get("/").backend == "A"
+    not_json = nginx.api("POST", "/configuration/backends", b'{"version": "v3"')
+    assert not_json.status == 400 and "must be a JSON object" in json.loads(not_json.body)["error"]
     assert nginx.get("/").backend == "A"
