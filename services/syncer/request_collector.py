@@ -20,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from services.common import logs
 from services.nginxconf.request_metrics import KEY_LABELS, KNOWN_METHODS, OTHER_METHOD, PREFIX, REQUESTS, \
@@ -110,35 +110,50 @@ class RequestTotals:
     def chunks(self, const_labels: Mapping[str, str]) -> Iterator[str]:
         """The exposition text of the request metrics in pieces of at most CHUNK_SERIES series, each ending with a
         newline; an empty piece is a pause in work that writes nothing. The totals are those of the first piece."""
-        snapshot = list(self.totals.items())
+        # Parallel lists, not a tuple per series: fewer objects for the garbage collector, whose full passes are
+        # most of what a chunk holds the loop up at this size.
+        label_values, totals_of = list(self.totals), list(self.totals.values())
         names = self.label_names
         prefix = exposition.labels_text(const_labels)[1:-1]
-        series: list[tuple[str, tuple[str, ...], list[float]]] = []  # labels text (no braces), values, totals
-        for start in range(0, len(snapshot), CHUNK_SERIES):
-            for values, totals in snapshot[start:start + CHUNK_SERIES]:
+        texts: list[str] = []  # each series' labels, without the braces
+        for start in range(0, len(label_values), CHUNK_SERIES):
+            for values in label_values[start:start + CHUNK_SERIES]:
                 text = exposition.labels_text(dict(zip(names, values)))[1:-1]
-                series.append((f"{prefix},{text}" if prefix else text, values, totals))
+                texts.append(f"{prefix},{text}" if prefix else text)
             yield ""
+        series = _Series(texts, label_values, totals_of)
         excluded = set(self.layout.excluded)
         if REQUESTS not in excluded:
             name = PREFIX + REQUESTS
             yield _join(exposition.family(name, "The total number of client requests", "counter", ()))
-            for start in range(0, len(series), CHUNK_SERIES):
-                yield _join(f"{name}{{{text}}} {exposition.number(totals[0])}"
-                            for text, _, totals in series[start:start + CHUNK_SERIES])
+            for texts, _, totals_of in series.chunks():
+                yield _join(f"{name}{{{text}}} {exposition.number(totals[0])}" for text, totals in zip(texts, totals_of))
         offset = 1
         for spec, bounds in self.layout.histograms:
             name = PREFIX + spec.name
             yield _join(exposition.family(name, spec.help, "histogram", ()))
-            for start in range(0, len(series), CHUNK_SERIES):
-                yield _join(line for text, _, totals in series[start:start + CHUNK_SERIES]
+            for texts, _, totals_of in series.chunks():
+                yield _join(line for text, totals in zip(texts, totals_of)
                             for line in _histogram_lines(name, text, bounds, totals, offset))
             if spec.name == _CONNECT:
                 yield from _upstream_latency(series, names, const_labels, bounds, offset)
             offset += len(bounds) + 2
 
 
-def _join(lines) -> str:
+@dataclass(frozen=True)
+class _Series:
+    """A snapshot of the totals: each series' labels text, label values and totals, at the same index."""
+    texts: list[str]
+    label_values: list[tuple[str, ...]]
+    totals: list[list[float]]
+
+    def chunks(self) -> Iterator[tuple[list[str], list[tuple[str, ...]], list[list[float]]]]:
+        for start in range(0, len(self.texts), CHUNK_SERIES):
+            end = start + CHUNK_SERIES
+            yield self.texts[start:end], self.label_values[start:end], self.totals[start:end]
+
+
+def _join(lines: Iterable[str]) -> str:
     text = "\n".join(lines)
     return text + "\n" if text else ""
 
@@ -170,12 +185,12 @@ def _le_texts(bounds: tuple[float, ...]) -> tuple[str, ...]:
     return texts
 
 
-def _upstream_latency(series: list[tuple[str, tuple[str, ...], list[float]]], names: tuple[str, ...],
-                      const_labels: Mapping[str, str], bounds: tuple[float, ...], offset: int) -> Iterator[str]:
+def _upstream_latency(series: _Series, names: tuple[str, ...], const_labels: Mapping[str, str],
+                      bounds: tuple[float, ...], offset: int) -> Iterator[str]:
     places = [names.index(name) for name in _UPSTREAM_LATENCY_LABELS]
     by_ingress: dict[tuple[str, ...], tuple[list[float], float]] = {}
-    for start in range(0, len(series), CHUNK_SERIES):
-        for _, values, totals in series[start:start + CHUNK_SERIES]:
+    for _, label_values, totals_of in series.chunks():
+        for values, totals in zip(label_values, totals_of):
             key = tuple(values[place] for place in places)
             counts, total = by_ingress.get(key, ([0.0] * (len(bounds) + 1), 0.0))
             for i in range(len(bounds) + 1):

@@ -1,0 +1,155 @@
+"""A /metrics scrape at 10,000 Ingresses with traffic on all of them, and what /healthz takes meanwhile.
+
+The syncer's status server (services/syncer/status_server.py) runs in this process on its own event loop, as in
+the syncer, with the request collector fed the batches nginx's workers would hand over for that traffic: every
+Ingress answered GET 200, every tenth also GET 404 and POST 201 (12,000 label sets, with bucket counts of
+made-up but plausible times and sizes). A client reads /metrics as fast as it can while another asks /healthz
+again and again; a probe inside the server's loop records its longest stall (what the syncer's own work would
+wait for).
+
+Baseline, same run: /healthz with no scrape under way. Figures: the scrape's time and size, /healthz's median and
+worst time during it and their ratio to the baseline's, the loop's longest stall.
+Run: .venv/bin/python bench/bench_metrics_scrape.py [--ingresses N] [--rounds N]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from services.common.settings import Settings  # noqa: E402
+from services.syncer.metrics import SyncerMetrics  # noqa: E402
+from services.syncer.status_server import start_status_server  # noqa: E402
+from tests.support.net import free_port, wait_for  # noqa: E402
+
+WORKERS = 2  # batches per collection: one per nginx worker
+
+
+def numbers_for(layout, requests_count: int, rng: random.Random) -> list[float]:
+    """One label set's numbers in a batch (request_metrics.py): the count, then per histogram its bucket counts
+    and sum, for `requests_count` observations."""
+    numbers: list[float] = [requests_count]
+    for spec, bounds in layout.histograms:
+        counts = [0] * (len(bounds) + 1)
+        total = 0.0
+        for _ in range(requests_count):
+            value = rng.lognormvariate(-4, 1.5) if spec.bucket_kind == "time" else rng.lognormvariate(6, 1.5)
+            slot = next((i for i, bound in enumerate(bounds) if value <= bound), len(bounds))
+            counts[slot] += 1
+            total += value
+        numbers += counts + [total]
+    return numbers
+
+
+def batches(layout, ingresses: int, seed: int) -> bytes:
+    """The JSON array GET /configuration/metrics answers: WORKERS batches covering every Ingress."""
+    rng = random.Random(seed)
+    per_worker: list[dict[str, list[float]]] = [{} for _ in range(WORKERS)]
+    for i in range(ingresses):
+        labels = f"h{i}.scale.example.com\tns{i % 500}\tapp{i}\tapp{i}\t/\t"
+        kinds = [("200", "GET")] + ([("404", "GET"), ("201", "POST")] if i % 10 == 0 else [])
+        for status, method in kinds:
+            per_worker[i % WORKERS][f"{labels}\t{status}\t{method}"] = numbers_for(layout, rng.randint(1, 8), rng)
+    return json.dumps(per_worker).encode()
+
+
+class Server:
+    """The status server on a loop of its own, with a probe of that loop's longest stall."""
+
+    def __init__(self, settings: Settings, metrics: SyncerMetrics) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.worst_stall = 0.0
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(settings, metrics), daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _run(self, settings: Settings, metrics: SyncerMetrics) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(start_status_server(settings, healthy=lambda: (True, {}), metrics=metrics))
+        self.loop.create_task(self._probe())
+        self._ready.set()
+        self.loop.run_forever()
+
+    async def _probe(self) -> None:
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(0.001)
+            self.worst_stall = max(self.worst_stall, time.perf_counter() - start - 0.001)
+
+
+def healthz_times(port: int, until: threading.Event | None, count: int = 0) -> list[float]:
+    """Seconds per /healthz, one after the other: `count` of them, or until `until` is set."""
+    times = []
+    with requests.Session() as session:
+        while (until is not None and not until.is_set()) or len(times) < count:
+            start = time.perf_counter()
+            assert session.get(f"http://127.0.0.1:{port}/healthz", timeout=120).status_code == 200
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def scrape(port: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    size = 0
+    with requests.get(f"http://127.0.0.1:{port}/metrics", stream=True, timeout=300) as response:
+        for chunk in response.iter_content(1 << 20):
+            size += len(chunk)
+    return time.perf_counter() - start, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ingresses", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        settings = Settings.from_flags(run_dir=f"{tmp}/run", state_dir=f"{tmp}/state", healthz_port=port,
+                                       healthz_host="127.0.0.1")
+        metrics = SyncerMetrics(settings)
+        assert metrics.requests is not None
+        for seed in range(2):  # two collections: running totals, not one batch
+            metrics.requests.add_batches(batches(metrics.requests.layout, args.ingresses, seed))
+        server = Server(settings, metrics)
+        wait_for(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok, 10, what="/healthz")
+        idle = healthz_times(port, None, 200)
+        scrapes, during, stalls = [], [], []
+        for _ in range(args.rounds):
+            server.worst_stall = 0.0
+            done = threading.Event()
+            result: list[float] = []
+            poller = threading.Thread(target=lambda: result.extend(healthz_times(port, done)))
+            poller.start()
+            time.sleep(0.05)
+            scrapes.append(scrape(port))
+            done.set()
+            poller.join()
+            during += result
+            stalls.append(server.worst_stall)
+    idle_median, idle_max = statistics.median(idle), max(idle)
+    seconds = statistics.median(s for s, _ in scrapes)
+    print(f"{args.ingresses} Ingresses with traffic ({len(metrics.requests.totals)} label sets), {args.rounds} scrapes")
+    print(f"/metrics: {scrapes[0][1] / 1e6:.0f} MB in {seconds:.2f} s (median), {scrapes[0][1] / 1e6 / seconds:.0f} MB/s")
+    print(f"{'/healthz':28} {'median':>10} {'max':>10} {'answers':>8}")
+    print(f"{'no scrape (baseline)':28} {idle_median * 1000:>8.2f}ms {idle_max * 1000:>8.2f}ms {len(idle):>8}")
+    print(f"{'during the scrapes':28} {statistics.median(during) * 1000:>8.2f}ms {max(during) * 1000:>8.2f}ms "
+          f"{len(during):>8}")
+    print(f"{'ratio to baseline':28} {statistics.median(during) / idle_median:>9.1f}x {max(during) / idle_max:>9.1f}x")
+    print(f"server loop's longest stall during a scrape: {statistics.median(stalls) * 1000:.1f} ms (median of "
+          f"rounds), {max(stalls) * 1000:.1f} ms (max)")
+
+
+if __name__ == "__main__":
+    main()
