@@ -54,26 +54,24 @@ def parse_count(text: str) -> int:
     return value
 
 
-def parse_seconds(text: str) -> float:
-    """A finite number of seconds greater than 0."""
+def _positive_number(text: str, *, expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds greater than 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected} greater than 0, got {text!r}")
     return value
+
+
+def parse_seconds(text: str) -> float:
+    """A finite number of seconds greater than 0."""
+    return _positive_number(text, expected="a number of seconds")
 
 
 def parse_rate(text: str) -> float:
     """A finite number of events per second greater than 0 ("0.3")."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number per second greater than 0, such as 0.3, got {text!r}")
-    return value
+    return _positive_number(text, expected="a number per second")
 
 
 def parse_buckets(text: str) -> str:

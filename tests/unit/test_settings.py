@@ -29,7 +29,8 @@ def test_the_proxy_limits_and_the_lease_come_from_their_variables(monkeypatch):
     {"PYNGRESS_PROXY_HELLO_TIMEOUT": "soon"}, {"PYNGRESS_PROXY_IDLE_TIMEOUT": "0"},
     {"PYNGRESS_PROXY_MAX_PENDING_HELLOS": "1.5"}, {"PYNGRESS_PROXY_CONNECT_TIMEOUT": "nan"},
     {"PYNGRESS_ELECTION_LEASE_SECONDS": "0"}, {"PYNGRESS_HTTP_PORT": "70000"},
-    {"PYNGRESS_ENABLE_CNI": "maybe"},
+    {"PYNGRESS_ENABLE_CNI": "maybe"}, {"PYNGRESS_SYNC_RATE_LIMIT": "0"}, {"PYNGRESS_SYNC_RATE_LIMIT": "inf"},
+    {"PYNGRESS_MAX_DRAINING_WORKER_GENERATIONS": "0"},
 ])
 def test_bad_values_name_the_variable(monkeypatch, env):
     for name, value in env.items():
@@ -45,6 +46,11 @@ def test_as_args_and_environment_round_trip():
     assert (env["PYNGRESS_HTTP_PORT"], env["PYNGRESS_ENABLE_CNI"], env["PYNGRESS_PROXY_DRAIN_TIMEOUT"]) == \
         ("8080", "true", "2.5")
     assert "PYNGRESS_MANIFESTS" not in env  # unset flags are left out
+    # What `pyngress up` hands the syncer under supervisord.
+    limited = Settings.from_flags(sync_rate_limit=0.1, max_draining_worker_generations=3)
+    assert (limited.environment()["PYNGRESS_SYNC_RATE_LIMIT"], limited.reload.max_draining_worker_generations) == \
+        ("0.1", 3)
+    assert settings_mod.parse(limited.as_args()) == limited
 
 
 def test_settings_are_frozen_and_unknown_flags_refused():
