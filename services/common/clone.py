@@ -2,8 +2,8 @@
 
 Publisher: a PUB socket sends every change as `clone.update` with a sequence number (many changes at once as
 `clone.updates`, one number each); a ROUTER socket answers `clone.snapshot_request` with the whole state and the
-sequence it reflects, in parts when it is large (services/common/clone_parts.py); a heartbeat every second carries the publisher's epoch (random per start) so that an idle
-subscriber notices a restarted publisher.
+sequence it reflects, in parts when it is large (services/common/clone_parts.py); a heartbeat every second
+carries the publisher's epoch (random per start) so that an idle subscriber notices a restarted publisher.
 
 Subscriber: subscribes first, then asks for a snapshot, then applies only updates newer than it. A gap in
 the sequence, or a new epoch, makes it fetch a fresh snapshot. Both sides set the high-water marks to 0

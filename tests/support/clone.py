@@ -8,8 +8,9 @@ from typing import Any, AsyncIterator, Callable
 
 import zmq.asyncio
 
-from proto import endpoints
-from services.common.clone import ClonePublisher, CloneSubscriber
+from proto import decode, endpoints
+from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot, Update
+from services.common.ipc import bind_private
 
 
 @contextlib.asynccontextmanager
@@ -33,4 +34,27 @@ async def published(run_dir: Path, **publisher_options: Any,
         for sub in subscribers:
             sub.close()
         pub.close()
+        ctx.term()
+
+
+async def first_event_given(run_dir: Path, answers: list[list[bytes]]) -> Snapshot | Update:
+    """The first thing a subscriber yields when a hand-made snapshot server (a ROUTER on the run directory's
+    snapshot endpoint) answers its requests in turn with each list of raw messages in `answers`."""
+    ctx = zmq.asyncio.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    bind_private(router, endpoints.watcher_snapshot(run_dir))
+    sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(run_dir),
+                          snapshot_endpoint=endpoints.watcher_snapshot(run_dir))
+    try:
+        first = asyncio.create_task(anext(sub.events()))
+        for messages in answers:
+            identity, request = await asyncio.wait_for(router.recv_multipart(), 10)
+            assert decode(request).type == "clone.snapshot_request"
+            for message in messages:
+                await router.send_multipart([identity, message])
+        return await asyncio.wait_for(first, 10)
+    finally:
+        sub.close()
+        router.close()
         ctx.term()

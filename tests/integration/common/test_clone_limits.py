@@ -4,13 +4,9 @@ import asyncio
 import logging
 
 import msgpack
-import zmq
-import zmq.asyncio
 
-from proto import decode, endpoints
-from services.common.clone import CloneSubscriber, Snapshot, Update
-from services.common.ipc import bind_private
-from tests.support.clone import published
+from services.common.clone import Snapshot, Update
+from tests.support.clone import first_event_given, published
 
 LIMIT = 64 * 1024
 
@@ -26,23 +22,9 @@ def snapshot_bytes(items: list) -> bytes:
 
 
 def test_a_snapshot_with_a_bad_item_is_rejected_with_the_reason_and_asked_for_again(tmp_path, caplog):
-    async def scenario():
-        ctx = zmq.asyncio.Context()
-        router = ctx.socket(zmq.ROUTER)
-        router.setsockopt(zmq.LINGER, 0)
-        bind_private(router, endpoints.watcher_snapshot(tmp_path))
-        sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
-                              snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
-        first = asyncio.create_task(_next(sub.events()))
-        answers = [snapshot_bytes([["a", 1], [7, "not a key"]]), snapshot_bytes([["a", 1]])]
-        for answer in answers:
-            identity, request = await asyncio.wait_for(router.recv_multipart(), 10)
-            assert decode(request).type == "clone.snapshot_request"
-            await router.send_multipart([identity, answer])
-        assert await first == Snapshot({"a": 1})
-        sub.close(); router.close(); ctx.term()
+    answers = [[snapshot_bytes([["a", 1], [7, "not a key"]])], [snapshot_bytes([["a", 1]])]]
     with caplog.at_level(logging.WARNING, logger="services.common.clone"):
-        asyncio.run(scenario())
+        assert asyncio.run(first_event_given(tmp_path, answers)) == Snapshot({"a": 1})
     assert "rejected snapshot: clone.snapshot: field 'items'[1][0] must be str, got int" in caplog.text
 
 

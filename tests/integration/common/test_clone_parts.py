@@ -9,15 +9,15 @@ import zmq
 import zmq.asyncio
 
 from proto import decode, encode, endpoints
-from services.common.clone import CloneSubscriber, Snapshot, Update
-from services.common.ipc import bind_private
-from tests.support.clone import published
+from services.common.clone import Snapshot, Update
+from tests.support.clone import first_event_given, published
 
 LIMIT = 1 << 20  # the channel's limit in these tests; the store below adds up to three times it
 
 
 def secret(i: int) -> dict:
-    return {"kind": "Secret", "metadata": {"name": f"s{i}", "namespace": "tenant"}, "data": {"blob": f"{i:02x}" * 50_000}}
+    return {"kind": "Secret", "metadata": {"name": f"s{i}", "namespace": "tenant"},
+            "data": {"blob": f"{i:02x}" * 50_000}}
 
 
 STORE = {f"Secret/tenant/s{i}": secret(i) for i in range(30)}  # 30 values of 100 KB each: ten to a message
@@ -143,22 +143,8 @@ COMPLETE = [_part(0, [["a", 1]]), _part(1, [["b", 2]]), _part(2, [["c", 3]]), _e
     (COMPLETE[:3], "no snapshot from"),  # the publisher stopped before the end: it never comes
 ], ids=["part-lost", "last-part-lost", "garbled-part", "part-of-another-snapshot", "end-lost"])
 def test_a_snapshot_missing_a_part_is_never_applied_and_is_asked_for_again(tmp_path, caplog, answer, reason):
-    async def scenario():
-        ctx = zmq.asyncio.Context()
-        router = ctx.socket(zmq.ROUTER)
-        router.setsockopt(zmq.LINGER, 0)
-        bind_private(router, endpoints.watcher_snapshot(tmp_path))
-        sub = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(tmp_path),
-                              snapshot_endpoint=endpoints.watcher_snapshot(tmp_path))
-        first = asyncio.create_task(_next(sub.events()))
-        for messages in (answer, COMPLETE):
-            identity, request = await asyncio.wait_for(router.recv_multipart(), 10)
-            assert decode(request).type == "clone.snapshot_request"
-            for message in messages:
-                await router.send_multipart([identity, message])
-        # The first thing the subscriber yields is the whole second answer, never a part of the first.
-        assert await first == Snapshot({"a": 1, "b": 2, "c": 3, "d": 4})
-        sub.close(); router.close(); ctx.term()
+    # The first thing the subscriber yields is the whole second answer, never a part of the first.
     with caplog.at_level(logging.INFO, logger="services.common.clone"):
-        asyncio.run(scenario())
+        first = asyncio.run(first_event_given(tmp_path, [answer, COMPLETE]))
+    assert first == Snapshot({"a": 1, "b": 2, "c": 3, "d": 4})
     assert reason in caplog.text
