@@ -95,9 +95,9 @@ class ClonePublisher:
         packed = pack_value(value)
         if value is not None and not fits_alone(key, packed, self.max_message_bytes):
             # Sent, it would cut every subscriber's connection, and every snapshot after it would too.
-            log.error("refused %s: %d bytes packed, over the %d bytes a clone message may carry; the key is left "
-                      "out of the store (an API server refuses objects over 1.5 MiB: it came from a manifests "
-                      "file, which should hold a smaller object)", key, len(packed), self.max_message_bytes)
+            log.error("refused %s: %d bytes packed, over the %d bytes a clone message may carry; it is left out "
+                      "of the store: make the object smaller (an API server keeps none over 1.5 MiB, a manifests "
+                      "file can hold any)", key, len(packed), self.max_message_bytes)
             value, packed = None, pack_value(None)
         if value is None:
             if key not in self._packed:
