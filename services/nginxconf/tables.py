@@ -188,7 +188,8 @@ class TablePusher:
         try:
             async with session.post(path, data=body,
                                     headers={"Content-Type": "application/json"}) as response:
-                text = await response.text()
+                # nginx's messages quote PCRE's from a byte offset on, which may start inside a UTF-8 character.
+                text = (await response.read()).decode("utf-8", "replace")
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
             raise NginxUnavailableError(f"pushing {name} to nginx failed: {err}") from err
         if response.status == 409:

@@ -22,6 +22,7 @@ from services.nginxconf.tables import NginxPushError, NginxUnavailableError, Tab
 from services.syncer.backends import NameIndex, resolve_backends
 from services.syncer.metrics import SyncerMetrics
 from services.syncer.model_types import NOTHING_CHANGED, Model, TableChanges
+from services.syncer.refused_entries import refused_problems
 from services.syncer.reload_rate import ReloadRateLimiter
 from services.syncer.template_watch import TemplateTracker
 from services.syncer.worker_files import WorkerFiles, remove_others_root_only, write_root_only
@@ -120,6 +121,7 @@ class NginxApplier:
         tables, changed = self._tables(model)
         if tables != self.tables:
             await self._push(tables, changed)
+        model.problems.extend(refused_problems(self.pusher.refused, model.routes))
         if deferred:
             return {}  # the files of the configuration nginx still runs stay until it runs another
         self.auth_files.remove_others(model.auth_files)
@@ -301,6 +303,7 @@ class NginxApplier:
     async def _push(self, tables: dict[str, Any], changed: dict[str, ChangedKeys]) -> None:
         started = time.monotonic()
         self.tables = tables
+        refused_before = {table: dict(entries) for table, entries in self.pusher.refused.items()}
         try:
             # The Lua balancer takes addresses: ExternalName backends are resolved at each push (and may resolve
             # to other addresses without any change to the model).
@@ -317,6 +320,12 @@ class NginxApplier:
             self.metrics.stats.last_error = str(err)
             log.error("nginx refused a table; it keeps the last good one", extra=logs.kv(error=str(err)))
             return
+        for table, entries in self.pusher.refused.items():
+            for key, why in entries.items():
+                if refused_before.get(table, {}).get(key) != why:
+                    # The other entries are served; this key keeps its last good value in nginx, if any.
+                    log.error("nginx refused a table entry; the others are applied",
+                              extra=logs.kv(table=table, key=key, error=why))
         self.nginx_serving = True
         self.metrics.endpoint_pushes.inc()
         self.metrics.sync_seconds.labels("push").observe(time.monotonic() - started)
@@ -339,4 +348,6 @@ class NginxApplier:
         stats = self.metrics.stats
         return {"nginx_serving": self.nginx_serving and self.applied_conf is not None,
                 "last_reload_successful": stats.last_reload_ok, "last_error": stats.last_error,
-                "generation": stats.generation, **self.templates.status()}
+                "generation": stats.generation, **self.templates.status(),
+                "refused_entries": {table: sorted(entries)[:50] for table, entries in self.pusher.refused.items()
+                                    if entries}}

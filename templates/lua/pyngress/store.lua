@@ -28,8 +28,10 @@ view that fetches a missing key from the dictionary): a whole table of 10,000 ho
 it is used, and then one entry per host asked, not 10,000 before its first answer. A delta makes each worker
 drop the entries it logged; a whole table, or a worker further behind than the log, starts an empty view.
 
-`pyngress_versions` holds the version of each table, and a generation number that every push increments;
-the table itself lives in `pyngress_<table>`. A request reads the generation once (`refresh`, in the router)
+`pyngress_versions` holds the version of each table, the number of pushes it took, and a generation number
+that every push increments; the table itself lives in `pyngress_<table>`. A worker keeps a table until its push
+count changes, not its version: with refused entries kept at their last good value, one version can name
+different contents (the same table pushed over different ones). A request reads the generation once (`refresh`, in the router)
 and then takes its tables from the worker's cache (`current`, also in the balancer of the same request):
 outside the JIT, every shared-dictionary read costs about half a microsecond, which each request would
 otherwise pay per table it uses.
@@ -47,6 +49,7 @@ local cjson = require("cjson.safe")
 
 local versions = ngx.shared.pyngress_versions
 local GENERATION = "#generation"  -- a key no table is named
+local PUSHES = "#pushes:"  -- PUSHES .. name: the pushes table `name` took
 local LOG_KEPT = 256  -- deltas a worker can catch up with before it starts an empty view
 -- Keys a view remembers as absent (hosts no Ingress names, asked again and again), at most; then it forgets them
 -- all, so that requests for made-up hosts cannot grow a worker's memory.
@@ -57,7 +60,7 @@ local sub = string.sub
 local _M = {}
 
 local tables = {}  -- name -> spec
-local cache = {}   -- this worker's decoded tables: name -> {version = ..., value = ...}
+local cache = {}   -- this worker's decoded tables: name -> {pushes = ..., value = ...}
 
 -- Every entry of `entries` checked by spec.entry: error(message) for the first that is not right.
 local function check_all(spec, entries)
@@ -157,10 +160,19 @@ local function put_entries(spec, data, refused)
     return true
 end
 
--- The version is written last: a worker that sees it finds the data it names; then the generation, which
--- tells every worker to look.
+-- The version and push count are written last: a worker that sees them finds the data they name; then the
+-- generation, which tells every worker to look.
 local function publish(name, version)
     versions:set(name, version)
+    versions:incr(PUSHES .. name, 1, 0)
+    versions:incr(GENERATION, 1, 0)
+end
+
+-- A delta failed with entries written: no version names what the dictionary holds now (the syncer sends the whole
+-- table instead), and every worker looks again.
+local function unpublish(name)
+    versions:delete(name)
+    versions:incr(PUSHES .. name, 1, 0)
     versions:incr(GENERATION, 1, 0)
 end
 
@@ -258,8 +270,7 @@ function _M.put_delta(name, text)
         if not (refused_now and refused_now[key]) then
             local ok, store_err = dict:safe_set("k:" .. key, cjson.encode(raw))
             if not ok then
-                -- Entries are written: only a whole table can make the dictionary consistent again.
-                versions:delete(name)
+                unpublish(name)
                 return nil, too_small(name, store_err), 507
             end
             count = count + 1
@@ -277,7 +288,7 @@ function _M.put_delta(name, text)
     end
     local ok, store_err = keep_refused(spec, refused)
     if not ok then
-        versions:delete(name)
+        unpublish(name)
         return nil, too_small(name, store_err), 507
     end
     local seq = (dict:get("seq") or 0) + 1
@@ -316,25 +327,25 @@ local function caught_up(spec, cached, seq)
 end
 
 -- A whole table (certificates) decoded from the dictionary; nil when it cannot be.
-local function loaded(spec, name, version)
+local function loaded(spec, name)
     local ok, value = pcall(spec.load, spec.dict)
     if not ok then
         -- Cannot happen for a table that passed put().
-        ngx.log(ngx.ERR, "cannot decode ", name, " version ", tostring(version), ": ", tostring(value))
+        ngx.log(ngx.ERR, "cannot decode ", name, " version ", tostring(versions:get(name)), ": ", tostring(value))
         return nil
     end
     return value
 end
 
 -- The table `name` as of the last refresh() in this worker: a keyed table as a view that decodes the entries
--- asked for, a whole table decoded once per version.
+-- asked for, a whole table decoded once per push.
 function _M.current(name)
     local cached = cache[name]
     if cached and cached.generation == checked then
         return cached.value
     end
-    local version = versions:get(name)
-    if cached and cached.version == version then
+    local pushes = versions:get(PUSHES .. name)
+    if cached and cached.pushes == pushes then
         cached.generation = checked
         return cached.value
     end
@@ -346,17 +357,17 @@ function _M.current(name)
             cached = new_view(spec)
             cache[name] = cached
         end
-        cached.version, cached.generation, cached.seq = version, checked, seq
+        cached.pushes, cached.generation, cached.seq = pushes, checked, seq
         return cached.value
     end
-    local value = loaded(spec, name, version)
+    local value = loaded(spec, name)
     if value == nil then
         if cached then
             return cached.value  -- keep serving what this worker had
         end
         value = spec.build({})
     end
-    cache[name] = { version = version, generation = checked, value = value }
+    cache[name] = { pushes = pushes, generation = checked, value = value }
     return value
 end
 

@@ -12,8 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.canonical import canonical_json
+from services.common.settings import Settings
 from services.nginxconf.tables import TablePusher
-from services.syncer.model_types import HostRoutes
+from services.syncer.apply import NginxApplier
+from services.syncer.metrics import SyncerMetrics
+from services.syncer.model_types import HostRoutes, Model, Route
 
 from .conftest import route, trust
 
@@ -202,3 +205,47 @@ def test_every_well_formed_entry_is_served_whatever_the_others_hold(nginx, app, 
         else:
             want = "app"
         assert answer(nginx, host) == want, (host, case)
+
+
+def test_the_syncer_reports_each_refused_entry_as_a_problem_of_its_ingress(nginx_factory, app, caplog):
+    nginx = nginx_factory()
+    settings = Settings.from_flags(state_dir=str(nginx.state_dir), run_dir=str(nginx.run_dir))
+    applier = NginxApplier(settings, SyncerMetrics(settings))
+    model = Model(config=nginx.config(), backends={"app": [app.endpoint]}, routes={
+        "good.syncer.test": HostRoutes(prefix={"/": Route("app", ingress="a/good")}),
+        # As if the syncer's own PCRE check had let it through: the second line is nginx's Lua.
+        "bad.syncer.test": HostRoutes(regex=True, prefix={PCRE_REFUSES: Route("app", ingress="b/bad")})})
+
+    assert nginx.run(applier.apply(model)) == {}
+
+    assert answer(nginx, "good.syncer.test") == "app" and answer(nginx, "bad.syncer.test") == 404
+    assert [str(p) for p in model.problems] == [
+        "Ingress b/bad: nginx refused the routes of host bad.syncer.test (bad.syncer.test: path /[:alpha:] is not a "
+        "regular expression nginx can use: pcre_compile() failed: POSIX named classes are supported only within a "
+        'class in "^/[:alpha:]" at "[:alpha:]"); nginx keeps what it served before for it, if anything']
+    assert applier.health()["refused_entries"] == {"routes": ["bad.syncer.test"]}
+    assert "nginx refused a table entry; the others are applied" in caplog.text
+
+
+def test_the_same_table_pushed_over_other_contents_is_served_as_nginx_holds_it(nginx, old):
+    # One version, two contents: the refused entry is absent after the first push and keeps the routes of the push
+    # between them after the second. Workers that served the first and nothing since must not keep it.
+    backends = {"old": [old.endpoint]}
+    refused_host = {"h.same.test": regex_host(PCRE_REFUSES, "old")}
+    push(nginx, TablePusher(nginx.paths), refused_host, backends)
+    assert {answer(nginx, "h.same.test") for _ in range(8)} == {404}
+    push(nginx, TablePusher(nginx.paths), {"h.same.test": to("old")}, backends)
+
+    push(nginx, TablePusher(nginx.paths), refused_host, backends)
+
+    assert {answer(nginx, "h.same.test") for _ in range(8)} == {"old"}
+
+
+def test_a_refusal_quoting_a_non_ascii_pattern_is_reported(nginx, app):
+    # PCRE quotes the pattern from a byte offset on, which may start inside a UTF-8 character: read with care.
+    pusher = TablePusher(nginx.paths)
+    push(nginx, pusher, {"good.utf8.test": to("app"), "bad.utf8.test": regex_host("/é[:alpha:]")},
+         {"app": [app.endpoint]})
+
+    assert "POSIX named classes" in pusher.refused["routes"]["bad.utf8.test"]
+    assert answer(nginx, "good.utf8.test") == "app"
