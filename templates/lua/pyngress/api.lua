@@ -47,32 +47,29 @@ local function request_body()
     return body
 end
 
+-- What GET /configuration/<name> answers (JSON text).
+local READS = {
+    versions = function() return cjson.encode(store.versions()) end,
+    refused = function() return cjson.encode(store.refused()) end,
+    metrics = monitor.take,
+}
+
 function _M.handle()
     local method = ngx.req.get_method()
     local uri = ngx.var.uri
     local name = match(uri, "^/configuration/(%a+)$")
     local delta = match(uri, "^/configuration/(%a+)/delta$")
-    if name == "versions" then
+    local read = name and READS[name]
+    if read then
         if method ~= "GET" then
             return fail(405, "use GET")
         end
-        return respond(200, cjson.encode(store.versions()))
-    end
-    if name == "refused" then
-        if method ~= "GET" then
-            return fail(405, "use GET")
-        end
-        return respond(200, cjson.encode(store.refused()))
-    end
-    if name == "metrics" then
-        if method ~= "GET" then
-            return fail(405, "use GET")
-        end
-        return respond(200, monitor.take())
+        return respond(200, read())
     end
     name = name or delta
     if not name or not store.defined(name) then
-        return fail(404, "no such table; use /configuration/routes, backends, certificates, versions or metrics")
+        return fail(404, "no such table; use /configuration/routes, backends, certificates, versions, refused or "
+                         .. "metrics")
     end
     if method ~= "POST" then
         return fail(405, "use POST")
