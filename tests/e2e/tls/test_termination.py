@@ -168,6 +168,9 @@ def test_an_https_backend_with_cors_behind_a_tls_host(tls_stage, ca, tls_backend
                     annotations={f"{PREFIX}/backend-protocol": "HTTPS", f"{PREFIX}/enable-cors": "true",
                                  f"{PREFIX}/cors-allow-origin": "https://app.tls.example"}))
     wait_served(stage, "api.tls.example", [ca.cert_path], "api.tls.example")
+    # The certificate is pushed at once; the route's profile may wait for its reload (--sync-rate-limit).
+    wait_for(lambda: https_get(port, "api.tls.example", "/data", [ca.cert_path]).status == 200, 10,
+             what="the route with its profile")
 
     response = https_get(port, "api.tls.example", "/data", [ca.cert_path], headers={"Origin": "https://app.tls.example"})
     seen = json.loads(response.body)
