@@ -209,7 +209,9 @@ function _M.put(name, text)
     if type(version) ~= "string" or version == "" then
         return nil, 'the body needs a "version" string'
     end
-    if type(data) ~= "table" then
+    -- A JSON array decodes to a table too: each of its items would be refused as a key that is no string, and the
+    -- push would empty the table.
+    if type(data) ~= "table" or data[1] ~= nil then
         return nil, 'the body needs a "data" object'
     end
     local stored, store_err, refused

@@ -108,6 +108,16 @@ def test_the_answer_names_each_refused_entry_and_why(nginx, app):
     assert answer(nginx, "good.entries.test") == "app"
 
 
+def test_a_table_sent_as_a_list_is_refused_whole_and_empties_nothing(nginx, app):
+    push(nginx, TablePusher(nginx.paths), {"kept.entries.test": to("app")}, {"app": [app.endpoint]})
+    body = json.dumps({"version": "a-list", "data": [to("app")]}).encode()
+    response = nginx.api("POST", "/configuration/routes", body)
+
+    assert response.status == 400
+    assert response.json["error"] == 'the body needs a "data" object'
+    assert answer(nginx, "kept.entries.test") == "app"
+
+
 @pytest.mark.parametrize("mode", ["whole", "delta"])
 def test_a_malformed_backend_keeps_its_last_endpoints(nginx, app, old, mode):
     routes = {f"{name}.backends.test": to(name) for name in ("good", "kept", "never")}
