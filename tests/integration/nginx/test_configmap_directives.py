@@ -103,14 +103,14 @@ CASES: dict[str, tuple[str, str, str, str]] = {
 }
 # Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects, the
 # ConfigMaps of headers).
-ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "denylist-source-range","ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
+ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "denylist-source-range", "ssl-redirect",
+             "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains", "hsts-preload",
              "use-forwarded-headers", "use-proxy-protocol", "annotations-risk-level", "strict-validate-path-type",
-             "annotation-value-word-blocklist", "allow-snippet-annotations", "block-cidrs", "block-user-agents",
-             "block-referers", "allow-cross-namespace-resources", "disable-access-log", "access-log-path",
-             "access-log-params", "log-format-upstream", "log-format-escape-json", "log-format-escape-none",
-             "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code", "load-balance",
-             "global-allowed-response-headers",
-             "no-tls-redirect-locations"}
+             "strict-host-ownership", "annotation-value-word-blocklist", "allow-snippet-annotations", "block-cidrs",
+             "block-user-agents", "block-referers", "allow-cross-namespace-resources", "disable-access-log",
+             "access-log-path", "access-log-params", "log-format-upstream", "log-format-escape-json",
+             "log-format-escape-none", "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code",
+             "load-balance", "global-allowed-response-headers", "no-tls-redirect-locations"}
 # What a key needs beside it to show in nginx.conf.
 COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},
               "brotli-types": {"enable-brotli": "true"}, "gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},
