@@ -15,8 +15,9 @@ nginx applies every entry of a push that its Lua can build and refuses the other
 certificate OpenSSL cannot use): each refused key keeps its last good value there (or stays absent), and nginx
 answers which keys it refuses and why. `TablePusher.refused` is that answer, for the tables nginx holds now.
 
-The formats are documented in templates/lua/pyngress/{router,balancer,certificates}.lua; backends hold
-addresses only (names are resolved before they get here).
+The formats are declared in table_schema.py (and read by templates/lua/pyngress/{router,balancer,certificates}.lua);
+backends hold addresses only (names are resolved before they get here). Every body carries the schema's version, and
+nginx refuses a body of another version whole (NginxPushError), so a Lua of another release never half-reads one.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from services.nginxconf import config_api
 from services.nginxconf.config_api import NginxUnavailableError
 from services.nginxconf.paths import DYNAMIC_TABLES, NginxPaths
 from services.nginxconf.state_files import TableStateFiles
+from services.nginxconf.table_schema import SCHEMA_VERSION
 
 
 class NginxPushError(RuntimeError):
@@ -64,9 +66,13 @@ def table_delta(last: dict[str, Any], new: dict[str, Any], keys: Iterable[str] |
     return {"set": changed, "delete": removed} if changed or removed else None
 
 
+# Every body names the schema its entries follow (table_schema.py): a Lua of another release refuses it whole.
+_SCHEMA = b'"schema":' + str(SCHEMA_VERSION).encode()
+
+
 def _envelope(version: str, data: bytes) -> bytes:
-    """A whole table's body (and state file): its version and its canonical JSON."""
-    return b'{"version":"' + version.encode() + b'","data":' + data + b"}"
+    """A whole table's body (and state file, table_schema.WHOLE_BODY): its version, schema and canonical JSON."""
+    return b'{"version":"' + version.encode() + b'",' + _SCHEMA + b',"data":' + data + b"}"
 
 
 class TablePusher:
@@ -149,7 +155,7 @@ class TablePusher:
         the whole table must go."""
         data = canonical_json(delta)
         version = hashlib.sha256(base.encode() + data).hexdigest()
-        body = b'{"base":"' + base.encode() + b'","version":"' + version.encode() + b'",' + data[1:]
+        body = b'{"base":"' + base.encode() + b'","version":"' + version.encode() + b'",' + _SCHEMA + b',' + data[1:]
         try:
             self._refused[name] = await self._post(session, f"/configuration/{name}/delta", body=body)
         except _StaleBase:

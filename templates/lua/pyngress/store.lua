@@ -6,12 +6,17 @@ A whole table arrives as the body of `POST /configuration/<table>` and is also k
 `<state-dir>/dynamic/<table>.json` (read here when a freshly started master has empty dictionaries, followed by the
 deltas journaled since in `<table>.deltas`, services/nginxconf/state_files.py):
 
-    {"version": "<content hash>", "data": <the table>}
+    {"version": "<content hash>", "schema": <SCHEMA_VERSION>, "data": <the table>}
+
+"schema" is the version of the tables' format (services/nginxconf/table_schema.py declares every field): a body of
+another schema is refused whole, so that a Lua of another release (a custom --template) never reads entries it does
+not understand. A body without it is schema 1, the format before it was versioned.
 
 A keyed table (routes: host -> its routes; backends: name -> endpoints) also takes a change to the version
 nginx holds, as the body of `POST /configuration/<table>/delta`:
 
-    {"base": "<the version it applies to>", "version": "<the new one>", "set": {key: entry}, "delete": [key]}
+    {"base": "<the version it applies to>", "version": "<the new one>", "schema": <SCHEMA_VERSION>,
+     "set": {key: entry}, "delete": [key]}
 
 refused with 409 when nginx holds another version than `base` (the syncer then sends the whole table). So a
 change to one host of 10,000 moves one entry, not the table: each entry is its own dictionary item
@@ -58,6 +63,9 @@ local ABSENT_KEPT = 4096
 local sub = string.sub
 
 local _M = {}
+
+-- The tables' format this Lua reads: table_schema.py's SCHEMA_VERSION (tests/lua/test_schema_fields.py compares them).
+_M.SCHEMA_VERSION = 1
 
 local tables = {}  -- name -> spec
 local cache = {}   -- this worker's decoded tables: name -> {pushes = ..., value = ...}
@@ -190,6 +198,19 @@ local function keep_refused(spec, refused)
     return spec.dict:safe_set("refused", cjson.encode(refused))
 end
 
+-- nil when `body` follows this Lua's schema, else why it is refused.
+local function other_schema(body)
+    local schema = body.schema
+    if schema == nil then
+        schema = 1
+    end
+    if schema == _M.SCHEMA_VERSION then
+        return nil
+    end
+    return "the body has table schema " .. tostring(schema) .. ", this nginx's Lua reads schema " ..
+           _M.SCHEMA_VERSION .. "; run the syncer and nginx's Lua (--template) of the same pyngress release"
+end
+
 local function too_small(name, err)
     return "cannot keep " .. name .. " (" .. tostring(err) .. "); raise lua_shared_dict pyngress_" .. name
 end
@@ -208,6 +229,10 @@ function _M.put(name, text)
     local version, data = envelope.version, envelope.data
     if type(version) ~= "string" or version == "" then
         return nil, 'the body needs a "version" string'
+    end
+    local refusal = other_schema(envelope)
+    if refusal then
+        return nil, refusal
     end
     -- A JSON array decodes to a table too: each of its items would be refused as a key that is no string, and the
     -- push would empty the table.
@@ -251,6 +276,10 @@ function _M.put_delta(name, text)
     local version, changed, removed = delta.version, delta.set, delta.delete
     if type(version) ~= "string" or version == "" or type(delta.base) ~= "string" then
         return nil, 'the body needs "base" and "version" strings', 400
+    end
+    local refusal = other_schema(delta)
+    if refusal then
+        return nil, refusal, 400
     end
     if type(changed) ~= "table" or type(removed) ~= "table" then
         return nil, 'the body needs a "set" object and a "delete" list', 400
