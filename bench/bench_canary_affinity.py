@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_ratelimit import alternate_hosts, spread  # noqa: E402
 from services.syncer.annotations.base import AffinityPolicy, CanaryPolicy  # noqa: E402
-from services.syncer.model_types import CanaryRoute, Route  # noqa: E402
+from services.syncer.model.types import CanaryRoute, Route  # noqa: E402
 from tests.integration.nginx.conftest import route  # noqa: E402
 
 CANARY = Route(backend="app", ingress="default/app", affinity=AffinityPolicy(cookie="route"),

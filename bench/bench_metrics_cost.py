@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_dataplane import HOST, plain_ingress_cluster, start_ok_backend, stop_nginx, wrk  # noqa: E402
 from services.nginxconf.paths import NginxPaths  # noqa: E402
-from services.syncer.nginx_process import process_totals  # noqa: E402
+from services.syncer.observability.nginx_process_metrics import process_totals  # noqa: E402
 from tests.support.controller import Controller  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 

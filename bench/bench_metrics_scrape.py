@@ -1,11 +1,10 @@
 """A /metrics scrape at 10,000 Ingresses with traffic on all of them, and what /healthz takes meanwhile.
 
-The syncer's status server (services/syncer/status_server.py) runs in this process on its own event loop, as in
-the syncer, with the request collector fed the batches nginx's workers would hand over for that traffic: every
-Ingress answered GET 200, every tenth also GET 404 and POST 201 (12,000 label sets, with bucket counts of
-made-up but plausible times and sizes). A client reads /metrics as fast as it can while another asks /healthz
-again and again; a probe inside the server's loop records its longest stall (what the syncer's own work would
-wait for).
+The syncer's healthz server (services/syncer/observability/healthz_server.py) runs in this process on its own event
+loop, as in the syncer, with the request collector fed the batches nginx's workers would hand over for that traffic:
+every Ingress answered GET 200, every tenth also GET 404 and POST 201 (12,000 label sets, with bucket counts of
+made-up but plausible times and sizes). A client reads /metrics as fast as it can while another asks /healthz again
+and again; a probe inside the server's loop records its longest stall (what the syncer's own work would wait for).
 
 Baseline, same run: /healthz with no scrape under way. Figures: the scrape's time and size, /healthz's median and
 worst time during it and their ratio to the baseline's, the loop's longest stall.
@@ -17,6 +16,7 @@ import argparse
 import asyncio
 import json
 import random
+import requests
 import statistics
 import sys
 import tempfile
@@ -24,13 +24,11 @@ import threading
 import time
 from pathlib import Path
 
-import requests
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.common.settings import Settings  # noqa: E402
-from services.syncer.metrics import SyncerMetrics  # noqa: E402
-from services.syncer.status_server import start_status_server  # noqa: E402
+from services.syncer.observability.metrics import SyncerMetrics  # noqa: E402
+from services.syncer.observability.healthz_server import start_status_server  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
 WORKERS = 2  # batches per collection: one per nginx worker

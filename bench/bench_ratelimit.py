@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.nginxconf.config import LocationProfile, RateLimit  # noqa: E402
-from services.syncer.model_types import HostRoutes, Route  # noqa: E402
+from services.syncer.model.types import HostRoutes, Route  # noqa: E402
 from tests.integration.nginx.conftest import Nginx, route  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 

@@ -60,7 +60,7 @@ class NginxPaths:
 
     @property
     def auth_dir(self) -> Path:
-        """htpasswd files for auth_basic, written by the syncer (services/syncer/worker_files.py)."""
+        """htpasswd files for auth_basic, written by the syncer (services/syncer/nginx_apply/worker_files.py)."""
         return self.prefix / "auth"
 
     @property

@@ -25,12 +25,12 @@ from services.common.files import ensure_private_dir
 from services.common.runner import run_process
 from services.common.settings import Settings
 from services.syncer.annotations.validators import duration_seconds
-from services.syncer.apply import NginxApplier
-from services.syncer.metrics import SyncerMetrics
-from services.syncer.incremental import IncrementalModel
-from services.syncer.model_types import Model
-from services.syncer.status_server import start_status_server
-from services.syncer.status_task import run_status_updates, status_updates_enabled
+from services.syncer.ingress_status.campaign import run_status_updates, status_updates_enabled
+from services.syncer.model.incremental import IncrementalModel
+from services.syncer.model.types import Model
+from services.syncer.nginx_apply.applier import NginxApplier
+from services.syncer.observability.healthz_server import start_status_server
+from services.syncer.observability.metrics import SyncerMetrics
 
 log = logging.getLogger("syncer")
 

@@ -1,4 +1,4 @@
-"""docs/configmap.md, generated from the controller ConfigMap's tables (services/syncer/configmap.py and
+"""docs/configmap.md, generated from the controller ConfigMap's tables (services/syncer/model/configmap.py and
 configmap_directives.py), so that the table users read is the one the code validates against
 (`pyngress docs --configmap`; tests/unit/test_docs.py fails when the committed file is out of date)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import enum
 
 from services.nginxconf.config import ServerSettings
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
-from services.syncer.configmap import FIELDS, SERVER_FIELDS, UNSUPPORTED, ControllerConfig
-from services.syncer.configmap_directives import GLOBAL_DIRECTIVES, on_off
+from services.syncer.model.configmap import FIELDS, SERVER_FIELDS, UNSUPPORTED, ControllerConfig
+from services.syncer.model.configmap_directives import GLOBAL_DIRECTIVES, on_off
 
 # What the keys that are not one nginx directive do.
 MEANING: dict[str, str] = {

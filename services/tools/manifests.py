@@ -20,7 +20,7 @@ externalTrafficPolicy Local, the leader Lease named by resourceNames):
   net.ipv4.ip_unprivileged_port_start=0 ("safe" since Kubernetes 1.22, allowed by the Pod Security
   "baseline" level, which these capabilities also fit). The root filesystem is read-only: the run dir,
   state dir and /tmp are emptyDirs.
-- Ingress status is written with a merge PATCH (services/syncer/ingress_status.py): the verb is `patch`
+- Ingress status is written with a merge PATCH (services/syncer/ingress_status/updater.py): the verb is `patch`
   on ingresses/status, not `update`.
 - No `events` permission: pyngress creates no Events. No `nodes` permission for the controller: Nodes
   are read only with --node-name, which the Deployment does not pass (--publish-service gives status).
@@ -129,7 +129,7 @@ CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "secrets", ("list", "watch"), _WATCHED + " (TLS certificates)"),
     Permission("", "configmaps", ("list", "watch"), _WATCHED + " (the ConfigMaps Ingresses name)"),
     Permission("networking.k8s.io", "ingresses/status", ("patch",),
-               "services/syncer/ingress_status.py: the leader's merge patch of status.loadBalancer"),
+               "services/syncer/ingress_status/updater.py: the leader's merge patch of status.loadBalancer"),
 )
 
 
@@ -137,13 +137,14 @@ def namespace_permissions() -> tuple[Permission, ...]:
     """The Role, in the controller's namespace: its own Service and its Lease."""
     return (
         Permission("", "services", ("get",),
-                   "services/syncer/ingress_status.py: the --publish-service Service's addresses",
+                   "services/syncer/ingress_status/updater.py: the --publish-service Service's addresses",
                    (CONTROLLER,)),
         # A create names no object at authorization time: it cannot be narrowed by resourceNames.
         Permission("coordination.k8s.io", "leases", ("create",),
-                   "services/syncer/leader.py: the first candidate creates the Lease"),
+                   "services/syncer/ingress_status/leader.py: the first candidate creates the Lease"),
         Permission("coordination.k8s.io", "leases", ("get", "update"),
-                   "services/syncer/leader.py: read, then renew or take over with the resourceVersion read",
+                   "services/syncer/ingress_status/leader.py: read, then renew or take over with the resourceVersion "
+                   "read",
                    (ELECTION_ID,)),
     )
 

@@ -10,10 +10,10 @@ import tempfile
 from pathlib import Path
 
 from services.common.settings import Settings
-from services.syncer.model import build_model
-from services.syncer.model_types import Model
 from services.nginxconf.render import render, template_from
 from services.nginxconf.template import TemplateError
+from services.syncer.model.build import build_model
+from services.syncer.model.types import Model
 from services.watcher.manifests import ManifestsSource
 
 

@@ -9,8 +9,8 @@ from typing import Any, Iterable
 
 from services.common.objects import object_key
 from services.common.settings import Settings
-from services.syncer.model import build_model
-from services.syncer.model_types import Model
+from services.syncer.model.build import build_model
+from services.syncer.model.types import Model
 
 OUR_CONTROLLER = "k8s.io/ingress-nginx"
 PREFIX = "nginx.ingress.kubernetes.io"

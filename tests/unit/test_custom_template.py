@@ -9,7 +9,7 @@ import pytest
 from services.nginxconf.config import NginxConfig
 from services.nginxconf.render import render, template_from
 from services.nginxconf.template import BUILTIN_DIR, TemplateError
-from services.syncer.template_watch import TemplateTracker
+from services.syncer.nginx_apply.template_watch import TemplateTracker
 
 
 def config(tmp_path: Path) -> NginxConfig:

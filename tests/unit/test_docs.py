@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from services.syncer.annotations import ANNOTATIONS
-from services.syncer.configmap import FIELDS, SERVER_FIELDS
+from services.syncer.model.configmap import FIELDS, SERVER_FIELDS
 from services.tools.configmap_docs import MEANING, configmap_markdown
 from services.tools.docs import NOT_IMPLEMENTED, annotations_markdown
 

@@ -17,7 +17,7 @@ TOOLS = {"tools"}
 
 
 def _package_of(module: str) -> str | None:
-    """"services.syncer.model" → "syncer"; "proto.codec" → "proto"; other modules → None."""
+    """"services.syncer.model.build" → "syncer"; "proto.codec" → "proto"; other modules → None."""
     parts = module.split(".")
     if parts[0] == "proto":
         return "proto"
@@ -72,7 +72,7 @@ def test_imports_follow_the_layers(path):
 
 
 def test_the_check_catches_a_process_importing_another(tmp_path):
-    assert _package_of("services.syncer.model") == "syncer" and _package_of("proto.codec") == "proto"
+    assert _package_of("services.syncer.model.build") == "syncer" and _package_of("proto.codec") == "proto"
     fake = SERVICES / "syncer" / "_layers_probe.py"
     fake.write_text("from services.watcher.manifests import ManifestsSource\nfrom . import model\n")
     try:

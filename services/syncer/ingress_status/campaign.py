@@ -1,5 +1,5 @@
 """Ingress status in the syncer: campaign for the Lease, and while leading keep every served Ingress's
-status.loadBalancer right (services/syncer/leader.py, services/syncer/ingress_status.py).
+status.loadBalancer right (services/syncer/ingress_status/leader.py, services/syncer/ingress_status/updater.py).
 
 Only with a Kubernetes API (--kubeconfig or in-cluster): a manifests directory has no status to write.
 With --update-status=false this task does not campaign at all: writing status is the only thing a
@@ -40,9 +40,10 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
     """
     from kubernetes import client
 
-    from services.syncer.ingress_status import IngressStatusUpdater
-    from services.syncer.leader import LeaderElector
     from services.common.kube import KubeConfigError, kube_configuration
+
+    from .leader import LeaderElector
+    from .updater import IngressStatusUpdater
 
     try:
         configuration = await asyncio.to_thread(kube_configuration, settings)

@@ -21,9 +21,9 @@ from typing import Any, Awaitable, Callable
 
 from kubernetes import client
 
+from services.common.kube import api_error_text, read_json
 from services.common.logs import kv
 from services.common.settings import Settings
-from services.common.kube import api_error_text, read_json
 
 log = logging.getLogger(__name__)
 

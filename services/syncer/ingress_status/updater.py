@@ -24,11 +24,11 @@ from typing import Any, Callable, Mapping
 
 from kubernetes import client
 
+from services.common.kube import api_error_text, read_json
 from services.common.logs import kv
 from services.common.objects import split_key
 from services.common.settings import Settings
-from services.syncer.ingress_class import IngressClassFilter
-from services.common.kube import api_error_text, read_json
+from services.syncer.model.ingress_class import IngressClassFilter
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from services.nginxconf.config import BasicAuth, ExternalAuth, LocationProfile
-
 from services.nginxconf.render import AUTH_REQUEST_HEADERS
 
-from .annotations import IngressAnnotations
+from ..annotations import IngressAnnotations
 from .backend_tls import BackendTlsRejected, resolve_backend_tls
 from .header_configmaps import headers_of
 from .htdigest import htdigest_file

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from services.nginxconf.config import BackendTls
 
-from .annotations.proxy_ssl import BackendTlsSpec
+from ..annotations.proxy_ssl import BackendTlsSpec
 
 
 class BackendTlsRejected(ValueError):

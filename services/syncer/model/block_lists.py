@@ -11,8 +11,8 @@ import re
 
 from services.nginxconf import pcre
 
-from .annotations.base import InvalidValue
-from .annotations.validators import ip_network, pcre_regex
+from ..annotations.base import InvalidValue
+from ..annotations.validators import ip_network, pcre_regex
 
 _PRINTABLE = re.compile(r"[\x20-\x7e]+")
 MAX_ENTRIES = 1000

@@ -1,4 +1,4 @@
-"""The object store → the Model (model_types.py): which host and path go to which backend, with what settings.
+"""The object store → the Model (types.py): which host and path go to which backend, with what settings.
 
 Pure and deterministic: no I/O, and the same store always gives an equal Model with sorted tables, because
 the syncer compares models to decide what to reload or push. Semantics follow ingress-nginx:
@@ -20,21 +20,21 @@ from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfi
 from services.nginxconf.render import RenderError, auth_endpoint, auth_upstream, check_profile
 from services.nginxconf.request_metrics import layout_of
 
-from .annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
-from .annotations.base import InvalidValue
-from .annotations.validators import pcre_regex
-from .annotations.www_redirect import other_spelling
-from .annotations.ratelimit import zone_name
+from ..annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
+from ..annotations.base import InvalidValue
+from ..annotations.ratelimit import zone_name
+from ..annotations.validators import pcre_regex
+from ..annotations.www_redirect import other_spelling
 from .auth_secrets import AuthResolver
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
+from .client_auth import ClientAuthRejected, resolve_client_auth
 from .configmap import ControllerConfig, load_controller_config
 from .dh_param import dh_param
 from .ingress_class import IngressClassFilter
-from .client_auth import ClientAuthRejected, resolve_client_auth
-from .model_types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route, TableChanges
 from .problems import Problem
 from .stream_services import stream_services
 from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
+from .types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route, TableChanges
 
 # pathType → which HostRoutes table the path goes to. ImplementationSpecific is matched as a prefix.
 PATH_KINDS = {"Exact": "exact", "Prefix": "prefix", "ImplementationSpecific": "prefix"}

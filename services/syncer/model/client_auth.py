@@ -13,8 +13,8 @@ import re
 import ssl
 from typing import Any, Mapping
 
-from .annotations.base import ClientAuthSpec
-from .model_types import ClientAuth
+from ..annotations.base import ClientAuthSpec
+from .types import ClientAuth
 
 _CRL = re.compile(r"(?:-----BEGIN X509 CRL-----\r?\n[A-Za-z0-9+/=\r\n]+-----END X509 CRL-----\s*)+")
 

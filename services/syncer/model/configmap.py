@@ -12,19 +12,19 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth, ServerSettings
+from services.nginxconf.render import PROXY_HEADERS, RenderError
 
-from . import access_log, block_lists
-from .annotations.base import InvalidValue, Risk
-from .annotations.external_auth import GLOBAL_AUTH_KEYS, parse_global_auth
-from .annotations.renderable import check_renders
-from .annotations.validators import (HEADER_NAME, boolean, duration, integer, ip_network, is_true, matching, one_of,
-                                    size)
+from ..annotations.base import InvalidValue, Risk
+from ..annotations.external_auth import GLOBAL_AUTH_KEYS, parse_global_auth
+from ..annotations.ipallowlist import cidr_list
+from ..annotations.renderable import check_renders
+from ..annotations.validators import (HEADER_NAME, boolean, duration, integer, ip_network, is_true, matching, one_of,
+                                      size)
+from . import block_lists, configmap_access_log
 from .configmap_directives import BROTLI_MODULE, DEFAULT_BROTLI_TYPES, DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
-from .annotations.ipallowlist import cidr_list
 from .configmap_unsupported import UNSUPPORTED
 from .header_configmaps import configmap_reference, headers_of, object_reference
 from .problems import Problem
-from services.nginxconf.render import PROXY_HEADERS, RenderError
 
 
 def _risk(value: str) -> Risk:
@@ -52,7 +52,7 @@ class ControllerConfig:
     block_referers: tuple[str, ...] = ()
     # Whether an Ingress may name a Secret (auth-secret) in another namespace.
     allow_cross_namespace_resources: bool = False
-    # Whether an Ingress naming a host that another namespace owns (model.py: the namespace of the host's oldest
+    # Whether an Ingress naming a host that another namespace owns (build.py: the namespace of the host's oldest
     # Ingress) is refused whole; by default its paths are served, as ingress-nginx serves them, and only the
     # host's certificate, redirects and server-level settings are the owner's.
     strict_host_ownership: bool = False
@@ -61,7 +61,7 @@ class ControllerConfig:
     # `global_auth_problem` says why.
     global_auth: ExternalAuth | None = None
     global_auth_problem: str | None = None
-    # The access log (access_log.py).
+    # The access log (configmap_access_log.py).
     disable_access_log: bool = False
     access_log_path: str = AccessLog.path
     access_log_params: str = AccessLog.params
@@ -203,9 +203,9 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "allow-cross-namespace-resources": ("allow_cross_namespace_resources", _flag),
     "strict-host-ownership": ("strict_host_ownership", _flag),
     "disable-access-log": ("disable_access_log", _flag),
-    "access-log-path": ("access_log_path", access_log.log_path),
-    "access-log-params": ("access_log_params", access_log.log_params),
-    "log-format-upstream": ("log_format_upstream", access_log.log_format),
+    "access-log-path": ("access_log_path", configmap_access_log.log_path),
+    "access-log-params": ("access_log_params", configmap_access_log.log_params),
+    "log-format-upstream": ("log_format_upstream", configmap_access_log.log_format),
     "log-format-escape-json": ("log_format_escape_json", _flag),
     "log-format-escape-none": ("log_format_escape_none", _flag),
     "enable-access-log-for-default-backend": ("access_log_for_default_backend", _flag),
@@ -253,8 +253,8 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "compute-full-forwarded-for": ("compute_full_forwarded_for", _flag),
     "enable-real-ip": ("enable_real_ip", _flag),
     "proxy-real-ip-cidr": ("real_ip_from", _networks),
-    "log-format-stream": ("stream_log_format", access_log.stream_log_format),
-    "stream-access-log-path": ("stream_access_log_path", access_log.log_path),
+    "log-format-stream": ("stream_log_format", configmap_access_log.stream_log_format),
+    "stream-access-log-path": ("stream_access_log_path", configmap_access_log.log_path),
     "proxy-stream-timeout": ("proxy_stream_timeout", duration),
     "proxy-stream-responses": ("proxy_stream_responses", _count(0, 1 << 20)),
     "proxy-protocol-header-timeout": ("proxy_protocol_header_timeout", duration),

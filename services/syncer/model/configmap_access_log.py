@@ -14,7 +14,8 @@ import re
 
 from services.nginxconf.config import STREAM_LOG_FORMAT, UPSTREAMINFO_FORMAT
 from services.nginxconf.render import size_bytes
-from .annotations.base import InvalidValue
+
+from ..annotations.base import InvalidValue
 
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
 # nginx's http, upstream, ssl and realip variables (nginx.org's variable index), and ingress-nginx's.

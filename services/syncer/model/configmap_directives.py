@@ -11,9 +11,9 @@ import re
 import ssl
 from typing import Callable
 
-from .annotations.base import InvalidValue
-from .annotations.upstream_behaviour import next_upstream_conditions
-from .annotations.validators import boolean, duration, integer, is_true, size, ssl_ciphers
+from ..annotations.base import InvalidValue
+from ..annotations.upstream_behaviour import next_upstream_conditions
+from ..annotations.validators import boolean, duration, integer, is_true, size, ssl_ciphers
 
 DEFAULT_SSL_CIPHERS = (
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from .annotations.base import InvalidValue
+from ..annotations.base import InvalidValue
 
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,128}")
 _VALUE = re.compile(r"[\x20-\x23\x25-\x7e]{0,4096}")  # printable ASCII but `$`

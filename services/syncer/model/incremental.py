@@ -23,13 +23,13 @@ from services.common.gc_pause import collector_paused, freeze_survivors
 from services.common.settings import Settings
 
 from .backends import SERVICE_NAME_LABEL, BackendResolver
+from .build import (AnnotationParser, IngressPlan, Merged, annotation_parser, assemble_model, auth_resolver,
+                    creation_order, merge_plans, plan_names, plan_one)
 from .configmap import ControllerConfig, load_controller_config
 from .ingress_class import IngressClassFilter
-from .model import (AnnotationParser, IngressPlan, Merged, annotation_parser, assemble_model, auth_resolver,
-                    creation_order, merge_plans, plan_names, plan_one)
-from .model_types import Model, TableChanges
 from .problems import Problem
 from .tls import TlsSecrets
+from .types import Model, TableChanges
 
 # The kinds whose changes are followed object by object; any other kind (IngressClass) starts afresh.
 _FOLLOWED = frozenset({"Ingress", "Service", "EndpointSlice", "Secret", "ConfigMap"})

@@ -18,7 +18,7 @@ from services.common import changed_keys
 from services.common.changed_keys import ChangedKeys
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
-from .annotations.base import AffinityPolicy, CanaryPolicy
+from ..annotations.base import AffinityPolicy, CanaryPolicy
 from .dh_param import DhParam
 from .problems import Problem
 
@@ -164,8 +164,8 @@ class Model:
     tls_secrets: dict[str, str] = field(default_factory=dict)
     # Certificates for SNI selection inside nginx (the Lua's certificates table format).
     certificates: dict[str, Any] = field(default_factory=dict)
-    # htpasswd (htdigest) file name → content, for basic (digest) authentication (worker_files.py writes them
-    # where nginx reads them). Password hashes: never printed, logged or published.
+    # htpasswd (htdigest) file name → content, for basic (digest) authentication (nginx_apply/worker_files.py
+    # writes them where nginx reads them). Password hashes: never printed, logged or published.
     auth_files: dict[str, bytes] = field(default_factory=dict, repr=False)
     # proxy-ssl-secret files nginx's master reads at load (CA, client certificate and key), by name; never printed.
     ssl_files: dict[str, bytes] = field(default_factory=dict, repr=False)

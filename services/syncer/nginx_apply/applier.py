@@ -17,15 +17,16 @@ from services.nginxconf.config_test import NginxConfigError
 from services.nginxconf.paths import STREAM_ENDPOINTS_FILE, NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
-from services.nginxconf.template import Template
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
-from services.syncer.backends import NameIndex, resolve_backends
-from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import NOTHING_CHANGED, Model, TableChanges
-from services.syncer.refused_entries import refused_problems
-from services.syncer.reload_rate import ReloadRateLimiter
-from services.syncer.template_watch import TemplateTracker
-from services.syncer.worker_files import WorkerFiles, remove_others_root_only, write_root_only
+from services.nginxconf.template import Template
+from services.syncer.model.types import NOTHING_CHANGED, Model, TableChanges
+from services.syncer.observability.metrics import SyncerMetrics
+
+from .external_names import NameIndex, resolve_backends
+from .refused_entries import refused_problems
+from .reload_rate import ReloadRateLimiter
+from .template_watch import TemplateTracker
+from .worker_files import WorkerFiles, remove_others_root_only, write_root_only
 
 log = logging.getLogger("syncer")
 

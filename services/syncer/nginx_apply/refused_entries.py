@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from services.syncer.model_types import HostRoutes, Route
-from services.syncer.problems import Problem
+from services.syncer.model.problems import Problem
+from services.syncer.model.types import HostRoutes, Route
 
 KEPT = "nginx keeps what it served before for it, if anything"
 

@@ -10,9 +10,10 @@ import ssl
 from dataclasses import dataclass
 from typing import Mapping
 
-from services.syncer import exposition
-from services.syncer.model_types import Model
-from services.syncer.tls import decode_certificate
+from services.syncer.model.tls import decode_certificate
+from services.syncer.model.types import Model
+
+from . import exposition
 
 PREFIX = "nginx_ingress_controller_"
 

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from services.common import status
-from services.syncer.controller_metrics import certificate_facts
-from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import Model
-from services.syncer.request_collector import RequestTotals, estimate_quantile
+from services.syncer.model.types import Model
+
+from .controller_metrics import certificate_facts
+from .metrics import SyncerMetrics
+from .request_collector import RequestTotals, estimate_quantile
 
 PAGE = Path(__file__).with_name("dashboard.html")
 WINDOW_SECONDS = 30.0   # recent figures span about this long

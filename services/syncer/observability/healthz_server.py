@@ -15,8 +15,9 @@ from typing import Callable
 from aiohttp import web
 
 from services.common.settings import Settings
-from services.syncer.dashboard import PAGE, Recent, dashboard_data
-from services.syncer.metrics import SyncerMetrics
+
+from .dashboard import PAGE, Recent, dashboard_data
+from .metrics import SyncerMetrics
 
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -26,12 +26,13 @@ from services.nginxconf import config_api
 from services.nginxconf.config_api import NginxUnavailableError
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.request_metrics import PREFIX, layout_of
-from services.syncer import exposition
-from services.syncer.controller_metrics import certificate_lines, orphan_lines, orphaned_ingresses
-from services.syncer.model_types import Model
-from services.syncer.problems import Problem
-from services.syncer.nginx_process import process_lines, process_totals, stub_status_lines
-from services.syncer.request_collector import RequestTotals
+from services.syncer.model.problems import Problem
+from services.syncer.model.types import Model
+
+from . import exposition
+from .controller_metrics import certificate_lines, orphan_lines, orphaned_ingresses
+from .nginx_process_metrics import process_lines, process_totals, stub_status_lines
+from .request_collector import RequestTotals
 
 # How often request metrics are collected from nginx between scrapes.
 COLLECT_SECONDS = 5.0

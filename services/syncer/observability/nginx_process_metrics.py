@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from services.syncer import exposition
+from . import exposition
 
 NAMESPACE = "nginx_ingress_controller_nginx_process_"
 _TICKS = os.sysconf("SC_CLK_TCK")

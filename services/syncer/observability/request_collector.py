@@ -25,7 +25,8 @@ from typing import Iterable, Iterator, Mapping
 from services.common import logs
 from services.nginxconf.request_metrics import KEY_LABELS, KNOWN_METHODS, OTHER_METHOD, PREFIX, REQUESTS, \
     RequestMetricsLayout
-from services.syncer import exposition
+
+from . import exposition
 
 log = logging.getLogger("syncer")
 

@@ -50,7 +50,7 @@ local cjson = require("cjson.safe")
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
 local null = cjson.null
 local SLASH = 47
--- The --default-backend-service backend (services/syncer/backends.py): in the backends table only when set.
+-- The --default-backend-service backend (services/syncer/model/backends.py): in the backends table only when set.
 local DEFAULT_BACKEND = "upstream-default-backend"
 
 local _M = {}

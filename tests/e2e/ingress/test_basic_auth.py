@@ -7,19 +7,19 @@ location); the hashes never leave the file nginx reads (not in nginx.conf, logs,
 import base64
 import os
 import pwd
+import requests
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import requests
 
-from services.syncer.worker_files import NGINX_WORKER_USER
+from services.syncer.nginx_apply.worker_files import NGINX_WORKER_USER
+from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
 from tests.support.htpasswd import basic_auth_secret
 from tests.support.net import wait_for
-from tests.e2e.ingress.scenarios import Stage
 
 PREFIX = "nginx.ingress.kubernetes.io"
 REALM = "Authentication Required - team a"

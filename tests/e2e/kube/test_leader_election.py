@@ -49,7 +49,7 @@ def controllers(tmp_path_factory, kubeconfig, cluster, echo):
 
 
 def identity(controller: Controller) -> str:
-    """The identity a controller's syncer campaigns with (services.syncer.leader.default_identity)."""
+    """The identity a controller's syncer campaigns with (services.syncer.ingress_status.leader.default_identity)."""
     return f"{socket.gethostname()}_{controller.pid('syncer')}"
 
 

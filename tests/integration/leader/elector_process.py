@@ -8,7 +8,7 @@ import sys
 
 from kubernetes import client
 
-from services.syncer.leader import LeaderElector
+from services.syncer.ingress_status.leader import LeaderElector
 
 ELECTION = "test-election"
 

@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client
 
 from services.common.settings import Settings
-from services.syncer.ingress_status import IngressStatusUpdater, parse_status_addresses, service_addresses
-from services.syncer.leader import LeaderElector
+from services.syncer.ingress_status.leader import LeaderElector
+from services.syncer.ingress_status.updater import IngressStatusUpdater, parse_status_addresses, service_addresses
 from tests.integration.leader.support import store_of, until
 
 

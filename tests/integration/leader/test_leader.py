@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes import client
 
-from services.syncer.leader import LeaderElector
+from services.syncer.ingress_status.leader import LeaderElector
 from tests.integration.leader.support import until
 
 ELECTION = "test-election"

@@ -11,8 +11,8 @@ from kubernetes import client
 
 from services.common.objects import object_key
 from services.common.settings import Settings
-from services.syncer.ingress_status import IngressStatusUpdater, other_replicas
-from services.syncer.leader import LeaderElector
+from services.syncer.ingress_status.leader import LeaderElector
+from services.syncer.ingress_status.updater import IngressStatusUpdater, other_replicas
 from tests.integration.leader.support import store_of, until
 from tests.integration.leader.test_ingress_status import create_ingresses, status_of
 

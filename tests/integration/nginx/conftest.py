@@ -22,13 +22,13 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from services.nginxconf import processes
+from services.nginxconf.config import LocationProfile, NginxConfig
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import make_self_signed
-from services.nginxconf.config import LocationProfile, NginxConfig
-from services.syncer.model_types import HostRoutes, Route
 from services.nginxconf.reload import NginxReloader
-from services.nginxconf.tables import TablePusher
 from services.nginxconf.render import render
+from services.nginxconf.tables import TablePusher
+from services.syncer.model.types import HostRoutes, Route
 from tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[3]

@@ -10,8 +10,7 @@ import pytest
 
 from services.nginxconf.config import AccessLog, LocationProfile
 from services.syncer.annotations.base import CanaryPolicy
-from services.syncer.model_types import CanaryRoute, HostRoutes, Route
-
+from services.syncer.model.types import CanaryRoute, HostRoutes, Route
 from tests.support.access_log import UPSTREAMINFO
 
 from .conftest import eventually

@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 from services.syncer.annotations.base import AffinityPolicy
-from services.syncer.model_types import HostRoutes, Route
+from services.syncer.model.types import HostRoutes, Route
 from tests.integration.nginx.conftest import closed_endpoint
 
 STICKY = Route(backend="app", ingress="default/app",

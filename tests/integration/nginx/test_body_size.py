@@ -4,7 +4,7 @@ location of a profile, entered with ngx.exec, skips)."""
 import pytest
 
 from services.nginxconf.config import LocationProfile
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 
 from .conftest import route
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from services.syncer.annotations.base import AffinityPolicy, CanaryPolicy
-from services.syncer.model_types import CanaryRoute, HostRoutes, Route
+from services.syncer.model.types import CanaryRoute, HostRoutes, Route
 
 
 def canary_route(**policy) -> Route:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+
 import pytest
 
-from services.syncer.model_types import ClientAuth, HostRoutes
+from services.syncer.model.types import ClientAuth, HostRoutes
 from tests.support.client_pki import Pki
 
 from .conftest import client_tls_context, route

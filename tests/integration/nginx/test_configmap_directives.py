@@ -7,8 +7,8 @@ from typing import Iterator
 import pytest
 
 from services.nginxconf.render import render
-from services.syncer.configmap import FIELDS, SERVER_FIELDS
-from services.syncer.configmap_directives import GLOBAL_DIRECTIVES
+from services.syncer.model.configmap import FIELDS, SERVER_FIELDS
+from services.syncer.model.configmap_directives import GLOBAL_DIRECTIVES
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
 

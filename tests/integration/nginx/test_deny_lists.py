@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.nginxconf.config import BlockLists, LocationProfile
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 
 from .conftest import route
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import base64
 import copy
-from dataclasses import replace
 import json
+from dataclasses import replace
 from typing import Any, Iterator
 
 import pytest
@@ -27,16 +27,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.nginxconf.prefix import make_self_signed
-from services.syncer.annotations import ANNOTATIONS
-from services.syncer.configmap import FIELDS, GLOBAL_DIRECTIVES, SERVER_FIELDS, UNSUPPORTED
-from services.syncer.model_types import Model
 from services.nginxconf.render import render
-from tests.support.injection_check import assert_values_stay_arguments
+from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
-from services.syncer.auth_secrets import DENIED_PROFILE
-from services.syncer.worker_files import write_root_only
+from services.syncer.model.auth_secrets import DENIED_PROFILE
+from services.syncer.model.configmap import FIELDS, GLOBAL_DIRECTIVES, SERVER_FIELDS, UNSUPPORTED
+from services.syncer.model.types import Model
+from services.syncer.nginx_apply.worker_files import write_root_only
 from tests.support.annotation_cluster import (FUZZED, FUZZED_HOST, GOOD, GOOD_HOST, cluster_with_good_ingress,
                                               headers_configmap, with_companions)
+from tests.support.injection_check import assert_values_stay_arguments
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
 
@@ -550,7 +550,7 @@ snippets = st.lists(_snippet_words, max_size=8).map(" ".join)
 @given(snippet=snippets)
 def test_a_snippet_stays_in_its_location_and_one_nginx_refuses_is_blamed_on_its_own_profile(snippet, nginx_check):
     # The model may accept a snippet that `nginx -t` then refuses: the syncer halves the new profiles to find
-    # it (services/syncer/apply.py), which works only if the configuration without it passes.
+    # it (services/syncer/nginx_apply/applier.py), which works only if the configuration without it passes.
     cluster = cluster_with_good_ingress()
     cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
     cluster.app("fuzz", host=FUZZED_HOST, annotations={"configuration-snippet": snippet})

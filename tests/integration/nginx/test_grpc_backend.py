@@ -9,7 +9,7 @@ import pytest
 
 from services.nginxconf.render import render
 from services.syncer.annotations import parse_annotations
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 from tests.integration.proxy.harness import Nginx as PlainNginx
 from tests.integration.proxy.harness import free_port, http_temp_paths, wait_listening
 

@@ -12,8 +12,8 @@ import pytest
 
 from services.nginxconf import processes
 from services.nginxconf.config import LocationProfile
-from services.syncer.model_types import HostRoutes
 from services.nginxconf.config_test import NginxConfigError
+from services.syncer.model.types import HostRoutes
 
 from .conftest import client_tls_context, eventually, route, trust
 

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from services.nginxconf.config import CorsPolicy, LocationProfile
-from services.syncer.model_types import HostRoutes
 from services.nginxconf.render import RenderError, render
+from services.syncer.model.types import HostRoutes
 
 from .conftest import route
 

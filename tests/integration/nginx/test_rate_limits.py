@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from services.nginxconf.config import LocationProfile, RateLimit
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 
 from .conftest import eventually, route
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 from tests.support.model_cluster import Cluster
 
 from .conftest import route

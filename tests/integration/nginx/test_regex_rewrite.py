@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.syncer.model_types import HostRoutes, Route
+from services.syncer.model.types import HostRoutes, Route
 
 from .conftest import route
 

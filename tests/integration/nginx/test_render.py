@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from services.nginxconf.config import LocationProfile, NginxConfig
-from services.syncer.model_types import HostRoutes
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.reload import NginxReloader
 from services.nginxconf.render import RenderError, quote, render
+from services.syncer.model.types import HostRoutes
 
 from .conftest import route
 

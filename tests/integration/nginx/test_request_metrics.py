@@ -9,8 +9,8 @@ import pytest
 
 from services.nginxconf.request_metrics import RequestMetricsLayout
 from services.syncer.annotations.base import CanaryPolicy
-from services.syncer.model_types import CanaryRoute, HostRoutes, Route
-from services.syncer.request_collector import RequestTotals
+from services.syncer.model.types import CanaryRoute, HostRoutes, Route
+from services.syncer.observability.request_collector import RequestTotals
 
 from .conftest import closed_endpoint, eventually
 

@@ -8,8 +8,7 @@ import socket
 import pytest
 
 from services.nginxconf.config import LocationProfile
-from services.syncer.model_types import HostRoutes
-
+from services.syncer.model.types import HostRoutes
 from tests.support.net import free_port
 
 from .conftest import closed_endpoint, route

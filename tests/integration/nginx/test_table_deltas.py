@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from services.nginxconf.tables import TablePusher
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 
 from .conftest import eventually, route
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from services.common.canonical import canonical_json
 from services.common.settings import Settings
 from services.nginxconf.tables import TablePusher
-from services.syncer.apply import NginxApplier
-from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import HostRoutes, Model, Route
+from services.syncer.model.types import HostRoutes, Model, Route
+from services.syncer.nginx_apply.applier import NginxApplier
+from services.syncer.observability.metrics import SyncerMetrics
 
 from .conftest import route, trust
 

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 
 from .conftest import route, trust
 

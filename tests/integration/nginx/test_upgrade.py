@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 
 from .conftest import route
 

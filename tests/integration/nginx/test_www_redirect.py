@@ -1,6 +1,6 @@
 """from-to-www-redirect through a real nginx: the other spelling answers 308 to the host, port and URI kept;
 the host itself serves."""
-from services.syncer.model_types import HostRoutes
+from services.syncer.model.types import HostRoutes
 
 from .conftest import route
 

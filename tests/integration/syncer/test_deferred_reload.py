@@ -1,16 +1,15 @@
 """A reload that waits for --sync-rate-limit (real nginx -t, no master): the routes it does not need are pushed at
 once, each changed path keeps the entry nginx can serve until the reload, and the reload applies the model of then."""
 import asyncio
-
 import orjson
 
 from services.common.canonical import canonical_json
 from services.common.settings import Settings
 from services.nginxconf.config import LocationProfile, NginxConfig
-from services.syncer.apply import NginxApplier
-from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import HostRoutes, Model, Route
-from services.syncer.reload_rate import ReloadRateLimiter
+from services.syncer.model.types import HostRoutes, Model, Route
+from services.syncer.nginx_apply.applier import NginxApplier
+from services.syncer.nginx_apply.reload_rate import ReloadRateLimiter
+from services.syncer.observability.metrics import SyncerMetrics
 
 SLOW = LocationProfile("slow", (("proxy_read_timeout", "30s"),))
 FAST = LocationProfile("fast", (("proxy_read_timeout", "5s"),))

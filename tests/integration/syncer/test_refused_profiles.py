@@ -2,10 +2,10 @@
 import asyncio
 
 from services.common.settings import Settings
-from services.syncer.apply import NginxApplier
-from services.syncer.metrics import SyncerMetrics
 from services.nginxconf.config import LocationProfile, NginxConfig
-from services.syncer.model_types import Model
+from services.syncer.model.types import Model
+from services.syncer.nginx_apply.applier import NginxApplier
+from services.syncer.observability.metrics import SyncerMetrics
 
 GOOD = LocationProfile("good", (("proxy_read_timeout", "5s"),))
 # Passes the template's quoting (no '$', no control characters), yet nginx refuses the address.

@@ -1,7 +1,7 @@
 """Backend names resolved at push time, with the system's resolver (/etc/hosts)."""
 import asyncio
 
-from services.syncer.backends import resolve_backends
+from services.syncer.nginx_apply.external_names import resolve_backends
 
 
 def test_names_that_resolve_to_the_node_itself_or_not_at_all_are_left_out_when_pushed():

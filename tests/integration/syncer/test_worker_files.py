@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.syncer.worker_files import NGINX_WORKER_USER, WorkerFiles
+from services.syncer.nginx_apply.worker_files import NGINX_WORKER_USER, WorkerFiles
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the files are given the workers' group: needs root")
 

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from services.nginxconf.render import lua_string
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.renderable import MAX_LUA_STRING
-from services.syncer.configmap_directives import DEFAULT_SSL_CIPHERS, GLOBAL_DIRECTIVES
-from services.nginxconf.render import lua_string
+from services.syncer.model.configmap_directives import DEFAULT_SSL_CIPHERS, GLOBAL_DIRECTIVES
 
 PREFIX = "nginx.ingress.kubernetes.io"
 

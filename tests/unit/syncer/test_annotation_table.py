@@ -8,7 +8,7 @@ import pytest
 
 from services.nginxconf.render import render
 from services.syncer.annotations import ANNOTATIONS
-from services.syncer.model_types import Model
+from services.syncer.model.types import Model
 from tests.support.annotation_cluster import FUZZED_HOST, GOOD_HOST, cluster_with_good_ingress, with_companions
 
 PREFIX = "nginx.ingress.kubernetes.io"

@@ -7,7 +7,7 @@ import pytest
 from services.nginxconf.render import render
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.base import InvalidValue
-from services.syncer.auth_secrets import DENIED_PROFILE
+from services.syncer.model.auth_secrets import DENIED_PROFILE
 
 
 def pem_pair(tmp_path, name):

@@ -7,8 +7,8 @@ from services.nginxconf.config import BasicAuth, LocationProfile
 from services.nginxconf.render import render
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.base import InvalidValue
-from services.syncer.auth_secrets import DENIED_PROFILE
-from services.syncer.htpasswd import hash_problem
+from services.syncer.model.auth_secrets import DENIED_PROFILE
+from services.syncer.model.htpasswd import hash_problem
 from tests.support.htpasswd import basic_auth_secret, hash_password
 
 PREFIX = "nginx.ingress.kubernetes.io"

@@ -4,7 +4,7 @@ import base64
 import pytest
 
 from services.nginxconf.prefix import make_self_signed
-from services.syncer.model_types import ClientAuth
+from services.syncer.model.types import ClientAuth
 
 from .test_annotations import PREFIX
 

@@ -1,7 +1,7 @@
 import pytest
 
-from services.syncer.configmap import ControllerConfig, parse_controller_config
-from services.syncer.configmap_directives import DEFAULT_SSL_CIPHERS
+from services.syncer.model.configmap import ControllerConfig, parse_controller_config
+from services.syncer.model.configmap_directives import DEFAULT_SSL_CIPHERS
 
 # ingress-nginx's defaults (internal/ingress/controller/config/config.go).
 DEFAULT_GLOBALS = {

@@ -8,9 +8,10 @@ import subprocess
 from services.common import status
 from services.common.settings import Settings
 from services.nginxconf.request_metrics import RequestMetricsLayout
-from services.syncer.dashboard import BackendTotals, Recent, backend_figures, backend_totals, dashboard_data
-from services.syncer.metrics import SyncerMetrics
-from services.syncer.request_collector import RequestTotals
+from services.syncer.observability.dashboard import (BackendTotals, Recent, backend_figures, backend_totals,
+                                                     dashboard_data)
+from services.syncer.observability.metrics import SyncerMetrics
+from services.syncer.observability.request_collector import RequestTotals
 
 LAYOUT = RequestMetricsLayout()
 TIME_BOUNDS = LAYOUT.time_buckets

@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from services.nginxconf.render import render
-from services.syncer.auth_secrets import DENIED_PROFILE
+from services.syncer.model.auth_secrets import DENIED_PROFILE
 from tests.support.htpasswd import digest_auth_secret
 
 REALM = "Team Area"

@@ -8,7 +8,7 @@ from services.nginxconf.render import render
 from services.nginxconf.resolvers import system_resolvers
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.base import InvalidValue
-from services.syncer.auth_secrets import DENIED_PROFILE
+from services.syncer.model.auth_secrets import DENIED_PROFILE
 
 PREFIX = "nginx.ingress.kubernetes.io"
 URL = "http://auth.auth-ns.svc.cluster.local:8080/check"

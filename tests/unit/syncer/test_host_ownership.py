@@ -8,7 +8,7 @@ import functools
 import pytest
 
 from services.nginxconf.prefix import make_self_signed
-from services.syncer.incremental import IncrementalModel
+from services.syncer.model.incremental import IncrementalModel
 
 HSTS = "max-age=31536000; includeSubDomains"
 OWNED = ("the host belongs to namespace a (its oldest Ingress is a/site), and only that namespace's Ingresses set a "

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from services.common.objects import object_key
 from services.common.settings import Settings
 from services.nginxconf.prefix import make_self_signed
-from services.syncer.incremental import IncrementalModel
-from services.syncer.model import build_model
+from services.syncer.model.build import build_model
+from services.syncer.model.incremental import IncrementalModel
 from tests.support.htpasswd import basic_auth_secret
 
 PREFIX = "nginx.ingress.kubernetes.io"

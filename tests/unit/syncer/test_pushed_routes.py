@@ -6,9 +6,9 @@ import orjson
 from services.common.canonical import canonical_json
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
-from services.syncer.apply import NginxApplier
-from services.syncer.metrics import SyncerMetrics
-from services.syncer.model_types import HostRoutes, Model, Route, TableChanges
+from services.syncer.model.types import HostRoutes, Model, Route, TableChanges
+from services.syncer.nginx_apply.applier import NginxApplier
+from services.syncer.observability.metrics import SyncerMetrics
 
 
 def model(tmp_path, routes: dict[str, HostRoutes], changed: TableChanges = TableChanges()) -> Model:

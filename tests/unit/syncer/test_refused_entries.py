@@ -1,7 +1,7 @@
 """The table entries nginx refused become problems of the objects they came from (the Ingresses, the Secret)."""
 from services.syncer.annotations.base import CanaryPolicy
-from services.syncer.model_types import CanaryRoute, HostRoutes, Route
-from services.syncer.refused_entries import refused_problems
+from services.syncer.model.types import CanaryRoute, HostRoutes, Route
+from services.syncer.nginx_apply.refused_entries import refused_problems
 
 
 def test_each_refused_entry_names_the_objects_it_came_from():

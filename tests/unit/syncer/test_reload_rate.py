@@ -1,7 +1,7 @@
 """--sync-rate-limit's token bucket, on a clock the test moves by hand."""
 import pytest
 
-from services.syncer.reload_rate import ReloadRateLimiter
+from services.syncer.nginx_apply.reload_rate import ReloadRateLimiter
 
 
 class Clock:

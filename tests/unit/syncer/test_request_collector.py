@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 from services.nginxconf.request_metrics import RequestMetricsLayout
-from services.syncer import request_collector
-from services.syncer.request_collector import RequestTotals
+from services.syncer.observability import request_collector
+from services.syncer.observability.request_collector import RequestTotals
 
 LAYOUT = RequestMetricsLayout()
 

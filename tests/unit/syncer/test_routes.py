@@ -3,7 +3,7 @@ import random
 import pytest
 
 from services.nginxconf.tables import canonical_json
-from services.syncer.model_types import CATCH_ALL_HOST, Route
+from services.syncer.model.types import CATCH_ALL_HOST, Route
 
 
 def test_hosts_are_lowercased_wildcards_kept_and_hostless_rules_catch_all(cluster):

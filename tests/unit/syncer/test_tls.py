@@ -4,8 +4,8 @@ import functools
 import pytest
 
 from services.nginxconf.prefix import make_self_signed
-from services.syncer.configmap import ControllerConfig
-from services.syncer.tls import hsts_header, inspect_certificate, names_match
+from services.syncer.model.configmap import ControllerConfig
+from services.syncer.model.tls import hsts_header, inspect_certificate, names_match
 
 HSTS = "max-age=31536000; includeSubDomains"
 END_CERTIFICATE = b"-----END CERTIFICATE-----\n"
@@ -249,6 +249,6 @@ def test_configmap_ssl_protocols_and_ciphers_are_global_settings(cluster):
 
 def test_an_unusable_default_certificate_is_reported_not_silently_replaced():
     from services.common.settings import Settings
-    from services.syncer.model import build_model
+    from services.syncer.model.build import build_model
     model = build_model({}, settings=Settings.from_flags(default_ssl_certificate="ingress/missing"))
     assert "warning: --default-ssl-certificate ingress/missing: not found; serving the generated fake certificate instead" in model.problem_lines()
