@@ -1,0 +1,41 @@
+-- What a request gives the modules under test, in nginx's init phase where there is none: ngx.var and ngx.header as
+-- plain tables, and ngx.exec, ngx.redirect, ngx.exit and ngx.req recording what the module asked for. Every other
+-- ngx API (shared dictionaries, ngx.re, ngx.md5, ...) is nginx's own.
+local _M = {}
+
+local NAMES = { "var", "header", "ctx", "req", "exec", "redirect", "exit" }
+local saved = nil
+
+-- Starts a request with these variables; returns what the module answers: {exec = location} or {redirect = url,
+-- status = n} or {status = n}, and {uri = ...} when it set the URI.
+function _M.start(vars)
+    if not saved then
+        saved = {}
+        for _, name in ipairs(NAMES) do
+            saved[name] = rawget(ngx, name)
+        end
+    end
+    local answer = { headers = {} }
+    rawset(ngx, "var", vars or {})
+    rawset(ngx, "header", {})
+    rawset(ngx, "ctx", {})
+    rawset(ngx, "req", {
+        http_version = function() return 1.1 end,
+        set_uri = function(uri) answer.uri = uri end,
+        set_header = function(name, value) answer.headers[name] = value end,
+    })
+    rawset(ngx, "exec", function(location) answer.exec = location end)
+    rawset(ngx, "redirect", function(url, status) answer.redirect, answer.status = url, status or 302 end)
+    rawset(ngx, "exit", function(status) answer.status = status end)
+    return answer
+end
+
+function _M.finish()
+    if saved then
+        for _, name in ipairs(NAMES) do
+            rawset(ngx, name, saved[name])
+        end
+    end
+end
+
+return _M
