@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import KW_ONLY, asdict, dataclass, field, is_dataclass, replace
-from typing import Literal
+from dataclasses import KW_ONLY, asdict, dataclass, field, fields, is_dataclass, replace
+from typing import Any, Literal
 
 from services.nginxconf.request_metrics import RequestMetricsLayout
 
@@ -158,27 +158,30 @@ class LocationProfile:
     response_headers: tuple[tuple[str, str], ...] = ()  # custom-headers: (name, literal value), every answer
 
     @classmethod
-    def of(cls, directives: tuple[tuple[str, str], ...] = (), *, backend_scheme: BackendScheme = "http",
-           cors: CorsPolicy | None = None, rate_limit: RateLimit | None = None, denied: tuple[str, ...] = (),
-           snippet: str | None = None, basic_auth: BasicAuth | None = None, external_auth: ExternalAuth | None = None,
-           server_snippet: str | None = None, stream_snippet: str | None = None,
-           backend_tls: BackendTls | None = None, custom_http_errors: tuple[int, ...] | None = None,
-           pass_backend_errors: bool = False, mirror: Mirror | None = None,
-           response_headers: tuple[tuple[str, str], ...] = ()) -> LocationProfile:
-        """The profile with these settings, named "default" when it has none, else by a short stable hash."""
-        settings = {"cors": cors, "rate_limit": rate_limit, "denied": denied, "snippet": snippet,
-                    "basic_auth": basic_auth, "external_auth": external_auth, "server_snippet": server_snippet,
-                    "stream_snippet": stream_snippet, "backend_tls": backend_tls,
-                    "custom_http_errors": custom_http_errors, "pass_backend_errors": pass_backend_errors,
-                    "mirror": mirror, "response_headers": response_headers}
-        if not directives and not any(settings.values()) and backend_scheme == "http":
+    def of(cls, directives: tuple[tuple[str, str], ...] = (), **settings: Any) -> LocationProfile:
+        """The profile with these settings (keyword arguments named as its fields), named "default" when it has
+        none, else by a short stable hash of them. A new setting is a new field above, nothing more here."""
+        profile = cls(DEFAULT_PROFILE, directives, **settings)
+        content = {name: value for name, value in profile.settings().items() if value or name in _ALWAYS_IN_NAME}
+        if all(not value or value == _UNSET[name] for name, value in content.items()):
             return cls(DEFAULT_PROFILE)
-        content: dict = {"directives": directives, "backend_scheme": backend_scheme, "cors": cors and asdict(cors)}
-        # Newer fields count only when set, so that the names of existing profiles stay the same.
-        content.update({name: asdict(value) if is_dataclass(value) else value
-                        for name, value in settings.items() if value and name != "cors"})
-        digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
-        return cls(digest, directives, backend_scheme=backend_scheme, **settings)
+        named = {name: asdict(value) if is_dataclass(value) else value for name, value in content.items()}
+        return replace(profile, name=hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:12])
+
+    def settings(self) -> dict[str, Any]:
+        """Every field but the name: the keyword arguments of of() that make this profile."""
+        return {name: getattr(self, name) for name in _UNSET}
+
+    def with_settings(self, **changes: Any) -> LocationProfile:
+        """This profile with some settings changed, named for what it then holds."""
+        return LocationProfile.of(**(self.settings() | changes))
+
+
+# Each setting of a profile and its default. A setting counts in the profile's name only when it is set (not empty),
+# so that the names of existing profiles stay the same as settings are added; those of the first profiles count
+# always, as they did then.
+_UNSET: dict[str, Any] = {f.name: f.default for f in fields(LocationProfile) if f.name != "name"}
+_ALWAYS_IN_NAME = ("directives", "backend_scheme", "cors")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,15 +34,16 @@ def annotations_markdown() -> str:
         f"`{PREFIX}/` (or `--annotations-prefix`). A value outside its allow-list refuses its Ingress with a "
         "message naming the annotation; the other Ingresses keep serving. *Risk* is what "
         "`annotations-risk-level` in the ConfigMap caps. *Applied* says whether a change reloads nginx: "
-        "`nginx.conf` values become a location profile (a new combination of values reloads once), `Lua tables` "
-        "values are pushed to nginx without a reload.",
+        "`nginx.conf` values become a location profile (a new combination of values reloads once), with the nginx "
+        "directive named when the value is one, `Lua tables` values are pushed to nginx without a reload.",
         "",
         "| Annotation | Meaning | Scope | Risk | Applied |",
         "|---|---|---|---|---|",
     ]
     for name in sorted(ANNOTATIONS):
         annotation = ANNOTATIONS[name]
-        applied = "nginx.conf" if annotation.reloads else "Lua tables (no reload)"
+        applied = "Lua tables (no reload)" if not annotation.reloads else (
+            f"nginx.conf: `{annotation.directive}`" if annotation.directive else "nginx.conf")
         lines.append(f"| `{name}` | {_cell(annotation.doc)} | {annotation.scope.value} | "
                      f"{annotation.risk.name.capitalize()} | {applied} |")
     lines += ["", "## ingress-nginx annotations not implemented", "",

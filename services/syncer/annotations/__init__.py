@@ -15,34 +15,29 @@ a directive's arguments; the template still quotes each argument.
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Callable, Mapping
 
 from services.nginxconf.render import RenderError
 
-from . import (access_control, access_log, affinity, auth, backend_protocol, balancing, canary, client_cert, cors, denylist,
-               custom_headers, error_pages, mirror,
-               external_auth, ipallowlist, proxy, proxy_ssl, ratelimit, redirect, rewrite, server_alias, service_upstream, snippets,
-               ssl, upstream_behaviour, upstream_vhost, www_redirect)
+from . import (access_control, access_log, affinity, auth, backend_protocol, balancing, canary, client_cert, cors,
+               custom_headers, denylist, error_pages, external_auth, ipallowlist, mirror, proxy, proxy_ssl, ratelimit,
+               redirect, rewrite, server_alias, service_upstream, snippets, ssl, upstream_behaviour, upstream_vhost,
+               www_redirect)
 from .access_control import is_access_control
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
 from .renderable import check_renders, unrenderable_cors_option
 
-ANNOTATIONS: dict[str, Annotation] = {
-    a.name: a
-    for group in (proxy, proxy_ssl, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
-                  www_redirect, server_alias, redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
-                  external_auth, access_log, snippets, error_pages, mirror, custom_headers)
-    for a in group.ANNOTATIONS
-}
+# Every group, listed once: its ANNOTATIONS join the table, and its `apply` (for annotations that mean more than
+# one plain directive: defaults, precedence, typed settings, host-level flags) runs in this order.
+GROUPS: tuple[ModuleType, ...] = (
+    proxy, proxy_ssl, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
+    www_redirect, server_alias, redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
+    external_auth, access_log, snippets, error_pages, mirror, custom_headers)
 
-# Groups whose annotations mean more than one setting each (defaults, precedence, host-level flags).
-_APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = (
-    proxy.apply, proxy_ssl.apply, upstream_behaviour.apply, backend_protocol.apply, service_upstream.apply, rewrite.apply, canary.apply,
-    affinity.apply, balancing.apply, www_redirect.apply, server_alias.apply, redirect.apply,
-    redirect.apply_redirect_options, ssl.apply, cors.apply, ipallowlist.apply,
-    denylist.apply, ratelimit.apply, client_cert.apply, upstream_vhost.apply, auth.apply, external_auth.apply,
-    access_log.apply, snippets.apply, error_pages.apply, mirror.apply, custom_headers.apply,
-)
+ANNOTATIONS: dict[str, Annotation] = {a.name: a for group in GROUPS for a in group.ANNOTATIONS}
+_APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = tuple(
+    group.apply for group in GROUPS if hasattr(group, "apply"))
 
 __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation", "Risk", "parse_annotations"]
 
@@ -82,8 +77,8 @@ def parse_annotations(annotations: Mapping[str, Any], *, prefix: str, max_risk: 
                                     reason=f"its risk level {annotation.risk.name} is above the ConfigMap's "
                                     f"annotations-risk-level {max_risk.name}; remove the annotation or raise "
                                     "annotations-risk-level")
-        if annotation.directive:
-            parsed.add(annotation.directive, value=values[name], source=name)
+        if annotation.directive and (argument := annotation.argument(values[name])) is not None:
+            parsed.add(annotation.directive, value=argument, source=name)
     for apply in _APPLY:
         apply(values, parsed)
     for setting in parsed.directives:

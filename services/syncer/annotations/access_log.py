@@ -2,17 +2,11 @@
 log's format and destination, configmap.py)."""
 from __future__ import annotations
 
-from typing import Mapping
-
-from .base import Annotation, IngressAnnotations, Risk
-from .validators import boolean, is_true
+from .base import Annotation, Risk, when_false
+from .validators import boolean
 
 ANNOTATIONS = (
     Annotation("enable-access-log", validate=boolean, risk=Risk.LOW,
-               doc="\"false\" leaves this Ingress's requests out of the access log."),
+               doc="\"false\" leaves this Ingress's requests out of the access log.", directive="access_log",
+               argument=when_false("off")),
 )
-
-
-def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
-    if "enable-access-log" in values and not is_true(values["enable-access-log"]):
-        parsed.add("access_log", value="off", source="enable-access-log")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from services.nginxconf.config import (BackendScheme, BackendTls, BasicAuth, CorsPolicy, ExternalAuth, LocationProfile,
@@ -41,13 +41,18 @@ class Scope(enum.Enum):
     INGRESS = "ingress"  # the Ingress as a whole, whatever its hosts
 
 
+def _as_it_is(canonical: str) -> str:
+    return canonical
+
+
 @dataclass(frozen=True)
 class Annotation:
-    """One annotation, named without the prefix.
+    """One annotation, named without the prefix: the one description of the setting it makes.
 
-    `validate` returns the canonical value or raises InvalidValue. When `directive` is set, the canonical
-    value goes straight into the location profile as that nginx directive; otherwise its group's `apply`
-    interprets it.
+    `validate` returns the canonical value or raises InvalidValue. When `directive` is set, the annotation is
+    a plain directive: `argument` writes the canonical value as that nginx directive's arguments in the
+    location profile (None leaves the directive out), and the registry, its test row and the generated docs
+    are all it takes. Otherwise its group's `apply` interprets the value.
     """
     name: str
     _: KW_ONLY
@@ -55,11 +60,23 @@ class Annotation:
     risk: Risk
     doc: str
     directive: str | None = None
+    argument: Callable[[str], str | None] = _as_it_is
     scope: Scope = Scope.LOCATION
     # False: applied through the tables pushed to Lua (routes, backends, certificates, passthrough), so a
     # change reloads nothing. True: part of a location profile in nginx.conf, so a new combination of values
     # reloads nginx once.
     reloads: bool = True
+
+
+def when_true(argument: str) -> Callable[[str], str | None]:
+    """The `argument` of a boolean annotation's directive: written when the value is true, left out (nginx's
+    default) when false, as ingress-nginx writes such a directive."""
+    return lambda canonical: argument if canonical == "true" else None
+
+
+def when_false(argument: str) -> Callable[[str], str | None]:
+    """As when_true, for a directive written when the value is false."""
+    return lambda canonical: argument if canonical == "false" else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +135,17 @@ class AffinityPolicy:
                 **({"change_on_failure": True} if self.change_on_failure else {})}
 
 
+# The metadata of an IngressAnnotations field that is the LocationProfile setting of the same name and type, as
+# the annotations give it: profile_with() copies it over. (Settings resolved per Ingress from other objects, such
+# as basic_auth and backend_tls, are given to profile_with() instead.)
+_PROFILE_SETTING = {"profile_setting": True}
+
+
+def profile_setting(default: Any) -> Any:
+    """An IngressAnnotations field that goes into the location profile as it is."""
+    return field(default=default, metadata=_PROFILE_SETTING)
+
+
 class LocationDirective(NamedTuple):
     """One nginx directive of the location profile and the annotation (without prefix) whose value it carries."""
     name: str
@@ -129,19 +157,19 @@ class LocationDirective(NamedTuple):
 class IngressAnnotations:
     """What one Ingress's annotations mean once every value has passed its validator.
 
-    The location fields (`directives`, `backend_scheme`, `cors`, `rate_limit`, `denied`, `snippet`) make the
-    Ingress's LocationProfile.
+    `directives` and the fields declared with profile_setting() make the Ingress's LocationProfile, with
+    what profile_with() and profile_for() resolve per Ingress.
     """
     prefix: str
     # Location profile directives; a directive such as `allow` may repeat.
     directives: list[LocationDirective] = field(default_factory=list)
-    backend_scheme: BackendScheme = "http"
-    cors: CorsPolicy | None = None
+    backend_scheme: BackendScheme = profile_setting("http")
+    cors: CorsPolicy | None = profile_setting(None)
     rate_limit: RateLimit | None = None  # its zone is named per Ingress by profile_for()
-    denied: tuple[str, ...] = ()  # networks answered 403, checked before an allowlist
-    snippet: str | None = None
-    server_snippet: str | None = None  # server-snippet: for the server blocks of the Ingress's hosts
-    stream_snippet: str | None = None  # stream-snippet: for nginx's stream block
+    denied: tuple[str, ...] = profile_setting(())  # networks answered 403, checked before an allowlist
+    snippet: str | None = profile_setting(None)
+    server_snippet: str | None = profile_setting(None)  # server-snippet: for the server blocks of the Ingress's hosts
+    stream_snippet: str | None = profile_setting(None)  # stream-snippet: for nginx's stream block
     client_auth: ClientAuthSpec | None = None  # checked per route by the router, not a profile setting
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies
     force_ssl_redirect: bool | None = None  # None: the ConfigMap's force-ssl-redirect applies
@@ -164,9 +192,9 @@ class IngressAnnotations:
     # proxy-ssl-*: resolved against its Secret per Ingress (services/syncer/backend_tls.py).
     backend_tls: BackendTlsSpec | None = None
     default_backend_service: str | None = None  # default-backend: a Service of the Ingress's namespace
-    custom_http_errors: tuple[int, ...] | None = None  # None: the ConfigMap's list applies
-    intercept_errors: bool = True  # disable-proxy-intercept-errors: false
-    mirror: Mirror | None = None
+    custom_http_errors: tuple[int, ...] | None = profile_setting(None)  # None: the ConfigMap's list applies
+    pass_backend_errors: bool = profile_setting(False)  # disable-proxy-intercept-errors: true
+    mirror: Mirror | None = profile_setting(None)
     custom_headers: str | None = None  # a ConfigMap of response headers, resolved per Ingress  # server-alias: more names for the Ingress's first host
     # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
@@ -199,11 +227,8 @@ class IngressAnnotations:
         if self.external_auth and auth_headers:
             external_auth = replace(self.external_auth, proxy_set_headers=auth_headers)
         return LocationProfile.of(tuple(sorted({(d.name, d.value) for d in self.directives})),
-                                  backend_scheme=self.backend_scheme, cors=self.cors, denied=self.denied,
-                                  snippet=self.snippet, basic_auth=basic_auth, external_auth=external_auth,
-                                  server_snippet=self.server_snippet, stream_snippet=self.stream_snippet,
-                                  backend_tls=backend_tls, custom_http_errors=self.custom_http_errors,
-                                  pass_backend_errors=not self.intercept_errors, mirror=self.mirror,
+                                  **{name: getattr(self, name) for name in PROFILE_SETTINGS},
+                                  basic_auth=basic_auth, external_auth=external_auth, backend_tls=backend_tls,
                                   response_headers=response_headers)
 
     def profile_for(self, zone: str, *, basic_auth: BasicAuth | None = None, global_auth: ExternalAuth | None = None,
@@ -215,10 +240,8 @@ class IngressAnnotations:
                                    backend_tls=backend_tls, response_headers=response_headers)
         if self.rate_limit is None:
             return shared
-        return LocationProfile.of(shared.directives, backend_scheme=shared.backend_scheme, cors=shared.cors,
-                                  denied=shared.denied, snippet=shared.snippet, basic_auth=shared.basic_auth,
-                                  server_snippet=shared.server_snippet, stream_snippet=shared.stream_snippet,
-                                  backend_tls=shared.backend_tls, custom_http_errors=shared.custom_http_errors,
-                                  pass_backend_errors=shared.pass_backend_errors, mirror=shared.mirror,
-                                  response_headers=shared.response_headers,
-                                  external_auth=shared.external_auth, rate_limit=replace(self.rate_limit, zone=zone))
+        return shared.with_settings(rate_limit=replace(self.rate_limit, zone=zone))
+
+
+# The IngressAnnotations fields declared with profile_setting(), each a LocationProfile field of the same name.
+PROFILE_SETTINGS = tuple(f.name for f in fields(IngressAnnotations) if f.metadata == _PROFILE_SETTING)

@@ -48,6 +48,6 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     parsed.default_backend_service = values.get("default-backend")
     if "custom-http-errors" in values:
         parsed.custom_http_errors = tuple(int(code) for code in values["custom-http-errors"].split(","))
-        parsed.intercept_errors = not is_true(values.get("disable-proxy-intercept-errors", "false"))
+        parsed.pass_backend_errors = is_true(values.get("disable-proxy-intercept-errors", "false"))
     elif "disable-proxy-intercept-errors" in values:
         parsed.warn("disable-proxy-intercept-errors", "has no effect without custom-http-errors; ignored")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk, when_true
 from services.nginxconf.render import REQUEST_VARIABLES
 
 from .validators import HOSTNAME, PORT, boolean, integer, is_true
@@ -36,13 +36,17 @@ ANNOTATIONS = (
                doc="Status code for temporal-redirect."),
     Annotation("relative-redirects", validate=boolean, risk=Risk.LOW,
                doc="Redirects nginx makes from a path (a redirect target starting with /) stay relative "
-                   "(absolute_redirect off)."),
+                   "(absolute_redirect off).", directive="absolute_redirect", argument=when_true("off")),
     Annotation("use-port-in-redirects", validate=boolean, risk=Risk.LOW,
-               doc="Redirects to HTTPS name the port, also 443 (and nginx's own redirects keep the port)."),
+               doc="Redirects to HTTPS name the port, also 443 (and nginx's own redirects keep the port).",
+               # ingress-nginx writes port_in_redirect off unless asked (render.HTTP_DEFAULTS).
+               directive="port_in_redirect", argument=when_true("on")),
 )
 
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    # The router's redirect to HTTPS names the port too.
+    parsed.port_in_redirects = is_true(values.get("use-port-in-redirects", "false"))
     # As in ingress-nginx, a temporal redirect wins over a permanent one.
     if "temporal-redirect" in values:
         source, code = "temporal-redirect", values.get("temporal-redirect-code", "302")
@@ -57,13 +61,3 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
         return
     parsed.add("return", value=f"{code} {values[source]}", source=source)
 
-
-def apply_redirect_options(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
-    """relative-redirects and use-port-in-redirects: nginx's absolute_redirect and port_in_redirect for the
-    Ingress's locations (ingress-nginx writes port_in_redirect off unless asked), and the port in the router's
-    redirect to HTTPS."""
-    if is_true(values.get("relative-redirects", "false")):
-        parsed.add("absolute_redirect", value="off", source="relative-redirects")
-    if is_true(values.get("use-port-in-redirects", "false")):
-        parsed.add("port_in_redirect", value="on", source="use-port-in-redirects")
-        parsed.port_in_redirects = True

@@ -207,3 +207,15 @@ def test_an_annotation_applied_without_reload_changes_only_the_pushed_tables(nam
     def tables(model: Model) -> tuple:
         return model.routes_json(), model.backends, model.certificates, model.passthrough
     assert tables(with_it) != tables(without), f"{name} changed nothing the syncer pushes"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, a in ANNOTATIONS.items() if a.directive and VALUES[n][0] is not None))
+def test_a_plain_directive_annotation_puts_its_directive_into_the_ingress_s_profile(name):
+    annotation, accepted = ANNOTATIONS[name], VALUES[name][0]
+    argument = annotation.argument(annotation.validate(accepted))
+    model = build(name, accepted)
+    profile = next(p for p in model.config.profiles if p.name == model.routes[FUZZED_HOST].prefix["/"].profile)
+    if argument is None:  # the value that leaves the directive to nginx's default
+        assert annotation.directive not in dict(profile.directives)
+    else:
+        assert (annotation.directive, argument) in profile.directives
