@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.nginxconf.config_test import check_file  # noqa: E402
+from services.nginxconf.config_check import check_file  # noqa: E402
 from services.nginxconf.paths import NginxPaths  # noqa: E402
 from services.nginxconf.prefix import prepare  # noqa: E402
 from services.nginxconf.render import render  # noqa: E402

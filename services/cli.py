@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cniserver": ("services.cniserver.main", "the CNI server on its root-only Unix socket"),
     "cniworker": ("services.cniworker.main", "a CNI worker: pod network setup and teardown"),
     "crashmon": ("services.crashmon.main", "supervisord event listener recording process exits"),
-    "render": ("services.tools.render", "print the nginx.conf that would be applied"),
+    "render": ("services.tools.print_config", "print the nginx.conf that would be applied"),
     "status": ("services.tools.status", "show each running component's state"),
 }
 
@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # `add_arguments(parser)` and `run(namespace) -> int | None`. They are imported to build the parser, so
 # they must stay light to import.
 OWN_FLAGS_COMMANDS: dict[str, tuple[str, str]] = {
-    "manifests": ("services.tools.manifests", "print the install manifests (YAML) for kubectl apply"),
+    "manifests": ("services.tools.install_manifests", "print the install manifests (YAML) for kubectl apply"),
     "docs": ("services.tools.docs", "print docs/annotations.md or (--configmap) docs/configmap.md, generated"),
     "nginx-ingress-controller": ("services.tools.ingress_nginx_args", "ingress-nginx's entrypoint, taking its flags"),
 }

@@ -21,9 +21,9 @@ from services.cniserver.socket_dir import SocketDirError, bind_private_socket, p
     socket_path
 from services.common import logs
 from services.common.cni_config.node_pod_cidr import NodePodCidr
+from services.common.component_state import write_status
 from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
-from services.common.status import write_status
 
 log = logging.getLogger("cniserver")
 

@@ -28,10 +28,10 @@ from proto.limits import CNI_MAX_MESSAGE_BYTES
 from services.common import logs
 from services.common.cni_config.node_pod_cidr import NodePodCidr
 from services.common.cni_config.request import CniRequest, parse_request
+from services.common.component_state import write_status
 from services.common.files import ensure_private_dir
 from services.common.runner import run_process
 from services.common.settings import Settings
-from services.common.status import write_status
 
 log = logging.getLogger("cniworker")
 

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-from services.common import logs, status
+from services.common import component_state, logs
 from services.common.settings import Settings
 
 log = logging.getLogger("crashmon")
@@ -23,7 +23,7 @@ def parse_tokens(line: str) -> dict[str, str]:
 def listen(settings: Settings, *, stdin: TextIO, stdout: TextIO) -> None:
     exits: dict[str, int] = {}
     fatal: dict[str, int] = {}
-    status.write_status(settings.paths.run_dir, "crashmon", exits=exits, fatal=fatal)
+    component_state.write_status(settings.paths.run_dir, "crashmon", exits=exits, fatal=fatal)
     while True:
         stdout.write("READY\n")
         stdout.flush()
@@ -44,7 +44,8 @@ def listen(settings: Settings, *, stdin: TextIO, stdout: TextIO) -> None:
         elif event == "PROCESS_STATE_FATAL":
             fatal[program] = fatal.get(program, 0) + 1
             log.error("process could not be started and was given up", extra=logs.kv(program=program))
-        status.write_status(settings.paths.run_dir, "crashmon", exits=exits, fatal=fatal, last_event=time.time())
+        component_state.write_status(settings.paths.run_dir, "crashmon", exits=exits, fatal=fatal,
+                                     last_event=time.time())
         stdout.write("RESULT 2\nOK")
         stdout.flush()
 

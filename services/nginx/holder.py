@@ -19,7 +19,7 @@ import socket
 import time
 from types import FrameType
 
-from services.common import logs, status
+from services.common import component_state, logs
 from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginx import listeners
@@ -53,7 +53,8 @@ def run(settings: Settings) -> int:
         log.error(f"{PROGRAM} cannot start: {err}")
         return 2
     listeners.keep_second_names(held, paths)
-    status.write_status(paths.run_dir, PROGRAM, state="running", listeners=[str(listener) for listener in held])
+    component_state.write_status(paths.run_dir, PROGRAM, state="running",
+                                 listeners=[str(listener) for listener in held])
     log.info("holding nginx's listening sockets", extra=logs.kv(listeners=",".join(str(l) for l in held)))
 
     def stop(signum: int, frame: FrameType | None) -> None:

@@ -29,17 +29,17 @@ import socket
 import time
 from types import FrameType
 
-from services.common import logs, status
+from services.common import component_state, logs
 from services.common.files import atomic_write
 from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginx import listeners, retire
 from services.nginx.listeners import Listener
-from services.nginxconf.config_test import NginxConfigError, check_file, nginx_binary
-from services.nginxconf.paths import NginxPaths
-from services.nginxconf.processes import NginxProcess
-from services.nginxconf.prefix import WORKER_USER, prepare, unreachable_by_workers
 from services.nginxconf.config import NginxConfig
+from services.nginxconf.config_check import NginxConfigError, check_file, nginx_binary
+from services.nginxconf.paths import NginxPaths
+from services.nginxconf.prefix import WORKER_USER, prepare, unreachable_by_workers
+from services.nginxconf.processes import NginxProcess
 from services.nginxconf.render import render
 
 log = logging.getLogger("nginx")
@@ -90,8 +90,8 @@ def run(settings: Settings) -> int:
     stale = retire.kill_old_masters(paths.prefix, paths.pid_file)
     # This process becomes the nginx master (exec below): its pid is the master's, so "running" stays true
     # for as long as `pyngress status` finds that pid alive.
-    status.write_status(paths.run_dir, "nginx", state="running", conf=str(paths.conf),
-                        listeners=[str(listener) for listener in held])
+    component_state.write_status(paths.run_dir, "nginx", state="running", conf=str(paths.conf),
+                                 listeners=[str(listener) for listener in held])
     binary = nginx_binary()
     # Up to the hard limit: nginx holds a descriptor per connection, two when proxying.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

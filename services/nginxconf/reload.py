@@ -18,7 +18,7 @@ from pathlib import Path
 from services.common import logs
 from services.common.files import atomic_write
 from services.nginxconf import processes
-from services.nginxconf.config_test import NginxConfigError, check_command, failure_message
+from services.nginxconf.config_check import NginxConfigError, check_command, failure_message
 from services.nginxconf.draining import DrainingGenerations
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import prepare

@@ -8,7 +8,7 @@ unchanged table is never sent twice and a restarted nginx reports what it loaded
 The keyed tables (routes by host, backends by name) then change by deltas: only the entries that differ from
 what nginx holds, to `POST /configuration/<table>/delta`, versioned by the SHA-256 of the version they apply to
 and their canonical JSON. nginx refuses a delta to another version than it holds (a restart, another pusher)
-and the whole table goes instead. The state files follow each delta at once (state_files.py journals it): a
+and the whole table goes instead. The state files follow each delta at once (table_state_files.py journals it): a
 master killed and started again must find the tables it served, or it answers 404 until the next repush.
 
 nginx applies every entry of a push that its Lua can build and refuses the others alone (a regex PCRE refuses, a
@@ -34,8 +34,8 @@ from services.common.changed_keys import ChangedKeys
 from services.nginxconf import config_api
 from services.nginxconf.config_api import NginxUnavailableError
 from services.nginxconf.paths import DYNAMIC_TABLES, NginxPaths
-from services.nginxconf.state_files import TableStateFiles
 from services.nginxconf.table_schema import SCHEMA_VERSION
+from services.nginxconf.table_state_files import TableStateFiles
 
 
 class NginxPushError(RuntimeError):

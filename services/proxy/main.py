@@ -17,11 +17,11 @@ import zmq.asyncio
 
 from proto import endpoints
 from services.common.clone import CloneSubscriber
+from services.common.component_state import write_status
 from services.common.files import ensure_private_dir
 from services.common.logs import kv
 from services.common.runner import run_process
 from services.common.settings import ProxySettings, Settings
-from services.common.status import write_status
 from services.nginxconf.paths import NginxPaths
 from services.proxy.server import PassthroughServer
 from services.proxy.table import RoutingTable

@@ -19,7 +19,7 @@ from typing import Callable
 import zmq.asyncio
 
 from proto import endpoints
-from services.common import logs, status
+from services.common import component_state, logs
 from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot
 from services.common.files import ensure_private_dir
 from services.common.runner import run_process
@@ -185,8 +185,8 @@ class Syncer:
                 self.changed.set()
 
     def _write_status(self) -> None:
-        status.write_status(self.settings.paths.run_dir, "syncer", state="running", **self.metrics.status_json(),
-                            **self.applier.templates.status())
+        component_state.write_status(self.settings.paths.run_dir, "syncer", state="running",
+                                     **self.metrics.status_json(), **self.applier.templates.status())
 
     def healthy(self) -> tuple[bool, dict]:
         """200 once nginx serves the first applied configuration; detail says what is wrong otherwise.
@@ -213,7 +213,7 @@ WATCHER_STALE_SECONDS = 300.0
 
 def watcher_freshness(settings: Settings) -> dict:
     """The watcher's last list/watch/scan activity; none for too long means the store may be stale."""
-    for record in status.read_all(settings.paths.run_dir):
+    for record in component_state.read_all(settings.paths.run_dir):
         if record.get("component") == "watcher":
             last = float(record.get("last_sync") or record.get("updated") or 0)
             age = time.time() - last

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from services.common import status
+from services.common import component_state
 from services.common.settings import Settings
 
 ALIVE_SECONDS = 15.0  # components refresh their status file more often than this
@@ -47,9 +47,9 @@ def run(settings: Settings) -> int:
               f"last successful: {str(syncer['last_reload_successful']).lower()})")
         if syncer.get("last_error"):
             print(f"last reload error: {syncer['last_error']}")
-    records = status.read_all(settings.paths.run_dir)
+    records = component_state.read_all(settings.paths.run_dir)
     if not records:
-        print(f"no component has reported in {status.status_dir(settings.paths.run_dir)}")
+        print(f"no component has reported in {component_state.status_dir(settings.paths.run_dir)}")
         for run_dir in running_instances():
             if Path(run_dir).resolve() != Path(settings.paths.run_dir).resolve():
                 print(f"a pyngress instance is running with its run directory in {run_dir}: "
@@ -57,7 +57,7 @@ def run(settings: Settings) -> int:
         return 1 if syncer is None else 0
     now = time.time()
     for record in records:
-        alive = status.pid_alive(record["pid"]) if record.get("pid") else False
+        alive = component_state.pid_alive(record["pid"]) if record.get("pid") else False
         state = record.get("state", "running") if alive else "not running"
         extra = {k: v for k, v in record.items() if k not in ("component", "pid", "updated", "state", "problems")}
         age = now - float(record.get("updated", now))

@@ -15,12 +15,12 @@ import zmq.asyncio
 from proto import endpoints
 from services.common import logs
 from services.common.clone import ClonePublisher
+from services.common.component_state import write_status
 from services.common.files import ensure_private_dir
 from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
-from services.common.status import write_status
+from services.watcher.object_store import TrackedStore
 from services.watcher.source import Source
-from services.watcher.store import TrackedStore
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from services.nginxconf.config_test import NginxConfigError, check_file
+from services.nginxconf.config_check import NginxConfigError, check_file
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import prepare
 

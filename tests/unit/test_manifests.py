@@ -16,7 +16,7 @@ from kubernetes import client
 from services.cli import main as cli_main
 from services.common import settings as settings_mod
 from services.common.cni_config.network import parse_network
-from services.tools import manifests as m
+from services.tools import install_manifests as m
 from services.watcher.kube_source import KIND_APIS, watch_targets
 from tests.kube_api.resources import by_kind
 

@@ -13,7 +13,7 @@ from services.common.canonical import canonical_json_kept, json_fragment
 from services.common.changed_keys import ChangedKeys
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
-from services.nginxconf.config_test import NginxConfigError
+from services.nginxconf.config_check import NginxConfigError
 from services.nginxconf.paths import STREAM_ENDPOINTS_FILE, NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common import status
+from services.common import component_state
 from services.syncer.model.types import Model
 
 from .controller_metrics import certificate_facts
@@ -143,7 +143,7 @@ def _components(records: list[dict[str, Any]], now: float) -> tuple[list[dict[st
     for record in records:
         if record.get("component") == "crashmon":
             restarts = {str(k): int(v) for k, v in (record.get("exits") or {}).items()}
-        alive = status.pid_alive(record["pid"]) if record.get("pid") else False
+        alive = component_state.pid_alive(record["pid"]) if record.get("pid") else False
         components.append({"name": record.get("component"), "state": record.get("state", "running") if alive
                            else "not running", "pid": record.get("pid"),
                            "updated_seconds_ago": round(now - float(record.get("updated", now)), 1)})
@@ -156,7 +156,7 @@ async def dashboard_data(metrics: SyncerMetrics, recent: Recent) -> dict[str, An
     now = time.time()
     model = metrics.model
     stats = metrics.stats
-    components, restarts = _components(status.read_all(metrics.run_dir), now)
+    components, restarts = _components(component_state.read_all(metrics.run_dir), now)
     data: dict[str, Any] = {
         "time": now, "controller_class": stats.controller_class,
         "reloads": {"generation": stats.generation, "successful": stats.reloads, "failed": stats.reload_errors,

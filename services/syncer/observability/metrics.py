@@ -20,7 +20,7 @@ from typing import AsyncIterator, Callable
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
-from services.common import status
+from services.common import component_state
 from services.common.settings import Settings
 from services.nginxconf import config_api
 from services.nginxconf.config_api import NginxUnavailableError
@@ -152,7 +152,7 @@ class SyncerMetrics:
             lines += certificate_lines(self.model, self.stats.controller_class)
             lines += orphan_lines(self.orphans, self.orphans_ever, labels)
         lines += stub_status_lines(stub_status, labels) + process_lines(process, labels)
-        records = await asyncio.to_thread(status.read_all, self.run_dir)
+        records = await asyncio.to_thread(component_state.read_all, self.run_dir)
         lines += _process_exit_lines(records) + _passthrough_lines(records)
         yield ("\n".join(lines) + "\n").encode()
         for chunk in self.requests.chunks(labels) if self.requests is not None else ():
@@ -226,7 +226,8 @@ _PASSTHROUGH_OUTCOMES = ("passthrough", "to_nginx", "malformed", "hello_timeouts
 def _passthrough_lines(records: list[dict]) -> list[str]:
     """Connections of each running passthrough proxy process (from its status record, at most a few seconds
     old): open now, and in all by outcome."""
-    proxies = [r for r in records if str(r.get("component", "")).startswith("proxy-") and status.pid_alive(r.get("pid"))]
+    proxies = [r for r in records
+               if str(r.get("component", "")).startswith("proxy-") and component_state.pid_alive(r.get("pid"))]
     if not proxies:
         return []
     return (exposition.family("pyngress_passthrough_active_connections", "Connections spliced now, per proxy process",

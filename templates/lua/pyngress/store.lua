@@ -4,7 +4,7 @@ worker sees them, survive a HUP reload, and change without one.
 
 A whole table arrives as the body of `POST /configuration/<table>` and is also kept by the syncer in
 `<state-dir>/dynamic/<table>.json` (read here when a freshly started master has empty dictionaries, followed by the
-deltas journaled since in `<table>.deltas`, services/nginxconf/state_files.py):
+deltas journaled since in `<table>.deltas`, services/nginxconf/table_state_files.py):
 
     {"version": "<content hash>", "schema": <SCHEMA_VERSION>, "data": <the table>}
 

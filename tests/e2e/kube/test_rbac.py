@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import copy
 import json
+import requests
 import time
 import xmlrpc.client
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pytest
-import requests
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from supervisor.xmlrpc import SupervisorTransport
 
-from services.tools import manifests as m
+from services.tools import install_manifests as m
 from tests.e2e.ingress.scenarios import Stage
 from tests.e2e.kube.helpers import api_controller
 from tests.kube_api import KubeApiServer

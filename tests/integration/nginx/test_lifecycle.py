@@ -12,7 +12,7 @@ import pytest
 
 from services.nginxconf import processes
 from services.nginxconf.config import LocationProfile
-from services.nginxconf.config_test import NginxConfigError
+from services.nginxconf.config_check import NginxConfigError
 from services.syncer.model.types import HostRoutes
 
 from .conftest import client_tls_context, eventually, route, trust

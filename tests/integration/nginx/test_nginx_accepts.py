@@ -1,9 +1,8 @@
 """What the model emits for nginx.conf passes the real `nginx -t` once rendered by services.nginxconf.render."""
-from services.nginxconf.config_test import check_file
+from services.nginxconf.config_check import check_file
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import prepare
 from services.nginxconf.render import render
-
 from tests.support.model_cluster import Cluster
 
 # Every annotation whose settings are plain nginx directives, at the edges of what its validator accepts.

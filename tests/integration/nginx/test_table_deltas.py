@@ -119,7 +119,7 @@ def test_a_journal_cut_short_is_replayed_up_to_its_last_whole_delta(nginx_factor
 
 
 def test_the_journal_is_folded_into_the_whole_file(nginx_factory, echo, monkeypatch):
-    monkeypatch.setattr("services.nginxconf.state_files.JOURNAL_MAX_DELTAS", 3)
+    monkeypatch.setattr("services.nginxconf.table_state_files.JOURNAL_MAX_DELTAS", 3)
     nginx = nginx_factory()
     app = echo("app")
     routes = routes_for(20)

@@ -16,7 +16,7 @@ import zmq.asyncio
 
 from proto import endpoints
 from services.common.clone import CloneSubscriber, Snapshot
-from services.common.status import status_dir
+from services.common.component_state import status_dir
 
 REPO = Path(__file__).resolve().parents[3]
 WAIT_SECONDS = 20  # a hang guard, not a performance figure

@@ -5,7 +5,7 @@ import base64
 import json
 import subprocess
 
-from services.common import status
+from services.common import component_state
 from services.common.settings import Settings
 from services.nginxconf.request_metrics import RequestMetricsLayout
 from services.syncer.observability.dashboard import (BackendTotals, Recent, backend_figures, backend_totals,
@@ -71,8 +71,8 @@ def test_the_data_names_routes_endpoints_components_and_certificates_but_no_secr
                                         "tls.key": base64.b64encode(key.encode()).decode()})
     cluster.ingress("broken", host="broken.example.com", annotations={"proxy-read-timeout": "soon"})
     run_dir = tmp_path / "run"
-    status.write_status(run_dir, "watcher", state="watching")
-    status.write_status(run_dir, "crashmon", exits={"nginx": 2})
+    component_state.write_status(run_dir, "watcher", state="watching")
+    component_state.write_status(run_dir, "crashmon", exits={"nginx": 2})
     metrics = SyncerMetrics(Settings.from_flags(run_dir=str(run_dir), state_dir=str(tmp_path / "state")))
     metrics.applied(cluster.build())
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from services.common.files import atomic_write
+from .files import atomic_write
 
 
 def status_dir(run_dir: str | Path) -> Path:

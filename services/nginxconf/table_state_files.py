@@ -19,8 +19,9 @@ import asyncio
 import os
 
 from services.common.files import atomic_write
-from services.nginxconf.paths import NginxPaths
-from services.nginxconf.prefix import prepare
+
+from .paths import NginxPaths
+from .prefix import prepare
 
 JOURNAL_MAX_DELTAS = 1000
 

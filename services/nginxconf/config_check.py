@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from services.nginxconf.paths import NginxPaths
+from .paths import NginxPaths
 
 _ERROR_LINE = re.compile(r"\[(emerg|alert|crit|error)\]")
 
