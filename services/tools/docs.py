@@ -16,7 +16,6 @@ PREFIX = "nginx.ingress.kubernetes.io"
 # Those that control access are refused (the Ingress is not served); the others are ignored with a warning.
 NOT_IMPLEMENTED = (
     "enable-modsecurity", "enable-opentelemetry", "enable-owasp-core-rules",
-    "http2-push-preload",
     "modsecurity-transaction-id", "opentelemetry-trust-incoming-span",
     "satisfy",
 )

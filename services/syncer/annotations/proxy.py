@@ -1,12 +1,12 @@
-"""Proxy timeouts, request body size and buffering: each one a plain nginx directive in the profile."""
+"""Proxy timeouts, request body size, buffering and HTTP/2 push: each one a plain nginx directive in the profile."""
 from __future__ import annotations
 
 from typing import Mapping
 
 from services.nginxconf.render import size_bytes
 
-from .base import Annotation, IngressAnnotations, LocationDirective, Risk
-from .validators import duration, integer, one_of, size
+from .base import Annotation, IngressAnnotations, LocationDirective, Risk, when_true
+from .validators import boolean, duration, integer, one_of, size
 
 # Buffers are allocated per request: a huge one would let one Ingress exhaust the workers' memory.
 MAX_BUFFER_SIZE = 8 * 1024**2
@@ -46,6 +46,9 @@ ANNOTATIONS = (
     Annotation("client-body-buffer-size", validate=size(MAX_BUFFER_SIZE, min_bytes=1024), risk=Risk.LOW,
                doc="Request bodies up to this size stay in memory; larger ones go to a temporary file.",
                directive="client_body_buffer_size"),
+    Annotation("http2-push-preload", validate=boolean, risk=Risk.LOW,
+               doc="Over HTTP/2, push the resources named by the backend's \"Link: <...>; rel=preload\" headers "
+                   "with the answer.", directive="http2_push_preload", argument=when_true("on")),
 )
 
 

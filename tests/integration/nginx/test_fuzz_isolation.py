@@ -179,7 +179,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-cookie-path": st.one_of(st.just("off"), st.builds("{} {}".format, _cookie_paths, _cookie_paths)),
     "proxy-cookie-domain": st.one_of(st.just("off"), st.builds("{} {}".format, hostnames, hostnames)),
     "proxy-buffers-number": numbers, "proxy-busy-buffers-size": sizes, "proxy-max-temp-file-size": sizes,
-    "client-body-buffer-size": sizes,
+    "client-body-buffer-size": sizes, "http2-push-preload": booleans,
     "connection-proxy-header": st.sampled_from(["keep-alive", "close", "upgrade", "Keep-Alive", "a b"]),
     "auth-tls-secret": st.sampled_from(["default/ca", "default/missing", "other/ca", "ca", "default/ca/x"]),
     "auth-tls-verify-client": st.sampled_from(["on", "off", "optional", "optional_no_ca", "ON", "maybe"]),

@@ -73,6 +73,7 @@ VALUES: dict[str, tuple[str | None, str]] = {
     "enable-rewrite-log": ("true", "x"),
     "force-ssl-redirect": ("true", "x"),
     "from-to-www-redirect": ("true", "x"),
+    "http2-push-preload": ("true", "maybe"),
     "limit-allowlist": ("10.0.0.0/8", "bad"),
     "limit-burst-multiplier": ("3", "x"),
     "limit-connections": ("5", "x"),

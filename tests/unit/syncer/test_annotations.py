@@ -205,11 +205,11 @@ def test_values_that_are_not_strings_are_rejected(cluster):
 
 
 def test_unknown_annotations_under_our_prefix_are_ignored_with_a_warning(cluster):
-    cluster.app(annotations={"http2-push-preload": "true", "example.com/other": "x",
+    cluster.app(annotations={"enable-influxdb": "true", "example.com/other": "x",
                              "kubectl.kubernetes.io/x": "y"})
     model = cluster.build()
     assert route_settings(model) == []
-    assert model.problem_lines() == [f"warning: Ingress default/web: annotation {PREFIX}/http2-push-preload is not "
+    assert model.problem_lines() == [f"warning: Ingress default/web: annotation {PREFIX}/enable-influxdb is not "
                                      "supported by pyngress; ignored"]
 
 
