@@ -11,13 +11,12 @@ import base64
 import binascii
 import hashlib
 import ssl
-import tempfile
-from pathlib import Path
 from typing import Any, Mapping
 
 from services.nginxconf.config import BackendTls
 
 from ..annotations.proxy_ssl import BackendTlsSpec
+from .openssl import certificate_problem
 
 
 class BackendTlsRejected(ValueError):
@@ -36,16 +35,6 @@ def _decoded(data: Mapping[str, Any], key: str) -> bytes | None:
 
 def _file_name(kind: str, content: bytes) -> str:
     return f"{kind}-{hashlib.sha256(content).hexdigest()[:16]}.pem"
-
-
-def _check_pair(cert: bytes, key: bytes) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / "pair.pem"
-        path.write_bytes(cert + b"\n" + key)
-        try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(path)
-        except (ssl.SSLError, ValueError) as err:
-            raise BackendTlsRejected(f"tls.crt and tls.key do not load as a certificate and its key ({err})") from None
 
 
 def resolve_backend_tls(spec: BackendTlsSpec, *, namespace: str, allow_cross_namespace: bool,
@@ -76,10 +65,10 @@ def resolve_backend_tls(spec: BackendTlsSpec, *, namespace: str, allow_cross_nam
     if cert or key:
         if not (cert and key):
             raise BackendTlsRejected(f"{where}: tls.crt and tls.key go together; add the missing one or remove both")
-        try:
-            _check_pair(cert, key)
-        except BackendTlsRejected as err:
-            raise BackendTlsRejected(f"{where}: {err}") from None
+        problem = certificate_problem(cert.decode("ascii", "replace"), key.decode("ascii", "replace"))
+        if problem:
+            raise BackendTlsRejected(f"{where}: tls.crt and tls.key do not load as a certificate and its key: "
+                                     f"{problem}")
         cert_file = _file_name("proxy-client", cert + b"\n" + key)
         files[cert_file] = cert + b"\n" + key
     tls = BackendTls(ca_file=next(iter(files)), cert_file=cert_file, verify=spec.verify, depth=spec.depth,

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
-import subprocess
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from .openssl import dh_params_problem
 
 KEY = "dhparam.pem"
 
@@ -36,18 +36,7 @@ def dh_param(store: Mapping[str, dict[str, Any]], reference: str) -> tuple[DhPar
         content = b""
     if not content:
         return None, f"Secret {reference} has no {KEY} (base64 PEM DH parameters, as `openssl dhparam` writes them)"
-    problem = _openssl_problem(content)
+    problem = dh_params_problem(content)
     if problem:
         return None, f"Secret {reference} key {KEY}: {problem}; make them with `openssl dhparam 2048`"
     return DhParam(f"dhparam-{hashlib.sha256(content).hexdigest()[:16]}.pem", content), None
-
-
-@functools.lru_cache(maxsize=16)  # keyed by content: the model is rebuilt on every change
-def _openssl_problem(content: bytes) -> str | None:
-    """Why OpenSSL (the one nginx links) cannot read `content` as DH parameters, or None."""
-    if len(content) > 64 * 1024:
-        return "is larger than 64 KiB"
-    result = subprocess.run(["openssl", "dhparam", "-noout"], input=content, capture_output=True, timeout=30)
-    if result.returncode != 0 or b"-----BEGIN DH PARAMETERS-----" not in content:
-        return "OpenSSL cannot read it as PEM DH parameters (-----BEGIN DH PARAMETERS-----)"
-    return None

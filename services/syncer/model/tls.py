@@ -17,31 +17,14 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import os
 import ssl
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .configmap import ControllerConfig
+from .openssl import certificate_problem, decode_certificate
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
-
-
-def certificate_problem(cert_pem: str, key_pem: str) -> str | None:
-    """Why OpenSSL would not serve this certificate chain with this key, or None."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    cert_fd, key_fd = os.memfd_create("cert"), os.memfd_create("key")
-    try:
-        os.write(cert_fd, cert_pem.encode())
-        os.write(key_fd, key_pem.encode())
-        # An encrypted key would make OpenSSL ask for a password: refuse it instead.
-        context.load_cert_chain(f"/proc/self/fd/{cert_fd}", f"/proc/self/fd/{key_fd}", password=lambda: b"")
-        return None
-    except ssl.SSLError as err:
-        return f"certificate and key do not load together ({err.reason or err})"
-    finally:
-        os.close(cert_fd)
-        os.close(key_fd)
 
 
 def secret_problem(secret: Mapping[str, Any] | None) -> str | None:
@@ -67,17 +50,6 @@ class CertificateInfo:
     """What the syncer needs from a certificate: the host names it is for, or why it cannot be served."""
     names: tuple[str, ...]  # lower-case DNS names: subjectAltNames, else the common name
     problem: str | None
-
-
-def decode_certificate(cert_pem: bytes) -> dict[str, Any]:
-    """The first certificate of `cert_pem` as the ssl module decodes a peer's (subject, issuer, notAfter,
-    serialNumber, subjectAltName). Raises ssl.SSLError or OSError when it cannot be read."""
-    fd = os.memfd_create("tls.crt")
-    try:
-        os.write(fd, cert_pem)
-        return ssl._ssl._test_decode_cert(f"/proc/self/fd/{fd}")  # the stdlib's only X.509 reader
-    finally:
-        os.close(fd)
 
 
 # Keyed by content: a Secret is inspected again only when it changes (OpenSSL takes ~1 ms per pair).

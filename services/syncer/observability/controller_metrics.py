@@ -10,7 +10,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Mapping
 
-from services.syncer.model.tls import decode_certificate
+from services.syncer.model.openssl import decode_certificate
 from services.syncer.model.types import Model
 
 from . import exposition
