@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.common.settings import Settings  # noqa: E402
 from services.syncer.observability.metrics import SyncerMetrics  # noqa: E402
-from services.syncer.observability.healthz_server import start_status_server  # noqa: E402
+from services.syncer.observability.healthz_server import start_healthz_server  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
 WORKERS = 2  # batches per collection: one per nginx worker
@@ -63,7 +63,7 @@ def batches(layout, ingresses: int, seed: int) -> bytes:
 
 
 class Server:
-    """The status server on a loop of its own, with a probe of that loop's longest stall."""
+    """The healthz server on a loop of its own, with a probe of that loop's longest stall."""
 
     def __init__(self, settings: Settings, metrics: SyncerMetrics) -> None:
         self.loop = asyncio.new_event_loop()
@@ -75,7 +75,7 @@ class Server:
 
     def _run(self, settings: Settings, metrics: SyncerMetrics) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start_status_server(settings, healthy=lambda: (True, {}), metrics=metrics))
+        self.loop.run_until_complete(start_healthz_server(settings, healthy=lambda: (True, {}), metrics=metrics))
         self.loop.create_task(self._probe())
         self._ready.set()
         self.loop.run_forever()

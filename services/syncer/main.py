@@ -29,7 +29,7 @@ from services.syncer.ingress_status.campaign import run_status_updates, status_u
 from services.syncer.model.incremental import IncrementalModel
 from services.syncer.model.types import Model
 from services.syncer.nginx_apply.applier import NginxApplier
-from services.syncer.observability.healthz_server import start_status_server
+from services.syncer.observability.healthz_server import start_healthz_server
 from services.syncer.observability.metrics import SyncerMetrics
 
 log = logging.getLogger("syncer")
@@ -228,7 +228,7 @@ async def main_async(settings: Settings) -> None:
     ctx = zmq.asyncio.Context()
     syncer = Syncer(settings, ctx)
     await syncer.applier.start()
-    runner = await start_status_server(settings, healthy=syncer.healthy, metrics=syncer.metrics)
+    runner = await start_healthz_server(settings, healthy=syncer.healthy, metrics=syncer.metrics)
     try:
         # Cancelled on SIGTERM: the TaskGroup cancels and awaits every task (the status task releases its Lease).
         async with asyncio.TaskGroup() as tasks:

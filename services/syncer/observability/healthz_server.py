@@ -51,8 +51,8 @@ def is_local_client(request: web.Request) -> bool:
     return address.is_loopback
 
 
-async def start_status_server(settings: Settings, *, healthy: Callable[[], tuple[bool, dict]],
-                              metrics: SyncerMetrics) -> web.AppRunner:
+async def start_healthz_server(settings: Settings, *, healthy: Callable[[], tuple[bool, dict]],
+                               metrics: SyncerMetrics) -> web.AppRunner:
     async def healthz(request: web.Request) -> web.Response:
         ok, detail = healthy()
         body = {"healthy": ok, **detail} if is_local_client(request) else {"healthy": ok}
