@@ -163,7 +163,7 @@ def main() -> int:
                 variants[v].add_ms.append(variants[v].call("ADD", *row[v]))
         server_sum = stack.metric("pyngress_cni_request_duration_seconds_sum", '{command="ADD",result="success"}')
         server_count = stack.metric("pyngress_cni_request_duration_seconds_count", '{command="ADD",result="success"}')
-        for i, row in enumerate(pods):
+        for row in pods:
             for v, variant in enumerate(variants):
                 variant.del_ms.append(variant.call("DEL", *row[v]))
 

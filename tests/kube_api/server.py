@@ -267,7 +267,7 @@ class KubeApiServer:
         """Every stored object of `kind`, as a GET would return it."""
         rtype = by_kind(kind)
         assert self._storage is not None
-        return self._call(lambda: [dict(o) for o in self._storage.objects[rtype].values()])  # type: ignore
+        return self._call(lambda: [dict(o) for o in self._storage.objects[rtype].values()])  # type: ignore[union-attr]
 
     def service_account_token(self, namespace: str, name: str) -> str:
         """A token for an existing ServiceAccount (what a TokenRequest returns); ApiError 404 when it is missing."""

@@ -52,7 +52,7 @@ def decode_body(body: bytes) -> tuple[dict[str, str], bytes]:
         config = binascii.a2b_base64(encoded.encode("ascii"), strict_mode=True)
     except (UnicodeEncodeError, binascii.Error) as err:
         raise CniError(DECODE_FAILURE, f'request field "config" is not valid base64 ({err})',
-                       details="encode the network configuration with standard base64 (RFC 4648, with padding)")
+                       details="encode the network configuration with standard base64 (RFC 4648, with padding)") from err
     return env, config
 
 

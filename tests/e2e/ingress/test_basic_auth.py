@@ -5,7 +5,6 @@ sees them; a changed Secret applies without a reload; a missing Secret answers 5
 location); the hashes never leave the file nginx reads (not in nginx.conf, logs, /metrics, render output).
 """
 import base64
-import os
 import pwd
 import requests
 import stat

@@ -5,7 +5,6 @@ sent. The same requests are then found in the access log, in ingress-nginx's ups
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path

@@ -300,7 +300,6 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-real-ip-cidr": network_lists,
     "global-allowed-response-headers": comma_lists(st.sampled_from(["X-Tenant", "X Bad", "Set-Cookie"]), "{},X-A"),
     "load-balance": st.sampled_from(["round_robin", "ewma", "EWMA", "least_conn", "round_robin;"]),
-    "global-allowed-response-headers": comma_lists(st.sampled_from(["X-Tenant", "X Bad", "Set-Cookie"]), "{},X-A"),
     "ssl-dh-param": st.sampled_from(["ingress/dhparam", "ingress/missing", "a/b/c", "x", "ingress/dh;param"]),
     "log-format-stream": st.lists(st.one_of(
         st.sampled_from(["$remote_addr", "${protocol}", "$session_time", "$proxy_upstream_name", "$request_uri",

@@ -207,7 +207,7 @@ def test_every_well_formed_entry_is_served_whatever_the_others_hold(nginx, app, 
     refused = json.loads(nginx.api("GET", "/configuration/refused").body)
     assert set(refused["routes"]) == {host for host, case in zip(hosts, cases) if case["host"]}
     assert set(refused["backends"]) == {f"b{i}" for i, case in enumerate(cases) if case["backend"]}
-    for i, (host, case) in enumerate(zip(hosts, cases)):
+    for host, case in zip(hosts, cases):
         if case["host"] and not case["before"]:
             want: str | int = 404  # never good: absent
         elif case["backend"]:

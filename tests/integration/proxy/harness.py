@@ -23,7 +23,6 @@ from services.common.clone import ClonePublisher
 from services.common.files import ensure_private_dir
 from services.nginxconf.paths import NginxPaths
 from tests.unit.proxy.hello_bytes import first_flight
-from tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 PASS_HOST = "pass.proxy.test"

@@ -51,7 +51,7 @@ class Watcher:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            raise AssertionError(f"the watcher did not exit on SIGTERM; log:\n{self.log.read_text()}")
+            raise AssertionError(f"the watcher did not exit on SIGTERM; log:\n{self.log.read_text()}") from None
 
     def kill(self) -> None:
         assert self.process is not None

@@ -145,7 +145,7 @@ def test_an_unusable_secret_denies_the_location_with_503(cluster, change, proble
     assert route_profile(model) == DENIED_PROFILE
     assert model.auth_files == {}
     [rejection] = cluster.rejections(model)
-    assert rejection.startswith(f"Ingress default/web: auth-secret default/basic-auth ")
+    assert rejection.startswith("Ingress default/web: auth-secret default/basic-auth ")
     assert problem in rejection and rejection.endswith("its paths answer 503 until the Secret is fixed")
     assert route_profile(model, "other.example.com").name == "default"
 

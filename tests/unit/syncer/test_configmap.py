@@ -1,6 +1,6 @@
 import pytest
 
-from services.syncer.model.configmap import ControllerConfig, parse_controller_config
+from services.syncer.model.configmap import parse_controller_config
 from services.syncer.model.configmap_directives import DEFAULT_SSL_CIPHERS
 
 # ingress-nginx's defaults (internal/ingress/controller/config/config.go).
