@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # files that take minutes first and the many short unit files last, so that no long file starts at the end.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench clean hooks
 
 setup: .setup-apt.stamp $(VENV)/.installed build/pyngress-cni-static
 
@@ -60,6 +60,10 @@ bench: setup .setup-bench.stamp
 
 clean:
 	rm -rf $(VENV) .setup-apt.stamp .setup-bench.stamp build *.egg-info
+
+# The commit-msg hook of CONTRIBUTING.md's rule (subject of at most 72 characters, blank second line).
+hooks:
+	git config core.hooksPath .githooks
 
 # ---- Container image: `make image` builds the root Dockerfile with podman as $(IMAGE).
 # No registry is reachable on the project's machines: the bookworm base is made with mmdebstrap and imported
