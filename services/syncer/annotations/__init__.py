@@ -48,7 +48,7 @@ def parse_annotations(annotations: Mapping[str, Any], *, prefix: str, max_risk: 
 
     `max_risk` and `allow_snippets` are the ConfigMap's annotations-risk-level and allow-snippet-annotations.
 
-    Last, every location setting must pass render.py's quoting, blamed on the annotation it came from.
+    Last, every location setting must pass nginxconf/render.py's quoting, blamed on the annotation it came from.
     """
     parsed = IngressAnnotations(prefix=prefix)
     values: dict[str, str] = {}

@@ -1,5 +1,5 @@
 """enable-access-log: "false" leaves the Ingress's requests out of the access log (ConfigMap keys decide the
-log's format and destination, configmap.py)."""
+log's format and destination, model/configmap_access_log.py)."""
 from __future__ import annotations
 
 from .base import Annotation, Risk, when_false

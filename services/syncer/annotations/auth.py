@@ -1,7 +1,7 @@
 """auth-type, auth-secret, auth-secret-type, auth-realm: HTTP basic or digest authentication from a Secret.
 
 What the annotations ask for is a BasicAuthRequest; the Secret it names is looked up per Ingress, when the
-model is built (services/syncer/auth_secrets.py), because the annotations alone do not say which
+model is built (services/syncer/model/auth_secrets.py), because the annotations alone do not say which
 namespace "name" means, and the Secret may come, change or go at any time.
 
 Basic authentication is nginx's auth_basic with an htpasswd file; digest authentication (RFC 7616 with MD5

@@ -188,15 +188,15 @@ class IngressAnnotations:
     ewma: bool = False  # load-balance: ewma
     hash_subset_size: int | None = None  # upstream-hash-by-subset: the key picks a subset of this size
     from_to_www: bool = False  # from-to-www-redirect
-    server_aliases: tuple[str, ...] = ()
-    # proxy-ssl-*: resolved against its Secret per Ingress (services/syncer/backend_tls.py).
+    server_aliases: tuple[str, ...] = ()  # server-alias: more names for the Ingress's first host
+    # proxy-ssl-*: resolved against its Secret per Ingress (services/syncer/model/backend_tls.py).
     backend_tls: BackendTlsSpec | None = None
     default_backend_service: str | None = None  # default-backend: a Service of the Ingress's namespace
     custom_http_errors: tuple[int, ...] | None = profile_setting(None)  # None: the ConfigMap's list applies
     pass_backend_errors: bool = profile_setting(False)  # disable-proxy-intercept-errors: true
     mirror: Mirror | None = profile_setting(None)
-    custom_headers: str | None = None  # a ConfigMap of response headers, resolved per Ingress  # server-alias: more names for the Ingress's first host
-    # Resolved against its Secret per Ingress (services/syncer/auth_secrets.py) into the profile's BasicAuth.
+    custom_headers: str | None = None  # a ConfigMap of response headers, resolved per Ingress
+    # Resolved against its Secret per Ingress (services/syncer/model/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None
     # auth-proxy-set-headers: the ConfigMap (NAME or NAMESPACE/NAME) resolved into external_auth per Ingress.

@@ -2,7 +2,7 @@
 the Ingress's locations, as ingress-nginx does; each header must be listed in the controller ConfigMap's
 global-allowed-response-headers (none by default), so that a tenant cannot set what the administrator did not
 allow (Set-Cookie for another site, security headers of the platform). Resolved per Ingress
-(services/syncer/auth_secrets.py); a missing ConfigMap or a header not allowed denies the paths (503)."""
+(services/syncer/model/auth_secrets.py); a missing ConfigMap or a header not allowed denies the paths (503)."""
 from __future__ import annotations
 
 from typing import Mapping

@@ -2,7 +2,7 @@
 
 auth-url, auth-method, auth-signin (with the rd= parameter, renamed by auth-signin-redirect-param),
 auth-response-headers, auth-request-redirect, auth-always-set-cookie, auth-cache-key with auth-cache-duration,
-auth-proxy-set-headers (a ConfigMap of headers for the service, resolved in services/syncer/auth_secrets.py),
+auth-proxy-set-headers (a ConfigMap of headers for the service, resolved in services/syncer/model/auth_secrets.py),
 auth-snippet (under the snippet rule of snippets.py), and the auth-keepalive* family: with auth-keepalive > 0
 connections to the service are kept open (ingress-nginx's conditions: auth-keepalive-requests and
 auth-keepalive-timeout must be above zero, or keepalive is off with a warning).

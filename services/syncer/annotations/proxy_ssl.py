@@ -5,7 +5,7 @@ proxy-ssl-secret names the Secret (NAME or NAMESPACE/NAME) whose ca.crt verifies
 tls.crt/tls.key, when present, nginx presents to it; without it the other proxy-ssl-* annotations have no
 effect (a warning says so), as in ingress-nginx. proxy-ssl-verify (off), -verify-depth (1), -ciphers
 (DEFAULT), -protocols (TLSv1.2), -name and -server-name keep ingress-nginx's defaults. The Secret is
-resolved per Ingress (services/syncer/backend_tls.py); one that cannot be used denies the paths (503).
+resolved per Ingress (services/syncer/model/backend_tls.py); one that cannot be used denies the paths (503).
 """
 from __future__ import annotations
 

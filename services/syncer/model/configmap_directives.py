@@ -2,7 +2,7 @@
 is checked and written, and ingress-nginx's default (internal/ingress/controller/config/config.go).
 
 Each validator takes the ConfigMap's text and returns the directive's arguments, or raises InvalidValue with
-what to write instead; render.py then quotes every argument.
+what to write instead; services/nginxconf/render.py then quotes every argument.
 """
 from __future__ import annotations
 

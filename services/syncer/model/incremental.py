@@ -1,17 +1,17 @@
 """The Model kept up to date object by object: a change rebuilds only what depends on it.
 
-model.build_model() builds the whole Model from the store: at 10,000 Ingresses half a second for any
+build.build_model() builds the whole Model from the store: at 10,000 Ingresses half a second for any
 change. IncrementalModel gives the same Model (tests/unit/syncer/test_incremental.py checks it after every
 step of random change sequences) by keeping:
-- each of our Ingresses' plan (model.plan_one), remade when the Ingress changes or when a Secret or
+- each of our Ingresses' plan (build.plan_one), remade when the Ingress changes or when a Secret or
   ConfigMap it read (auth-secret, proxy-ssl-secret, auth-tls-secret, auth-proxy-set-headers, custom-headers)
   changes;
-- groups of plans that share host names (model.plan_names): Ingresses that share none cannot change each
-  other's routes, so each group is merged on its own (model.merge_plans), and merged again only when one of
+- groups of plans that share host names (build.plan_names): Ingresses that share none cannot change each
+  other's routes, so each group is merged on its own (build.merge_plans), and merged again only when one of
   its plans changes or a Service, EndpointSlice or TLS Secret the merge read changes.
 What every read of the store goes through records the keys read, so these dependencies are exact. What
 depends on the whole cluster (the controller ConfigMap, IngressClasses, nginx's refused profiles) starts
-everything afresh when it changes; model.assemble_model() then joins the groups, each time.
+everything afresh when it changes; build.assemble_model() then joins the groups, each time.
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ class _PlanEntry:
     reads: tuple[str, ...]  # the store keys planning read
     auth_files: dict[str, bytes] = field(repr=False)
     ssl_files: dict[str, bytes] = field(repr=False)
-    names: tuple[str, ...] = ()  # model.plan_names, when planned
+    names: tuple[str, ...] = ()  # build.plan_names, when planned
 
 
 @dataclass(frozen=True, slots=True)

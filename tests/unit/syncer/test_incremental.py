@@ -2,7 +2,7 @@
 Services, EndpointSlices, Secrets, ConfigMaps and IngressClasses, over a few shared host names (conflicts,
 canaries, www redirects, server aliases, passthrough, TLS, authentication Secrets, header ConfigMaps, hosts
 owned by another namespace and the ConfigMap's strict-host-ownership), and
-after every step the Model kept up to date equals model.build_model() of the same store."""
+after every step the Model kept up to date equals build_model() (model/build.py) of the same store."""
 from __future__ import annotations
 
 import base64
