@@ -131,9 +131,9 @@ class CniApi:
                             result=str(err.code), env=runtime_env, error=err)
         except Exception:
             log.exception("CNI request failed unexpectedly")
-            err = CniError(INTERNAL, "the CNI server failed unexpectedly", details="see the cniserver log")
-            return _Outcome(response=_error_response(err, cni_version=NEWEST_VERSION, status=500), command=command,
-                            result=str(INTERNAL), env=runtime_env, error=err)
+            internal = CniError(INTERNAL, "the CNI server failed unexpectedly", details="see the cniserver log")
+            return _Outcome(response=_error_response(internal, cni_version=NEWEST_VERSION, status=500),
+                            command=command, result=str(INTERNAL), env=runtime_env, error=internal)
 
     async def _run(self, request: CniRequest, *, env: dict[str, str], config: bytes) -> dict[str, Any]:
         """Sends `request` to a worker as it came: its CNI variables and the network configuration's bytes."""

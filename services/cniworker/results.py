@@ -29,11 +29,12 @@ class Attachment:
 
 def add_result(*, cni_version: str, attachment: Attachment, dns: Mapping[str, Any]) -> dict:
     check_cni_version(cni_version)
-    host = {"name": attachment.host_ifname, "mac": attachment.host_mac}
-    pod = {"name": attachment.pod_ifname, "mac": attachment.pod_mac, "sandbox": attachment.sandbox}
+    host: dict[str, str | int] = {"name": attachment.host_ifname, "mac": attachment.host_mac}
+    pod: dict[str, str | int] = {"name": attachment.pod_ifname, "mac": attachment.pod_mac,
+                                 "sandbox": attachment.sandbox}
     if cni_version == "1.1.0":
         host["mtu"] = pod["mtu"] = attachment.mtu
-    ip = {"address": str(attachment.address), "gateway": str(attachment.gateway), "interface": 1}
+    ip: dict[str, str | int] = {"address": str(attachment.address), "gateway": str(attachment.gateway), "interface": 1}
     if cni_version == "0.4.0":
         ip = {"version": "4", **ip}
     return {

@@ -67,7 +67,7 @@ class ClonePublisher:
         bind_private(self._pub, updates_endpoint)
         # A PUB socket never blocks a send (it would drop at the high-water mark, which is off): sent directly,
         # not through the event loop's futures, which cost several times the send itself.
-        self._pub_now = zmq.Socket.shadow(self._pub.underlying)
+        self._pub_now: zmq.Socket[bytes] = zmq.Socket.shadow(self._pub.underlying)
         self._router = ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.SNDHWM, 0)
         self._router.setsockopt(zmq.LINGER, 0)
@@ -257,7 +257,7 @@ class CloneSubscriber:
             # Everything already queued is read without the event loop's futures: an awaited recv costs about
             # 40 us, ten times the decoding, and a relist or a full scan arrives as tens of thousands of updates.
             # The loop gets a turn after every DRAIN_BATCH of them.
-            incoming = zmq.Socket.shadow(self._sub.underlying)
+            incoming: zmq.Socket[bytes] = zmq.Socket.shadow(self._sub.underlying)
             drained = 0
             while drained < DRAIN_BATCH:
                 try:

@@ -72,7 +72,7 @@ class SnapshotAssembly:
     def __init__(self) -> None:
         self.epoch: str | None = None
         self.seq = 0
-        self._items: list[Sequence[Any]] = []
+        self._items: list[tuple[str, Any]] = []
         self._parts = 0
 
     def add(self, env: Envelope) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ def read_all(run_dir: str | Path) -> list[dict[str, Any]]:
 def pid_alive(pid: object) -> bool:
     """Whether the process a status record names still runs (its file outlives it)."""
     try:
-        os.kill(int(pid), 0)  # type: ignore[arg-type]
+        os.kill(int(pid), 0)  # type: ignore[call-overload]
     except (ProcessLookupError, ValueError, TypeError):
         return False
     except PermissionError:

@@ -56,11 +56,11 @@ def _run(component: str, *, settings: Settings, main: Callable[[], Awaitable[int
         return 2
     except Exception as failure:  # noqa: BLE001 - reported, then supervisord restarts the process
         # A task group wraps what failed in an ExceptionGroup: report each cause on its own.
-        for err in failure.exceptions if isinstance(failure, ExceptionGroup) else [failure]:
-            if isinstance(err, StartupError):
-                log.error(f"{component} cannot start: {err}")
+        for cause in failure.exceptions if isinstance(failure, ExceptionGroup) else [failure]:
+            if isinstance(cause, StartupError):
+                log.error(f"{component} cannot start: {cause}")
                 return 2
-            log.error(f"{component} stopped: {err}", exc_info=err)
+            log.error(f"{component} stopped: {cause}", exc_info=cause)
         return 1
     log.info(f"{component} stopped")
     return code or 0

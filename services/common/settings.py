@@ -320,19 +320,19 @@ def _value(settings: Settings, *, group: str | None, name: str) -> Any:
 
 def _declared_flags() -> list[tuple[str, str | None, str]]:
     """(argparse dest, group field or None, field name) for every flag, in declaration order."""
-    flags = []
+    flags: list[tuple[str, str | None, str]] = []
     for top in fields(Settings):
         if "flag" in top.metadata:
             flags.append((top.metadata["flag"].replace("-", "_"), None, top.name))
             continue
-        for f in fields(top.default_factory()):
+        for f in fields(top.default_factory()):  # type: ignore[operator]  # a group field always has a factory
             flags.append((f.metadata["flag"].replace("-", "_"), top.name, f.name))
     return flags
 
 
 def _field_of(group: str | None, name: str) -> Any:
     owner = Settings if group is None else next(f for f in fields(Settings) if f.name == group).default_factory
-    return next(f for f in fields(owner) if f.name == name)
+    return next(f for f in fields(owner) if f.name == name)  # type: ignore[arg-type]  # a group's factory is its class
 
 
 _FLAGS = _declared_flags()

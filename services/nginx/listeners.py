@@ -153,7 +153,8 @@ def open_listener(listener: Listener, queue: int | None = None) -> socket.socket
     try:
         if listener.is_unix:
             sock.bind(listener.address)
-            os.chmod(listener.address, 0o666)  # as nginx makes its own: the 0700 directory is the guard
+            # As nginx makes its own: the 0700 directory is the guard. (is_unix: the address is a path.)
+            os.chmod(listener.address, 0o666)  # type: ignore[arg-type]
         else:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nginx does
             if listener.family == socket.AF_INET6:
@@ -248,7 +249,7 @@ def _listening_inodes(listener: Listener) -> set[str]:
             if len(fields) >= 8 and fields[7] == listener.address and int(fields[3], 16) & 0x10000:
                 inodes.add(fields[6])
         return inodes
-    host, port = listener.address  # type: ignore[misc]
+    host, port = listener.address  # type: ignore[str-unpack]  # not is_unix: (host, port)
     table = "/proc/net/tcp6" if listener.family == socket.AF_INET6 else "/proc/net/tcp"
     for line in _proc_lines(table):
         fields = line.split()
@@ -406,7 +407,7 @@ def receive(path: Path, wanted: Iterable[Listener],
     except ValueError as err:
         close_all(socks)
         raise HolderUnavailableError(f"nginx-listeners on {path} sent something else: {err}") from None
-    by_address = {str(listener): listener for listener in wanted}
+    by_address: dict[str | None, Listener] = {str(listener): listener for listener in wanted}
     found: dict[Listener, socket.socket] = {}
     for entry, sock in zip(entries, socks):
         listener = by_address.get(entry.get("address") if isinstance(entry, dict) else None)

@@ -165,7 +165,8 @@ class LocationProfile:
         content = {name: value for name, value in profile.settings().items() if value or name in _ALWAYS_IN_NAME}
         if all(not value or value == _UNSET[name] for name, value in content.items()):
             return cls(DEFAULT_PROFILE)
-        named = {name: asdict(value) if is_dataclass(value) else value for name, value in content.items()}
+        named = {name: asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+                 for name, value in content.items()}
         return replace(profile, name=hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:12])
 
     def settings(self) -> dict[str, Any]:

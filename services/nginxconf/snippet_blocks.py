@@ -66,7 +66,8 @@ def check_contained(snippet: str) -> None:
     """Raise SnippetError unless `snippet` closes every block it opens and leaves nothing open."""
     if bad := next((ch for ch in snippet if ch in _CONTROL), None):
         raise SnippetError(f"control character {bad!r} in a snippet; remove it")
-    depth, words, i = 0, [], 0
+    words: list[str] = []
+    depth, i = 0, 0
     while i < len(snippet):
         ch = snippet[i]
         if ch in _SPACE:

@@ -95,7 +95,7 @@ class ClientHelloReader:
         if self.result is not None:  # more bytes after the verdict: kept for replay
             self.raw = raw + data
             return self.result
-        raw += data  # type: ignore[operator]  # a bytearray from here on
+        raw += data  # a bytearray from here on
         if not raw:
             return None
         if raw[0] != _RECORD_HANDSHAKE or (len(raw) > 1 and raw[1] != 3):

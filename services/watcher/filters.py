@@ -33,7 +33,7 @@ def _namespace_and_name(obj: dict[str, Any]) -> tuple[str, str]:
     return meta.get("namespace") or "default", meta.get("name") or ""
 
 
-def _named(reference: str | None, *, namespace: str, name: str) -> bool:
+def _named(reference: str | None, *, namespace: str | None, name: str | None) -> bool:
     """Whether an "NS/NAME" flag value names this object."""
     return reference is not None and reference == f"{namespace}/{name}"
 
@@ -91,7 +91,9 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(meta, dict):
         return obj
     annotations = meta.get("annotations")
-    has_last_applied = isinstance(annotations, dict) and LAST_APPLIED_ANNOTATION in annotations
+    if not isinstance(annotations, dict):
+        annotations = {}
+    has_last_applied = LAST_APPLIED_ANNOTATION in annotations
     if "managedFields" not in meta and not has_last_applied:
         return obj
     new_meta = {k: v for k, v in meta.items() if k != "managedFields"}

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 try:
-    _BaseLoader: type = yaml.CSafeLoader
+    # Typed as its pure-Python twin: the same constructor and resolver over libyaml's parser.
+    _BaseLoader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
 except AttributeError:  # PyYAML built without libyaml: same behaviour, slower
     _BaseLoader = yaml.SafeLoader
 
@@ -46,7 +47,7 @@ class Document:
     json_values: bool = False
 
 
-def _key_given_twice(mapping: yaml.MappingNode, key: yaml.Node, *, first_line: int) -> yaml.YAMLError:
+def _key_given_twice(mapping: yaml.Node, key: yaml.Node, *, first_line: int) -> yaml.YAMLError:
     return yaml.constructor.ConstructorError(
         "while constructing a mapping", mapping.start_mark,
         f"key {key.value!r} is given twice (first on line {first_line}); remove one of them", key.start_mark)
@@ -99,7 +100,7 @@ def _resolve_cached(loader: _ManifestLoader, kind: type, value: str, implicit: t
     return tag
 
 
-_ManifestLoader.resolve = _resolve_cached  # type: ignore[method-assign]
+_ManifestLoader.resolve = _resolve_cached
 
 
 class _NeedsFullConstructor(Exception):

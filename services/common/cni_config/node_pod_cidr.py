@@ -40,7 +40,7 @@ class NodePodCidr:
         try:
             async for event in subscriber.events():
                 if isinstance(event, Snapshot):
-                    self._set(event.state.get(self._key))
+                    self._set(event.state.get(self._key or ""))  # needs_following: the key is set
                 elif event.key == self._key:
                     self._set(event.value)
         finally:

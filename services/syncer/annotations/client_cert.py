@@ -65,9 +65,9 @@ ANNOTATIONS = (
 
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     if "auth-tls-secret" not in values:
-        for name in ANNOTATIONS[1:]:
-            if name.name in values:
-                parsed.warn(name.name, "has no effect without auth-tls-secret; ignored")
+        for annotation in ANNOTATIONS[1:]:
+            if annotation.name in values:
+                parsed.warn(annotation.name, "has no effect without auth-tls-secret; ignored")
         return
     namespace, name = values["auth-tls-secret"].split("/")
     parsed.client_auth = ClientAuthSpec(

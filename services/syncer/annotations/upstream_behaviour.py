@@ -4,7 +4,7 @@ directive in the profile, with ingress-nginx's meaning; values are allow-listed 
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Callable, Mapping
 
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 from .validators import duration, integer, matching
@@ -29,7 +29,7 @@ def next_upstream_conditions(value: str) -> str:
     return " ".join(dict.fromkeys(words))
 
 
-def _replacement_pair(word: re.Pattern[str], what: str):
+def _replacement_pair(word: re.Pattern[str], what: str) -> Callable[[str], str]:
     """"off", or "FROM TO": two words of `word`'s characters."""
     def validate(value: str) -> str:
         words = value.split()

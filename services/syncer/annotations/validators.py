@@ -52,6 +52,7 @@ def duration(value: str) -> str:
 def duration_seconds(canonical: str) -> float:
     """A duration as `duration` returns it ("500ms", "60s"), in seconds."""
     match = _DURATION.fullmatch(canonical)
+    assert match, f"not a canonical duration: {canonical!r}"
     return int(match[1]) * _MS_PER_UNIT[match[2] or "s"] / 1000
 
 

@@ -82,7 +82,7 @@ class LeaderElector:
 
     async def run(self, on_started_leading: Callable[[], Awaitable[None]],
                   on_stopped_leading: Callable[[], None] | None = None, *,
-                  before_release: Callable[[], Awaitable[None]] | None = None) -> None:
+                  before_release: Callable[[], Awaitable[object]] | None = None) -> None:
         """Campaign until cancelled; while leading, run on_started_leading. When cancelled while leading,
         before_release runs (still the leader) before the Lease is given up."""
         leading_task: asyncio.Task | None = None
@@ -159,7 +159,7 @@ class LeaderElector:
             except client.ApiException as err:
                 if err.status != 404:
                     raise
-                spec = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_duration,
+                spec: dict[str, Any] = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_duration,
                         "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
                 created = await self._call(self._api.create_namespaced_lease, self.namespace,
                                            {"metadata": {"name": self.name}, "spec": spec})

@@ -24,7 +24,7 @@ import ipaddress
 import re
 import socket
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeGuard
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 # The --default-backend-service backend, under ingress-nginx's name (access logs show it).
@@ -130,7 +130,7 @@ def ready_endpoints(slices: Iterable[dict[str, Any]], port_name: str) -> tuple[s
     return tuple(_endpoint(packed, port) for packed, port in sorted(found, key=lambda e: (len(e[0]), e)))
 
 
-def _is_port(value: Any) -> bool:
+def _is_port(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
 
 

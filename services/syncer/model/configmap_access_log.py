@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Callable
 
 from services.nginxconf.config import STREAM_LOG_FORMAT, UPSTREAMINFO_FORMAT
 from services.nginxconf.render import size_bytes
@@ -48,7 +49,7 @@ MAX_BUFFER = 4 * 1024**2
 _PATH = re.compile(r"/[A-Za-z0-9._/-]{0,250}")
 
 
-def _log_format_of(known: frozenset[str], prefixes: tuple[str, ...], example: str, ours: str):
+def _log_format_of(known: frozenset[str], prefixes: tuple[str, ...], example: str, ours: str) -> Callable[[str], str]:
     """A validator of a log format: printable text whose variables are `known` or start with `prefixes`."""
     def validate(value: str) -> str:
         if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):

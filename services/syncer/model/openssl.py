@@ -36,7 +36,8 @@ def decode_certificate(cert_pem: bytes) -> dict[str, Any]:
     fd = os.memfd_create("tls.crt")
     try:
         os.write(fd, cert_pem)
-        return ssl._ssl._test_decode_cert(f"/proc/self/fd/{fd}")  # the stdlib's only X.509 reader
+        # The stdlib's only X.509 reader; private, so typeshed leaves it out.
+        return ssl._ssl._test_decode_cert(f"/proc/self/fd/{fd}")  # type: ignore[attr-defined]
     finally:
         os.close(fd)
 

@@ -47,8 +47,9 @@ def stream_services(store: Mapping[str, dict[str, Any]], settings: Settings,
                     resolver: BackendResolver) -> StreamServices:
     """The stream servers of both ConfigMaps, in port order, with their endpoints and the entries refused."""
     found = StreamServices()
-    for protocol, reference in (("tcp", settings.ingress.tcp_services_configmap),
-                                ("udp", settings.ingress.udp_services_configmap)):
+    configmaps: tuple[tuple[Protocol, str | None], ...] = (("tcp", settings.ingress.tcp_services_configmap),
+                                                           ("udp", settings.ingress.udp_services_configmap))
+    for protocol, reference in configmaps:
         if reference:
             _read(found, store, reference, protocol, settings=settings, resolver=resolver)
     found.servers.sort(key=lambda server: (server.port, server.protocol))
@@ -76,6 +77,7 @@ def _read(found: StreamServices, store: Mapping[str, dict[str, Any]], reference:
             found.problems.append(Problem.error(where, problem))
             continue
         match = _ENTRY.fullmatch(value)
+        assert match, "_entry_problem refuses what _ENTRY does not match"
         port, service_port = int(key), match[3]
         ref = ServiceRef(namespace=match[1], service=match[2],
                          port=int(service_port) if service_port.isdigit() else service_port)

@@ -80,13 +80,14 @@ async def _resolve(endpoint: str) -> list[str]:
         return []
     addresses = []
     for family, _, _, _, sockaddr in infos:
-        if forbidden_address(sockaddr[0]):
+        ip, ip_port = str(sockaddr[0]), int(sockaddr[1])  # an IPv4 or IPv6 socket address: (ip, port, ...)
+        if forbidden_address(ip):
             # The model refuses such names written out; one that only resolves to the node itself (a DNS
             # record pointing at 127.0.0.1, say) must not reach the controller's own ports either.
             log.warning("endpoint address left out: the name resolves to the node itself",
-                        extra=logs.kv(endpoint=endpoint, address=sockaddr[0]))
+                        extra=logs.kv(endpoint=endpoint, address=ip))
             continue
-        address = f"[{sockaddr[0]}]:{sockaddr[1]}" if family == socket.AF_INET6 else f"{sockaddr[0]}:{sockaddr[1]}"
+        address = f"[{ip}]:{ip_port}" if family == socket.AF_INET6 else f"{ip}:{ip_port}"
         if address not in addresses:
             addresses.append(address)
     return addresses

@@ -109,7 +109,7 @@ def backend_figures(now_totals: BackendTotals, then: BackendTotals | None, secon
 
 
 def _routes(model: Model) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for host, host_routes in sorted(model.routes.items()):
         if host_routes.redirect_host:
             rows.append({"host": host, "path": "", "kind": "redirect", "ingress": "", "backend": None,
