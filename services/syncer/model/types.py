@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 from services.common import changed_keys
 from services.common.changed_keys import ChangedKeys
+from services.nginxconf import table_schema
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
 from ..annotations.base import AffinityPolicy, CanaryPolicy
@@ -34,8 +35,9 @@ class ClientAuth:
     match_cn: str | None  # "CN=<regex>" for the subject DN
 
     def to_json(self) -> dict[str, Any]:
-        return {"ca": self.ca, "crl": self.crl, "verify": self.verify, "depth": self.depth,
-                "error_page": self.error_page, "pass_certificate": self.pass_certificate, "match_cn": self.match_cn}
+        return table_schema.CLIENT_AUTH.serialise(
+            ca=self.ca, crl=self.crl, verify=self.verify, depth=self.depth, error_page=self.error_page,
+            pass_certificate=self.pass_certificate, match_cn=self.match_cn)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,8 +51,8 @@ class CanaryRoute:
     sticky: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "ingress": self.ingress, **self.policy.to_json(),
-                **({"sticky": True} if self.sticky else {})}
+        return table_schema.CANARY.serialise(backend=self.backend, ingress=self.ingress, **self.policy.to_json(),
+                                             sticky=self.sticky)
 
 
 @dataclass(frozen=True)
@@ -73,18 +75,13 @@ class Route:
     rewrite_log: bool = False  # enable-rewrite-log: the router logs its rewrites
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "profile": self.profile, "ingress": self.ingress,
-                **({"service": self.service} if self.service else {}),
-                **({"rewrite": self.rewrite} if self.rewrite is not None else {}),
-                **({"canary": self.canary.to_json()} if self.canary is not None else {}),
-                **({"affinity": self.affinity.to_json()} if self.affinity is not None else {}),
-                **({"hash_by": self.hash_by} if self.hash_by is not None else {}),
-                **({"default_backend": self.default_backend} if self.default_backend is not None else {}),
-                **({"ewma": True} if self.ewma else {}),
-                **({"hash_subset_size": self.hash_subset_size} if self.hash_subset_size else {}),
-                **({"preserve_trailing_slash": True} if self.preserve_trailing_slash else {}),
-                **({"port_in_redirects": True} if self.port_in_redirects else {}),
-                **({"rewrite_log": True} if self.rewrite_log else {})}
+        return table_schema.ROUTE.serialise(
+            backend=self.backend, profile=self.profile, ingress=self.ingress, service=self.service,
+            rewrite=self.rewrite, canary=self.canary.to_json() if self.canary is not None else None,
+            affinity=table_schema.AFFINITY.serialise(**self.affinity.to_json()) if self.affinity is not None else None,
+            hash_by=self.hash_by, default_backend=self.default_backend, ewma=self.ewma,
+            hash_subset_size=self.hash_subset_size, preserve_trailing_slash=self.preserve_trailing_slash,
+            port_in_redirects=self.port_in_redirects, rewrite_log=self.rewrite_log)
 
 
 @dataclass(kw_only=True)
@@ -112,21 +109,17 @@ class HostRoutes:
     no_tls_redirect: tuple[str, ...] = ("/.well-known/acme-challenge",)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "exact": {p: r.to_json() for p, r in sorted(self.exact.items())},
+        redirects = bool(self.redirect_host or self.tls or self.force_ssl_redirect)
+        return table_schema.HOST_ROUTES.serialise(
+            exact={p: r.to_json() for p, r in sorted(self.exact.items())},
             # Longest first: the Lua matcher takes the first prefix (or regular expression) that matches.
-            "prefix": [[p, r.to_json()] for p, r in sorted(self.prefix.items(), key=lambda kv: (-len(kv[0]), kv[0]))],
-            **({"regex": True} if self.regex else {}),
-            **({"app_root": self.app_root} if self.app_root else {}),
-            **({"redirect_host": self.redirect_host} if self.redirect_host else {}),
-            "default": self.default.to_json() if self.default else None,
-            "tls": self.tls, "ssl_redirect": self.ssl_redirect,
-            "force_ssl_redirect": self.force_ssl_redirect, "hsts": self.hsts,
-            **({"client_auth": {ref: auth.to_json() for ref, auth in sorted(self.client_auth.items())}}
-               if self.client_auth else {}),
-            **({"redirect_code": self.redirect_code, "no_tls_redirect": list(self.no_tls_redirect)}
-               if self.redirect_host or self.tls or self.force_ssl_redirect else {}),
-        }
+            prefix=[[p, r.to_json()] for p, r in sorted(self.prefix.items(), key=lambda kv: (-len(kv[0]), kv[0]))],
+            regex=self.regex, app_root=self.app_root, redirect_host=self.redirect_host,
+            default=self.default.to_json() if self.default else None,
+            tls=self.tls, ssl_redirect=self.ssl_redirect, force_ssl_redirect=self.force_ssl_redirect, hsts=self.hsts,
+            client_auth={ref: auth.to_json() for ref, auth in sorted(self.client_auth.items())},
+            redirect_code=self.redirect_code if redirects else None,
+            no_tls_redirect=self.no_tls_redirect if redirects else None)
 
 
 CATCH_ALL_HOST = "_"

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from services.nginxconf.prefix import make_self_signed
 from services.nginxconf.render import render
+from services.nginxconf.table_schema import check_table
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
 from services.syncer.model.auth_secrets import DENIED_PROFILE
@@ -364,6 +365,10 @@ def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
     error = nginx_check.error(text)
     assert error is None, f"nginx -t refused the configuration: {error}\nproblems: {model.problem_lines()}"
     json.dumps([model.routes_json(), model.backends, model.certificates, model.passthrough])
+    # serialise leaves the values' types to this check (services/nginxconf/table_schema.py).
+    for table, data in (("routes", model.routes_json()), ("backends", model.backends),
+                        ("certificates", model.certificates)):
+        check_table(table, data)
     return model
 
 
