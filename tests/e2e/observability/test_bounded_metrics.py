@@ -73,9 +73,11 @@ def test_made_up_methods_are_counted_under_one_value_and_do_not_grow_metrics(sta
 
 
 def test_healthz_answers_while_a_large_metrics_is_being_written(stage):
-    # 400 series (one per status the backend answers): tens of MB of histograms.
+    # About 400 series (one per status the backend answers): tens of MB of histograms. Not 204 and 304: the echo
+    # backend sends a body with every status, and after one of those the kept-alive connection would read that
+    # body as the next response's status line.
     with requests.Session() as session:
-        for status in range(200, 600):
+        for status in (s for s in range(200, 600) if s not in (204, 304)):
             session.get(f"http://127.0.0.1:{stage.controller.http_port}/?status={status}", headers={"Host": HOST},
                         timeout=5)
     wait_for(lambda: 'status="599"' in scrape(stage), 20, what="every status counted")
