@@ -53,7 +53,8 @@ def run(settings: Settings, *, handle: Handler | None = None) -> int:
         ensure_private_dir(settings.paths.run_dir)  # the broker's socket is in it: whoever binds there gets root's work
         chosen = handle
         if chosen is None:
-            from services.cniworker.handler import handle as chosen
+            from services.cniworker.handler import handle as pod_networking
+            chosen = pod_networking
         # At debug, pyroute2 logs every netlink message: megabytes of log, and ~5 ms more per ADD. (Set
         # after the import above: importing pyroute2 resets its logger's level.)
         logging.getLogger("pyroute2").setLevel(max(logging.getLogger().level, logging.INFO))

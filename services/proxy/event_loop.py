@@ -32,7 +32,8 @@ MAX_SLEEP_SECONDS = 1.0
 
 
 class Closable(Protocol):
-    sock: _socket.socket
+    @property
+    def sock(self) -> _socket.socket: ...  # read-only: a listener's socket.socket is one too
 
 
 # How late a deadline may run, at most, so that one turn of the loop expires every entry due meanwhile. Every

@@ -195,7 +195,7 @@ class _Listener:
         # One connection per event, as nginx without multi_accept: the epoll set reports the listener again
         # while more are waiting, and the connections already open get their turn in between.
         try:
-            fd, _ = self.sock._accept()
+            fd, _ = self.sock._accept()  # type: ignore[attr-defined]  # private: the bare fd, no Python socket
         except BlockingIOError:
             return
         except OSError as err:
@@ -310,13 +310,13 @@ class _Incoming:
         """Collect the PROXY header; returns the bytes after it (empty while it is incomplete)."""
         buf = self.proxy_bytes
         buf += data  # type: ignore[operator]
-        header = parse_header(buf)  # type: ignore[arg-type]
+        header = parse_header(buf)
         if header is None:
             return b""
         self.proxy_bytes = None
         if header.source is not None and header.destination is not None:
             self.proxy_header = (header.source, header.destination)
-        return bytes(buf[header.length:])  # type: ignore[index]
+        return bytes(buf[header.length:])
 
     def _header_expired(self) -> None:
         if self.proxy_bytes is not None and self.fd >= 0:

@@ -81,7 +81,7 @@ class Syncer:
                 self.store_ready = True
                 log.info("store snapshot", extra=logs.kv(objects=len(event.state)))
             else:
-                self._updates.update(event.items)
+                self._updates.update(event.items)  # type: ignore[arg-type]  # [key, value] pairs, as msgpack gives
             if self.store_ready:
                 self.changed.set()
 

@@ -90,9 +90,9 @@ def parse_annotations(annotations: Mapping[str, Any], *, prefix: str, max_risk: 
     if failure := proxy.buffer_problem(parsed.directives):
         source, reason = failure
         raise InvalidAnnotation(start + source, value=annotations[start + source], reason=reason)
-    if parsed.cors and (failure := unrenderable_cors_option(parsed.cors)):
-        option, err = failure
+    if parsed.cors and (cors_failure := unrenderable_cors_option(parsed.cors)):
+        option, error = cors_failure
         source = "cors-" + option.replace("_", "-")
         full_name = start + (source if source in values else "enable-cors")
-        raise InvalidAnnotation(full_name, value=annotations[full_name], reason=str(err))
+        raise InvalidAnnotation(full_name, value=annotations[full_name], reason=str(error))
     return parsed

@@ -69,8 +69,8 @@ def buffer_problem(directives: list[LocationDirective]) -> tuple[str, str] | Non
                              "proxy_max_temp_file_size"}:
         return None
     buffers = by_name.get("proxy_buffers")
-    number, each = (buffers.value.split() if buffers else (str(BUFFERS_NUMBER), DEFAULT_BUFFER_SIZE))
-    number, each = int(number), size_bytes(each)
+    number_text, each_text = (buffers.value.split() if buffers else (str(BUFFERS_NUMBER), DEFAULT_BUFFER_SIZE))
+    number, each = int(number_text), size_bytes(each_text)
     first = by_name.get("proxy_buffer_size")
     largest = max(size_bytes(first.value) if first else size_bytes(DEFAULT_BUFFER_SIZE), each)
     busy = by_name.get("proxy_busy_buffers_size")

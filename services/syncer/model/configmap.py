@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth, ServerSettings
 from services.nginxconf.render import PROXY_HEADERS, RenderError
@@ -97,7 +97,7 @@ class ControllerConfig:
     @property
     def annotation_defaults(self) -> dict[str, tuple[str, tuple[str, ...]]]:
         """Annotations the ConfigMap sets for every Ingress: name → (value, the names any of which overrides it)."""
-        defaults = {}
+        defaults: dict[str, tuple[str, tuple[str, ...]]] = {}
         if self.default_allowlist:
             defaults["allowlist-source-range"] = (self.default_allowlist,
                                                   ("allowlist-source-range", "whitelist-source-range"))
@@ -109,7 +109,8 @@ class ControllerConfig:
 
     @property
     def access_log(self) -> AccessLog:
-        escape = "none" if self.log_format_escape_none else "json" if self.log_format_escape_json else "default"
+        escape: Literal["default", "json", "none"] = (
+            "none" if self.log_format_escape_none else "json" if self.log_format_escape_json else "default")
         return AccessLog(enabled=not self.disable_access_log, path=self.access_log_path,
                          params=self.access_log_params, format=self.log_format_upstream, escape=escape,
                          default_backend=self.access_log_for_default_backend, skip_urls=self.skip_access_log_urls)
@@ -366,7 +367,7 @@ _RESERVED_HEADERS = frozenset(header.lower() for header, _ in PROXY_HEADERS)
 def _with_header_configmaps(config: ControllerConfig, store: Mapping[str, dict], problems: list[Problem], *,
                             source: str) -> ControllerConfig:
     """`config` with the headers of the ConfigMaps that add-headers and proxy-set-headers name."""
-    found = {}
+    found: dict[str, Any] = {}
     for key, field_name, reserved in (("add-headers", "add_headers", frozenset()),
                                       ("proxy-set-headers", "proxy_set_headers", _RESERVED_HEADERS)):
         reference = getattr(config, field_name)

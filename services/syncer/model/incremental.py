@@ -184,15 +184,17 @@ class _Totals:
         self._snippets.update((server[0], server) for server in group.snippet_servers)
         for kind, table, mine in (("backend", total.backends, group.backends),
                                   ("profile", total.profiles, group.profiles)):
-            table.update(mine)
+            table.update(mine)  # type: ignore[arg-type]  # each table with its own group's entries
             for name, _ in mine:
                 self._users[kind, name] = self._users.get((kind, name), 0) + 1
 
     def remove(self, group: _GroupMerge) -> None:
         total = self.merged
         self._touch(group)
-        for table, mine in ((total.routes, group.routes), (total.passthrough, group.passthrough),
-                            (total.tls_secrets, group.tls_secrets)):
+        tables: tuple[tuple[dict[str, Any], tuple[tuple[str, Any], ...]], ...] = (
+            (total.routes, group.routes), (total.passthrough, group.passthrough),
+            (total.tls_secrets, group.tls_secrets))
+        for table, mine in tables:
             for key, _ in mine:
                 del table[key]
         for host, _ in group.snippet_servers:
@@ -276,6 +278,7 @@ class IncrementalModel:
             if afresh:
                 self._start_afresh(store, refused, previous)
             else:
+                assert changed is not None  # not afresh
                 self._follow(store, changed)
             model = self._assemble(store, afresh)
             if afresh:
@@ -341,7 +344,8 @@ class IncrementalModel:
         elif kind == "Secret":
             self._put(self._secrets, (namespace, name), new)
         elif kind == "EndpointSlice":
-            services = {self._service_of(obj) for obj in (old, new) if obj is not None} - {None}
+            services = {service for obj in (old, new) if obj is not None
+                        if (service := self._service_of(obj)) is not None}
             for service in services:
                 slices = self._slices.setdefault((namespace, service), {})
                 slices.pop(key, None)

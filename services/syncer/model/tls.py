@@ -104,12 +104,13 @@ class TlsSecrets:
 
     def names(self, ref: str) -> tuple[str, ...]:
         """The host names the certificate of a usable Secret `ref` is for."""
-        data = self._secret(ref)["data"]
+        secret = self._secret(ref)
+        assert secret is not None, "names() is asked only of a usable Secret"
+        data = secret["data"]
         return inspect_certificate(base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])).names
 
     def _secret(self, ref: str) -> Mapping[str, Any] | None:
-        namespace, _, name = ref.partition("/")
-        return self._secrets.get((namespace, name))
+        return self._secrets.get(_secret_key(ref))
 
     def for_ingress(self, namespace: str, entries: Iterable[TlsEntry]) -> tuple[dict[str, str], list[str]]:
         """host → "namespace/name" of the Secret from one Ingress's spec.tls, and why any entry was unusable.
@@ -174,12 +175,18 @@ def certificates_table(secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, 
     """
     refs = set(tls_secrets.values())
     default = default_certificate if default_certificate and secret_problem(
-        secrets.get(tuple(default_certificate.split("/", 1)))) is None else None
+        secrets.get(_secret_key(default_certificate))) is None else None
     if default:
         refs.add(default)
     certs = {}
     for ref in sorted(refs):
-        data = secrets[tuple(ref.split("/", 1))]["data"]
+        data = secrets[_secret_key(ref)]["data"]
         certs[ref] = {"cert": base64.b64decode(data["tls.crt"]).decode("ascii", "replace"),
                       "key": base64.b64decode(data["tls.key"]).decode("ascii", "replace")}
     return {"certs": certs, "hosts": dict(sorted(tls_secrets.items())), "default": default}
+
+
+def _secret_key(ref: str) -> tuple[str, str]:
+    """"namespace/name" → (namespace, name), the key of a Secret in the store's view."""
+    namespace, _, name = ref.partition("/")
+    return namespace, name
