@@ -168,7 +168,7 @@ def _checked(value: Any, type_: Type, where: str, *, deep: bool) -> Any:
     if isinstance(type_, Scalar):
         # bool is an int in Python: an integer field takes no boolean, a boolean field no integer.
         if isinstance(value, type_.python) and (type_ is BOOLEAN or not isinstance(value, bool)):
-            if type_ is PATH and not value.startswith("/"):
+            if type_ is PATH and not str(value).startswith("/"):  # str(): mypy reads `python` as any type
                 raise SchemaError(f"{where}: a path must start with /, not {value!r}")
             return value
     elif isinstance(type_, OneOf):

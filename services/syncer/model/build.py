@@ -476,6 +476,8 @@ class _Merger:
     def add_canary(self, plan: IngressPlan) -> None:
         """Attach `plan`'s backends as the canary of the main routes with the same host and path. Only a main
         Ingress of the same namespace takes a canary: another tenant's canary must not take its traffic."""
+        policy = plan.annotations.canary
+        assert policy is not None, "add_canary takes a canary Ingress"
         attached = 0
         for rule in plan.paths:
             host_routes = self.routes.get(rule.host)
@@ -492,7 +494,7 @@ class _Merger:
                 self.backends[resolved.name] = list(resolved.endpoints)
             sticky = plan.annotations.affinity is not None and not plan.annotations.affinity_canary_legacy
             table[rule.path] = replace(main, canary=CanaryRoute(backend=resolved.name, ingress=plan.ref,
-                                                                policy=plan.annotations.canary, sticky=sticky))
+                                                                policy=policy, sticky=sticky))
             attached += 1
         if not attached:
             self.problems.append(Problem.error(
@@ -763,7 +765,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
         dh, problem = dh_param(store, config.ssl_dh_param)
         if problem:
             problems.append(Problem.error(f"ConfigMap {settings.ingress.configmap} key ssl-dh-param", problem))
-        else:
+        elif dh is not None:
             server = replace(server, ssl_dh_param=dh.file_name)
     problems.sort(key=lambda problem: problem.object)
     return Model(
