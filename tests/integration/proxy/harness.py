@@ -23,6 +23,7 @@ from services.common.clone import ClonePublisher
 from services.common.files import ensure_private_dir
 from services.nginxconf.paths import NginxPaths
 from tests.unit.proxy.hello_bytes import first_flight
+from tests.support.net import free_port  # noqa: F401 - the proxy tests import it from here
 
 REPO = Path(__file__).resolve().parents[3]
 PASS_HOST = "pass.proxy.test"
