@@ -310,9 +310,24 @@ class _RenderedExternalAuth:
     snippet: str | None  # auth-snippet, checked by snippet_blocks.check_contained
 
 
-@functools.lru_cache(maxsize=4096)  # thousands of Ingresses share a handful of profiles
+# Where a LocationProfile keeps its rendered form once checked: in the object's own __dict__, outside its fields
+# (a frozen dataclass; equality, hash, asdict and digest() do not see it). The model checks each Ingress's profile
+# (model.build.plan_one) and render() takes those same objects from NginxConfig.profiles: a profile is rendered once
+# and its result travels on with it, whatever the number of profiles (a shared cache of equal profiles, bounded,
+# rendered every profile twice beyond its size: 10,000 rate-limited Ingresses are 10,000 profiles).
+_RENDERED = "_rendered"
+
+
 def check_profile(profile: LocationProfile) -> _RenderedProfile:
     """`profile` as the template writes it; raises RenderError naming what cannot be written safely."""
+    rendered: _RenderedProfile | None = profile.__dict__.get(_RENDERED)
+    if rendered is None:
+        rendered = profile.__dict__[_RENDERED] = _rendered_profile(profile)
+    return rendered
+
+
+@functools.lru_cache(maxsize=4096)  # thousands of Ingresses share a handful of profiles, each its own object
+def _rendered_profile(profile: LocationProfile) -> _RenderedProfile:
     if not _PROFILE_NAME.fullmatch(profile.name):
         raise RenderError(f"location profile name {profile.name!r} may only hold letters, digits, '_' and '-'")
     own_headers = {_header_name(value).lower() for name, value in profile.directives if name == "proxy_set_header"}
@@ -649,6 +664,7 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         paths=NginxPaths.of(config.state_dir, config.run_dir),
         shared_dict_size=SHARED_DICT_SIZE,
         ssl_passthrough=bool(config.ssl_passthrough),
+        listen_ipv6=bool(config.listen_ipv6),
         use_forwarded_headers=bool(config.use_forwarded_headers),
         header_sources=_header_sources(use_forwarded_headers=bool(config.use_forwarded_headers),
                                       compute_full_forwarded_for=server.compute_full_forwarded_for),
