@@ -261,6 +261,14 @@ class ServerSettings:
     compute_full_forwarded_for: bool = False
     enable_real_ip: bool = False
     real_ip_from: tuple[str, ...] = ("0.0.0.0/0",)
+    # The administrator's snippets (ConfigMap main-, http-, server-, location-, stream-snippet): raw nginx
+    # configuration for the main context, the http block, every server block, every location a request to an
+    # Ingress goes through, and the stream block; each checked to stay inside its block. "": none.
+    main_snippet: str = ""
+    http_snippet: str = ""
+    server_snippet: str = ""
+    location_snippet: str = ""
+    stream_snippet: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

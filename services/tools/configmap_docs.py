@@ -21,6 +21,7 @@ MEANING: dict[str, str] = {
     "hsts-preload": "HSTS preload.",
     "use-forwarded-headers": "Trust X-Forwarded-* from the peer (a load balancer in front).",
     "use-proxy-protocol": "The public ports expect a PROXY protocol header.",
+    "disable-ipv6": "Listen on IPv4 only (by default every listener is also opened on [::], when the machine has IPv6).",
     "annotations-risk-level": "The highest annotation risk level accepted (Low, Medium, High, Critical).",
     "strict-validate-path-type": "Refuse paths that do not fit their pathType.",
     "annotation-value-word-blocklist": "Words refused in any annotation value (comma-separated).",
@@ -93,6 +94,17 @@ MEANING: dict[str, str] = {
     "relative-redirects": "Redirects nginx itself writes name only the path (nginx's absolute_redirect off).",
     "limit-req-status-code": "Status of a request over its rate limit.",
     "limit-conn-status-code": "Status of a request over its connection limit.",
+    "server-tokens": "nginx's `server_tokens`: `true` sends `Server: nginx/<version>`, `false` no Server header at "
+                     "all (as ingress-nginx).",
+    "main-snippet": "Raw nginx configuration for the main context (whatever allow-snippet-annotations says: the "
+                    "ConfigMap is the administrator's). Each snippet must close the blocks it opens; one that "
+                    "nginx -t refuses is reported and its previous value keeps applying.",
+    "http-snippet": "Raw nginx configuration for the http block (maps, log formats, ...).",
+    "server-snippet": "Raw nginx configuration for every server block that serves Ingresses (the default server "
+                      "and those of hosts with a server-snippet annotation).",
+    "location-snippet": "Raw nginx configuration for every location a request to an Ingress goes through (the "
+                        "routing location and each location profile).",
+    "stream-snippet": "Raw nginx configuration for the stream block (stream servers).",
 }
 # Keys whose value is pushed to nginx's Lua with the routes: a change never reloads nginx.
 PUSHED = frozenset({"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains",

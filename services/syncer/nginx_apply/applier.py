@@ -12,13 +12,15 @@ from services.common import changed_keys, logs
 from services.common.canonical import canonical_json_kept, json_fragment
 from services.common.changed_keys import ChangedKeys
 from services.common.settings import Settings
-from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig
+from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig, ServerSettings
 from services.nginxconf.config_check import NginxConfigError
 from services.nginxconf.paths import STREAM_ENDPOINTS_FILE, NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
 from services.nginxconf.template import Template
+from services.syncer.model.configmap_snippets import snippets_of, with_snippets
+from services.syncer.model.problems import Problem
 from services.syncer.model.types import NOTHING_CHANGED, Model, TableChanges
 from services.syncer.observability.metrics import SyncerMetrics
 
@@ -51,6 +53,10 @@ class NginxApplier:
         self.templates = TemplateTracker(settings.paths.template, paths.template_snapshots)
         self.applied_conf: str | None = None
         self.applied_profiles: set[str] = set()  # the named locations of applied_conf
+        # The ConfigMap snippets of applied_conf (by key; none after a restart), and the last ones nginx -t refused
+        # with its message: while the ConfigMap holds those, the applied ones keep applying.
+        self.applied_snippets: dict[str, str] = snippets_of(ServerSettings())
+        self.refused_snippets: tuple[dict[str, str], str] | None = None
         self.auth_files = WorkerFiles(paths.auth_dir)
         self.stream_files = WorkerFiles(paths.stream_dir)
         self.ssl_dir = paths.ssl_dir
@@ -85,6 +91,7 @@ class NginxApplier:
         """Bring nginx to `model`. Returns the new location profiles that `nginx -t` refused (name → nginx's
         message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
         self._unseen = self._unseen.then(model.changed)
+        model = self._without_refused_snippets(model)
         conf, template = self.templates.render(model.config)
         deferred = self._reload_waits(conf)
         if not deferred and self.templates.on_trial(template) and conf != self.applied_conf:
@@ -189,6 +196,32 @@ class NginxApplier:
             return {}
         return await refused_among(new)
 
+    async def _snippets_refused(self, config: NginxConfig, template: Template, error: str) -> bool:
+        """Whether the ConfigMap's new snippets are what `nginx -t` refuses in `config`: it passes with the applied
+        ones. If so they are remembered as refused (with `error`), and the applied ones keep applying."""
+        snippets = snippets_of(config.server)
+        if snippets == self.applied_snippets:
+            return False
+        try:
+            await self.reloader.test(render(with_snippets(config, self.applied_snippets), template))
+        except NginxConfigError:
+            return False
+        self.refused_snippets = (snippets, error)
+        log.error("nginx -t refused the ConfigMap's snippets; their previous values keep applying",
+                  extra=logs.kv(error=error))
+        return True
+
+    def _without_refused_snippets(self, model: Model) -> Model:
+        """`model` with the applied ConfigMap snippets in place of those `nginx -t` refused (reported as a problem
+        of the ConfigMap); `model` itself when it holds none of them."""
+        if self.refused_snippets is None or snippets_of(model.config.server) != self.refused_snippets[0]:
+            return model
+        snippets, error = self.refused_snippets
+        keys = [key for key, value in snippets.items() if value != self.applied_snippets.get(key, "")]
+        message = f"key {', '.join(keys)}: nginx -t refused it ({error}); the previous value keeps applying"
+        model.problems.append(Problem.error(f"ConfigMap {self.settings.ingress.configmap}", message))
+        return replace(model, config=with_snippets(model.config, self.applied_snippets))
+
     async def _reload(self, conf: str, model: Model, template: Template) -> dict[str, str]:
         started = time.monotonic()
         try:
@@ -198,6 +231,7 @@ class NginxApplier:
             # not finished (its log says why). Counted as a failed reload, as ingress-nginx counts it.
             self.reload_rate.take()
             self._set_applied(conf)
+            self.applied_snippets = snippets_of(model.config.server)
             self._reload_failed(str(err), "nginx has not finished loading the new configuration")
             return {}
         except NginxConfigError as err:
@@ -205,10 +239,15 @@ class NginxApplier:
             if refused:
                 log.warning("nginx -t refused the location settings of some Ingresses; applying the others",
                             extra=logs.kv(profiles=",".join(sorted(refused))))
+            elif await self._snippets_refused(model.config, template, str(err)):
+                model = self._without_refused_snippets(model)
+                conf = render(model.config, template)
+                return {} if conf == self.applied_conf else await self._reload(conf, model, template)
             else:
                 self._reload_failed(str(err), "nginx rejected the new configuration; the last good one keeps serving")
             return refused
         self._set_applied(conf)
+        self.applied_snippets = snippets_of(model.config.server)
         stats = self.metrics.stats
         stats.config_hash = model.config.digest()
         if not running:
