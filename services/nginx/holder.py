@@ -43,7 +43,7 @@ def run(settings: Settings) -> int:
     try:
         prepare(paths)
         _refuse_a_second_holder(paths)
-        held = listeners.acquire(listeners.nginx_listeners(settings, paths), paths)
+        held = listeners.acquire(listeners.configured_listeners(settings, paths), paths)
         try:
             control = _bind_control(paths)  # last: whoever connects finds every socket ready
         except BaseException:
@@ -63,7 +63,7 @@ def run(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT):
         signal.signal(sig, stop)
     try:
-        _serve(control, held, paths)
+        _serve(control, held, _ConfFollower(settings, paths))
     except _Stop:
         pass
     finally:
@@ -99,7 +99,48 @@ def _bind_control(paths: NginxPaths) -> socket.socket:
     return control
 
 
-def _serve(control: socket.socket, held: dict[listeners.Listener, socket.socket], paths: NginxPaths) -> None:
+class _ConfFollower:
+    """Keeps the held sockets those of the nginx.conf in place, which gains or loses its IPv6 listeners when the
+    ConfigMap's disable-ipv6 changes. A listener the file no longer names is closed (nginx closes its own copy
+    as it reloads): then connections to it are refused, not left waiting. One the file names anew is taken over
+    from the master that bound it as it reloaded, never opened here: nginx could not bind it then."""
+
+    def __init__(self, settings: Settings, paths: NginxPaths) -> None:
+        self.settings, self.paths = settings, paths
+        self.seen = self._stamp()
+
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            stat = self.paths.conf.stat()
+        except FileNotFoundError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns
+
+    def follow(self, held: dict[listeners.Listener, socket.socket]) -> None:
+        stamp = self._stamp()
+        if stamp is None or stamp == self.seen:
+            return
+        wanted = listeners.configured_listeners(self.settings, self.paths)
+        for listener in [listener for listener in held if listener not in wanted]:
+            held.pop(listener).close()
+            log.info("nginx.conf no longer listens here; closed the socket", extra=logs.kv(listener=str(listener)))
+        pending = False
+        for listener in wanted:
+            if listener in held:
+                continue
+            sock = listeners.take_over(listener, self.paths.prefix)
+            if sock is None:
+                pending = True  # nginx has not reloaded with the new file yet: next time
+                continue
+            held[listener] = sock
+        if not pending:
+            self.seen = stamp
+            component_state.write_status(self.paths.run_dir, PROGRAM, state="running",
+                                         listeners=[str(listener) for listener in held])
+
+
+def _serve(control: socket.socket, held: dict[listeners.Listener, socket.socket], conf: _ConfFollower) -> None:
+    paths = conf.paths
     next_check = time.monotonic() + CHECK_SECONDS
     while True:
         try:
@@ -119,3 +160,4 @@ def _serve(control: socket.socket, held: dict[listeners.Listener, socket.socket]
             for path in listeners.restore_names(held, paths):
                 log.warning("an exiting nginx removed a socket file that still listens; put it back",
                             extra=logs.kv(path=str(path)))
+            conf.follow(held)

@@ -31,6 +31,7 @@ from types import FrameType
 
 from services.common import component_state, logs
 from services.common.files import atomic_write
+from services.common.ipv6 import ipv6_available
 from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginx import listeners, retire
@@ -54,15 +55,18 @@ def bootstrap_config(settings: Settings) -> NginxConfig:
     return NginxConfig(
         http_port=settings.ports.http, https_port=settings.ports.https,
         state_dir=str(settings.paths.state_dir), run_dir=str(settings.paths.run_dir),
-        ssl_passthrough=settings.ingress.enable_ssl_passthrough)
+        ssl_passthrough=settings.ingress.enable_ssl_passthrough, listen_ipv6=ipv6_available())
 
 
 def ensure_config(paths: NginxPaths, settings: Settings) -> None:
     if paths.conf.exists():
         try:
             check_file(paths, paths.conf)
-            expected = {str(listener) for listener in listeners.nginx_listeners(settings, paths)}
-            found = listeners.listen_addresses(paths.conf.read_text())
+            text = paths.conf.read_text()
+            # With IPv6 or without (the ConfigMap's disable-ipv6, which the syncer applied), never elsewhere.
+            ipv6 = listeners.listens_on_ipv6(text, settings)
+            expected = {str(listener) for listener in listeners.nginx_listeners(settings, paths, ipv6)}
+            found = listeners.listen_addresses(text)
             if found == expected:
                 return
             # The listening sockets handed to nginx are these settings'; a reload of a file listening elsewhere
@@ -80,10 +84,9 @@ def ensure_config(paths: NginxPaths, settings: Settings) -> None:
 def run(settings: Settings) -> int:
     logs.setup("nginx", settings.log_level)
     paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
-    wanted = listeners.nginx_listeners(settings, paths)
     try:
         _prepare_instance(paths, settings)
-        held = _listening_sockets(paths, wanted)
+        held = _listening_sockets(paths, listeners.configured_listeners(settings, paths))
     except StartupError as err:  # as run_process reports one: a line saying what to change, exit code 2
         log.error(f"nginx cannot start: {err}")
         return 2
@@ -143,7 +146,8 @@ def _listening_sockets(paths: NginxPaths, wanted: tuple[Listener, ...]) -> dict[
     except BaseException:
         listeners.close_all(received.values())
         raise
-    return {listener: received.get(listener) or opened[listener] for listener in wanted}
+    # An IPv6 listener is missing from both when the machine has no IPv6 (acquire() said so).
+    return {listener: sock for listener in wanted if (sock := received.get(listener) or opened.get(listener))}
 
 
 def _in_terminal_foreground() -> bool:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from services.common import logs
+from services.common.ipv6 import ipv6_available, is_no_ipv6_error
 from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginxconf import processes
@@ -100,16 +101,35 @@ class Listener:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def nginx_listeners(settings: Settings, paths: NginxPaths) -> tuple[Listener, ...]:
-    """What templates/nginx.conf.j2 listens on with these settings (a `listen <port>` is every IPv4 address)."""
+def nginx_listeners(settings: Settings, paths: NginxPaths, ipv6: bool) -> tuple[Listener, ...]:
+    """What templates/nginx.conf.j2 listens on with these settings (a `listen <port>` is every IPv4 address;
+    with `ipv6`, `listen [::]:<port>` beside it is every IPv6 address, on a socket of its own)."""
     found = [Listener("http", ("0.0.0.0", settings.ports.http))]
+    if ipv6:
+        found.append(Listener("http-ipv6", ("::", settings.ports.http)))
     if settings.ingress.enable_ssl_passthrough:
         # The passthrough proxy owns the HTTPS port; nginx takes TLS from it on a Unix socket.
         found.append(Listener("passthrough-tls", str(paths.passthrough_tls_socket)))
     else:
         found.append(Listener("https", ("0.0.0.0", settings.ports.https)))
+        if ipv6:
+            found.append(Listener("https-ipv6", ("::", settings.ports.https)))
     found.append(Listener("config", str(paths.config_socket)))
     return tuple(found)
+
+
+def configured_listeners(settings: Settings, paths: NginxPaths) -> tuple[Listener, ...]:
+    """nginx_listeners() for the nginx.conf in place: it listens on IPv6 or not (the ConfigMap's disable-ipv6 is
+    known to the syncer only); without one, as the bootstrap configuration will (IPv6 when the machine has it)."""
+    try:
+        ipv6 = listens_on_ipv6(paths.conf.read_text(), settings)
+    except FileNotFoundError:
+        ipv6 = ipv6_available()
+    return nginx_listeners(settings, paths, ipv6)
+
+
+def listens_on_ipv6(conf_text: str, settings: Settings) -> bool:
+    return str(Listener("http-ipv6", ("::", settings.ports.http))) in listen_addresses(conf_text)
 
 
 _LISTEN = re.compile(r'^\s*listen\s+("(?:[^"\\]|\\.)*"|[^\s;]+)', re.MULTILINE)
@@ -184,26 +204,33 @@ def is_listening_on(sock: socket.socket, listener: Listener) -> bool:
 
 
 def acquire(listeners: Iterable[Listener], paths: NginxPaths) -> dict[Listener, socket.socket]:
-    """A listening socket for each listener: opened, or taken over from this instance's nginx processes.
+    """A listening socket for each listener: opened, or taken over from this instance's nginx processes. An IPv6
+    listener is left out, with a warning, when the machine has no IPv6 (the IPv4 ones still serve).
 
     Raises ListenerError naming the address that another process holds.
     """
     held: dict[Listener, socket.socket] = {}
     try:
         for listener in listeners:
-            held[listener] = _acquire(listener, paths)
+            sock = _acquire(listener, paths)
+            if sock is not None:
+                held[listener] = sock
     except BaseException:
         close_all(held.values())
         raise
     return held
 
 
-def _acquire(listener: Listener, paths: NginxPaths) -> socket.socket:
+def _acquire(listener: Listener, paths: NginxPaths) -> socket.socket | None:
     if listener.is_unix:
         remove_if_stale(listener.path)
     try:
         return open_listener(listener)
     except OSError as err:
+        if listener.family == socket.AF_INET6 and is_no_ipv6_error(err):
+            log.warning("this machine has no IPv6: listening on IPv4 only",
+                        extra=logs.kv(listener=str(listener), error=err.strerror))
+            return None
         if err.errno != errno.EADDRINUSE:
             raise ListenerError(f"nginx cannot listen on {listener}: {err.strerror}") from None
     taken = take_over(listener, paths.prefix)

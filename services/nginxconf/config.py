@@ -293,6 +293,9 @@ class NginxConfig:
     # Global settings from the controller ConfigMap (validated, nginx directive → value).
     globals: dict[str, str] = field(default_factory=dict)
     ssl_passthrough: bool = False
+    # Listen on [::] beside every IPv4 listener (two sockets, ipv6only on), as ingress-nginx does unless the
+    # ConfigMap sets disable-ipv6 or the machine has no IPv6.
+    listen_ipv6: bool = False
     # ConfigMap use-forwarded-headers: trust X-Forwarded-* from clients (real_ip_header X-Forwarded-For).
     use_forwarded_headers: bool = False
     # ConfigMap use-proxy-protocol: the public listeners expect a PROXY protocol header.

@@ -91,10 +91,13 @@ class _StatusReporter:
             self._changed.clear()
 
 
-async def _follow_table(subscriber: CloneSubscriber, *, table: RoutingTable, status: _StatusReporter,
+async def _follow_table(subscriber: CloneSubscriber, *, table: RoutingTable, server: PassthroughServer,
+                        status: _StatusReporter,
                         first: asyncio.Event) -> None:
     async for event in subscriber.events():
         table.apply(event)
+        if server.port:  # started (with the table's choice then): follow the ConfigMap's disable-ipv6
+            server.listen_ipv6(table.listen_ipv6)
         status.table_changed(subscriber.seq, subscriber.epoch)
         if not first.is_set():
             log.info("passthrough table received", extra=kv(hosts=len(table),
@@ -113,7 +116,8 @@ async def _serve(settings: Settings, options: ProxySettings) -> int:
     server = PassthroughServer(table, nginx_socket=nginx_paths.passthrough_tls_socket, options=options)
     status = _StatusReporter(settings, server)
     first_table = asyncio.Event()
-    follow = asyncio.create_task(_follow_table(subscriber, table=table, status=status, first=first_table))
+    follow = asyncio.create_task(_follow_table(subscriber, table=table, server=server, status=status,
+                                                     first=first_table))
     tasks: list[asyncio.Task[Any]] = [follow]
     try:
         try:
@@ -123,7 +127,7 @@ async def _serve(settings: Settings, options: ProxySettings) -> int:
                         "(every connection goes to nginx) until it arrives",
                         extra=kv(endpoint=endpoints.syncer_snapshot(settings.paths.run_dir)))
         try:
-            await server.start(settings.ports.https)
+            await server.start(settings.ports.https, ipv6=table.listen_ipv6)
         except OSError as err:
             log.error("cannot listen on the HTTPS port; free it or change --https-port",
                       extra=kv(port=settings.ports.https, error=err))

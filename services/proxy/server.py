@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from services.common.ipv6 import ipv6_available, is_no_ipv6_error
 from services.common.logs import kv
 from services.common.settings import ProxySettings
 from services.proxy.clienthello import ClientHelloError, ClientHelloReader, Hello, HelloKind
@@ -84,34 +85,82 @@ class PassthroughServer:
         self.hello_deadlines = Deadlines(self.loop, options.hello_timeout, _Incoming.hello_expired)
         self.connect_deadlines = Deadlines(self.loop, options.connect_timeout, _Connecting.timed_out)
         self._listeners: list[_Listener] = []
+        self.port = 0  # the port listened on, once started
 
-    async def start(self, port: int, host: str | None = None) -> None:
-        """Listen on `port` (every address when `host` is None) with SO_REUSEPORT, so several proxy
-        processes share it and the kernel spreads connections over them; then start the connection loop."""
-        for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                                  flags=socket.AI_PASSIVE):
+    async def start(self, port: int, host: str | None = None, ipv6: bool = True) -> None:
+        """Listen on `port` (every address when `host` is None: IPv4 and, with `ipv6`, IPv6 on a socket of its
+        own) with SO_REUSEPORT, so several proxy processes share it and the kernel spreads connections over them;
+        then start the connection loop."""
+        opened: list[_Listener] = []
+        try:
+            for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                                      flags=socket.AI_PASSIVE):
+                if family == socket.AF_INET6 and not ipv6:
+                    continue
+                listener = self._open(family, kind, proto, address)
+                if listener is not None:
+                    opened.append(listener)
+        except BaseException:
+            for listener in opened:
+                listener.sock.close()
+            raise
+        self.port = port
+        for listener in opened:
+            self._accept_on(listener)
+        self.loop.call_later(self.options.idle_timeout / IDLE_SWEEPS, self._sweep_idle)
+        self.loop.start("connections")
+
+    def _open(self, family: int, kind: int, proto: int, address: Any) -> _Listener | None:
+        """A listening socket on `address`; None (logged) for IPv6 on a machine without it."""
+        try:
             sock = socket.socket(family, kind, proto)
-            self._listeners.append(_Listener(self, sock))  # closed with the others if the next fails
+        except OSError as err:
+            if family == socket.AF_INET6 and is_no_ipv6_error(err):
+                log.warning("this machine has no IPv6: listening on IPv4 only", extra=kv(error=err))
+                return None
+            raise
+        try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             # Accepted connections inherit it: small TLS records go out at once, one system call fewer each.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            try:
-                sock.bind(address)
-            except OSError:
-                for listener in self._listeners:
-                    listener.sock.close()
-                self._listeners.clear()
-                raise
+            sock.bind(address)
             sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)
-        for listener in self._listeners:
-            self.loop.handlers[listener.sock.fileno()] = listener
-            self.loop.epoll.register(listener.sock.fileno(), EPOLLIN)
-        self.loop.call_later(self.options.idle_timeout / IDLE_SWEEPS, self._sweep_idle)
-        self.loop.start("connections")
+        except OSError as err:
+            sock.close()
+            if family == socket.AF_INET6 and is_no_ipv6_error(err):
+                log.warning("this machine has no IPv6: listening on IPv4 only", extra=kv(error=err))
+                return None
+            raise
+        return _Listener(self, sock)
+
+    def _accept_on(self, listener: _Listener) -> None:
+        self._listeners.append(listener)
+        self.loop.handlers[listener.sock.fileno()] = listener
+        self.loop.epoll.register(listener.sock.fileno(), EPOLLIN)
+
+    def listen_ipv6(self, enabled: bool) -> None:
+        """Open or close the IPv6 listener (the ConfigMap's disable-ipv6 changed) once started."""
+        def change() -> None:
+            ipv6 = [listener for listener in self._listeners if listener.family == socket.AF_INET6]
+            if enabled and not ipv6 and ipv6_available():
+                try:
+                    listener = self._open(socket.AF_INET6, socket.SOCK_STREAM, 0, ("::", self.port))
+                except OSError as err:
+                    log.error("cannot listen on IPv6", extra=kv(port=self.port, error=err))
+                    return
+                if listener is not None:
+                    self._accept_on(listener)
+                    log.info("listening on IPv6 (disable-ipv6 is off)", extra=kv(port=self.port))
+            elif ipv6 and not enabled:
+                for listener in ipv6:
+                    self._listeners.remove(listener)
+                    listener.close()
+                log.info("closed the IPv6 listener (disable-ipv6)", extra=kv(port=self.port))
+        self.loop.call_soon_threadsafe(change)
 
     def status(self) -> dict[str, Any]:
         return {"active": len(self.spliced), "pending_hellos": len(self.pending), **asdict(self.counters)}

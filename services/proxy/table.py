@@ -1,7 +1,7 @@
 """The passthrough routing table the syncer publishes (clone pattern), as the proxy looks it up.
 
 Keys: `host/<sni-lowercase>` → ["ip:port", ...] (IPv6 as "[addr]:port") for each ssl-passthrough
-host, and `config` → {"use_proxy_protocol": bool}. Values are validated here, once per change, so that
+host, and `config` → {"use_proxy_protocol": bool, "proxy_protocol_header_timeout": seconds, "listen_ipv6": bool}. Values are validated here, once per change, so that
 the per-connection lookup is a dict access; a bad entry is logged and left out, the rest applies.
 """
 from __future__ import annotations
@@ -56,6 +56,7 @@ class RoutingTable:
         self._hosts: dict[str, tuple[Endpoint, ...]] = {}
         self._turn: dict[str, int] = {}
         self.use_proxy_protocol = False
+        self.listen_ipv6 = True  # ingress-nginx's default (no disable-ipv6)
         self.proxy_header_timeout = DEFAULT_PROXY_HEADER_TIMEOUT  # seconds a client has to send its PROXY header
         self.changes = 0  # how many snapshots/updates were applied, for the status file
 
@@ -70,6 +71,7 @@ class RoutingTable:
                 fresh._set(key, value)
             self._hosts = fresh._hosts
             self.use_proxy_protocol, self.proxy_header_timeout = fresh.use_proxy_protocol, fresh.proxy_header_timeout
+            self.listen_ipv6 = fresh.listen_ipv6
         else:
             self._set(event.key, event.value)
         self.changes += 1
@@ -103,6 +105,8 @@ class RoutingTable:
             flag, timeout = False, DEFAULT_PROXY_HEADER_TIMEOUT
         self.use_proxy_protocol = flag is True
         self.proxy_header_timeout = float(timeout)
+        ipv6 = value.get("listen_ipv6", True) if isinstance(value, dict) else True
+        self.listen_ipv6 = ipv6 is not False
 
     def _set_host(self, host: str, value: Any) -> None:
         if value is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +23,7 @@ from proto import endpoints
 from services.common import component_state, logs
 from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot
 from services.common.files import ensure_private_dir
+from services.common.ipv6 import ipv6_available
 from services.common.runner import run_process
 from services.common.settings import Settings
 from services.syncer.annotations.validators import duration_seconds
@@ -159,6 +161,8 @@ class Syncer:
                                             refused_profiles=self.refused_profiles,
                                             previous_configmap=self.configmap_accepted)
             changed = set()
+            if model.config.listen_ipv6 and not ipv6_available():  # the model does no I/O: asked here
+                model = replace(model, config=replace(model.config, listen_ipv6=False))
             globals_key = model.config.without_profiles().digest()
             if globals_key != self.refused_for and self.refused_profiles:
                 # Under other global settings the refused profiles may pass: try them again.
@@ -204,7 +208,8 @@ def passthrough_table(model: Model) -> dict[str, object]:
     """What the proxy processes need: SNI host → endpoints, and how to read inbound connections."""
     table: dict[str, object] = {f"host/{host}": endpoints for host, endpoints in model.passthrough.items()}
     table["config"] = {"use_proxy_protocol": model.use_proxy_protocol, "proxy_protocol_header_timeout":
-                       duration_seconds(model.config.server.proxy_protocol_header_timeout)}
+                       duration_seconds(model.config.server.proxy_protocol_header_timeout),
+                       "listen_ipv6": model.config.listen_ipv6}
     return table
 
 

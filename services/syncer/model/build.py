@@ -774,6 +774,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             state_dir=settings.paths.state_dir, run_dir=settings.paths.run_dir,
             profiles=[profiles[name] for name in sorted(profiles)],
             globals=dict(sorted(config.globals.items())), ssl_passthrough=settings.ingress.enable_ssl_passthrough,
+            listen_ipv6=not config.disable_ipv6,  # and the machine has IPv6: syncer/main.py asks
             use_forwarded_headers=config.use_forwarded_headers, use_proxy_protocol=config.use_proxy_protocol,
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),

@@ -44,6 +44,8 @@ class ControllerConfig:
     hsts_preload: bool = False
     use_forwarded_headers: bool = False
     use_proxy_protocol: bool = False
+    # No listener on [::] beside the IPv4 ones (ingress-nginx's disable-ipv6).
+    disable_ipv6: bool = False
     annotations_risk_level: Risk = Risk.HIGH
     strict_validate_path_type: bool = True
     annotation_value_word_blocklist: tuple[str, ...] = ()
@@ -195,6 +197,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "hsts-preload": ("hsts_preload", _flag),
     "use-forwarded-headers": ("use_forwarded_headers", _flag),
     "use-proxy-protocol": ("use_proxy_protocol", _flag),
+    "disable-ipv6": ("disable_ipv6", _flag),
     "annotations-risk-level": ("annotations_risk_level", _risk),
     "strict-validate-path-type": ("strict_validate_path_type", _flag),
     "annotation-value-word-blocklist": ("annotation_value_word_blocklist", _words),

@@ -37,7 +37,7 @@ UNSUPPORTED: dict[str, str] = {
     "bind-address": "not implemented yet: nginx listens on every address",
     "lua-shared-dicts": "pyngress's Lua keeps its own shared dictionaries",
     "enable-serial-reloads": "pyngress reloads at most once per change and never in parallel",
-    **dict.fromkeys(("allow-backend-server-header", "disable-ipv6", "disable-ipv6-dns", "enable-ocsp",
+    **dict.fromkeys(("allow-backend-server-header", "disable-ipv6-dns", "enable-ocsp",
                      "retry-non-idempotent", "enable-multi-accept", "ssl-session-ticket-key", "enable-aio-write",
                      "gzip-disable", "limit-conn-zone-variable", "forwarded-for-proxy-protocol-header",
                      "proxy-add-original-uri-header", "proxy-cookie-path", "proxy-cookie-domain",

@@ -144,8 +144,10 @@ def test_the_listening_sockets_belong_to_nginx_listeners(controller):
     holder = controller.pid("nginx-listeners")
     listening = subprocess.run(["ss", "-Hltnp", f"sport = :{controller.http_port}"], capture_output=True,
                                text=True, check=True).stdout
-    assert f"pid={holder}," in listening and '"nginx"' in listening
-    assert len(listening.strip().splitlines()) == 1, listening  # one socket shared by every worker: no reuseport
+    lines = listening.strip().splitlines()
+    assert all(f"pid={holder}," in line and '"nginx"' in line for line in lines), listening
+    # One socket per family (0.0.0.0 and [::]) shared by every worker: no reuseport.
+    assert sorted(line.split()[3].rsplit(":", 1)[0] for line in lines) == ["0.0.0.0", "[::]"], listening
 
 
 def test_a_restarted_nginx_listeners_takes_the_sockets_back_from_nginx(controller, backend):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -97,13 +98,16 @@ def instance() -> Iterator[Callable[..., tuple[Nginx, Holder]]]:
 
 
 @pytest.mark.parametrize("ssl_passthrough", [False, True])
-def test_the_holder_opens_what_the_template_listens_on(ssl_passthrough):
+@pytest.mark.parametrize("ipv6", [False, True])
+def test_the_holder_opens_what_the_template_listens_on(ssl_passthrough, ipv6):
     paths = NginxPaths.of("/tmp/state", "/tmp/run")
     settings = Settings.from_flags(http_port=8080, https_port=8443, state_dir="/tmp/state", run_dir="/tmp/run",
                                    enable_ssl_passthrough=ssl_passthrough)
-    conf = render(bootstrap_config(settings))
+    conf = render(replace(bootstrap_config(settings), listen_ipv6=ipv6))
 
-    assert listeners.listen_addresses(conf) == {str(listener) for listener in listeners.nginx_listeners(settings, paths)}
+    assert listeners.listens_on_ipv6(conf, settings) is ipv6
+    assert listeners.listen_addresses(conf) == {str(listener)
+                                                for listener in listeners.nginx_listeners(settings, paths, ipv6)}
     # No reuseport: the sockets nginx would open beside an inherited one die with their master.
     assert not [line for line in conf.splitlines() if line.split()[:1] == ["listen"] and "reuseport" in line]
 
