@@ -37,7 +37,7 @@ from typing import Any, Callable
 # --root: time the code of another checkout (the baseline's worktree) with this script.
 ROOT = Path(sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else Path(__file__).resolve().parents[1])
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_profile_scale, from this checkout
+sys.path.insert(0, str(ROOT / "bench"))  # bench_profile_scale, which puts its own checkout first on the path
 
 from bench_profile_scale import cluster_of as combinations_cluster  # noqa: E402
 from services.nginxconf.render import render  # noqa: E402
@@ -137,7 +137,8 @@ def moved_path(ingress: dict[str, Any]) -> None:
 
 SIZES = (1_000, 10_000)
 SHAPES = ("1 profile", "500 profiles", "profile per Ingress")
-ROUNDS = 3
+ROUNDS = 2
+TURNS = 3  # processes per checkout with --baseline
 
 
 def shape_cluster(shape: str, ingresses: int) -> Cluster:
@@ -150,32 +151,50 @@ def shape_cluster(shape: str, ingresses: int) -> Cluster:
     return cluster
 
 
-def build_and_render_seconds() -> dict[str, float]:
-    """"shape/size" → the best of ROUNDS builds + renders, each in a fresh process state but for the template."""
-    render(cluster_of(1).build().config)  # the built-in template compiled, once per process as in the syncer
+def build_and_render_seconds() -> dict[str, list[float]]:
+    """"shape/size" → the best of ROUNDS [build, render] seconds, the template compiled before (as in the syncer)."""
+    render(cluster_of(1).build().config)
     times = {}
     for shape in SHAPES:
         for size in SIZES:
-            cluster, best = shape_cluster(shape, size), float("inf")
+            cluster, best = shape_cluster(shape, size), [float("inf")] * 2
             for _ in range(ROUNDS):
                 gc.collect()
                 started = time.perf_counter()
-                render(cluster.build().config)
-                best = min(best, time.perf_counter() - started)
+                config = cluster.build().config
+                built = time.perf_counter()
+                render(config)
+                best = [min(best[0], built - started), min(best[1], time.perf_counter() - built)]
             times[f"{shape}/{size}"] = best
     return times
 
 
-def baseline_seconds(revision: str) -> dict[str, float]:
+def timed_in(root: Path) -> dict[str, list[float]]:
+    out = subprocess.run([sys.executable, __file__, "--times-only", "--root", str(root)], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def best_of(runs: list[dict[str, list[float]]]) -> dict[str, list[float]]:
+    return {key: [min(run[key][i] for run in runs) for i in range(2)] for key in runs[0]}
+
+
+def timings(baseline: str | None) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
+    """This checkout's times, and the baseline revision's (a temporary worktree), in processes taking turns so
+    that a busy moment of the machine weighs on both."""
+    if baseline is None:
+        return build_and_render_seconds(), None
     with tempfile.TemporaryDirectory(prefix="pyngress-baseline-") as worktree:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", worktree, revision], check=True,
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", worktree, baseline], check=True,
                        capture_output=True)
         try:
-            out = subprocess.run([sys.executable, __file__, "--times-only", "--root", worktree], check=True,
-                                 capture_output=True, text=True).stdout
+            now, before = [], []
+            for _ in range(TURNS):
+                before.append(timed_in(Path(worktree)))
+                now.append(timed_in(ROOT))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", worktree], check=True)
-    return json.loads(out)
+    return best_of(now), best_of(before)
 
 
 def main() -> None:
@@ -193,15 +212,16 @@ def main() -> None:
         print(f"{name} (nginx.conf {'changes' if conf_changed else 'unchanged'}): {count.calls} calls, "
               f"{count.hops} hops between files, {len(count.entries)} files, {count.re_entries} re-entries")
         print(f"  entered more than once: {files}")
-    before = baseline_seconds(args.baseline) if args.baseline else None
-    now = build_and_render_seconds()
-    print(f"\nmodel build + render, best of {ROUNDS}" + (f" (baseline: {args.baseline}, same run)" if before else ""))
-    for key, seconds in now.items():
-        line = f"{key:>28}: {seconds:6.3f}s"
+    now, before = timings(args.baseline)
+    print(f"\nmodel build, render: the best of {ROUNDS * (TURNS if before else 1)}"
+          + (f" (baseline {args.baseline}, same run, processes taking turns)" if before else ""))
+    for key, (build, rendered) in now.items():
+        line = f"{key:>26}: build {build:6.3f}s render {rendered:6.3f}s"
         if before:
-            line += f"   baseline {before[key]:6.3f}s   ratio {seconds / before[key]:.2f}"
+            old_build, old_render = before[key]
+            line += (f" | baseline {old_build:6.3f}s {old_render:6.3f}s | ratio build {build / old_build:.2f} "
+                     f"render {rendered / old_render:.2f} both {(build + rendered) / (old_build + old_render):.2f}")
         print(line)
-
 
 if __name__ == "__main__":
     main()
