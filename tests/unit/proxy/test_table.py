@@ -44,3 +44,12 @@ def test_bad_entries_are_left_out_and_the_rest_applies():
 def test_endpoint_errors(text, reason):
     with pytest.raises(EndpointError, match=reason):
         parse_endpoint(text)
+
+
+def test_the_proxy_listens_on_ipv6_unless_the_table_says_not():
+    table = RoutingTable()
+    assert table.listen_ipv6 is True  # before any table: ingress-nginx's default
+    table.apply(Snapshot({"config": {"use_proxy_protocol": False, "listen_ipv6": False}}))
+    assert table.listen_ipv6 is False
+    table.apply(Update("config", {"use_proxy_protocol": False, "listen_ipv6": True}))
+    assert table.listen_ipv6 is True

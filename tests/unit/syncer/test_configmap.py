@@ -113,3 +113,10 @@ def test_a_bad_value_keeps_the_previous_good_one(previous, level, says):
     assert [str(p) for p in problems] == [f"ConfigMap x/y: key gzip-level value '12': must be a whole number from 1 "
                                           f"to 9; {says}"]
     assert config.accepted == {"use-gzip": "true", **({"gzip-level": "5"} if level == 5 else {})}
+
+
+def test_listeners_are_dual_stack_unless_disable_ipv6(cluster):
+    assert cluster.build().config.listen_ipv6 is True  # ingress-nginx's default
+    cluster.configmap({"disable-ipv6": "true"})
+    model = cluster.build()
+    assert model.problem_lines() == [] and model.config.listen_ipv6 is False
