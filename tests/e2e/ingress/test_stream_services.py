@@ -153,3 +153,27 @@ def test_bad_entries_are_reported_and_the_others_served(stage):
     # The status record follows the reload by a moment.
     wait_for(lambda: all(m in " ".join(controller.problems()) for m in messages), 15, what="the entries reported")
     assert controller.get("/", "nothing.example.com").status_code == 404  # HTTP still served on its port
+
+
+def test_tcp_and_udp_services_answer_over_ipv6_too(stage):
+    # ingress-nginx's stream servers listen on [::] beside the IPv4 port unless disable-ipv6 is set.
+    controller, cluster = stage
+    tcp_port, udp_port = free_port(), free_port()
+    cluster.apply(*echo_service("tcp6-echo", "A"), *echo_service("dns6-echo", "A", protocol="UDP"))
+    cluster.apply(configmap(TCP_CONFIGMAP, {str(tcp_port): "default/tcp6-echo:7000"}),
+                  configmap(UDP_CONFIGMAP, {str(udp_port): "default/dns6-echo:7000"}))
+
+    def tcp6(port: int, data: bytes) -> bytes:
+        with socket.create_connection(("::1", port), timeout=3) as connection:
+            connection.sendall(data)
+            return connection.recv(4096)
+
+    def udp6(port: int, data: bytes) -> bytes:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(2)
+            sock.sendto(data, ("::1", port))
+            return sock.recv(4096)
+
+    answers(tcp6, tcp_port, b"hello", b"A:hello")
+    answers(udp6, udp_port, b"query", b"A:query")
+    answers(tcp, tcp_port, b"hello", b"A:hello")
