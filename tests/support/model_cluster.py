@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 from services.common.objects import object_key
 from services.common.settings import Settings
+from services.syncer.annotations.access_control import is_access_control
 from services.syncer.model.build import build_model
 from services.syncer.model.types import Model
 
@@ -141,3 +142,22 @@ class Cluster:
     @staticmethod
     def warnings(model: Model) -> list[str]:
         return [str(p) for p in model.problems if not p.is_error]
+
+    @staticmethod
+    def set_aside(model: Model, annotation: str, value: str, *, ingress: str = "default/web") -> str:
+        """The one problem that an invalid `value` gives, as ingress-nginx treats it (docs/migrating.md, "Invalid
+        annotation values"): an access-control annotation denies the Ingress's paths (503, the problem an error),
+        any other is ignored with a warning and the Ingress served. Returns the reason given for the value."""
+        start = f"Ingress {ingress}: annotation {PREFIX}/{annotation} value {value!r}: "
+        [problem] = [p for p in model.problems if p.object == f"Ingress {ingress}"
+                     and f"{p.object}: {p.message}".startswith(start)]
+        if is_access_control(annotation):
+            suffix = "; its paths answer 503 until it is fixed"
+            assert problem.is_error and problem.message.endswith(suffix), problem
+            assert any(p.directives == (("return", "503"),) for p in model.config.profiles), "no denied location"
+        else:
+            suffix = "; ignored, its default applies"
+            assert not problem.is_error and problem.message.endswith(suffix), problem
+        reason = f"{problem.object}: {problem.message}".removeprefix(start).removesuffix(suffix)
+        assert len(reason) > 10, f"the message should say what to write instead: {problem}"
+        return reason

@@ -2,9 +2,13 @@
 
 Modelled on ingress-nginx's annotations package: one module per group, each listing its annotations with
 their allow-list validator and risk level side by side; `ANNOTATIONS` below is the one table of them all.
-A value outside its allow-list rejects the whole Ingress (`InvalidAnnotation`). An unknown annotation under
-the prefix is ignored with a warning, unless it controls access (access_control.py): then the Ingress is
-refused, never served open.
+A value outside its allow-list is set aside as ingress-nginx sets it aside: the annotation is ignored (its
+default applies, the Ingress is served) with a warning naming the Ingress, the annotation and the value,
+unless the annotation controls access (access_control.py): then the Ingress's paths answer 503, never served
+open. The value itself is never rendered. An unknown annotation under the prefix is ignored with a warning,
+unless it controls access: then the Ingress is refused, as is a value ingress-nginx takes and pyngress does
+not implement (`Unsupported`). Snippets while allow-snippet-annotations is off and
+annotations above annotations-risk-level refuse the Ingress, as in ingress-nginx.
 
 What an Ingress's annotations mean is an IngressAnnotations (base.py): its location fields make the
 Ingress's LocationProfile (services/nginxconf/config.py: plain nginx directives, and typed fields such as
@@ -25,7 +29,7 @@ from . import (access_control, access_log, affinity, auth, backend_protocol, bal
                redirect, rewrite, server_alias, service_upstream, snippets, ssl, upstream_behaviour, upstream_vhost,
                www_redirect)
 from .access_control import is_access_control
-from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk
+from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk, Unsupported
 from .renderable import check_renders, unrenderable_cors_option
 
 # Every group, listed once: its ANNOTATIONS join the table, and its `apply` (for annotations that mean more than
@@ -44,7 +48,8 @@ __all__ = ["ANNOTATIONS", "Annotation", "IngressAnnotations", "InvalidAnnotation
 
 def parse_annotations(annotations: Mapping[str, Any], *, prefix: str, max_risk: Risk = Risk.HIGH,
                       allow_snippets: bool = False) -> IngressAnnotations:
-    """Validate and interpret the annotations under `prefix`; raise InvalidAnnotation for the first bad one.
+    """Validate and interpret the annotations under `prefix`; raise InvalidAnnotation for one that refuses the
+    Ingress (see the module's docstring for what refuses, what is ignored and what denies).
 
     `max_risk` and `allow_snippets` are the ConfigMap's annotations-risk-level and allow-snippet-annotations.
 
@@ -68,25 +73,41 @@ def parse_annotations(annotations: Mapping[str, Any], *, prefix: str, max_risk: 
                                     reason="annotation values must be strings; quote it in the manifest")
         if snippets.is_snippet(name) and not allow_snippets:
             raise InvalidAnnotation(full_name, value=raw, reason=snippets.DISABLED)
-        try:
-            values[name] = annotation.validate(raw)
-        except InvalidValue as err:
-            raise InvalidAnnotation(full_name, value=raw, reason=str(err)) from None
+        # Before the value is looked at, as ingress-nginx checks the risk of every annotation before parsing any.
         if annotation.risk > max_risk:
             raise InvalidAnnotation(full_name, value=raw,
                                     reason=f"its risk level {annotation.risk.name} is above the ConfigMap's "
                                     f"annotations-risk-level {max_risk.name}; remove the annotation or raise "
                                     "annotations-risk-level")
+        try:
+            values[name] = annotation.validate(raw)
+        except Unsupported as err:
+            raise InvalidAnnotation(full_name, value=raw, reason=str(err)) from None
+        except InvalidValue as err:
+            _set_aside(parsed, InvalidAnnotation(full_name, value=raw, reason=str(err)))
+            continue
+        if skipped := annotation.skipped(raw):
+            parsed.warnings.append(f"annotation {full_name} value {raw!r}: {skipped}")
         if annotation.directive and (argument := annotation.argument(values[name])) is not None:
             parsed.add(annotation.directive, value=argument, source=name)
     for apply in _APPLY:
-        apply(values, parsed)
+        try:
+            apply(values, parsed)
+        except InvalidAnnotation as err:  # a combination that cannot hold (auth-secret without auth-type)
+            if not is_access_control(err.name.removeprefix(start)):
+                raise
+            _set_aside(parsed, err)
+    unrenderable: dict[str, RenderError] = {}
     for setting in parsed.directives:
         try:
             check_renders(setting.name, setting.value)
         except RenderError as err:
-            full_name = start + setting.source
-            raise InvalidAnnotation(full_name, value=annotations[full_name], reason=str(err)) from None
+            unrenderable.setdefault(setting.source, err)
+    if unrenderable:  # every setting an annotation made goes with it
+        parsed.directives = [d for d in parsed.directives if d.source not in unrenderable]
+        for source, refusal in unrenderable.items():
+            full_name = start + source
+            _set_aside(parsed, InvalidAnnotation(full_name, value=annotations[full_name], reason=str(refusal)))
     if failure := proxy.buffer_problem(parsed.directives):
         source, reason = failure
         raise InvalidAnnotation(start + source, value=annotations[start + source], reason=reason)
@@ -96,3 +117,12 @@ def parse_annotations(annotations: Mapping[str, Any], *, prefix: str, max_risk: 
         full_name = start + (source if source in values else "enable-cors")
         raise InvalidAnnotation(full_name, value=annotations[full_name], reason=str(error))
     return parsed
+
+
+def _set_aside(parsed: IngressAnnotations, problem: InvalidAnnotation) -> None:
+    """An invalid value, as ingress-nginx treats it: an access-control annotation denies the Ingress's paths
+    (503), any other is ignored and its default applies. Either way the value is never rendered."""
+    if is_access_control(problem.name.removeprefix(parsed.prefix + "/")):
+        parsed.deny(f"{problem}; its paths answer 503 until it is fixed")
+    else:
+        parsed.warnings.append(f"{problem}; ignored, its default applies")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Unsupported
 
 # Protocols ingress-nginx knows that pyngress's template does not proxy yet.
 _NOT_YET = frozenset({"AUTO_HTTP", "AJP", "FCGI"})
@@ -16,7 +16,7 @@ def _protocol(value: str) -> str:
     if upper in _SCHEMES:
         return upper
     if upper in _NOT_YET:
-        raise InvalidValue(f"{upper} backends are not supported by pyngress; use HTTP, HTTPS, GRPC or GRPCS")
+        raise Unsupported(f"{upper} backends are not supported by pyngress; use HTTP, HTTPS, GRPC or GRPCS")
     raise InvalidValue("must be HTTP, HTTPS, GRPC or GRPCS")
 
 

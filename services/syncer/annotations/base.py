@@ -26,6 +26,11 @@ class InvalidValue(ValueError):
     """A value outside its allow-list; the message says what to write instead."""
 
 
+class Unsupported(InvalidValue):
+    """A value ingress-nginx takes that pyngress does not implement: the Ingress is refused, not served
+    differently (docs/annotations.md lists these)."""
+
+
 class InvalidAnnotation(ValueError):
     """An annotation that rejects its Ingress. `name` is the full annotation name."""
 
@@ -45,6 +50,10 @@ def _as_it_is(canonical: str) -> str:
     return canonical
 
 
+def _nothing_skipped(value: str) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Annotation:
     """One annotation, named without the prefix: the one description of the setting it makes.
@@ -61,6 +70,9 @@ class Annotation:
     doc: str
     directive: str | None = None
     argument: Callable[[str], str | None] = _as_it_is
+    # For a list whose bad items ingress-nginx skips (the validator drops them): what was skipped and why, for
+    # a warning, or None.
+    skipped: Callable[[str], str | None] = _nothing_skipped
     scope: Scope = Scope.LOCATION
     # False: applied through the tables pushed to Lua (routes, backends, certificates, passthrough), so a
     # change reloads nothing. True: part of a location profile in nginx.conf, so a new combination of values
@@ -203,6 +215,8 @@ class IngressAnnotations:
     auth_proxy_set_headers: str | None = None
     enable_global_auth: bool = True  # whether the ConfigMap's global-auth-url applies when external_auth is None
     warnings: list[str] = field(default_factory=list)
+    # Why the Ingress's paths answer 503 (an access-control annotation with an invalid value), or None.
+    denial: str | None = None
 
     def add(self, directive: str, *, value: str, source: str) -> None:
         """Add a profile directive; `source` names the annotation to blame if its value cannot be rendered."""
@@ -210,6 +224,10 @@ class IngressAnnotations:
 
     def warn(self, name: str, message: str) -> None:
         self.warnings.append(f"annotation {self.prefix}/{name} {message}")
+
+    def deny(self, reason: str) -> None:
+        """Deny the Ingress's paths (503), as ingress-nginx denies a location; the first reason is the one given."""
+        self.denial = self.denial or reason
 
     @functools.cached_property  # read once parsing is done; thousands of Ingresses share one parse
     def profile(self) -> LocationProfile:

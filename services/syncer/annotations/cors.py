@@ -15,27 +15,53 @@ DEFAULT_HEADERS = ("DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since
                    "Range,Authorization")
 DEFAULT_MAX_AGE = "1728000"
 
-_ORIGIN = re.compile(rf"\*|https?://(?:\*\.)?{HOSTNAME}(?::{PORT})?")
+_ORIGIN = re.compile(rf"https?://(?:\*\.)?{HOSTNAME}(?::{PORT})?")
+_ORIGIN_HINT = "origins such as https://app.example.com, https://*.example.com:8443 (port 1-65535) or *"
 _METHOD = re.compile(r"[A-Za-z]{1,20}")
 _HEADER = re.compile(r"[A-Za-z0-9_-]{1,100}|\*")
+
+
+def _items(value: str) -> list[str]:
+    """The items of a comma-separated list, as ingress-nginx reads them: blanks around items and empty items
+    (a trailing comma) do not count."""
+    return [item for part in value.split(",") if (item := part.strip())]
 
 
 def _comma_list(item: re.Pattern[str], what: str) -> Callable[[str], str]:
     """A comma-separated list whose items each match `item` → "a,b,c" without duplicates (one nginx argument)."""
     def validate(value: str) -> str:
-        items = [part.strip(" ") for part in value.split(",")]
-        if not all(item.fullmatch(part) for part in items):
+        items = _items(value)
+        if not items or not all(item.fullmatch(part) for part in items):
             raise InvalidValue(f"must be a comma-separated list of {what}")
         return ",".join(dict.fromkeys(items))
     return validate
 
 
+def _origins(value: str) -> str:
+    """cors-allow-origin as ingress-nginx reads it: "*" anywhere in the list allows every origin; an item that
+    is not an http(s) origin (a bare host:port, tauri://...) is skipped (see _skipped_origins)."""
+    items = _items(value)
+    if "*" in items:
+        return "*"
+    origins = [item for item in items if _ORIGIN.fullmatch(item)]
+    if not origins:
+        raise InvalidValue(f"must be a comma-separated list of {_ORIGIN_HINT}")
+    return ",".join(dict.fromkeys(origins))
+
+
+def _skipped_origins(value: str) -> str | None:
+    items = _items(value)
+    skipped = [] if "*" in items else [item for item in items if not _ORIGIN.fullmatch(item)]
+    if not skipped or len(skipped) == len(items):  # none skipped, or the whole value is ignored
+        return None
+    return f"{', '.join(map(repr, skipped))} skipped: not {_ORIGIN_HINT}"
+
+
 ANNOTATIONS = (
     Annotation("enable-cors", validate=boolean, risk=Risk.LOW,
                doc="Add CORS headers and answer preflight requests."),
-    Annotation("cors-allow-origin", validate=_comma_list(_ORIGIN, "origins such as https://app.example.com, "
-                                                                  "https://*.example.com:8443 (port 1-65535) or *"),
-               risk=Risk.LOW, doc='Allowed origins (default "*").'),
+    Annotation("cors-allow-origin", validate=_origins, skipped=_skipped_origins, risk=Risk.LOW,
+               doc='Allowed origins (default "*"); an item that is not an http(s) origin is skipped.'),
     Annotation("cors-allow-methods", validate=_comma_list(_METHOD, "HTTP methods such as GET, POST"),
                risk=Risk.LOW, doc=f'Access-Control-Allow-Methods (default "{DEFAULT_METHODS}").'),
     Annotation("cors-allow-headers", validate=_comma_list(_HEADER, "header names such as X-Api-Key, Content-Type"),

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from services.nginxconf.config import RateLimit
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .base import Annotation, IngressAnnotations, Risk, Unsupported
 from .ipallowlist import cidr_list
 from .validators import integer
 
@@ -28,7 +28,7 @@ _LIMITS = ("limit-rps", "limit-rpm", "limit-connections")
 
 
 def _no_hourly_limit(value: str) -> str:
-    raise InvalidValue("ingress-nginx has no limit-rph, and nginx counts requests per second or per minute only; "
+    raise Unsupported("ingress-nginx has no limit-rph, and nginx counts requests per second or per minute only; "
                        "use limit-rpm (a limit-rph of 600 is a limit-rpm of 10)")
 
 

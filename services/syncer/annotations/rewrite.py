@@ -35,7 +35,8 @@ def app_root(value: str) -> str:
 
 
 def forwarded_prefix(value: str) -> str:
-    if len(value) > MAX_LENGTH or not _APP_ROOT.fullmatch(value):
+    """A path, or "" for no header at all (as ingress-nginx sends none for an empty value)."""
+    if len(value) > MAX_LENGTH or (value and not _APP_ROOT.fullmatch(value)):
         raise InvalidValue("must be a path such as /api (no scheme, host, spaces or nginx variables)")
     return value
 
@@ -49,7 +50,7 @@ ANNOTATIONS = (
     Annotation("app-root", reloads=False, validate=app_root, risk=Risk.LOW, scope=Scope.HOST,
                doc="Redirect (302) requests for / to this path."),
     Annotation("x-forwarded-prefix", validate=forwarded_prefix, risk=Risk.LOW,
-               doc="The X-Forwarded-Prefix header sent to the backend."),
+               doc="The X-Forwarded-Prefix header sent to the backend (none when empty)."),
     Annotation("preserve-trailing-slash", reloads=False, validate=boolean, risk=Risk.LOW,
                doc="Keep a trailing slash of the URI in the redirect to HTTPS (ingress-nginx drops it)."),
     Annotation("enable-rewrite-log", reloads=False, validate=boolean, risk=Risk.LOW,
@@ -63,6 +64,6 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     parsed.preserve_trailing_slash = is_true(values.get("preserve-trailing-slash", "false"))
     parsed.rewrite_log = is_true(values.get("enable-rewrite-log", "false"))
     parsed.app_root = values.get("app-root")
-    if "x-forwarded-prefix" in values:
+    if values.get("x-forwarded-prefix"):
         parsed.add("proxy_set_header", value=f"X-Forwarded-Prefix {values['x-forwarded-prefix']}",
                    source="x-forwarded-prefix")

@@ -12,7 +12,9 @@ from typing import Mapping
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Scope
 
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-_ALIAS = re.compile(rf"(?=.{{1,253}}$)(?:\*\.)?{_LABEL}(?:\.{_LABEL})+")
+# A single label ("bar") is a name too: ingress-nginx adds it to server_name, and a client may send it (a search
+# domain, /etc/hosts); a wildcard needs a domain under it.
+_ALIAS = re.compile(rf"(?=.{{1,253}}$)(?:\*\.{_LABEL}(?:\.{_LABEL})+|{_LABEL}(?:\.{_LABEL})*)")
 
 
 def _aliases(value: str) -> str:

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Unsupported
 
 # Snippets are whole blocks of configuration; this bounds what one Ingress adds to every nginx -t and reload.
 MAX_SNIPPET = 16 * 1024
@@ -37,7 +37,7 @@ def _configuration_snippet(value: str) -> str:
 
 def _refused(reason: str) -> Callable[[str], str]:
     def refuse(value: str) -> str:
-        raise InvalidValue(reason)
+        raise Unsupported(reason)
     return refuse
 
 

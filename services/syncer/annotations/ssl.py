@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Scope
+from .base import Annotation, IngressAnnotations, Risk, Scope, Unsupported
 from .validators import boolean, is_true
 
 
 def _global_only(value: str) -> str:
-    raise InvalidValue("TLS ciphers cannot differ per Ingress in pyngress (all hosts share one TLS server); "
+    raise Unsupported("TLS ciphers cannot differ per Ingress in pyngress (all hosts share one TLS server); "
                        "remove the annotation and set ssl-ciphers in the controller ConfigMap instead")
 
 ANNOTATIONS = (

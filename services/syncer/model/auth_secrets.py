@@ -66,6 +66,8 @@ class AuthResolver:
 
     def profile(self, annotations: IngressAnnotations, *, namespace: str, zone: str) -> AuthProfile:
         """The location profile of an Ingress in `namespace` with these annotations and rate-limit `zone`."""
+        if annotations.denial:  # an access-control annotation with an invalid value
+            return AuthProfile(DENIED_PROFILE, annotations.denial)
         if (self._global_auth_problem and annotations.external_auth is None and annotations.enable_global_auth):
             return AuthProfile(DENIED_PROFILE, f"{self._global_auth_problem}; this Ingress's paths answer 503 until "
                                                "it is fixed (or set enable-global-auth: \"false\" on it)")

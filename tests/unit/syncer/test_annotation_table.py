@@ -1,5 +1,7 @@
 """Every annotation of the registry, table-driven: a value it accepts builds the Ingress without a problem
-naming it, a value it refuses rejects the Ingress with a message naming the annotation and the value, and an
+naming it, a value it refuses is set aside as ingress-nginx does (ignored with a warning, or its paths denied
+for an access-control annotation) or, for a value pyngress does not implement, rejects the Ingress, each with a
+message naming the annotation and the value, and an
 annotation the registry says is applied without a reload (ingress-nginx decides it per request, in Lua) changes
 the pushed tables and leaves nginx.conf exactly as it was: nginx_ingress_controller_success stays put."""
 from __future__ import annotations
@@ -10,6 +12,7 @@ from services.nginxconf.render import render
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.types import Model
 from tests.support.annotation_cluster import FUZZED_HOST, GOOD_HOST, cluster_with_good_ingress, with_companions
+from tests.support.model_cluster import Cluster
 
 PREFIX = "nginx.ingress.kubernetes.io"
 
@@ -45,7 +48,7 @@ VALUES: dict[str, tuple[str | None, str]] = {
     "auth-tls-verify-depth": ("2", "x"),
     "auth-type": ("basic", "ntlm"),
     "auth-url": ("http://auth.example.com/check", "ftp://auth.example.com/"),
-    "backend-protocol": ("GRPC", "AJP"),
+    "backend-protocol": ("GRPC", "SPDY"),
     "canary": ("true", "maybe"),
     "canary-by-cookie": ("canary", "a;b"),
     "canary-by-header": ("X-Canary", "a b"),
@@ -192,8 +195,14 @@ def test_the_accepted_value_is_taken(name):
                                                  if not line.startswith("warning:")), model.problem_lines()
 
 
-@pytest.mark.parametrize("name", sorted(VALUES))
-def test_the_refused_value_rejects_the_ingress_with_a_message(name):
+@pytest.mark.parametrize("name", sorted(name for name, (accepted, _) in VALUES.items() if accepted is not None))
+def test_the_refused_value_is_set_aside_with_a_message(name):
+    refused = VALUES[name][1]
+    Cluster.set_aside(build(name, refused), name, refused, ingress="default/fuzz")
+
+
+@pytest.mark.parametrize("name", sorted(name for name, (accepted, _) in VALUES.items() if accepted is None))
+def test_a_value_pyngress_does_not_implement_rejects_the_ingress_with_a_message(name):
     refused = VALUES[name][1]
     [line] = _about(build(name, refused), name)
     assert line.startswith(f"Ingress default/fuzz: annotation {PREFIX}/{name} value {refused!r}: "), line

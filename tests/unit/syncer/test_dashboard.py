@@ -69,7 +69,7 @@ def test_the_data_names_routes_endpoints_components_and_certificates_but_no_secr
                 tls=[{"hosts": ["app.example.com"], "secretName": "app-tls"}])
     cluster.tls_secret("app-tls", data={"tls.crt": base64.b64encode(cert.encode()).decode(),
                                         "tls.key": base64.b64encode(key.encode()).decode()})
-    cluster.ingress("broken", host="broken.example.com", annotations={"proxy-read-timeout": "soon"})
+    cluster.ingress("broken", host="broken.example.com", annotations={"backend-protocol": "AJP"})
     run_dir = tmp_path / "run"
     component_state.write_status(run_dir, "watcher", state="watching")
     component_state.write_status(run_dir, "crashmon", exits={"nginx": 2})
@@ -89,6 +89,6 @@ def test_the_data_names_routes_endpoints_components_and_certificates_but_no_secr
     assert 29 < certificate["days_left"] <= 30
     assert data["restarts"] == {"nginx": 2}
     assert {c["name"] for c in data["components"]} == {"watcher", "crashmon"}
-    assert any(p["error"] and "proxy-read-timeout" in p["text"] for p in data["problems"])
+    assert any(p["error"] and "backend-protocol" in p["text"] for p in data["problems"])
     text = json.dumps(data)
     assert "BEGIN" not in text and key.splitlines()[1] not in text and cert.splitlines()[1] not in text

@@ -9,12 +9,13 @@ PREFIX = "nginx.ingress.kubernetes.io"
 
 @pytest.mark.parametrize("value, canonical", [
     ("a.example.com", "a.example.com"), (" A.example.com , *.b.example.com,a.example.com", "a.example.com,*.b.example.com"),
+    ("bar", "bar"), ("localhost,", "localhost"),  # a single label, as ingress-nginx takes it
 ])
 def test_accepted_values(value, canonical):
     assert ANNOTATIONS["server-alias"].validate(value) == canonical
 
 
-@pytest.mark.parametrize("value", ["", "~^www\\d+\\.example\\.com$", "a.example.com;", "_", "localhost", "a..b.com",
+@pytest.mark.parametrize("value", ["", "~^www\\d+\\.example\\.com$", "a.example.com;", "_", "*.localhost", "a..b.com",
                                    "*.*.example.com", "a.example.com b.example.com"])
 def test_refused_values(value):
     with pytest.raises(InvalidValue, match="host name"):
