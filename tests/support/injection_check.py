@@ -137,6 +137,8 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
     for d in block:
         if (_profile_location(d) not in (None, DEFAULT_PROFILE)) or (in_http and d.name in settings) or _typed(d):
             continue
+        if in_http and d.name == "more_clear_headers" and d.args == ["Server"]:
+            continue  # what server-tokens "false" adds
         if _auth_location(d) is not None or (in_http and _is_auth_cache(d)):
             continue  # checked by _assert_auth_locations
         if _ERROR_LOCATION.fullmatch(" ".join(d.args)) and d.name == "location":
