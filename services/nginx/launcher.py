@@ -66,7 +66,10 @@ def ensure_config(paths: NginxPaths, settings: Settings) -> None:
             # With IPv6 or without (the ConfigMap's disable-ipv6, which the syncer applied), never elsewhere.
             ipv6 = listeners.listens_on_ipv6(text, settings)
             expected = {str(listener) for listener in listeners.nginx_listeners(settings, paths, ipv6)}
-            found = listeners.listen_addresses(text)
+            # The TCP and UDP services' ports (--tcp/udp-services-configmap) are nginx's own: not compared.
+            held_ports = (f":{settings.ports.http}", f":{settings.ports.https}")
+            found = {address for address in listeners.listen_addresses(text)
+                     if address.startswith("unix:") or address.endswith(held_ports)}
             if found == expected:
                 return
             # The listening sockets handed to nginx are these settings'; a reload of a file listening elsewhere

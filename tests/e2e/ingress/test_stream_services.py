@@ -177,3 +177,17 @@ def test_tcp_and_udp_services_answer_over_ipv6_too(stage):
     answers(tcp6, tcp_port, b"hello", b"A:hello")
     answers(udp6, udp_port, b"query", b"A:query")
     answers(tcp, tcp_port, b"hello", b"A:hello")
+
+
+def test_a_killed_master_keeps_serving_the_tcp_services(stage):
+    # The launcher keeps the applied nginx.conf (the stream ports are nginx's own, not the holder's): a restarted
+    # master serves the TCP services at once instead of starting from the bootstrap configuration.
+    controller, cluster = stage
+    tcp_port = free_port()
+    cluster.apply(*echo_service("tcp-restart-echo", "B"))
+    cluster.apply(configmap(TCP_CONFIGMAP, {str(tcp_port): "default/tcp-restart-echo:7000"}))
+    answers(tcp, tcp_port, b"hello", b"B:hello")
+    old_master = controller.kill9("nginx")
+    wait_for(lambda: controller.pid("nginx") not in (0, old_master), 15, what="a new nginx master")
+    answers(tcp, tcp_port, b"again", b"B:again")
+    assert "listens elsewhere" not in controller.log_path.read_text(errors="replace")
