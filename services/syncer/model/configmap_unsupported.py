@@ -34,7 +34,7 @@ UNSUPPORTED: dict[str, str] = {
                     "not implemented yet: use access-log-path; the error log goes to stderr"),
     **dict.fromkeys(("nginx-status-ipv4-whitelist", "nginx-status-ipv6-whitelist"),
                     "nginx's status is a Unix socket in the root-only run directory: no address reaches it"),
-    "bind-address": "not implemented yet: nginx listens on every address",
+    "bind-address": "not implemented yet: nginx listens on every address, IPv4 and IPv6 (disable-ipv6: IPv4 only)",
     "lua-shared-dicts": "pyngress's Lua keeps its own shared dictionaries",
     "enable-serial-reloads": "pyngress reloads at most once per change and never in parallel",
     **dict.fromkeys(("allow-backend-server-header", "disable-ipv6-dns", "enable-ocsp",
