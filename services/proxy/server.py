@@ -86,6 +86,7 @@ class PassthroughServer:
         self.connect_deadlines = Deadlines(self.loop, options.connect_timeout, _Connecting.timed_out)
         self._listeners: list[_Listener] = []
         self.port = 0  # the port listened on, once started
+        self.ipv6 = False  # whether it is listened on over IPv6 too (when the machine has IPv6)
 
     async def start(self, port: int, host: str | None = None, ipv6: bool = True) -> None:
         """Listen on `port` (every address when `host` is None: IPv4 and, with `ipv6`, IPv6 on a socket of its
@@ -104,7 +105,7 @@ class PassthroughServer:
             for listener in opened:
                 listener.sock.close()
             raise
-        self.port = port
+        self.port, self.ipv6 = port, ipv6
         for listener in opened:
             self._accept_on(listener)
         self.loop.call_later(self.options.idle_timeout / IDLE_SWEEPS, self._sweep_idle)
@@ -143,7 +144,11 @@ class PassthroughServer:
         self.loop.epoll.register(listener.sock.fileno(), EPOLLIN)
 
     def listen_ipv6(self, enabled: bool) -> None:
-        """Open or close the IPv6 listener (the ConfigMap's disable-ipv6 changed) once started."""
+        """Open or close the IPv6 listener once started, when the ConfigMap's disable-ipv6 changes."""
+        if enabled == self.ipv6:
+            return
+        self.ipv6 = enabled
+
         def change() -> None:
             ipv6 = [listener for listener in self._listeners if listener.family == socket.AF_INET6]
             if enabled and not ipv6 and ipv6_available():

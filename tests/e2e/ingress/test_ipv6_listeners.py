@@ -178,3 +178,7 @@ def test_passthrough_over_ipv6_and_disable_ipv6(passthrough_stage, ca):
     wait_for(lambda: refused("::1", port) and refused("::1", controller.http_port), 15,
              what="[::1] refused on both ports with disable-ipv6")
     assert https_get("127.0.0.1", port, PASSTHROUGH_HOST, ca.cert_path)[2] == "passthrough backend"
+
+    passthrough_stage.cluster.apply(configmap())
+    wait_for(lambda: not refused("::1", port), 15, what="the proxy listening on [::1] again")
+    assert https_get("::1", port, PASSTHROUGH_HOST, ca.cert_path)[2] == "passthrough backend"
