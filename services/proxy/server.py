@@ -113,14 +113,9 @@ class PassthroughServer:
 
     def _open(self, family: int, kind: int, proto: int, address: Any) -> _Listener | None:
         """A listening socket on `address`; None (logged) for IPv6 on a machine without it."""
+        sock = None
         try:
             sock = socket.socket(family, kind, proto)
-        except OSError as err:
-            if family == socket.AF_INET6 and is_no_ipv6_error(err):
-                log.warning("this machine has no IPv6: listening on IPv4 only", extra=kv(error=err))
-                return None
-            raise
-        try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
@@ -131,7 +126,8 @@ class PassthroughServer:
             sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)
         except OSError as err:
-            sock.close()
+            if sock is not None:
+                sock.close()
             if family == socket.AF_INET6 and is_no_ipv6_error(err):
                 log.warning("this machine has no IPv6: listening on IPv4 only", extra=kv(error=err))
                 return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import socketserver
 import threading
+from functools import partial
 from typing import Iterator
 
 import pytest
@@ -74,16 +75,16 @@ def echo_service(name: str, *endpoints: str, protocol: str = "TCP") -> list[dict
     return [service, slice_]
 
 
-def tcp(port: int, data: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=3) as connection:
+def tcp(port: int, data: bytes, host: str = "127.0.0.1") -> bytes:
+    with socket.create_connection((host, port), timeout=3) as connection:
         connection.sendall(data)
         return connection.recv(4096)
 
 
-def udp(port: int, data: bytes) -> bytes:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+def udp(port: int, data: bytes, host: str = "127.0.0.1") -> bytes:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(2)
-        sock.sendto(data, ("127.0.0.1", port))
+        sock.sendto(data, (host, port))
         return sock.recv(4096)
 
 
@@ -162,20 +163,8 @@ def test_tcp_and_udp_services_answer_over_ipv6_too(stage):
     cluster.apply(*echo_service("tcp6-echo", "A"), *echo_service("dns6-echo", "A", protocol="UDP"))
     cluster.apply(configmap(TCP_CONFIGMAP, {str(tcp_port): "default/tcp6-echo:7000"}),
                   configmap(UDP_CONFIGMAP, {str(udp_port): "default/dns6-echo:7000"}))
-
-    def tcp6(port: int, data: bytes) -> bytes:
-        with socket.create_connection(("::1", port), timeout=3) as connection:
-            connection.sendall(data)
-            return connection.recv(4096)
-
-    def udp6(port: int, data: bytes) -> bytes:
-        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
-            sock.settimeout(2)
-            sock.sendto(data, ("::1", port))
-            return sock.recv(4096)
-
-    answers(tcp6, tcp_port, b"hello", b"A:hello")
-    answers(udp6, udp_port, b"query", b"A:query")
+    answers(partial(tcp, host="::1"), tcp_port, b"hello", b"A:hello")
+    answers(partial(udp, host="::1"), udp_port, b"query", b"A:query")
     answers(tcp, tcp_port, b"hello", b"A:hello")
 
 
