@@ -110,7 +110,9 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "block-user-agents", "block-referers", "allow-cross-namespace-resources", "disable-access-log",
              "access-log-path", "access-log-params", "log-format-upstream", "log-format-escape-json",
              "log-format-escape-none", "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code",
-             "load-balance", "global-allowed-response-headers", "no-tls-redirect-locations"}
+             "load-balance", "global-allowed-response-headers", "no-tls-redirect-locations",
+             # tests/e2e/ingress/test_configmap_snippets.py and test_ipv6_listeners.py
+             "main-snippet", "http-snippet", "server-snippet", "location-snippet", "stream-snippet", "disable-ipv6"}
 # What a key needs beside it to show in nginx.conf.
 COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},
               "brotli-types": {"enable-brotli": "true"}, "gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},

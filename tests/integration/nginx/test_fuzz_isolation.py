@@ -253,7 +253,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "hsts-include-subdomains": booleans, "hsts-preload": booleans, "use-forwarded-headers": booleans,
     "use-proxy-protocol": booleans, "allow-cross-namespace-resources": booleans,
     "annotations-risk-level": st.sampled_from(["Low", "Medium", "High", "Critical", "critical", "none"]),
-    "strict-validate-path-type": booleans, "strict-host-ownership": booleans,
+    "strict-validate-path-type": booleans, "strict-host-ownership": booleans, "disable-ipv6": booleans,
     "annotation-value-word-blocklist": st.lists(hostile, max_size=5).map(",".join),
     "allow-snippet-annotations": booleans,
     "limit-req-status-code": numbers, "limit-conn-status-code": numbers,
