@@ -35,14 +35,21 @@ def test_render_prints_the_configuration_and_where_each_path_goes(tmp_path):
     (manifests / "app.yaml").write_text(yaml.safe_dump_all([
         k8s.ingress_class("nginx"), k8s.service("web"), k8s.endpoint_slice("web", ["10.1.2.3"], 8080),
         k8s.ingress("web", [k8s.rule("web.example.com", ("/api", "Prefix", "web", 80))]),
+        # Snippets are refused while the ConfigMap does not allow them: the Ingress is rejected.
         k8s.ingress("bad", [k8s.rule("bad.example.com", ("/", "Prefix", "web", 80))],
+                    annotations={"nginx.ingress.kubernetes.io/configuration-snippet": "return 200;"}),
+        # An invalid value of an annotation that does not control access is ignored, as ingress-nginx ignores it.
+        k8s.ingress("odd", [k8s.rule("odd.example.com", ("/", "Prefix", "web", 80))],
                     annotations={"nginx.ingress.kubernetes.io/proxy-read-timeout": "60s; return 200"})]))
     out = _pyngress("render", f"--manifests={manifests}", f"--state-dir={tmp_path / 's'}", f"--run-dir={tmp_path / 'r'}")
     assert out.returncode == 0, out.stderr
     assert "location @profile_default" in out.stdout
     assert "#   web.example.com/api (prefix) -> default-web-80 [10.1.2.3:8080]" in out.stdout
-    assert "# Rejected: " in out.stdout and "proxy-read-timeout" in out.stdout
+    assert "# Rejected: " in out.stdout and "configuration-snippet" in out.stdout
     assert "bad.example.com" not in out.stdout.split("# Rejected")[0]
+    assert "#   odd.example.com/ (prefix) -> default-web-80 [10.1.2.3:8080]" in out.stdout
+    assert "'60s; return 200': must be a duration" in out.stdout and "ignored, its default applies" in out.stdout
+    assert "60s; return 200" not in out.stdout.split("# Rejected")[0]  # never rendered
 
 
 def test_render_of_a_directory_that_does_not_exist_says_so_and_fails(tmp_path):
