@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Sequence
 
+from services.common.label_selector import LabelSelectorError, parse_label_selector
+
 DEFAULT_RUN_DIR = "/var/run/pyngress"
 DEFAULT_STATE_DIR = "/var/lib/pyngress"
 
@@ -97,6 +99,15 @@ def parse_metric_names(text: str) -> str:
     return ",".join(names)
 
 
+def parse_selector(text: str) -> str:
+    """A label selector (`team=a,env in (prod)`), checked and kept as text for the child processes."""
+    try:
+        parse_label_selector(text)
+    except LabelSelectorError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 class EnvironmentSettingError(ValueError):
     """A PYNGRESS_* variable whose value its flag does not take; the message names the variable."""
 
@@ -120,6 +131,10 @@ class SourceSettings:
     kubeconfig: str | None = _flag(None, name="kubeconfig",
                                    help_text="the API server from this kubeconfig (default: in-cluster)")
     watch_namespace: str | None = _flag(None, name="watch-namespace", help_text="only objects of this namespace")
+    # As ingress-nginx: only the Ingresses are narrowed; what they name is read wherever it is.
+    watch_namespace_selector: str | None = _flag(None, name="watch-namespace-selector", parse=parse_selector,
+                                                 help_text="only Ingresses of the namespaces whose labels match "
+                                                 "this label selector (team=a,env in (prod))")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,6 +189,10 @@ class IngressSettings:
     # As ingress-nginx: refuse every ExternalName Service as an Ingress backend.
     disable_svc_external_name: bool = _flag(False, name="disable-svc-external-name",
                                             help_text="refuse ExternalName Services as backends", parse=parse_bool)
+    # As ingress-nginx: an Ingress with a spec.defaultBackend is ignored whole, rules and all.
+    disable_catch_all: bool = _flag(False, name="disable-catch-all", parse=parse_bool,
+                                    help_text="ignore Ingresses with a spec.defaultBackend, so that no namespace "
+                                    "takes the requests of unknown hosts")
 
 
 @dataclass(frozen=True, kw_only=True)

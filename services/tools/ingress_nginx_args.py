@@ -8,9 +8,7 @@ with the container's arguments. Here they are parsed as ingress-nginx parses the
 `FLAGS` is the table: every flag ingress-nginx's controller accepts (its documented list, `--profiler-address`,
 and the klog flags it registers from Go's flag set), each with its type, ingress-nginx's default and one of:
 - `Maps`: a pyngress flag does the same (most keep ingress-nginx's name);
-- `Ignored`: accepted and named once in the log at start, with why ignoring it is harmless;
-- `RefusedWhen`: ignoring some values would weaken security, so those values stop the start with a
-  message saying why and what to do; other values are ignored.
+- `Ignored`: accepted and named once in the log at start, with why ignoring it is harmless.
 pyngress's own flags (`--manifests`, `--run-dir`, ...) are passed on as they are. Anything else is refused,
 as ingress-nginx refuses an unknown flag.
 
@@ -43,10 +41,6 @@ INGRESS_NGINX_VERSION = "v1.15"  # the release whose flags the table lists
 class ArgumentsError(Exception):
     """The arguments do not parse (an unknown flag, a missing or malformed value): ingress-nginx would not
     start either."""
-
-
-class RefusedFlag(Exception):
-    """A flag whose value pyngress cannot honour, where ignoring it would weaken security."""
 
 
 # --- values, parsed as Go parses them -------------------------------------------------------------------
@@ -219,15 +213,6 @@ class Ignored:
 
 
 @dataclass(frozen=True)
-class RefusedWhen:
-    """Values for which `weakens(value)` is true stop the start; other values are ignored."""
-    weakens: Callable[[Any], bool]
-    because: str  # what ingress-nginx would do, and what ignoring it here would expose
-    fix: str  # what the user can do
-    otherwise: str  # why other values are harmless to ignore
-
-
-@dataclass(frozen=True)
 class Version:
     """`--version`: print the version and exit."""
 
@@ -238,7 +223,7 @@ class Flag:
     kind: Kind
     default: str  # ingress-nginx's default, in command-line form
     doc: str  # what it does in ingress-nginx, in one line
-    action: Maps | Ignored | RefusedWhen | Version
+    action: Maps | Ignored | Version
     secret: bool = False  # never write its value to the log
 
     def parse(self, text: str) -> Any:
@@ -296,13 +281,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("watch-namespace", STRING, "", "only objects of this namespace (all when empty)",
          Maps("watch-namespace", empty_is_unset=True)),
     Flag("watch-namespace-selector", STRING, "", "only namespaces whose labels match this selector",
-         RefusedWhen(lambda selector: bool(selector.strip()),
-                     because="it limits the controller to the namespaces whose labels match; pyngress cannot select "
-                     "namespaces by label, and ignoring it would serve the Ingresses and read the TLS Secrets of "
-                     "every namespace",
-                     fix="give --watch-namespace=NAMESPACE to serve one namespace, or remove the flag to serve all "
-                     "namespaces knowingly",
-                     otherwise="empty: every namespace, as pyngress does")),
+         Maps("watch-namespace-selector", empty_is_unset=True)),
     Flag("sync-period", DURATION, "0s", "period of forced resyncs of the object stores",
          Ignored("pyngress's watches re-list after every error or expiry; no periodic resync is needed")),
     Flag("sync-rate-limit", FLOAT32, "0.3", "upper limit of syncs per second",
@@ -324,13 +303,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("annotations-prefix", STRING, "nginx.ingress.kubernetes.io", "the annotations' prefix",
          Maps("annotations-prefix")),
     Flag("disable-catch-all", BOOL, "false", "ignore catch-all Ingresses (those with spec.defaultBackend)",
-         RefusedWhen(lambda disable: disable,
-                     because="it keeps any namespace from taking the traffic of unknown hosts with a catch-all "
-                     "Ingress (spec.defaultBackend); pyngress serves catch-all Ingresses, so ignoring it would "
-                     "hand that traffic to whoever creates one",
-                     fix="remove the flag only if every namespace allowed to create Ingresses may own the "
-                     "catch-all; otherwise keep ingress-nginx for this IngressClass until pyngress supports it",
-                     otherwise="false: catch-all Ingresses are served, as pyngress does")),
+         Maps("disable-catch-all", _bool)),
     Flag("disable-svc-external-name", BOOL, "false", "refuse ExternalName Services as backends",
          Maps("disable-svc-external-name", _bool)),
     Flag("enable-annotation-validation", BOOL, "true", "validate annotation values",
@@ -530,7 +503,7 @@ def _split(arg: str) -> tuple[str, str | None]:
 
 
 def parse_args(argv: Sequence[str], environ: dict[str, str] | None = None) -> Translation:
-    """The translation of an ingress-nginx command line; raises ArgumentsError or RefusedFlag."""
+    """The translation of an ingress-nginx command line; raises ArgumentsError."""
     environ = dict(os.environ if environ is None else environ)
     own = pyngress_flags()
     notes: list[str] = []
@@ -595,10 +568,6 @@ def parse_args(argv: Sequence[str], environ: dict[str, str] | None = None) -> Tr
                 up.pop(action.to, None)
             else:
                 up[action.to] = action.convert(one.value) if action.convert else one.text
-        elif isinstance(action, RefusedWhen):
-            if action.weakens(one.value):
-                raise RefusedFlag(f"--{name}={one.shown}: {action.because}. To start pyngress, {action.fix}.")
-            translation.ignored.append(one)
         elif isinstance(action, Ignored):
             translation.ignored.append(one)
     translation.up_args = [f"--{name}={value}" for name, value in up.items()]
@@ -607,8 +576,6 @@ def parse_args(argv: Sequence[str], environ: dict[str, str] | None = None) -> Tr
 
 def ignore_reason(flag: Flag) -> str:
     action = flag.action
-    if isinstance(action, RefusedWhen):
-        return action.otherwise
     assert isinstance(action, Ignored)
     return action.because
 
@@ -622,8 +589,6 @@ def usage() -> str:
             what = f"→ pyngress --{action.to}"
         elif isinstance(action, Version):
             what = "prints pyngress's version"
-        elif isinstance(action, RefusedWhen):
-            what = f"refused when it would weaken security; otherwise ignored ({action.otherwise})"
         else:
             what = f"ignored: {action.because}"
         lines.append(f"  --{flag.name} {flag.kind.name} (default {flag.default!r}): {flag.doc}; {what}")
@@ -663,9 +628,6 @@ def run(namespace: argparse.Namespace) -> int:
         translation = parse_args(namespace.args)
     except ArgumentsError as err:
         log.error(f"{err}; see /nginx-ingress-controller --help")
-        return 2
-    except RefusedFlag as err:
-        log.error(f"refusing to start: {err}")
         return 2
     if translation.show_help:
         print(usage())

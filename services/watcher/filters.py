@@ -6,6 +6,8 @@ Secrets are kept by type, TLS and Opaque (what auth-secret names): which Opaque 
 is only known once the Ingresses are read, and a Secret dropped here would have to be listed again when an
 Ingress starts naming it. ConfigMaps are kept in the watched namespaces for the same reason (an Ingress's
 auth-proxy-set-headers names one), but for the CA bundle the API server puts in every namespace.
+Namespaces are kept only for --watch-namespace-selector (namespace_selection.py reads their labels), and with
+--disable-catch-all Ingresses with a spec.defaultBackend are not kept at all, as ingress-nginx ignores them.
 """
 from __future__ import annotations
 
@@ -52,9 +54,13 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
     kind = obj.get("kind")
     if kind == "Node":
         return settings.cni.node_name is not None and (obj.get("metadata") or {}).get("name") == settings.cni.node_name
+    if kind == "Namespace":
+        return bool(settings.source.watch_namespace_selector)
     if kind in CLUSTER_SCOPED:
         return kind in _ALWAYS_KEPT
     namespace, name = _namespace_and_name(obj)
+    if kind == "Ingress" and settings.ingress.disable_catch_all and is_catch_all(obj):
+        return False
     if kind in _ALWAYS_KEPT:
         return _in_watched_namespace(namespace, settings) or _of_default_backend(obj, namespace, name, settings)
     if kind == "Secret":
@@ -70,6 +76,12 @@ def keep(obj: dict[str, Any], settings: Settings) -> bool:
             or (settings.ingress.configmap or "").partition("/")[0] == namespace \
             or (_in_watched_namespace(namespace, settings) and name != _ROOT_CA_CONFIGMAP)
     return False
+
+
+def is_catch_all(ingress: dict[str, Any]) -> bool:
+    """ingress-nginx's test for --disable-catch-all: a spec.defaultBackend, whatever the rules."""
+    spec = ingress.get("spec")
+    return isinstance(spec, dict) and spec.get("defaultBackend") is not None
 
 
 def _of_default_backend(obj: dict[str, Any], namespace: str | None, name: str | None, settings: Settings) -> bool:

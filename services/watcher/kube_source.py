@@ -67,6 +67,7 @@ KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
     KindApi("ConfigMap", api_version="v1", api_class=client.CoreV1Api,
             list_all="list_config_map_for_all_namespaces", list_namespaced="list_namespaced_config_map"),
     KindApi("Node", api_version="v1", api_class=client.CoreV1Api, list_all="list_node"),
+    KindApi("Namespace", api_version="v1", api_class=client.CoreV1Api, list_all="list_namespace"),
 )}
 
 
@@ -112,6 +113,10 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
     targets += namespaced("ConfigMap", list(configmap_namespaces))
     if settings.cni.node_name:
         targets.append(WatchTarget("Node", field_selector=f"metadata.name={settings.cni.node_name}"))
+    if settings.source.watch_namespace_selector:
+        # All of them, matched here: a namespace relabelled out of a server-side selector would just vanish
+        # from the watch, and its Ingresses must then leave the store.
+        targets.append(WatchTarget("Namespace"))
     return targets
 
 

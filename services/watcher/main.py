@@ -17,10 +17,12 @@ from services.common import logs
 from services.common.clone import ClonePublisher
 from services.common.component_state import write_status
 from services.common.files import ensure_private_dir
+from services.common.label_selector import parse_label_selector
 from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
+from services.watcher.namespace_selection import NamespaceSelection
 from services.watcher.object_store import TrackedStore
-from services.watcher.source import Source
+from services.watcher.source import Source, StoreWriter
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,13 @@ async def _serve_once_synced(source: Source, *, publisher: ClonePublisher, store
     await publisher.serve()
 
 
+def _narrowed(store: TrackedStore, settings: Settings) -> StoreWriter:
+    """The store the source writes to: through --watch-namespace-selector's filter when it is given."""
+    if not settings.source.watch_namespace_selector:
+        return store
+    return NamespaceSelection(store, parse_label_selector(settings.source.watch_namespace_selector))
+
+
 async def _main(settings: Settings) -> None:
     source, source_name = _make_source(settings)
     ctx = zmq.asyncio.Context()
@@ -84,7 +93,7 @@ async def _main(settings: Settings) -> None:
     try:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(_serve_once_synced(source, publisher=publisher, store=store))
-            tasks.create_task(source.run(store))
+            tasks.create_task(source.run(_narrowed(store, settings)))
             tasks.create_task(_write_status_forever(settings, source=source, source_name=source_name, store=store))
     finally:
         publisher.close()

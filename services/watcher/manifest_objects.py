@@ -26,6 +26,7 @@ ACCEPTED_KINDS: dict[str, str] = {
     "Secret": "v1",
     "ConfigMap": "v1",
     "Node": "v1",
+    "Namespace": "v1",  # its labels, for --watch-namespace-selector
 }
 DEFAULT_NAMESPACE = "default"
 

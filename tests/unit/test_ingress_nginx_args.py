@@ -101,8 +101,6 @@ def test_each_flag_has_a_doc_and_a_reason(flag):
     action = flag.action
     if isinstance(action, m.Ignored):
         assert len(action.because) > 20
-    if isinstance(action, m.RefusedWhen):
-        assert action.because and action.fix and action.otherwise
 
 
 @pytest.mark.parametrize("flag", [f for f in m.FLAGS if isinstance(f.action, m.Maps)], ids=lambda f: f.name)
@@ -293,12 +291,12 @@ def test_helm_chart_with_common_values_translates():
     pyngress_accepts(translation.up_args)
 
 
-# --- security: what is refused, and why the rest may be ignored ---
+# --- security: what is mapped, and why the rest may be ignored ---
 
 # The flags whose handling decides a security property, and the decision; a change here is deliberate.
 SECURITY_DECISIONS = {
-    "disable-catch-all": "refused when true",  # pyngress serves catch-all Ingresses
-    "watch-namespace-selector": "refused when set",  # pyngress would serve every namespace
+    "disable-catch-all": "mapped",  # no namespace takes the requests of unknown hosts
+    "watch-namespace-selector": "mapped",  # only the selected namespaces' Ingresses are served
     "watch-namespace": "mapped",
     "disable-svc-external-name": "mapped",
     "default-ssl-certificate": "mapped",
@@ -324,8 +322,6 @@ def decision(flag: m.Flag) -> str:
         return "mapped"
     if isinstance(action, m.Ignored):
         return "ignored"
-    if isinstance(action, m.RefusedWhen):
-        return "refused when true" if flag.kind.is_bool else "refused when set"
     return "version"
 
 
@@ -334,29 +330,19 @@ def test_security_relevant_flags_are_handled_as_decided(name, expected):
     assert decision(m.BY_NAME[name]) == expected
 
 
-@pytest.mark.parametrize("argv,named,reason,fix", [
-    (["--disable-catch-all"], "--disable-catch-all=true", "pyngress serves catch-all Ingresses",
-     "remove the flag only if"),
-    (["--disable-catch-all=1"], "--disable-catch-all=1", "hand that traffic to whoever creates one",
-     "keep ingress-nginx"),
-    (["--watch-namespace-selector=team=a"], "--watch-namespace-selector=team=a", "every namespace",
-     "--watch-namespace=NAMESPACE"),
-    (["--watch-namespace=a", "--watch-namespace-selector", "env in (prod)"], "--watch-namespace-selector=env in (prod)",
-     "cannot select namespaces by label", "remove the flag"),
+@pytest.mark.parametrize("argv,expected", [
+    (["--disable-catch-all"], ["--disable-catch-all=true"]),
+    (["--disable-catch-all=1"], ["--disable-catch-all=true"]),
+    (["--disable-catch-all", "--disable-catch-all=false"], ["--disable-catch-all=false"]),
+    (["--watch-namespace-selector=team=a"], ["--watch-namespace-selector=team=a"]),
+    (["--watch-namespace=a", "--watch-namespace-selector", "env in (prod)"],
+     ["--watch-namespace=a", "--watch-namespace-selector=env in (prod)"]),
+    (["--watch-namespace-selector="], []),
 ])
-def test_a_flag_whose_ignoring_would_weaken_security_is_refused_saying_why_and_what_to_do(argv, named, reason, fix):
-    with pytest.raises(m.RefusedFlag) as refused:
-        translate(*CLOUD_DEPLOY_COMMAND, *argv)
-    message = str(refused.value)
-    assert message.startswith(f"{named}: ") and reason in message
-    assert "To start pyngress, " in message and fix in message.split("To start pyngress, ")[1]
-
-
-@pytest.mark.parametrize("argv", [["--disable-catch-all=false"], ["--watch-namespace-selector="],
-                                  ["--disable-catch-all", "--disable-catch-all=false"]])
-def test_harmless_values_of_refusable_flags_are_ignored(argv):
+def test_the_namespace_selector_and_disable_catch_all_map_to_pyngress_flags(argv, expected):
     translation = translate(*argv)
-    assert translation.up_args == [] and len(translation.ignored) == 1
+    assert translation.up_args == expected and translation.ignored == []
+    pyngress_accepts(translation.up_args)
 
 
 # --- the command: log and exec ---
@@ -392,13 +378,6 @@ def test_a_flag_at_ingress_nginx_default_is_named_at_info(execs, capsys):
     assert run("--profiling=true") == 0
     assert "info nginx-ingress-controller ingress-nginx flag ignored flag=--profiling value=true" in \
         capsys.readouterr().err
-
-
-def test_run_refuses_before_anything_starts(execs, capsys):
-    assert run(*CLOUD_DEPLOY_COMMAND, "--disable-catch-all") == 2
-    assert execs == []
-    err = capsys.readouterr().err
-    assert "error nginx-ingress-controller refusing to start: --disable-catch-all=true:" in err
 
 
 def test_run_rejects_an_unknown_flag(execs, capsys):
