@@ -4,7 +4,7 @@ from pathlib import Path
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap import FIELDS, SERVER_FIELDS
 from services.tools.configmap_docs import MEANING, configmap_markdown
-from services.tools.docs import NOT_IMPLEMENTED, annotations_markdown
+from services.tools.docs import INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED, annotations_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "annotations.md"
 CONFIGMAP_DOC = Path(__file__).resolve().parents[2] / "docs" / "configmap.md"
@@ -29,3 +29,11 @@ def test_every_annotation_is_listed_once_and_none_is_both_built_and_missing():
     for name in ANNOTATIONS:
         assert text.count(f"| `{name}` |") == 1, name
     assert not set(NOT_IMPLEMENTED) & set(ANNOTATIONS)
+
+
+def test_the_registry_names_only_ingress_nginx_annotations_but_the_hourly_limit_it_refuses():
+    assert set(ANNOTATIONS) - INGRESS_NGINX_ANNOTATIONS == {"limit-rph"}
+
+
+def test_a_plain_directive_annotation_shows_its_default():
+    assert "| `proxy-read-timeout` | Timeout between two reads from the backend. | `60s` |" in annotations_markdown()

@@ -6,7 +6,7 @@ from .base import Annotation, Risk, when_false
 from .validators import boolean
 
 ANNOTATIONS = (
-    Annotation("enable-access-log", validate=boolean, risk=Risk.LOW,
+    Annotation("enable-access-log", validate=boolean, risk=Risk.LOW, default="true",
                doc="\"false\" leaves this Ingress's requests out of the access log.", directive="access_log",
                argument=when_false("off")),
 )

@@ -61,13 +61,17 @@ class Annotation:
     `validate` returns the canonical value or raises InvalidValue. When `directive` is set, the annotation is
     a plain directive: `argument` writes the canonical value as that nginx directive's arguments in the
     location profile (None leaves the directive out), and the registry, its test row and the generated docs
-    are all it takes. Otherwise its group's `apply` interprets the value.
+    are all it takes (the fuzz test derives its values from `default` and the test row). Otherwise its group's
+    `apply` interprets the value.
     """
     name: str
     _: KW_ONLY
     validate: Callable[[str], str]
     risk: Risk
     doc: str
+    # The value that applies when the annotation is absent or set aside, as ingress-nginx documents it (where a
+    # ConfigMap key of the same name exists, its value applies instead); None when there is none (or the doc says it).
+    default: str | None = None
     directive: str | None = None
     argument: Callable[[str], str | None] = _as_it_is
     # For a list whose bad items ingress-nginx skips (the validator drops them): what was skipped and why, for
@@ -126,10 +130,10 @@ class CanaryPolicy:
 class AffinityPolicy:
     """affinity: cookie (affinity.py), as templates/lua/pyngress/affinity.lua reads it."""
     cookie: str
-    path: str = "/"
+    path: str | None = None  # session-cookie-path; None: each route's own Ingress path (affinity.cookie_path)
     max_age: int | None = None
     expires: int | None = None
-    secure: bool = False
+    secure: bool = False  # session-cookie-secure: Secure over HTTP too (over HTTPS the cookie is always Secure)
     samesite: str | None = None
     # session-cookie-conditional-samesite-none: no SameSite=None for the clients that mishandle it.
     conditional_samesite_none: bool = False
@@ -140,7 +144,7 @@ class AffinityPolicy:
     mode: str = "balanced"
 
     def to_json(self) -> dict[str, Any]:
-        return {"cookie": self.cookie, "mode": self.mode, "path": self.path, "max_age": self.max_age, "expires": self.expires,
+        return {"cookie": self.cookie, "mode": self.mode, "path": self.path or "/", "max_age": self.max_age, "expires": self.expires,
                 "secure": self.secure, "samesite": self.samesite,
                 **({"conditional_samesite_none": True} if self.conditional_samesite_none else {}),
                 **({"domain": self.domain} if self.domain else {}),

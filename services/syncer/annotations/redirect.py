@@ -34,10 +34,10 @@ ANNOTATIONS = (
                doc="Redirect every request to this URL (302 by default)."),
     Annotation("temporal-redirect-code", validate=integer(300, 308), risk=Risk.LOW,
                doc="Status code for temporal-redirect."),
-    Annotation("relative-redirects", validate=boolean, risk=Risk.LOW,
+    Annotation("relative-redirects", validate=boolean, risk=Risk.LOW, default="false",
                doc="Redirects nginx makes from a path (a redirect target starting with /) stay relative "
                    "(absolute_redirect off).", directive="absolute_redirect", argument=when_true("off")),
-    Annotation("use-port-in-redirects", validate=boolean, risk=Risk.LOW,
+    Annotation("use-port-in-redirects", validate=boolean, risk=Risk.LOW, default="false",
                doc="Redirects to HTTPS name the port, also 443 (and nginx's own redirects keep the port).",
                # ingress-nginx writes port_in_redirect off unless asked (render.HTTP_DEFAULTS).
                directive="port_in_redirect", argument=when_true("on")),

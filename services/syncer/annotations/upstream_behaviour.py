@@ -46,23 +46,23 @@ connection_header = matching(r"[A-Za-z0-9-]{1,64}", says="must be a header token
 
 
 ANNOTATIONS = (
-    Annotation("proxy-next-upstream", validate=next_upstream_conditions, risk=Risk.MEDIUM,
+    Annotation("proxy-next-upstream", validate=next_upstream_conditions, risk=Risk.MEDIUM, default="error timeout",
                doc="When a request goes on to the next endpoint (nginx's proxy_next_upstream conditions).",
                directive="proxy_next_upstream"),
-    Annotation("proxy-next-upstream-timeout", validate=duration, risk=Risk.LOW,
+    Annotation("proxy-next-upstream-timeout", validate=duration, risk=Risk.LOW, default="0s",
                doc="How long a request may keep trying further endpoints; 0 means no limit.",
                directive="proxy_next_upstream_timeout"),
-    Annotation("proxy-next-upstream-tries", validate=integer(0, 100), risk=Risk.LOW,
+    Annotation("proxy-next-upstream-tries", validate=integer(0, 100), risk=Risk.LOW, default="3",
                doc="How many endpoints a request may try; 0 means no limit.", directive="proxy_next_upstream_tries"),
     Annotation("proxy-redirect-from", validate=redirect_word, risk=Risk.MEDIUM,
                doc="Text of the backend's Location and Refresh headers to replace with proxy-redirect-to; off or "
                    "default as nginx's proxy_redirect."),
     Annotation("proxy-redirect-to", validate=redirect_word, risk=Risk.MEDIUM,
                doc="The replacement for proxy-redirect-from."),
-    Annotation("proxy-cookie-path", validate=_replacement_pair(_URL_WORD, "path"), risk=Risk.MEDIUM,
+    Annotation("proxy-cookie-path", validate=_replacement_pair(_URL_WORD, "path"), risk=Risk.MEDIUM, default="off",
                doc="A path attribute of the backend's Set-Cookie headers and its replacement (\"/ /app\"), or off.",
                directive="proxy_cookie_path"),
-    Annotation("proxy-cookie-domain", validate=_replacement_pair(_DOMAIN_WORD, "domain"), risk=Risk.MEDIUM,
+    Annotation("proxy-cookie-domain", validate=_replacement_pair(_DOMAIN_WORD, "domain"), risk=Risk.MEDIUM, default="off",
                doc="A domain attribute of the backend's Set-Cookie headers and its replacement, or off.",
                directive="proxy_cookie_domain"),
     Annotation("connection-proxy-header", validate=connection_header, risk=Risk.LOW,

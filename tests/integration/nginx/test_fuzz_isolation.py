@@ -41,6 +41,7 @@ from tests.support.annotation_cluster import (FUZZED, FUZZED_HOST, GOOD, GOOD_HO
 from tests.support.injection_check import assert_values_stay_arguments
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
+from tests.unit.syncer.test_annotation_table import VALUES as TABLE_VALUES
 
 pytestmark = pytest.mark.long_file
 
@@ -135,7 +136,8 @@ ciphers = st.lists(st.sampled_from(["ECDHE-RSA-AES128-GCM-SHA256", "HIGH", "!aNU
 
 _cookie_paths = st.from_regex(r"/[A-Za-z0-9\-._~/]{0,20}", fullmatch=True)
 
-# Valid forms of each annotation's value; `fuzzed` mixes hostile ones in. Every annotation needs one here.
+# Valid forms of each annotation's value; `fuzzed` mixes hostile ones in. A plain directive annotation without
+# a row here gets one derived from its description (derived_examples).
 ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-connect-timeout": durations, "proxy-send-timeout": durations, "proxy-read-timeout": durations,
     "proxy-body-size": sizes, "proxy-buffer-size": sizes,
@@ -181,7 +183,7 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-cookie-path": st.one_of(st.just("off"), st.builds("{} {}".format, _cookie_paths, _cookie_paths)),
     "proxy-cookie-domain": st.one_of(st.just("off"), st.builds("{} {}".format, hostnames, hostnames)),
     "proxy-buffers-number": numbers, "proxy-busy-buffers-size": sizes, "proxy-max-temp-file-size": sizes,
-    "client-body-buffer-size": sizes, "http2-push-preload": booleans,
+    "client-body-buffer-size": sizes,
     "connection-proxy-header": st.sampled_from(["keep-alive", "close", "upgrade", "Keep-Alive", "a b"]),
     "auth-tls-secret": st.sampled_from(["default/ca", "default/missing", "other/ca", "ca", "default/ca/x"]),
     "auth-tls-verify-client": st.sampled_from(["on", "off", "optional", "optional_no_ca", "ON", "maybe"]),
@@ -318,14 +320,35 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
 }
 
 
+def derived_examples(name: str) -> tuple[str, ...]:
+    """The values of a plain directive annotation without a row above: its default and its row of the annotation
+    table (a value it accepts, one it refuses); none for an annotation whose group interprets the value."""
+    annotation = ANNOTATIONS[name]
+    if annotation.directive is None:
+        return ()
+    return tuple(v for v in (annotation.default, *TABLE_VALUES[name]) if v is not None)
+
+
+def _valid(name: str, value: str) -> bool:
+    try:
+        ANNOTATIONS[name].validate(value)
+    except ValueError:
+        return False
+    return True
+
+
 def test_every_annotation_and_configmap_key_has_a_value_strategy():
-    assert set(ANNOTATION_VALUES) == set(ANNOTATIONS)
+    assert set(ANNOTATION_VALUES) <= set(ANNOTATIONS)
+    derived = set(ANNOTATIONS) - set(ANNOTATION_VALUES)
+    assert {name for name in derived if not derived_examples(name)} == set(), "add a row to ANNOTATION_VALUES"
+    # A derived strategy still fuzzes around a value the annotation takes.
+    assert {name for name in derived if not any(_valid(name, v) for v in derived_examples(name))} == set()
     assert set(CONFIGMAP_VALUES) == set(GLOBAL_DIRECTIVES) | set(FIELDS) | set(SERVER_FIELDS)
     assert not set(CONFIGMAP_VALUES) & set(UNSUPPORTED)
 
 
 def annotation_values(name: str) -> st.SearchStrategy[str]:
-    return fuzzed(ANNOTATION_VALUES[name])
+    return fuzzed(ANNOTATION_VALUES.get(name) or st.sampled_from(derived_examples(name)))
 
 
 # --- the store, the model and nginx -t -----------------------------------------------------------

@@ -187,6 +187,12 @@ def test_the_table_lists_every_annotation():
     assert set(VALUES) == set(ANNOTATIONS)
 
 
+@pytest.mark.parametrize("name", sorted(name for name, a in ANNOTATIONS.items() if a.default is not None))
+def test_the_default_passes_its_own_validator_as_it_is(name):
+    annotation = ANNOTATIONS[name]
+    assert annotation.default is not None and annotation.validate(annotation.default) == annotation.default
+
+
 @pytest.mark.parametrize("name", sorted(name for name, (accepted, _) in VALUES.items() if accepted is not None))
 def test_the_accepted_value_is_taken(name):
     accepted = VALUES[name][0]
