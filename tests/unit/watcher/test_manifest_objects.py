@@ -88,6 +88,6 @@ metadata: {name: b, creationTimestamp: null}
     assert "creationTimestamp" not in objects[1]["metadata"]
 
 
-def test_every_kind_the_syncer_reads_is_accepted():
+def test_every_kind_the_syncer_reads_is_accepted_and_namespaces_for_their_labels():
     assert set(ACCEPTED_KINDS) == {"Ingress", "IngressClass", "Service", "EndpointSlice", "Secret",
-                                   "ConfigMap", "Node"}
+                                   "ConfigMap", "Node", "Namespace"}
