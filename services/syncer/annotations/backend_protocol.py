@@ -21,7 +21,7 @@ def _protocol(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("backend-protocol", validate=_protocol, risk=Risk.LOW,
+    Annotation("backend-protocol", validate=_protocol, risk=Risk.LOW, default="HTTP",
                doc="HTTP (default), HTTPS, GRPC or GRPCS to the backend."),
 )
 

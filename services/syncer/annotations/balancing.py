@@ -28,7 +28,7 @@ def hash_key(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("load-balance", validate=one_of("round_robin", "ewma"), risk=Risk.LOW,
+    Annotation("load-balance", validate=one_of("round_robin", "ewma"), risk=Risk.LOW, default="round_robin",
                scope=Scope.INGRESS, reloads=False,
                doc="round_robin, or ewma (the faster of two random endpoints, by their recent response times)."),
     Annotation("upstream-hash-by", validate=hash_key, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,

@@ -58,7 +58,7 @@ def _skipped_origins(value: str) -> str | None:
 
 
 ANNOTATIONS = (
-    Annotation("enable-cors", validate=boolean, risk=Risk.LOW,
+    Annotation("enable-cors", validate=boolean, risk=Risk.LOW, default="false",
                doc="Add CORS headers and answer preflight requests."),
     Annotation("cors-allow-origin", validate=_origins, skipped=_skipped_origins, risk=Risk.LOW,
                doc='Allowed origins (default "*"); an item that is not an http(s) origin is skipped.'),
@@ -68,9 +68,9 @@ ANNOTATIONS = (
                risk=Risk.LOW, doc="Access-Control-Allow-Headers (default: ingress-nginx's list)."),
     Annotation("cors-expose-headers", validate=_comma_list(_HEADER, "header names such as X-Request-Id"),
                risk=Risk.LOW, doc="Access-Control-Expose-Headers (default: none)."),
-    Annotation("cors-allow-credentials", validate=boolean, risk=Risk.LOW,
+    Annotation("cors-allow-credentials", validate=boolean, risk=Risk.LOW, default="true",
                doc="Access-Control-Allow-Credentials (default true)."),
-    Annotation("cors-max-age", validate=integer(0, 2**31 - 1), risk=Risk.LOW,
+    Annotation("cors-max-age", validate=integer(0, 2**31 - 1), risk=Risk.LOW, default="1728000",
                doc=f"Access-Control-Max-Age in seconds (default {DEFAULT_MAX_AGE})."),
 )
 

@@ -43,9 +43,9 @@ def _name(value: str) -> str:
 ANNOTATIONS = (
     Annotation("proxy-ssl-secret", validate=_secret, risk=Risk.MEDIUM,
                doc="Secret with ca.crt (verifies the backend) and optionally tls.crt/tls.key (shown to it)."),
-    Annotation("proxy-ssl-verify", validate=one_of("on", "off"), risk=Risk.LOW,
+    Annotation("proxy-ssl-verify", validate=one_of("on", "off"), risk=Risk.LOW, default="off",
                doc="Verify the backend's certificate against proxy-ssl-secret's ca.crt (default off)."),
-    Annotation("proxy-ssl-verify-depth", validate=integer(0, 100), risk=Risk.LOW,
+    Annotation("proxy-ssl-verify-depth", validate=integer(0, 100), risk=Risk.LOW, default="1",
                doc="Longest certificate chain accepted from the backend (default 1)."),
     Annotation("proxy-ssl-ciphers", validate=ssl_ciphers, risk=Risk.MEDIUM,
                doc="OpenSSL ciphers offered to the backend (default DEFAULT)."),
@@ -53,7 +53,7 @@ ANNOTATIONS = (
                doc="TLS versions offered to the backend (default TLSv1.2)."),
     Annotation("proxy-ssl-name", validate=_name, risk=Risk.MEDIUM,
                doc="The name the backend's certificate is verified against, and its SNI with proxy-ssl-server-name."),
-    Annotation("proxy-ssl-server-name", validate=one_of("on", "off"), risk=Risk.LOW,
+    Annotation("proxy-ssl-server-name", validate=one_of("on", "off"), risk=Risk.LOW, default="off",
                doc="Send proxy-ssl-name (or the host) as SNI to the backend."),
 )
 

@@ -28,11 +28,11 @@ def _url(value: str) -> str:
 ANNOTATIONS = (
     Annotation("permanent-redirect", validate=_url, risk=Risk.MEDIUM,
                doc="Redirect every request to this URL (301 by default)."),
-    Annotation("permanent-redirect-code", validate=integer(300, 308), risk=Risk.LOW,
+    Annotation("permanent-redirect-code", validate=integer(300, 308), risk=Risk.LOW, default="301",
                doc="Status code for permanent-redirect."),
     Annotation("temporal-redirect", validate=_url, risk=Risk.MEDIUM,
                doc="Redirect every request to this URL (302 by default)."),
-    Annotation("temporal-redirect-code", validate=integer(300, 308), risk=Risk.LOW,
+    Annotation("temporal-redirect-code", validate=integer(300, 308), risk=Risk.LOW, default="302",
                doc="Status code for temporal-redirect."),
     Annotation("relative-redirects", validate=boolean, risk=Risk.LOW, default="false",
                doc="Redirects nginx makes from a path (a redirect target starting with /) stay relative "

@@ -42,7 +42,7 @@ def forwarded_prefix(value: str) -> str:
 
 
 ANNOTATIONS = (
-    Annotation("use-regex", reloads=False, validate=boolean, risk=Risk.LOW, scope=Scope.HOST,
+    Annotation("use-regex", reloads=False, validate=boolean, risk=Risk.LOW, default="false", scope=Scope.HOST,
                doc="ImplementationSpecific paths are regular expressions; every path of the host is then matched "
                    "as a case-insensitive regular expression."),
     Annotation("rewrite-target", reloads=False, validate=rewrite_target, risk=Risk.MEDIUM,
@@ -53,7 +53,7 @@ ANNOTATIONS = (
                doc="The X-Forwarded-Prefix header sent to the backend (none when empty)."),
     Annotation("preserve-trailing-slash", reloads=False, validate=boolean, risk=Risk.LOW,
                doc="Keep a trailing slash of the URI in the redirect to HTTPS (ingress-nginx drops it)."),
-    Annotation("enable-rewrite-log", reloads=False, validate=boolean, risk=Risk.LOW,
+    Annotation("enable-rewrite-log", reloads=False, validate=boolean, risk=Risk.LOW, default="false",
                doc="Log each rewrite-target rewrite (old and new URI) to the error log, at notice level."),
 )
 

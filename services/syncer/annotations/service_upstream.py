@@ -8,7 +8,7 @@ from .base import Annotation, IngressAnnotations, Risk, Scope
 from .validators import boolean, is_true
 
 ANNOTATIONS = (
-    Annotation("service-upstream", reloads=False, validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
+    Annotation("service-upstream", reloads=False, validate=boolean, risk=Risk.LOW, default="false", scope=Scope.INGRESS,
                doc="Proxy to the Service's cluster IP instead of its endpoints."),
 )
 

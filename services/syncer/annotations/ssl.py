@@ -17,12 +17,12 @@ def _global_only(value: str) -> str:
                        "remove the annotation and set ssl-ciphers in the controller ConfigMap instead")
 
 ANNOTATIONS = (
-    Annotation("ssl-redirect", reloads=False, validate=boolean, risk=Risk.LOW,
+    Annotation("ssl-redirect", reloads=False, validate=boolean, risk=Risk.LOW, default="true",
                doc="Redirect http to https (308) when the host has a certificate; default from the ConfigMap (true).",
                scope=Scope.HOST),
-    Annotation("force-ssl-redirect", reloads=False, validate=boolean, risk=Risk.LOW,
+    Annotation("force-ssl-redirect", reloads=False, validate=boolean, risk=Risk.LOW, default="false",
                doc="Redirect http to https even when the host has no certificate of its own.", scope=Scope.HOST),
-    Annotation("ssl-passthrough", reloads=False, validate=boolean, risk=Risk.MEDIUM,
+    Annotation("ssl-passthrough", reloads=False, validate=boolean, risk=Risk.MEDIUM, default="false",
                doc="Pass TLS connections for the Ingress's hosts untouched to the backend, chosen by SNI "
                "(needs --enable-ssl-passthrough).", scope=Scope.HOST),
     Annotation("ssl-ciphers", validate=_global_only, risk=Risk.LOW,

@@ -12,6 +12,7 @@ from .validators import boolean, is_true
 
 ANNOTATIONS = (
     Annotation("from-to-www-redirect", reloads=False, validate=boolean, risk=Risk.LOW, scope=Scope.HOST,
+               default="false",
                doc="Redirect (308) www.<host> to <host>, or <host> to www.<host> when the Ingress names the www one."),
 )
 
