@@ -53,7 +53,9 @@ class LabelSelector:
 
 def _split_requirements(text: str) -> list[str]:
     """Split on the commas outside `in (...)` value lists."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         depth += {"(": 1, ")": -1}.get(char, 0)
         if char == "," and depth == 0:
