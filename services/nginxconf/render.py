@@ -469,10 +469,14 @@ def _external_auth(auth: ExternalAuth, profile_name: str) -> _RenderedExternalAu
         if not _HEADER_NAME.fullmatch(header):
             raise RenderError(f"{header!r} is not a header name")
         headers.append((quote(header), "upstream_http_" + header.lower().replace("-", "_")))
+    if auth.keepalive and "$" in auth.url:
+        raise RenderError("auth-keepalive needs an auth-url without nginx variables (its host is resolved at each push)")
     return _RenderedExternalAuth(
-        url=quote(auth.url), host=quote(url[2]), method=auth.method and quote(auth.method),
+        url=_with_auth_url_variables(auth.url), host=_with_auth_url_variables(url[2]),
+        method=auth.method and quote(auth.method),
         request_redirect=auth.request_redirect and quote(auth.request_redirect), response_headers=headers,
-        response_headers_lua=lua_literal(list(auth.response_headers)), server_name=quote(url[2].partition(":")[0]),
+        response_headers_lua=lua_literal(list(auth.response_headers)),
+        server_name=_with_auth_url_variables(url[2].partition(":")[0]),
         signin=auth.signin and lua_string(auth.signin),
         signin_redirect_param=lua_string(auth.signin_redirect_param), always_set_cookie=auth.always_set_cookie,
         cache_key=auth.cache_key and _cache_key(auth.cache_key),
@@ -480,6 +484,21 @@ def _external_auth(auth: ExternalAuth, profile_name: str) -> _RenderedExternalAu
         proxy_set_headers=[(quote(header), quote(value)) for header, value in auth.proxy_set_headers],
         keepalive=auth.keepalive, snippet=auth.snippet,
         keepalive_url=quote(f"{url[1]}://{auth_upstream(profile_name)}{url[3]}") if auth.keepalive else None)
+
+
+# The nginx variables auth-url may hold (ingress-nginx's oauth2-proxy example: https://$host/oauth2/auth), by the
+# name users write → the variable pyngress holds it in. Only names of the request's own host: the auth request
+# goes to a host that routed to this Ingress, never to one a client picks in a path or query.
+AUTH_URL_VARIABLES = {"host": "host", "http_host": "http_host", "best_http_host": "pyngress_best_http_host"}
+_AUTH_URL_VARIABLE = re.compile(r"\$(" + "|".join(AUTH_URL_VARIABLES) + r")(?![A-Za-z0-9_])")
+
+
+def _with_auth_url_variables(text: str) -> str:
+    """`text` as one quoted nginx argument, its allowed variables as ${name}; any other '$' is refused (quote)."""
+    parts = _AUTH_URL_VARIABLE.split(text)
+    # split() alternates plain text and the captured variable names.
+    return '"' + "".join(quote(part)[1:-1] if i % 2 == 0 else "${" + AUTH_URL_VARIABLES[part] + "}"
+                         for i, part in enumerate(parts)) + '"'
 
 
 # The variables an auth cache key may hold: nginx always knows them (the prefixed ones exist for any name),
@@ -492,8 +511,10 @@ _CACHE_KEY_PART = re.compile(rf"\$({CACHE_KEY_VARIABLES})(?![a-z0-9_])|([A-Za-z0
 def _cache_key(key: str) -> str:
     """The cache key as one quoted argument: its variables as ${name}, what is between them as plain text.
 
-    The host and the profile's internal location are part of every key (they come first): an answer is never
-    reused for another host's requests, whatever key its Ingress chose.
+    The host, the route (its Ingress host, Ingress, Service and path: the labels the router sets in
+    $pyngress_metric) and the profile's internal location are part of every key (they come first): as in
+    ingress-nginx, which keys the cache per server and location, an answer is never reused for another host's or
+    another path's requests, whatever key its Ingress chose (a fixed key would let an allow for /foo admit /bar).
     """
     parts, end = [], 0
     for match in _CACHE_KEY_PART.finditer(key):
@@ -503,7 +524,7 @@ def _cache_key(key: str) -> str:
         end = match.end()
     if end != len(key) or not parts:
         raise RenderError(f"auth cache key {key!r} may only hold known nginx variables, letters, digits and _:-")
-    return '"${host}${uri}|' + "".join(parts) + '"'
+    return '"${host}|${pyngress_metric}|${uri}|' + "".join(parts) + '"'
 
 
 _USER_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -7,9 +7,10 @@ auth-snippet (under the snippet rule of snippets.py), and the auth-keepalive* fa
 connections to the service are kept open (ingress-nginx's conditions: auth-keepalive-requests and
 auth-keepalive-timeout must be above zero, or keepalive is off with a warning).
 
-auth-url takes no nginx variables; its host is resolved per request with the system's DNS servers
+auth-url may hold the variables of the request's host ($host, $http_host, $best_http_host: ingress-nginx's
+oauth2-proxy example asks https://$host/oauth2/auth); its host is resolved per request with the system's DNS servers
 (services/nginxconf/resolvers.py), so a Service DNS name works and follows the Service; with keepalive the
-syncer resolves it at each push instead (the balancer takes addresses). auth-signin takes the variables that
+syncer resolves it at each push instead (the balancer takes addresses), so keepalive needs a URL without variables. auth-signin takes the variables that
 the Lua which answers the redirect expands itself (external_auth.lua).
 """
 from __future__ import annotations
@@ -19,13 +20,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from services.nginxconf.config import AuthKeepalive, ExternalAuth
-from services.nginxconf.render import CACHE_KEY_VARIABLES, PROXY_HEADERS
+from services.nginxconf.render import AUTH_URL_VARIABLES, CACHE_KEY_VARIABLES, PROXY_HEADERS
 
 from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 from .validators import HOSTNAME, PORT, boolean, configmap_name, integer, is_true, one_of
 
 _PATH_CHARS = r"[A-Za-z0-9\-._~%!&()*+,=:@/]"
 _AUTH_URL = re.compile(rf"https?://{HOSTNAME}(?::{PORT})?(?:/{_PATH_CHARS}*)?")
+_AUTH_URL_VARIABLE = re.compile(r"\$(?:" + "|".join(AUTH_URL_VARIABLES) + r")(?![A-Za-z0-9_])")
 # What external_auth.lua expands in auth-signin (ingress-nginx's users write these, e.g. for oauth2-proxy).
 SIGNIN_VARIABLES = ("best_http_host", "escaped_request_uri", "http_host", "host", "pass_access_scheme",
                     "request_uri", "scheme")
@@ -38,10 +40,11 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS
 
 
 def _auth_url(value: str) -> str:
-    if len(value) > 2048 or not _AUTH_URL.fullmatch(value):
+    # Each allowed variable stands for a host name, which is also valid in a path.
+    if len(value) > 2048 or not _AUTH_URL.fullmatch(_AUTH_URL_VARIABLE.sub("h", value)):
         raise InvalidValue("must be an http:// or https:// URL such as http://auth.auth-ns.svc.cluster.local:8080/check "
-                           "(port 1-65535, at most 2048 characters), without query, '$' (nginx variables are not "
-                           "supported here), quotes, spaces or ';'")
+                           "(port 1-65535, at most 2048 characters), without query, quotes, spaces or ';'; the nginx "
+                           "variables it may hold are $" + ", $".join(AUTH_URL_VARIABLES))
     return value if value.count("/") > 2 else value + "/"  # "http://host" means its "/"
 
 
@@ -213,6 +216,11 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
 
 def _keepalive(values: Mapping[str, str], parsed: IngressAnnotations) -> AuthKeepalive | None:
     connections = int(values.get("auth-keepalive", "0"))
+    if connections and "$" in values["auth-url"]:
+        # As ingress-nginx: kept connections need one fixed host, which a variable is not.
+        parsed.warn("auth-keepalive", "is ignored: auth-url holds nginx variables, so its host is known per request "
+                                      "only")
+        connections = 0
     if connections == 0:
         for name in ("auth-keepalive-share-vars", "auth-keepalive-requests", "auth-keepalive-timeout"):
             if name in values:

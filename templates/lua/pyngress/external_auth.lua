@@ -58,7 +58,9 @@ end
 -- $pyngress_auth_response_<i - 1>).
 function _M.ask(path, options)
     local var = ngx.var
-    local answer = ngx.location.capture(path, { method = ngx.HTTP_GET, body = "", share_all_vars = options.share_vars })
+    -- Without shared variables the subrequest still gets the route's labels: auth-cache-key keys by them.
+    local answer = ngx.location.capture(path, { method = ngx.HTTP_GET, body = "", share_all_vars = options.share_vars,
+                                                vars = { pyngress_metric = var.pyngress_metric } })
     local status, headers = answer.status, answer.header
     -- One cookie, as auth_request_set's $upstream_http_set_cookie gives it (auth-always-set-cookie decides
     -- whether the client gets it with an error).

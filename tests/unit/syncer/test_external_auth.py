@@ -30,6 +30,8 @@ URL = "http://auth.auth-ns.svc.cluster.local:8080/check"
     ("auth-request-redirect", "https://app.example.com/home", "https://app.example.com/home"),
     ("auth-always-set-cookie", "True", "true"),
     ("auth-keepalive", "10", "10"),
+    ("auth-url", "https://$host/oauth2/auth", "https://$host/oauth2/auth"),
+    ("auth-url", "http://$best_http_host:8080", "http://$best_http_host:8080/"),
     ("auth-cache-key", "$remote_user$http_authorization", "$remote_user$http_authorization"),
     ("auth-cache-key", "v1:$cookie_session-$arg_tenant", "v1:$cookie_session-$arg_tenant"),
     ("auth-cache-duration", "200 202 401 5m", "200 202 401 5m"),
@@ -41,7 +43,8 @@ def test_accepted_values(name, value, canonical):
 
 @pytest.mark.parametrize("name, value, message", [
     ("auth-url", "ftp://auth/check", "must be an http:// or https:// URL"),
-    ("auth-url", "http://$host/oauth2/auth", "nginx variables are not supported here"),
+    ("auth-url", "http://$remote_addr/oauth2/auth", "the nginx variables it may hold are $host, $http_host"),
+    ("auth-url", "http://$hostname/oauth2/auth", "the nginx variables it may hold are $host"),
     ("auth-url", "http://auth/check?x=1", "without query"),
     ("auth-url", 'http://auth/check"; return 200; "', "must be an http:// or https:// URL"),
     ("auth-url", "http://auth:99999/check", "port 1-65535"),
@@ -132,6 +135,18 @@ def test_keepalive_off_as_in_ingress_nginx(cluster, annotations, warning):
     assert not any(name.startswith("pyngress_auth_") for name in model.backends)
 
 
+def test_auth_url_with_the_request_host_is_asked_per_host_without_keepalive(cluster):
+    # ingress-nginx's oauth2-proxy example; kept connections need one fixed host, so auth-keepalive is ignored.
+    cluster.app(annotations={"auth-url": "https://$host/oauth2/auth", "auth-keepalive": "4"})
+    model = cluster.build()
+    assert route_profile(model).external_auth.keepalive is None
+    [line] = cluster.warnings(model)
+    assert "auth-keepalive is ignored: auth-url holds nginx variables" in line
+    conf = render(model.config)
+    assert 'set $pyngress_auth_url "https://${host}/oauth2/auth";' in conf
+    assert 'proxy_set_header Host "${host}";' in conf
+
+
 def test_the_default_port_of_a_kept_alive_https_service_is_443(cluster):
     cluster.app(annotations={"auth-url": "https://10.0.0.5/oauth2/auth", "auth-keepalive": "2",
                              "auth-keepalive-share-vars": "true"})
@@ -147,7 +162,7 @@ def test_the_cache_key_takes_the_default_durations(cluster):
     auth = route_profile(cluster.build()).external_auth
     assert (auth.cache_key, auth.cache_durations) == ("$remote_user$http_authorization", ("200 202 401 5m",))
     conf = render(cluster.build().config)
-    assert 'proxy_cache_key "${host}${uri}|${remote_user}${http_authorization}";' in conf
+    assert 'proxy_cache_key "${host}|${pyngress_metric}|${uri}|${remote_user}${http_authorization}";' in conf
     assert 'proxy_cache_valid "200" "202" "401" "5m";' in conf and "keys_zone=pyngress_auth_cache:10m" in conf
 
 
@@ -251,7 +266,7 @@ def test_global_auth_applies_unless_the_ingress_has_its_own_or_opts_out(cluster)
 
 
 @pytest.mark.parametrize("key, value", [
-    ("global-auth-url", "http://$host/check"), ("global-auth-method", "BREW"),
+    ("global-auth-url", "http://$remote_addr/check"), ("global-auth-method", "BREW"),
     ("global-auth-response-headers", "Host"), ("global-auth-snippet", "return 200;"),
 ])
 def test_a_bad_global_auth_key_denies_the_ingresses_it_covers(cluster, key, value):
