@@ -97,3 +97,24 @@ def test_disable_catch_all_drops_every_ingress_with_a_default_backend():
 def test_namespaces_are_kept_only_for_the_selector():
     assert not keep(namespace("web"), Settings())
     assert keep(namespace("web"), Settings.from_flags(watch_namespace_selector="team=web"))
+
+
+def test_in_a_manifests_directory_namespace_objects_carry_the_labels(manifests_with):
+    m = manifests_with(Settings.from_flags(watch_namespace_selector="team=web"))
+    m.write("a.yaml", """apiVersion: v1
+kind: Namespace
+metadata: {name: web, labels: {team: web}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: a, namespace: web}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: b, namespace: no-namespace-object}
+""")
+    published = m.apply()
+    assert published is not None and "Namespace//web" in published
+    store = DictStore()
+    asyncio.run(NamespaceSelection(store, parse_label_selector("team=web")).set_many(published.items()))
+    assert set(store.objects) == {"Ingress/web/a"}
