@@ -27,6 +27,18 @@ describe("affinity", function()
         assert.equals(ngx.md5("web"), affinity.backend_of(config))
     end)
 
+    it("marks the cookie Secure over HTTPS, and over HTTP only with secure", function()
+        local plain = affinity.config({ cookie = "s", path = "/app" }, "h/")
+        for _, case in ipairs({ { plain, nil, false }, { plain, "on", true },
+                                { affinity.config({ cookie = "s", path = "/app", secure = true }, "h/"), nil, true } }) do
+            fake_request.start({ request_id = "0123456789abcdef0123456789abcdef", https = case[2] })
+            affinity.pick(case[1], PEERS, "web")
+            local cookie = ngx.header["Set-Cookie"]
+            assert.truthy(cookie:find("; Path=/app; HttpOnly", 1, true))
+            assert.equals(case[3], cookie:find("; Secure", 1, true) ~= nil)
+        end
+    end)
+
     it("picks the same endpoint for the same balanced key", function()
         local config = affinity.config({ cookie = "s" }, "h/")
         local key = ngx.md5("session")

@@ -12,8 +12,9 @@ from .validators import COOKIE_NAME, HOSTNAME, boolean, integer, is_true, matchi
 
 DEFAULT_COOKIE = "INGRESSCOOKIE"
 cookie_name = matching(COOKIE_NAME, says="must be a cookie name of letters, digits, '_' and '-', such as INGRESSCOOKIE")
-cookie_path = matching(r"/[A-Za-z0-9\-._~!&'()*+,=:@/%]{0,1023}",
-                       says="must be a path such as /app (no spaces, ';' or regular expressions)")
+_COOKIE_PATH = r"/[A-Za-z0-9\-._~!&'()*+,=:@/%]{0,1023}"
+cookie_path = matching(_COOKIE_PATH, says="must be a path such as /app (no spaces, ';' or regular expressions)")
+_PLAIN_COOKIE_PATH = re.compile(_COOKIE_PATH)
 
 
 _SECONDS = integer(0, 10**9)
@@ -36,18 +37,20 @@ ANNOTATIONS = (
                    "session keeps it while it exists."),
     Annotation("affinity-canary-behavior", validate=one_of("sticky", "legacy"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
-               doc="On a canary Ingress with affinity: sticky (default) keeps a session the canary served on it; "
+               doc="On a canary Ingress (with or without affinity of its own): sticky (default) keeps a session the "
+                   "canary served on it when the main Ingress has affinity: cookie, with the main Ingress's cookie; "
                    "legacy balances the canary without the cookie."),
     Annotation("session-cookie-name", validate=cookie_name, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="The affinity cookie's name (default INGRESSCOOKIE)."),
     Annotation("session-cookie-path", validate=cookie_path, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
-               doc="The cookie's Path (default /)."),
+               doc="The cookie's Path (default: the Ingress path of the rule that served the request; / for "
+                   "a regular expression path that is no cookie path)."),
     Annotation("session-cookie-max-age", validate=_SECONDS, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="The cookie's Max-Age in seconds (unset: a session cookie)."),
     Annotation("session-cookie-expires", validate=_SECONDS, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="Seconds from now to the cookie's Expires."),
     Annotation("session-cookie-secure", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
-               doc="Mark the cookie Secure."),
+               doc="Mark the cookie Secure over HTTP too (over HTTPS it always is)."),
     Annotation("session-cookie-samesite", validate=one_of("None", "Lax", "Strict"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False, doc="The cookie's SameSite attribute."),
     Annotation("session-cookie-conditional-samesite-none", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS,
@@ -61,15 +64,26 @@ ANNOTATIONS = (
 )
 
 
+def route_cookie_path(ingress_path: str | None) -> str:
+    """The cookie's Path without session-cookie-path: the Ingress path of the route, as ingress-nginx sets it
+    (each rule its own), or / for a default backend and for a regular expression path that would not be a
+    cookie path (ingress-nginx sends such a path as it is written, and its sessions never stick there)."""
+    if ingress_path is None or not _PLAIN_COOKIE_PATH.fullmatch(ingress_path):
+        return "/"
+    return ingress_path
+
+
 def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
+    # A canary Ingress's behaviour needs no affinity of its own: it follows the main Ingress's (ingress-nginx).
+    parsed.affinity_canary_legacy = values.get("affinity-canary-behavior") == "legacy"
     if values.get("affinity") != "cookie":
-        ignored = sorted(n for n in values if n.startswith(("session-cookie-", "affinity-")))
+        ignored = sorted(n for n in values if n.startswith(("session-cookie-", "affinity-"))
+                         and n != "affinity-canary-behavior")
         if ignored:
             parsed.warnings.append(f"annotations {', '.join(ignored)} apply only with affinity: cookie; ignored")
         return
-    parsed.affinity_canary_legacy = values.get("affinity-canary-behavior") == "legacy"
     parsed.affinity = AffinityPolicy(
-        cookie=values.get("session-cookie-name", DEFAULT_COOKIE), path=values.get("session-cookie-path", "/"),
+        cookie=values.get("session-cookie-name", DEFAULT_COOKIE), path=values.get("session-cookie-path"),
         max_age=int(values["session-cookie-max-age"]) if "session-cookie-max-age" in values else None,
         expires=int(values["session-cookie-expires"]) if "session-cookie-expires" in values else None,
         secure=is_true(values.get("session-cookie-secure", "false")),

@@ -130,7 +130,7 @@ class CanaryPolicy:
 class AffinityPolicy:
     """affinity: cookie (affinity.py), as templates/lua/pyngress/affinity.lua reads it."""
     cookie: str
-    path: str | None = None  # session-cookie-path; None: each route's own Ingress path (affinity.cookie_path)
+    path: str | None = None  # session-cookie-path; None: each route's own Ingress path (affinity.route_cookie_path)
     max_age: int | None = None
     expires: int | None = None
     secure: bool = False  # session-cookie-secure: Secure over HTTP too (over HTTPS the cookie is always Secure)

@@ -21,6 +21,7 @@ from services.nginxconf.render import RenderError, auth_endpoint, auth_upstream,
 from services.nginxconf.request_metrics import layout_of
 
 from ..annotations import IngressAnnotations, InvalidAnnotation, Risk, parse_annotations
+from ..annotations.affinity import route_cookie_path
 from ..annotations.base import InvalidValue
 from ..annotations.ratelimit import zone_name
 from ..annotations.validators import pcre_regex
@@ -390,7 +391,8 @@ class _Merger:
                 self.warn(plan, f"host {rule.host} {rule.kind} path {rule.path} is already served by Ingress "
                                 f"{existing.ingress}; ignored here")
             else:
-                table[rule.path] = self._route(plan, rule.service, rewrite=plan.annotations.rewrite_target)
+                table[rule.path] = self._route(plan, rule.service, rewrite=plan.annotations.rewrite_target,
+                                               path=rule.path)
         if plan.default_backend is not None:
             # Without rules, an Ingress's defaultBackend is the catch-all host's.
             for host in served if plan.hosts else [h for h in [CATCH_ALL_HOST] if self._http_host(plan, h)]:
@@ -492,9 +494,9 @@ class _Merger:
             resolved = self._resolve(plan, rule.service)
             if resolved.name is not None:
                 self.backends[resolved.name] = list(resolved.endpoints)
-            sticky = plan.annotations.affinity is not None and not plan.annotations.affinity_canary_legacy
-            table[rule.path] = replace(main, canary=CanaryRoute(backend=resolved.name, ingress=plan.ref,
-                                                                policy=policy, sticky=sticky))
+            table[rule.path] = replace(main, canary=CanaryRoute(
+                backend=resolved.name, ingress=plan.ref, policy=policy,
+                sticky=not plan.annotations.affinity_canary_legacy))
             attached += 1
         if not attached:
             self.problems.append(Problem.error(
@@ -532,14 +534,19 @@ class _Merger:
                         f"Ingress {route.ingress}", f"{err}; the host's paths are regular expressions (use-regex on "
                                                     "an Ingress of the host's namespace), so this one is not served"))
 
-    def _route(self, plan: IngressPlan, ref: ServiceRef, *, rewrite: str | None = None) -> Route:
+    def _route(self, plan: IngressPlan, ref: ServiceRef, *, rewrite: str | None = None,
+               path: str | None = None) -> Route:
+        """The route of `ref` at the Ingress path `path` (None: the Ingress's default backend)."""
         resolved = self._resolve(plan, ref)
+        affinity = plan.annotations.affinity
+        if affinity is not None and affinity.path is None:
+            affinity = replace(affinity, path=route_cookie_path(path))
         if resolved.name is not None:
             self.backends[resolved.name] = list(resolved.endpoints)
         self.profiles[plan.profile.name] = plan.profile
         self.routed.add(plan.ref)
         return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
-                     rewrite=rewrite, affinity=plan.annotations.affinity, hash_by=plan.annotations.hash_by,
+                     rewrite=rewrite, affinity=affinity, hash_by=plan.annotations.hash_by,
                      default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
                      hash_subset_size=plan.annotations.hash_subset_size,
                      preserve_trailing_slash=plan.annotations.preserve_trailing_slash,

@@ -46,8 +46,10 @@ class CanaryRoute:
     backend: str | None
     ingress: str
     policy: CanaryPolicy
-    # affinity-canary-behavior sticky (the default, with affinity: cookie on the canary Ingress): a session the
-    # canary served stays on it; legacy (or no affinity there): the canary backend is balanced without a cookie.
+    # affinity-canary-behavior of the canary Ingress, which needs no affinity of its own: with sticky (the default)
+    # and affinity: cookie on the main route, a session the canary served stays on it, with the main route's
+    # cookie (ingress-nginx copies the main backend's affinity to the canary); legacy: the canary backend is
+    # balanced without a cookie.
     sticky: bool = False
 
     def to_json(self) -> dict[str, Any]:

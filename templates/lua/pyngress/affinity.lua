@@ -1,10 +1,12 @@
 --[[
 Session affinity by cookie (services/syncer/annotations/affinity.py). A route's "affinity" entry:
 
-    {"cookie": "<name>", "path": "/", "max_age": N | null, "expires": N | null, "secure": bool,
+    {"cookie": "<name>", "path": "/app", "max_age": N | null, "expires": N | null, "secure": bool,
      "samesite": "None" | "Lax" | "Strict" | null, "conditional_samesite_none": bool (optional),
      "domain": "<domain>" (optional), "change_on_failure": bool (optional)}
 
+The syncer resolves "path": session-cookie-path, else the route's own Ingress path, as ingress-nginx. The cookie
+is Secure over HTTPS, and over HTTP too with "secure" (session-cookie-secure), as ingress-nginx.
 The cookie's value is "<key>|<MD5 of the backend's name>". In affinity-mode persistent the key is the MD5 of the
 endpoint's address:port: the session keeps its endpoint while it exists, whatever endpoints come and go. In
 balanced mode (the default) the key is random and picks the endpoint by rendezvous hashing (hashing.lua), so
@@ -105,7 +107,7 @@ local function cookie_line(affinity, value)
     if affinity.expires then
         parts[#parts + 1] = "Expires=" .. http_time(time() + affinity.expires)
     end
-    if affinity.secure then
+    if affinity.secure or ngx.var.https == "on" then
         parts[#parts + 1] = "Secure"
     end
     if affinity.domain then

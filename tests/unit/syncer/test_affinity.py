@@ -9,6 +9,29 @@ def test_the_routes_carry_the_cookie_policy_with_defaults(cluster):
                                  "secure": False, "samesite": "Strict"}
 
 
+def test_the_cookie_path_is_each_rules_ingress_path_unless_session_cookie_path(cluster):
+    cluster.service("web")
+    cluster.endpoint_slice("web", addresses=("10.0.0.1",))
+    paths = (("/app", "Prefix", "web", 80), ("/api/v1", "Exact", "web", 80))
+    cluster.ingress("web", paths=paths, annotations={"affinity": "cookie"})
+    cluster.ingress("other", host="other.example.com", paths=paths,
+                    annotations={"affinity": "cookie", "session-cookie-path": "/shared"})
+    routes = cluster.build().routes_json()
+    paths_of = {host: {path: route["affinity"]["path"]
+                       for path, route in [*routes[host]["exact"].items(), *routes[host]["prefix"]]}
+                for host in ("app.example.com", "other.example.com")}
+    assert paths_of == {"app.example.com": {"/app": "/app", "/api/v1": "/api/v1"},
+                        "other.example.com": {"/app": "/shared", "/api/v1": "/shared"}}
+
+
+def test_a_regex_path_that_is_no_cookie_path_gets_the_root(cluster):
+    cluster.app(annotations={"affinity": "cookie", "use-regex": "true"})
+    cluster.ingress("re", host="re.example.com", paths=(("/api/(v1|v2)$", "ImplementationSpecific", "web", 80),),
+                    annotations={"affinity": "cookie", "use-regex": "true"})
+    route = cluster.build().routes_json()["re.example.com"]["prefix"][0][1]
+    assert route["affinity"]["path"] == "/"
+
+
 @pytest.mark.parametrize("name, value", [("affinity", "ip"), ("session-cookie-name", "a;b"),
                                          ("session-cookie-path", "app"), ("session-cookie-samesite", "Maybe"),
                                          ("session-cookie-max-age", "-5")])

@@ -18,7 +18,7 @@ def test_the_canary_backend_rides_on_the_main_route(cluster):
     assert route["backend"] == "default-main-80" and route["ingress"] == "default/main"
     assert route["canary"] == {"backend": "default-canary-80", "ingress": "default/canary", "header": "X-Canary",
                                "header_value": None, "header_pattern": None, "cookie": None, "weight": 20,
-                               "weight_total": 100}
+                               "weight_total": 100, "sticky": True}
     assert model.backends["default-canary-80"] == ["10.0.0.9:8080"]
     assert not cluster.rejections(model)
 
@@ -59,11 +59,13 @@ def test_canary_annotations_without_canary_true_are_ignored_with_a_warning(clust
 
 
 @pytest.mark.parametrize("annotations, sticky", [
+    ({}, True),  # no affinity of its own: it follows the main Ingress's (router.lua), as ingress-nginx
     ({"affinity": "cookie"}, True),
+    ({"affinity-canary-behavior": "legacy"}, False),
     ({"affinity": "cookie", "affinity-canary-behavior": "legacy"}, False),
-    ({}, False),
 ])
 def test_affinity_canary_behavior_is_the_canary_ingress(cluster, annotations, sticky):
     model = main_and_canary(cluster, **{"canary-weight": "20", **annotations})
     canary = model.routes_json()["app.example.com"]["prefix"][0][1]["canary"]
     assert canary.get("sticky", False) is sticky
+    assert not any("apply only with affinity" in line for line in model.problem_lines())
