@@ -128,8 +128,6 @@ CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
     Permission("discovery.k8s.io", "endpointslices", ("list", "watch"), _WATCHED),
     Permission("", "secrets", ("list", "watch"), _WATCHED + " (TLS certificates)"),
     Permission("", "configmaps", ("list", "watch"), _WATCHED + " (the ConfigMaps Ingresses name)"),
-    Permission("", "namespaces", ("list", "watch"),
-               _WATCHED + " (cluster-scoped; their labels, with --watch-namespace-selector)"),
     Permission("networking.k8s.io", "ingresses/status", ("patch",),
                "services/syncer/ingress_status/updater.py: the leader's merge patch of status.loadBalancer"),
 )

@@ -118,14 +118,10 @@ def _granted(documents: list[dict[str, Any]], kind: str) -> set[tuple[str, str, 
 
 def test_list_and_watch_grants_are_exactly_the_watchers_targets():
     """Every kind the watcher lists and watches with the Deployment's flags is granted list+watch where it
-    is watched (all namespaces: the ClusterRole; one namespace: the Role there), and nothing else is. The
-    Namespaces --watch-namespace-selector reads are granted too (as ingress-nginx's ClusterRole does), so that
-    adding the flag to the Deployment needs no change of its permissions."""
+    is watched (all namespaces: the ClusterRole; one namespace: the Role there), and nothing else is."""
     options = m.Options()
-    settings = controller_settings(options)
-    with_selector = settings_mod.parse([*settings.as_args(), "--watch-namespace-selector=team=a"])
     needed_cluster, needed_namespace = set(), set()
-    for target in dict.fromkeys(watch_targets(settings) + watch_targets(with_selector)):
+    for target in watch_targets(controller_settings(options)):
         rtype = by_kind(target.kind)
         assert KIND_APIS[target.kind].api_version == rtype.api_version
         for verb in ("list", "watch"):
