@@ -72,13 +72,13 @@ def test_cloud_deploy_yaml_arguments_serve_an_ingress(entrypoint, echo):
                                                          controller.healthz_port}
 
 
-def test_a_refused_flag_stops_the_start_before_anything_runs(tmp_path):
+def test_a_bad_flag_value_stops_the_start_before_anything_runs(tmp_path):
     run_dir = tmp_path / "run"
-    result = subprocess.run([str(WRAPPER), *CLOUD_DEPLOY_ARGS, "--disable-catch-all", f"--run-dir={run_dir}",
-                             f"--manifests={tmp_path}"], capture_output=True, text=True, timeout=60, env=wrapper_env())
+    result = subprocess.run([str(WRAPPER), *CLOUD_DEPLOY_ARGS, "--watch-namespace-selector=team in (a",
+                             f"--run-dir={run_dir}", f"--manifests={tmp_path}"],
+                            capture_output=True, text=True, timeout=60, env=wrapper_env())
     assert result.returncode == 2
-    assert "refusing to start: --disable-catch-all=true: " in result.stderr
-    assert "To start pyngress, remove the flag" in result.stderr
+    assert "--watch-namespace-selector: 'team in (a' is not a label requirement" in result.stderr
     assert not run_dir.exists()  # supervisord never started
 
 
