@@ -389,5 +389,8 @@ class NginxApplier:
         return {"nginx_serving": self.nginx_serving and self.applied_conf is not None,
                 "last_reload_successful": stats.last_reload_ok, "last_error": stats.last_error,
                 "generation": stats.generation, **self.templates.status(),
+                # Seconds until a reload that waits for --sync-rate-limit may happen; None when none waits.
+                "reload_waits_seconds": (None if self.reload_due is None
+                                         else round(max(0.0, self.reload_due - time.monotonic()), 2)),
                 "refused_entries": {table: sorted(entries)[:50] for table, entries in self.pusher.refused.items()
                                     if entries}}

@@ -73,7 +73,11 @@ def test_a_new_route_is_served_while_a_reload_waits(tmp_path, echo):
         stage.cluster.apply(k8s.ingress("newcomer", [k8s.rule("newcomer.rate.example", ("/", "Prefix", "storm", 80))]))
         stage.expect("newcomer.rate.example", "/", "STORM", timeout=3)
         assert seen_prefix(stage, host) == "/a"  # the reload for /b still waits for its token
+        waits = stage.controller.health().json()["reload_waits_seconds"]
+        assert waits is not None and 0 < waits <= 10  # /healthz says so (its detail, to a loopback client)
         wait_for(lambda: seen_prefix(stage, host) == "/b", 15, what="the waiting reload")
+        wait_for(lambda: stage.controller.health().json()["reload_waits_seconds"] is None, 5,
+                 what="no reload waiting once it happened")
     finally:
         controller.stop()
 
