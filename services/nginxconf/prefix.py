@@ -22,7 +22,8 @@ from services.nginxconf.paths import NginxPaths
 log = logging.getLogger(__name__)
 
 # ingress-nginx's name for the certificate served when no other matches; users and tests look for it.
-FAKE_CERTIFICATE_SUBJECT = "/O=Acme Co/CN=Kubernetes Ingress Controller Fake Certificate"
+FAKE_CERTIFICATE_CN = "Kubernetes Ingress Controller Fake Certificate"
+FAKE_CERTIFICATE_SUBJECT = f"/O=Acme Co/CN={FAKE_CERTIFICATE_CN}"
 # nginx's workers run as this user when the master runs as root without a `user` directive.
 WORKER_USER = "nobody"
 # The longest path a Unix socket may have: sun_path holds 108 bytes with the terminating NUL.

@@ -4,6 +4,7 @@ refused whole with strict-host-ownership); a server-alias never answers a passth
 import json
 from pathlib import Path
 
+from services.nginxconf.prefix import FAKE_CERTIFICATE_CN
 from tests.e2e.ingress.scenarios import Stage
 # The TLS tests' fixtures (a module of their own gets its own controllers): a test CA, a controller with
 # --configmap default/ingress-config and its fake certificate, one with --enable-ssl-passthrough, and an HTTPS
@@ -15,7 +16,7 @@ from tests.support import k8s
 from tests.support.net import wait_for
 
 PREFIX = "nginx.ingress.kubernetes.io"
-FAKE = "Kubernetes Ingress Controller Fake Certificate"
+FAKE = FAKE_CERTIFICATE_CN
 
 
 def owner_and_intruder(stage: Stage, ca: TestCA) -> None:

@@ -1,5 +1,6 @@
 """Security first, attacks 3 and 4, through the whole controller with real TLS clients: another tenant's
 TLS section or passthrough Ingress must not take over a host that an older Ingress serves."""
+from services.nginxconf.prefix import FAKE_CERTIFICATE_CN
 from tests.support import k8s
 from tests.support.net import wait_for
 
@@ -7,7 +8,7 @@ from .conftest import BACKEND_IP
 from .pki import https_get, served_certificate, tls_secret
 
 PASSTHROUGH = {"nginx.ingress.kubernetes.io/ssl-passthrough": "true"}
-FAKE = "Kubernetes Ingress Controller Fake Certificate"
+FAKE = FAKE_CERTIFICATE_CN
 
 
 def test_another_tenants_tls_section_changes_nothing_on_the_victims_host(tls_stage, ca, fake_certificate):

@@ -5,13 +5,14 @@ import json
 import socket
 import ssl
 
+from services.nginxconf.prefix import FAKE_CERTIFICATE_CN
 from tests.support import k8s
 from tests.support.net import wait_for
 
 from .conftest import BACKEND_IP, CONFIGMAP
 from .pki import https_get, s_client_subject, served_certificate, tls_secret
 
-FAKE = "Kubernetes Ingress Controller Fake Certificate"
+FAKE = FAKE_CERTIFICATE_CN
 RELOADS = "nginx_ingress_controller_success"
 PREFIX = "nginx.ingress.kubernetes.io"
 

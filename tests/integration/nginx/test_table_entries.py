@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from services.common.canonical import canonical_json
 from services.common.settings import Settings
+from services.nginxconf.prefix import FAKE_CERTIFICATE_CN
 from services.nginxconf.tables import TablePusher
 from services.syncer.model.types import HostRoutes, Model, Route
 from services.syncer.nginx_apply.applier import NginxApplier
@@ -20,7 +21,7 @@ from services.syncer.observability.metrics import SyncerMetrics
 
 from .conftest import route, trust
 
-FAKE = "Kubernetes Ingress Controller Fake Certificate"
+FAKE = FAKE_CERTIFICATE_CN
 PCRE_REFUSES = "/[:alpha:]"  # Python's re takes it; PCRE: "POSIX named classes are supported only within a class"
 
 

@@ -5,11 +5,12 @@ import subprocess
 
 import pytest
 
+from services.nginxconf.prefix import FAKE_CERTIFICATE_CN
 from services.syncer.model.types import HostRoutes
 
 from .conftest import route, trust
 
-FAKE = "Kubernetes Ingress Controller Fake Certificate"
+FAKE = FAKE_CERTIFICATE_CN
 
 
 @pytest.fixture(scope="module")
