@@ -7,8 +7,8 @@ are read from these declarations, so a new setting is one field.
 
 The groups: `source` (where objects come from), `ports`, `paths`, `ingress` (which Ingresses are ours and
 how they are read), `leader` (leader election and Ingress status), `reload` (how often nginx reloads and how
-many old workers may drain), `cni`, `proxy` (the passthrough processes' limits), `metrics` (per-request metrics)
-and `log_level`.
+many old workers may drain), `cni`, `proxy` (the passthrough processes' limits), `metrics` (per-request metrics),
+`webhook` (the validating admission webhook) and `log_level`.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Sequence
 
 from services.common.label_selector import LabelSelectorError, parse_label_selector
+from services.nginxconf import geoip2
 
 DEFAULT_RUN_DIR = "/var/run/pyngress"
 DEFAULT_STATE_DIR = "/var/lib/pyngress"
@@ -105,6 +106,18 @@ def parse_selector(text: str) -> str:
         parse_label_selector(text)
     except LabelSelectorError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def parse_listen_address(text: str) -> str:
+    """`[ADDR]:PORT` as ingress-nginx's --validating-webhook takes it (":8443", "127.0.0.1:8443", "[::1]:8443");
+    kept as text for the child processes."""
+    host, colon, port = text.rpartition(":")
+    if not colon:
+        raise argparse.ArgumentTypeError(f"expected [ADDRESS]:PORT such as :8443, got {text!r}")
+    parse_port(port)
+    if host.startswith("[") != host.endswith("]"):
+        raise argparse.ArgumentTypeError(f"expected [ADDRESS]:PORT such as [::1]:8443, got {text!r}")
     return text
 
 
@@ -281,6 +294,40 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WebhookSettings:
+    """The validating admission webhook (`pyngress webhook`), with ingress-nginx's flag names; off unless an
+    address is given."""
+    address: str | None = _flag(None, name="validating-webhook", parse=parse_listen_address,
+                                help_text="serve the validating admission webhook (HTTPS) on [ADDRESS]:PORT, "
+                                "such as :8443")
+    certificate: str | None = _flag(None, name="validating-webhook-certificate",
+                                    help_text="the webhook's certificate (PEM), re-read when it changes")
+    key: str | None = _flag(None, name="validating-webhook-key",
+                            help_text="the webhook's private key (PEM), re-read when it changes")
+    processes: int = _flag(1, name="validating-webhook-processes", parse=parse_count,
+                           help_text="webhook processes sharing the port")
+
+
+def parse_edition_ids(text: str) -> str:
+    """MaxMind editions separated by commas ("GeoLite2-City,GeoLite2-ASN"), each one ingress-nginx knows."""
+    try:
+        return ",".join(geoip2.edition_ids(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeoIP2Settings:
+    """Where ConfigMap use-geoip2 finds its databases: files `<edition>.mmdb`, which pyngress never downloads."""
+    mmdb_dir: str = _flag(geoip2.DEFAULT_DIRECTORY, name="maxmind-mmdb-dir",
+                          help_text="the directory of MaxMind databases (<edition>.mmdb, from a volume or a sidecar "
+                          "such as geoipupdate) that ConfigMap use-geoip2 loads; a replaced file is served within "
+                          "seconds")
+    edition_ids: str = _flag(geoip2.DEFAULT_EDITIONS, name="maxmind-edition-ids", parse=parse_edition_ids,
+                             help_text="the editions use-geoip2 loads from --maxmind-mmdb-dir, comma-separated")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     source: SourceSettings = field(default_factory=SourceSettings)
     ports: PortSettings = field(default_factory=PortSettings)
@@ -291,6 +338,8 @@ class Settings:
     cni: CniSettings = field(default_factory=CniSettings)
     proxy: ProxySettings = field(default_factory=ProxySettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    webhook: WebhookSettings = field(default_factory=WebhookSettings)
+    geoip2: GeoIP2Settings = field(default_factory=GeoIP2Settings)
     log_level: str = _flag("info", name="log-level", help_text="debug, info, warning or error")
 
     @classmethod

@@ -31,6 +31,10 @@ def environment(settings: Settings) -> dict[str, str]:
     env["PYNGRESS_BIN"] = str(beside_python) if beside_python.exists() else shutil.which("pyngress") or "pyngress"
     # The ingress half runs unless only the CNI server was asked for (PYNGRESS_ENABLE_INGRESS=false).
     env.setdefault("PYNGRESS_ENABLE_INGRESS", "true")
+    # The webhook program runs when --validating-webhook names an address (ingress-nginx's switch) and the
+    # ingress half runs: its store comes from the watcher.
+    webhook = settings.webhook.address is not None and env["PYNGRESS_ENABLE_INGRESS"].lower() != "false"
+    env["PYNGRESS_ENABLE_VALIDATING_WEBHOOK"] = "true" if webhook else "false"
     return env
 
 

@@ -260,12 +260,9 @@ _NO_TCP_API = ("pyngress's nginx status and configuration API is a Unix socket i
 _NO_METRICS = ("pyngress's nginx adds requests up per label set before handing them on (no batch of single "
                "requests to bound), and /metrics has classic histograms only (no native ones)")
 _KLOG = "a klog setting; pyngress writes one key=value line per event to stderr"
-_NO_WEBHOOK = ("pyngress has no admission webhook: Ingresses are checked when applied (a refused one is not served "
-               "and the log and /healthz say why) and nginx -t guards every reload. Delete ingress-nginx's "
-               "ValidatingWebhookConfiguration (`kubectl delete validatingwebhookconfiguration "
-               "ingress-nginx-admission`): with failurePolicy Fail and nothing answering, the API server refuses "
-               "every Ingress change")
-_NO_MAXMIND = "pyngress has no GeoIP support and downloads nothing"
+_NO_MAXMIND = ("pyngress downloads no MaxMind database (offline, and no license key is sent anywhere): provide the "
+               "<edition>.mmdb files in --maxmind-mmdb-dir (default /etc/ingress-controller/geoip) with a volume or a "
+               "sidecar such as geoipupdate; a replaced file is served within seconds")
 _STRICTER = "pyngress always does this, and this flag cannot turn it off"
 
 FLAGS: tuple[Flag, ...] = (
@@ -370,13 +367,15 @@ FLAGS: tuple[Flag, ...] = (
     Flag("post-shutdown-grace-period", INT, "10", "seconds to wait after nginx stopped before exiting",
          Ignored("supervisord exits as soon as nginx has drained")),
     # -- admission webhook
-    Flag("validating-webhook", STRING, "", "address of the admission webhook server", Ignored(_NO_WEBHOOK)),
+    Flag("validating-webhook", STRING, "", "address of the admission webhook server",
+         Maps("validating-webhook", empty_is_unset=True)),
     Flag("validating-webhook-certificate", STRING, "", "the admission webhook's certificate",
-         Ignored("pyngress has no admission webhook (see --validating-webhook)")),
+         Maps("validating-webhook-certificate", empty_is_unset=True)),
     Flag("validating-webhook-key", STRING, "", "the admission webhook's key",
-         Ignored("pyngress has no admission webhook (see --validating-webhook)")),
+         Maps("validating-webhook-key", empty_is_unset=True)),
     Flag("disable-full-test", BOOL, "false", "admission tests only the changed Ingress",
-         Ignored("pyngress has no admission webhook; nginx -t tests the whole configuration before every reload")),
+         Ignored("pyngress's webhook never runs nginx -t: it reviews the Ingress with the syncer's validators and "
+                 "model against the other Ingresses it knows, which is neither a full nor a partial nginx test")),
     # -- metrics and profiling
     Flag("enable-metrics", BOOL, "false", "collect nginx's request metrics", Maps("enable-metrics", _bool)),
     Flag("metrics-per-host", BOOL, "true", "request metrics per host", Maps("metrics-per-host", _bool)),
@@ -404,7 +403,7 @@ FLAGS: tuple[Flag, ...] = (
          secret=True),
     Flag("maxmind-mirror", STRING, "", "mirror URL for GeoLite2 downloads", Ignored(_NO_MAXMIND)),
     Flag("maxmind-edition-ids", STRING, "GeoLite2-City,GeoLite2-ASN", "GeoLite2 databases to download",
-         Ignored(_NO_MAXMIND)),
+         Maps("maxmind-edition-ids")),
     Flag("maxmind-retries-count", INT, "1", "GeoLite2 download attempts", Ignored(_NO_MAXMIND)),
     Flag("maxmind-retries-timeout", DURATION, "0s", "delay between GeoLite2 download attempts", Ignored(_NO_MAXMIND)),
     # -- the program

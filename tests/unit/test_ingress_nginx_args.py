@@ -64,6 +64,10 @@ HELM_CUSTOM_ARGS = [
     "--enable-ssl-passthrough",
 ]
 WEBHOOK_FLAGS = ["validating-webhook", "validating-webhook-certificate", "validating-webhook-key"]
+# What both default installs' webhook flags become: the webhook runs, as in ingress-nginx.
+EXPECTED_WEBHOOK_ARGS = ["--validating-webhook=:8443",
+                         "--validating-webhook-certificate=/usr/local/certificates/cert",
+                         "--validating-webhook-key=/usr/local/certificates/key"]
 
 
 def expand(args: list[str], env: dict[str, str]) -> list[str]:
@@ -246,6 +250,7 @@ EXPECTED_FROM_DEFAULTS = [
     "--controller-class=k8s.io/ingress-nginx",
     "--ingress-class=nginx",
     "--configmap=ingress-nginx/ingress-nginx-controller",
+    *EXPECTED_WEBHOOK_ARGS,
 ]
 
 
@@ -253,7 +258,7 @@ EXPECTED_FROM_DEFAULTS = [
 def test_ingress_nginx_default_install_translates(args):
     translation = translate(*expand(args, POD_ENV))
     assert translation.up_args == EXPECTED_FROM_DEFAULTS
-    assert [g.flag.name for g in translation.ignored] == WEBHOOK_FLAGS
+    assert translation.ignored == []
     assert translation.notes == []
     settings = pyngress_accepts(translation.up_args)
     assert settings.leader.publish_service == "ingress-nginx/ingress-nginx-controller"
@@ -261,6 +266,7 @@ def test_ingress_nginx_default_install_translates(args):
     # ingress-nginx's ports and meanings, untouched.
     assert (settings.ports.http, settings.ports.https, settings.ports.healthz) == (80, 443, 10254)
     assert (settings.ports.status, settings.ports.ssl_passthrough_proxy) == (10246, 442)
+    assert (settings.webhook.address, settings.webhook.key) == (":8443", "/usr/local/certificates/key")
 
 
 @pytest.mark.parametrize("args", [CLOUD_DEPLOY_COMMAND, HELM_DEFAULT_COMMAND], ids=["cloud-deploy.yaml", "helm-defaults"])
@@ -281,13 +287,13 @@ def test_helm_chart_with_common_values_translates():
         "--configmap=edge/edge-ingress-nginx-controller",
         "--tcp-services-configmap=edge/edge-ingress-nginx-tcp",
         "--watch-namespace=edge",
+        *EXPECTED_WEBHOOK_ARGS,
         "--enable-metrics=true",
         "--election-lease-seconds=60",
         "--default-ssl-certificate=ingress/wildcard",
         "--enable-ssl-passthrough=true",
     ]
-    assert [g.flag.name for g in translation.ignored] == [
-        "enable-annotation-validation", *WEBHOOK_FLAGS]
+    assert [g.flag.name for g in translation.ignored] == ["enable-annotation-validation"]
     pyngress_accepts(translation.up_args)
 
 
@@ -307,7 +313,7 @@ SECURITY_DECISIONS = {
     "enable-annotation-validation": "ignored",  # pyngress always validates
     "deep-inspect": "ignored",  # pyngress always inspects
     "disable-full-test": "ignored",  # admission only; nginx -t tests every full config
-    "validating-webhook": "ignored",  # no webhook; Ingresses are checked when applied
+    "validating-webhook": "mapped",  # the webhook, which never runs nginx -t on what it reviews
     "profiling": "ignored",  # pyngress has no profiler: nothing exposed
     "ingress-class-by-name": "ignored",  # pyngress then serves fewer Ingresses, not more
     "apiserver-host": "ignored",  # the kubeconfig's or in-cluster API server, verified by its CA
@@ -361,15 +367,14 @@ def run(*argv: str) -> int:
 
 def test_run_logs_each_ignored_flag_once_and_execs_pyngress_up(execs, capsys, monkeypatch):
     monkeypatch.setenv("POD_NAMESPACE", "ingress-nginx")
-    assert run(*CLOUD_DEPLOY_COMMAND, "--maxmind-license-key=s3cr3t", "--validating-webhook=:9443",
+    assert run(*CLOUD_DEPLOY_COMMAND, "--maxmind-license-key=s3cr3t",
                "--apiserver-host=https://admin:hunter2@10.0.0.1:6443") == 0
     [argv] = execs
     assert argv[1:] == ["up", *EXPECTED_FROM_DEFAULTS]
     err = capsys.readouterr().err
-    for name in WEBHOOK_FLAGS + ["maxmind-license-key", "apiserver-host"]:
+    for name in ["maxmind-license-key", "apiserver-host"]:
         assert err.count(f"flag=--{name} ") == 1, err
-    assert "warning nginx-ingress-controller ingress-nginx flag ignored flag=--validating-webhook value=:9443" in err
-    assert "no admission webhook" in err and "kubectl delete validatingwebhookconfiguration" in err
+    assert "flag=--validating-webhook" not in err  # mapped: the webhook runs
     assert "s3cr3t" not in err and "hunter2" not in err
     assert "value=https://admin:<redacted>@10.0.0.1:6443" in err
 

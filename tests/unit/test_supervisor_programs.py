@@ -5,10 +5,11 @@ import re
 
 import pytest
 
-from services.supervisor.up import SUPERVISORD_CONF, started_programs_only
+from services.common.settings import Settings
+from services.supervisor.up import SUPERVISORD_CONF, environment, started_programs_only
 
 ALL_ON = {"PYNGRESS_ENABLE_INGRESS": "true", "PYNGRESS_ENABLE_SSL_PASSTHROUGH": "true",
-          "PYNGRESS_ENABLE_CNI": "true"}
+          "PYNGRESS_ENABLE_CNI": "true", "PYNGRESS_ENABLE_VALIDATING_WEBHOOK": "true"}
 
 
 def sections(conf: str) -> list[str]:
@@ -32,6 +33,7 @@ def test_with_everything_on_the_configuration_is_unchanged():
 @pytest.mark.parametrize(("off", "gone"), [
     ("PYNGRESS_ENABLE_SSL_PASSTHROUGH", {"program:proxy"}),
     ("PYNGRESS_ENABLE_CNI", {"program:cniserver", "program:cniworker"}),
+    ("PYNGRESS_ENABLE_VALIDATING_WEBHOOK", {"program:webhook"}),
     ("PYNGRESS_ENABLE_INGRESS", {"program:nginx-listeners", "program:nginx", "program:watcher", "program:syncer"}),
 ])
 def test_the_programs_of_a_feature_that_is_off_are_left_out_and_nothing_else(off, gone):
@@ -45,3 +47,9 @@ def test_the_programs_of_a_feature_that_is_off_are_left_out_and_nothing_else(off
 def test_a_program_whose_variable_is_unset_or_not_false_is_kept():
     conf = "[program:a]\nautostart=%(ENV_A)s\n\n[program:b]\nautostart=%(ENV_B)s\n\n[program:c]\nautostart=true\n"
     assert sections(started_programs_only(conf, {"A": "FALSE", "B": "yes"})) == ["program:b", "program:c"]
+
+
+def test_the_webhook_program_runs_only_when_an_address_is_given():
+    assert environment(Settings())["PYNGRESS_ENABLE_VALIDATING_WEBHOOK"] == "false"
+    on = environment(Settings.from_flags(validating_webhook=":8443"))
+    assert on["PYNGRESS_ENABLE_VALIDATING_WEBHOOK"] == "true" and on["PYNGRESS_VALIDATING_WEBHOOK_PROCESSES"] == "1"
