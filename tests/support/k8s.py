@@ -1,6 +1,7 @@
 """Factories for the Kubernetes objects the tests feed the controller, as `kubectl apply` takes them."""
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 
@@ -63,3 +64,13 @@ def endpoint_slice(service_name: str, ips: list[str], port: int, namespace: str 
         "ports": [{"name": port_name or "", "port": port, "protocol": "TCP"}],
         "endpoints": [{"addresses": [ip], "conditions": {"ready": ip not in not_ready}} for ip in ips],
     }
+
+
+def config_map(name: str, data: dict[str, str], namespace: str = "default") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+def secret(name: str, data: dict[str, str], type_: str = "Opaque", namespace: str = "default") -> dict[str, Any]:
+    """A Secret whose `data` is given as text (base64-encoded here, as the API stores it)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": type_, "metadata": {"name": name, "namespace": namespace},
+            "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}}

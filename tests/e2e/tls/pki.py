@@ -91,18 +91,24 @@ class HttpsResponse:
 
 
 def https_get(port: int, host: str, path: str = "/", trusted: list[Path] = (), sni: str | None = None,
-              source: str | None = None, method: str = "GET", headers: dict[str, str] | None = None) -> HttpsResponse:
-    """A request over TLS with SNI `sni` (default: `host`), verifying the chain against `trusted` but not the name;
-    from the local address `source` when given."""
+              source: str | None = None, method: str = "GET", headers: dict[str, str] | None = None,
+              client_cert: tuple[Path, Path] | None = None, body: bytes | None = None) -> HttpsResponse:
+    """A request over TLS with SNI `sni` (default: `host`), verifying the chain against `trusted` (none: no
+    verification) but not the name; from the local address `source` and with the client certificate and key
+    `client_cert` when given."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
+    if not trusted:
+        context.verify_mode = ssl.CERT_NONE
     for path_ in trusted:
         context.load_verify_locations(cafile=str(path_))
+    if client_cert:
+        context.load_cert_chain(*client_cert)
     raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0) if source else None)
     conn = http.client.HTTPConnection("127.0.0.1", timeout=10)
     conn.sock = context.wrap_socket(raw, server_hostname=sni or host)
     try:
-        conn.request(method, path, headers={"Host": host, **(headers or {})})
+        conn.request(method, path, body=body, headers={"Host": host, **(headers or {})})
         response = conn.getresponse()
         return HttpsResponse(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
     finally:
