@@ -1,0 +1,307 @@
+"""The admission decision on one Ingress: what the syncer's own model would make of it, before it is stored.
+
+Each review plans the Ingress with model/build.py's plan_one (annotations, paths, backends, Secrets, the
+location profile's check, PCRE for regexes) and merges it with the Ingresses it shares host names with
+(merge_plans: host ownership, strict-host-ownership, passthrough, canaries, backends refused), as the syncer
+would. An error the syncer reports denies; a warning is allowed and handed back as a warning. Beyond the syncer,
+as ingress-nginx's webhook decides:
+- a host and path another Ingress of our class defines is denied, naming that Ingress (the syncer would keep it
+  for the oldest and warn the other); updating the same Ingress is no conflict;
+- an annotation value the syncer would set aside (ignore with a warning) is denied when it holds nginx
+  configuration syntax (a quote, a brace, ';', '#', a newline): not a slip of format but a value written to
+  inject configuration (the IngressNightmare family); it is never rendered either way;
+- with --disable-catch-all an Ingress with a spec.defaultBackend is denied (the syncer would ignore it whole).
+Nothing is written and nothing is run: no nginx -t on what a client sent.
+
+Cost: the store's Ingresses are indexed once (replace_store) and kept by apply_change: which Ingresses name each
+host, and which define each host + path. A review plans the reviewed Ingress and the few that share its host
+names (their plans cached until they, a Secret or a ConfigMap change), never the whole model.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+from services.common.settings import Settings
+
+from ..annotations import ANNOTATIONS, InvalidAnnotation
+from ..annotations.access_control import is_access_control
+from ..annotations.base import InvalidValue
+from ..annotations.snippets import is_snippet
+from ..model.backends import BackendResolver
+from ..model.build import (AnnotationParser, IngressPlan, IngressRejected, PathRule, annotation_parser,
+                           auth_resolver, creation_order, merge_plans, plan_ingress, plan_names, plan_one)
+from ..model.configmap import ControllerConfig, load_controller_config
+from ..model.ingress_class import IngressClassFilter
+from ..model.problems import Problem
+from ..model.tls import TlsSecrets
+
+# What lets a value break out of the nginx argument it is written into: a quote, a brace, ';', '#' (a comment
+# to the end of the line), a newline or another control character.
+_CONFIGURATION_SYNTAX = re.compile(r"[\"'{};#\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer to one review. `errors` are the reasons for a denial, one each; `message` joins them."""
+    allowed: bool
+    message: str = ""  # when denied: what is wrong and what to change
+    warnings: tuple[str, ...] = ()  # values the syncer ignores with a warning (kubectl prints them)
+    errors: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, errors: Iterable[str], warnings: Iterable[str]) -> Verdict:
+        errors, warnings = tuple(dict.fromkeys(errors)), tuple(dict.fromkeys(warnings))
+        return cls(allowed=not errors, message="\n".join(errors), warnings=warnings, errors=errors)
+
+
+ALLOWED = Verdict(allowed=True)
+
+RouteKey = tuple[str, str, str]  # (host, "exact" or "prefix", path) as the model's route tables key them
+
+
+@dataclass(frozen=True, slots=True)
+class _Indexed:
+    """What the index keeps of one of our Ingresses: enough to find its neighbours and its routes."""
+    names: tuple[str, ...]  # build.plan_names
+    routes: tuple[RouteKey, ...]  # empty for a canary, which shares its main Ingress's routes
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """What holds for every Ingress: rebuilt when the controller ConfigMap or an IngressClass changes."""
+    config: ControllerConfig
+    problems: tuple[Problem, ...]
+    parser: AnnotationParser
+    accept: IngressClassFilter
+
+
+def _members(index: dict[Any, set[str]], key: Any) -> set[str]:
+    return index.get(key) or set()
+
+
+def _discard(index: dict[Any, set[str]], key: Any, member: str) -> None:
+    members = index[key]
+    members.discard(member)
+    if not members:
+        del index[key]
+
+
+class Reviewer:
+    """The syncer's decision on one Ingress at a time, against the watcher's store."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._prefix = settings.ingress.annotations_prefix + "/"
+        self.replace_store({})
+
+    # --- the store ------------------------------------------------------------------------------------
+
+    def replace_store(self, store: Mapping[str, dict[str, Any]]) -> None:
+        """The watcher's store ("Kind/namespace/name" → object, as build_model takes it), whole."""
+        self._store: dict[str, dict[str, Any]] = dict(store)
+        self._services: dict[tuple[str, str], dict[str, Any]] = {}
+        self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        for key, obj in self._store.items():
+            self._index_kind(key, obj)
+        self._reindex()
+
+    def apply_change(self, key: str, obj: dict[str, Any] | None) -> None:
+        """One object set (None: deleted)."""
+        if obj is None:
+            self._store.pop(key, None)
+        else:
+            self._store[key] = obj
+        kind = key.partition("/")[0]
+        self._index_kind(key, obj)
+        if kind == "IngressClass" or key == self._configmap_key:
+            self._reindex()
+        elif kind == "Ingress":
+            self._plans.pop(key, None)
+            self._unindex(key)
+            if obj is not None:
+                self._index_ingress(key, obj)
+        elif kind in ("Secret", "ConfigMap"):
+            self._plans.clear()  # a plan reads Secrets and ConfigMaps (auth, client certificates, headers)
+
+    @property
+    def cluster_problems(self) -> tuple[Problem, ...]:
+        """What is wrong with the controller ConfigMap (the syncer reports the same)."""
+        return self._cluster.problems
+
+    @property
+    def _configmap_key(self) -> str | None:
+        configmap = self.settings.ingress.configmap
+        return f"ConfigMap/{configmap}" if configmap else None
+
+    def _index_kind(self, key: str, obj: dict[str, Any] | None) -> None:
+        kind, namespace, name = key.split("/", 2)
+        table = self._services if kind == "Service" else self._secrets if kind == "Secret" else None
+        if table is None:
+            return
+        if obj is None:
+            table.pop((namespace, name), None)
+        else:
+            table[namespace, name] = obj
+
+    def _reindex(self) -> None:
+        """Read the cluster-wide settings and index every Ingress afresh."""
+        config, problems = load_controller_config(self._store, self.settings.ingress.configmap)
+        classes = [obj for key, obj in self._store.items() if key.startswith("IngressClass/")]
+        self._cluster = _Cluster(config=config, problems=tuple(problems),
+                                 parser=annotation_parser(config, self.settings),
+                                 accept=IngressClassFilter.from_classes(classes, self.settings))
+        self._indexed: dict[str, _Indexed] = {}
+        self._by_name: dict[str, set[str]] = {}  # host name → our Ingresses naming it
+        self._by_route: dict[RouteKey, set[str]] = {}  # host + path → our Ingresses defining it
+        self._plans: dict[str, tuple[IngressPlan | None, tuple[Any, str]]] = {}  # plan_one's, with creation order
+        for key, obj in self._store.items():
+            if key.startswith("Ingress/"):
+                self._index_ingress(key, obj)
+
+    def _index_ingress(self, key: str, ingress: dict[str, Any]) -> None:
+        _, namespace, name = key.split("/", 2)
+        if not self._cluster.accept.is_ours(ingress):
+            return
+        # The shape only: whether its Secrets are usable changes nothing of which hosts and paths it names.
+        try:
+            annotations = self._cluster.parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
+            plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
+                                profile=annotations.profile,
+                                strict_path_types=self._cluster.config.strict_validate_path_type)
+        except (IngressRejected, InvalidAnnotation, AttributeError, TypeError):
+            return  # refused whole by the syncer: it serves nothing
+        entry = _Indexed(names=tuple(plan_names(plan)),
+                         routes=() if annotations.canary is not None else tuple(_route_keys(plan.paths)))
+        self._indexed[key] = entry
+        for host in entry.names:
+            self._by_name.setdefault(host, set()).add(key)
+        for route in entry.routes:
+            self._by_route.setdefault(route, set()).add(key)
+
+    def _unindex(self, key: str) -> None:
+        entry = self._indexed.pop(key, None)
+        if entry is None:
+            return
+        for host in entry.names:
+            _discard(self._by_name, host, key)
+        for route in entry.routes:
+            _discard(self._by_route, route, key)
+
+    # --- a review -------------------------------------------------------------------------------------
+
+    def review(self, ingress: Mapping[str, Any], *, operation: str = "CREATE") -> Verdict:
+        """What the syncer would do with `ingress` (as the API server would store it) next to the store's."""
+        if operation == "DELETE":
+            return ALLOWED
+        obj = dict(ingress)
+        meta = _mapping(obj.get("metadata"))
+        namespace = meta.get("namespace") or "default"
+        name = meta.get("name") or meta.get("generateName") or ""
+        watched = self.settings.source.watch_namespace
+        if (watched and namespace != watched) or not self._cluster.accept.is_ours(obj):
+            return ALLOWED  # not ours: another controller's to judge
+        spec = obj.get("spec")
+        if self.settings.ingress.disable_catch_all and isinstance(spec, dict) and spec.get("defaultBackend") is not None:
+            return Verdict.of(["spec.defaultBackend makes a catch-all Ingress, and the controller runs with "
+                               "--disable-catch-all; remove spec.defaultBackend"], ())
+        injections = self._injections(_mapping(meta.get("annotations")))
+        errors = list(injections.values())
+        warnings: list[str] = []
+        key = f"Ingress/{namespace}/{name}"
+        plan, problems = self._plan(namespace, name, obj)
+        if plan is not None:
+            conflicts = self._conflicts(key, plan)
+            errors += conflicts.values()
+            # The paths denied above are left out of the merge, which would only warn about them again.
+            kept = replace(plan, paths=tuple(rule for rule in plan.paths if _route_key(rule) not in conflicts))
+            problems += self._merge_problems(key, kept, creation_order(obj, namespace=namespace, name=name))
+        for problem in problems:
+            if problem.is_error:
+                errors.append(problem.message)
+            elif not problem.message.startswith(tuple(injections)):  # set aside, and denied above
+                warnings.append(problem.message)
+        return Verdict.of(errors, warnings)
+
+    def _plan(self, namespace: str, name: str, ingress: Mapping[str, Any]) -> tuple[IngressPlan | None, list[Problem]]:
+        auth = auth_resolver(self._cluster.config, self._secrets, self._store)
+        return plan_one(namespace, name, ingress, parser=self._cluster.parser,
+                        strict_path_types=self._cluster.config.strict_validate_path_type, auth=auth,
+                        refused_profiles={}, secrets=self._secrets)
+
+    def _injections(self, annotations: Mapping[str, Any]) -> dict[str, str]:
+        """The annotation values the syncer would set aside that hold nginx configuration syntax: how the model
+        names each value (its problems start so) → why it is denied."""
+        found = {}
+        for full_name, value in sorted(annotations.items()):
+            name = full_name.removeprefix(self._prefix)
+            annotation = ANNOTATIONS.get(name)
+            # Snippets are configuration by design (allowed or refused whole); access-control annotations with an
+            # invalid value are denied by the model already.
+            if (annotation is None or not full_name.startswith(self._prefix) or not isinstance(value, str)
+                    or is_snippet(name) or is_access_control(name) or not _CONFIGURATION_SYNTAX.search(value)):
+                continue
+            try:
+                annotation.validate(value)
+            except InvalidValue as err:
+                named = str(InvalidAnnotation(full_name, value=value, reason=""))
+                found[named] = named + (f"{err}; the value holds nginx configuration syntax (a quote, brace, ';', "
+                                        "'#' or line break), which could inject configuration: refused rather than "
+                                        "ignored")
+        return found
+
+    def _conflicts(self, key: str, plan: IngressPlan) -> dict[RouteKey, str]:
+        """The reviewed Ingress's routes that another of our Ingresses defines → why it is denied."""
+        if plan.annotations.canary is not None:
+            return {}
+        conflicts = {}
+        for route in _route_keys(plan.paths):
+            others = _members(self._by_route, route) - {key}
+            if others:
+                owner = min(others, key=self._order).split("/", 1)[1]
+                host, kind, path = route
+                conflicts[route] = (f"host {host} {kind} path {path} is already defined in Ingress {owner}; serve it "
+                                    "from that Ingress, or use another host or path")
+        return conflicts
+
+    def _merge_problems(self, key: str, plan: IngressPlan, order: tuple[Any, str]) -> list[Problem]:
+        """The problems merging gives `plan` among the Ingresses that share a host name with it, oldest first."""
+        neighbours = set().union(*(_members(self._by_name, host) for host in plan_names(plan))) - {key}
+        ordered = [(order, plan)]
+        for other in neighbours:
+            other_plan, other_order = self._neighbour_plan(other)
+            if other_plan is not None:
+                ordered.append((other_order, other_plan))
+        ordered.sort(key=lambda item: item[0])
+        resolver = BackendResolver(self._services, slices={},  # endpoints change nothing that is decided here
+                                   allow_external_name=not self.settings.ingress.disable_svc_external_name)
+        merged = merge_plans([p for _, p in ordered], config=self._cluster.config, settings=self.settings,
+                             resolver=resolver,
+                             secrets=TlsSecrets(self._secrets, self.settings.ingress.default_ssl_certificate))
+        return [problem for problem in merged.problems if problem.object == f"Ingress {plan.ref}"]
+
+    def _neighbour_plan(self, key: str) -> tuple[IngressPlan | None, tuple[Any, str]]:
+        if key not in self._plans:
+            _, namespace, name = key.split("/", 2)
+            ingress = self._store[key]
+            plan, _ = self._plan(namespace, name, ingress)
+            self._plans[key] = plan, creation_order(ingress, namespace=namespace, name=name)
+        return self._plans[key]
+
+    def _order(self, key: str) -> tuple[Any, str]:
+        _, namespace, name = key.split("/", 2)
+        return creation_order(self._store[key], namespace=namespace, name=name)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is a mapping, else an empty one: a hand-written object may have any shape."""
+    return value if isinstance(value, dict) else {}
+
+
+def _route_key(rule: PathRule) -> RouteKey:
+    return rule.host, rule.kind, rule.path
+
+
+def _route_keys(rules: Iterable[PathRule]) -> list[RouteKey]:
+    return [_route_key(rule) for rule in rules]
