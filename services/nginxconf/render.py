@@ -27,6 +27,8 @@ from services.nginxconf.config import (DEFAULT_PROFILE, AuthKeepalive, BackendTl
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.resolvers import system_resolvers
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
+from services.nginxconf.modsecurity import ModSecurityRenderError, check_profile_modsecurity, rendered_modsecurity
+from services.nginxconf import tracing
 from services.nginxconf.template import BUILTIN_DIR, LUA_SUBDIR, Template, compile_files, read_files
 
 # Size of each Lua shared dictionary holding a pushed table (also the largest table the internal
@@ -76,15 +78,22 @@ HTTP_DEFAULTS: dict[str, str] = {
 # one of these itself (proxy_set_header) replaces it; any proxy_set_header in a location stops nginx from
 # inheriting them, so each named location lists them all.
 PROXY_HEADERS: tuple[tuple[str, str], ...] = (
-    ("Host", "$pyngress_best_http_host"),
+    # ingress-nginx's $best_http_host: with use-forwarded-headers, the first host of X-Forwarded-Host.
+    ("Host", "$pyngress_forwarded_host"),
     ("X-Request-ID", "$pyngress_request_id"),
     ("X-Real-IP", "$remote_addr"),
-    # The $pyngress_forwarded_* maps take a client's X-Forwarded-* only with use-forwarded-headers.
+    # The $pyngress_forwarded_* maps take a client's X-Forwarded-* only with use-forwarded-headers; a client's
+    # own X-Forwarded-Scheme never passes (ingress-nginx sets it as X-Forwarded-Proto).
     ("X-Forwarded-For", "$pyngress_forwarded_for"),
     ("X-Forwarded-Host", "$pyngress_forwarded_host"),
     ("X-Forwarded-Port", "$pyngress_forwarded_port"),
     ("X-Forwarded-Proto", "$pyngress_forwarded_proto"),
+    ("X-Forwarded-Scheme", "$pyngress_forwarded_proto"),
     ("X-Scheme", "$pyngress_forwarded_proto"),
+    # What the client sent, whether trusted or not, as ingress-nginx passes it (X-Original-Forwarded-For is read
+    # from the ConfigMap's forwarded-for-header: _header_sources).
+    ("X-Original-Forwarded-For", "$http_x_forwarded_for"),
+    ("X-Original-Forwarded-Host", "$http_x_forwarded_host"),
     ("Upgrade", "$pyngress_upgrade"),  # websocket only: an h2c upgrade could tunnel past routing
     ("Connection", "$pyngress_connection_upgrade"),
     # httpoxy: a client's Proxy header must not become HTTP_PROXY in a CGI-style backend.
@@ -98,12 +107,16 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _header_sources(*, use_forwarded_headers: bool, compute_full_forwarded_for: bool) -> dict[str, str]:
+def _header_sources(*, use_forwarded_headers: bool, compute_full_forwarded_for: bool,
+                    forwarded_for_header: str) -> dict[str, str]:
     """The variable each $pyngress_forwarded_* header value is read from in the profiles' locations. When a
     client's X-Forwarded-* are not trusted those maps only copy another variable, and every request paid for
     the copy (a map lowercases and hashes its key: about 3,500 instructions a request for the four); the
-    maps stay defined for what else reads them (external_auth.lua, snippets), and unread maps cost nothing."""
-    sources = {}
+    maps stay defined for what else reads them (external_auth.lua, the router's redirects, snippets), and
+    unread maps cost nothing. X-Original-Forwarded-For is the forwarded-for-header the client sent."""
+    if not _HEADER_NAME.fullmatch(forwarded_for_header):
+        raise RenderError(f"forwarded-for-header {forwarded_for_header!r} is not a header name")
+    sources = {"$http_x_forwarded_for": "$http_" + forwarded_for_header.lower().replace("-", "_")}
     if not use_forwarded_headers:
         sources.update({"$pyngress_forwarded_proto": "$scheme", "$pyngress_forwarded_host": "$pyngress_best_http_host",
                         "$pyngress_forwarded_port": "$pyngress_server_port"})
@@ -143,6 +156,12 @@ def quote(value: object) -> str:
     if bad:
         raise RenderError(f"{text!r}: character {bad.group()!r} cannot be written into nginx.conf")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def literal(value: object) -> str:
+    """One nginx argument, double-quoted, that nginx sends exactly as written: each `$` is the template's
+    $pyngress_dollar (a geo value, which nginx never expands), so no variable of the text is evaluated."""
+    return '"' + "${pyngress_dollar}".join(quote(piece)[1:-1] for piece in str(value).split("$")) + '"'
 
 
 def lua_string(value: object) -> str:
@@ -278,7 +297,7 @@ class _RenderedProfile:
     custom_http_errors: tuple[int, ...] | None  # None: the ConfigMap's list
     pass_backend_errors: bool
     mirror: _RenderedMirror | None
-    response_headers: list[tuple[str, str]]  # quoted (name, value): custom-headers
+    response_headers: list[tuple[str, str]]  # quoted (name, literal value): custom-headers
     sets_ssl_name: bool
     sets_ssl_server_name: bool
 
@@ -351,13 +370,18 @@ def _rendered_profile(profile: LocationProfile) -> _RenderedProfile:
                 raise RenderError(f"location profile {profile.name}: {what}: {err}") from None
     if profile.basic_auth is not None:
         check_basic_auth(profile.basic_auth)
+    if profile.modsecurity is not None:
+        try:
+            check_profile_modsecurity(profile.modsecurity)
+        except ModSecurityRenderError as err:
+            raise RenderError(f"location profile {profile.name}: {err}") from None
     external_auth = _external_auth(profile.external_auth, profile.name) if profile.external_auth else None
     tls = profile.backend_tls
     return _RenderedProfile(
         backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
         custom_http_errors=_error_codes(profile.custom_http_errors), pass_backend_errors=profile.pass_backend_errors,
         mirror=_mirror(profile.mirror) if profile.mirror else None,
-        response_headers=[(_response_header_name(name), quote(value)) for name, value in profile.response_headers],
+        response_headers=[(_response_header_name(name), literal(value)) for name, value in profile.response_headers],
         sets_ssl_server_name=bool(tls and tls.server_name),name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
@@ -688,7 +712,8 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         listen_ipv6=bool(config.listen_ipv6),
         use_forwarded_headers=bool(config.use_forwarded_headers),
         header_sources=_header_sources(use_forwarded_headers=bool(config.use_forwarded_headers),
-                                      compute_full_forwarded_for=server.compute_full_forwarded_for),
+                                      compute_full_forwarded_for=server.compute_full_forwarded_for,
+                                      forwarded_for_header=server.forwarded_for_header),
         use_proxy_protocol=bool(config.use_proxy_protocol),
         blocked=block_lists(config.blocked),
         http_settings=http_settings,
@@ -703,10 +728,14 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),
         access_log=config.access_log,
+        geoip2=config.geoip2,
+        modsecurity=rendered_modsecurity(server, profiles),
         server=server,
         main_settings=_settings(main_settings(server)),
         request_metrics=lua_literal(config.request_metrics.lua_config() if config.request_metrics else None),
         metric_variables=config.request_metrics.read_variables if config.request_metrics else (),
         metrics_dict_size=METRICS_DICT_SIZE,
+        tracing=lua_literal(config.tracing.lua_config() if config.tracing else None),
+        span_variables=tracing.JOINED_VARIABLES, spans_dict_size=tracing.SPANS_DICT_SIZE,
         **ports,
     )

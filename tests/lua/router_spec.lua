@@ -13,7 +13,8 @@ end
 
 -- The backend a request for host and uri is sent to (its named location must be the profile's), or the answer.
 local function route(host, uri, scheme)
-    local vars = { host = host, uri = uri, request_uri = uri, scheme = scheme or "http", http_host = host }
+    local vars = { host = host, uri = uri, request_uri = uri, scheme = scheme or "http", http_host = host,
+                   pyngress_forwarded_host = host }
     local answer = fake_request.start(vars)
     router.route()
     if answer.exec == "@profile_default" then

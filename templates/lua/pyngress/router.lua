@@ -45,6 +45,7 @@ local hashing = require("pyngress.hashing")
 local ewma = require("pyngress.ewma")
 local monitor = require("pyngress.monitor")
 local request_id = require("pyngress.request_id")
+local tracing = require("pyngress.tracing")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
@@ -92,7 +93,10 @@ local function route_of(raw, where, auths, host, path)
                     rewrite_log = raw.rewrite_log == true,
                     ingress = ingress,
                     default_backend = type(raw.default_backend) == "string" and raw.default_backend or nil,
-                    metric = monitor.labels_of(host, ingress, service, path) }
+                    service = service or "",
+                    service_port = type(raw.service_port) == "string" and raw.service_port or "",
+                    metric = monitor.labels_of(host, ingress, service, path),
+                    path = path, trace = tracing.route_config(raw) }
     if route.canary then
         route.metric_canary = monitor.labels_of(host, ingress, service, path, route.canary.backend)
     end
@@ -216,26 +220,58 @@ local function match_prefix(entry, uri)
     return prefixes["/"]
 end
 
--- What no route takes (`status` 404), or a route whose Service is missing or has no endpoints (503): the
--- --default-backend-service when it has endpoints, as in ingress-nginx; else the built-in answer.
-local function default_backend(status)
-    if settings.custom_http_errors[status] then
-        return ngx.exit(status)  -- its error location asks the default backend, with X-Code
-    end
+-- What no route takes: the --default-backend-service when it has endpoints, as in ingress-nginx (its answer goes
+-- through the ConfigMap's custom-http-errors like any backend's); else the built-in 404.
+local function default_backend()
     local peers = store.current("backends")[DEFAULT_BACKEND]
     if peers and #peers > 0 then
         local var = ngx.var
         var.proxy_upstream_name, var.pyngress_balance = DEFAULT_BACKEND, DEFAULT_BACKEND
         return ngx.exec("@profile_default")
     end
-    if status == 503 then
-        return ngx.exit(503)
-    end
     return ngx.exec("@pyngress_default_backend")
 end
 
--- ConfigMap custom-http-errors: the error location of `status` asks the default backend, on "/" (the request's
--- URI is in X-Original-URI); without one, the built-in 404, or nginx's own page for other statuses.
+-- nginx's own 503 page, for a route whose custom-http-errors (its own list) leaves 503 out while the ConfigMap's
+-- has it: there ingress-nginx's location-level error_page replaces the http-level one.
+local SERVICE_UNAVAILABLE = "<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n"
+    .. "<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+
+-- A route whose Service is missing or has no endpoints, without a default-backend that has some: 503, as
+-- ingress-nginx's balancer answers it; through the error backend when the route's custom-http-errors (its
+-- Ingress's, else the ConfigMap's) list 503. The --default-backend-service is not asked otherwise.
+local function unavailable(route)
+    local own = settings.error_codes[route.profile]
+    local codes = own or settings.custom_http_errors
+    if codes[503] then
+        return ngx.exec("@pyngress_error_503")
+    end
+    if own and settings.custom_http_errors[503] then
+        ngx.status = 503
+        ngx.header["Content-Type"] = "text/html"
+        ngx.print(SERVICE_UNAVAILABLE)
+        return ngx.exit(503)
+    end
+    return ngx.exit(503)
+end
+
+-- default-backend: the Ingress's own Service answers a route whose Service has no endpoints, told so in
+-- ingress-nginx's headers (the request's URI kept, and no X-Original-URI, as ingress-nginx sends it there).
+local function tell_default_backend(route)
+    local var = ngx.var
+    local namespace, name = match(route.ingress or "", "^([^/]*)/(.*)$")
+    local set_header = ngx.req.set_header
+    set_header("X-Code", "503")
+    set_header("X-Format", var.http_accept)
+    set_header("X-Namespace", namespace or "")
+    set_header("X-Ingress-Name", name or "")
+    set_header("X-Service-Name", route.service)
+    set_header("X-Service-Port", route.service_port)
+end
+
+-- custom-http-errors: the error location of `status` asks the route's default-backend, else the default backend,
+-- on "/" (the request's URI is in X-Original-URI); without one, the built-in default backend answers, whatever the
+-- status, as ingress-nginx's internal default server answers 404 to everything.
 function _M.error_page(status)
     local var = ngx.var
     local backends = store.current("backends")
@@ -246,13 +282,8 @@ function _M.error_page(status)
         name, peers = DEFAULT_BACKEND, backends[DEFAULT_BACKEND]
     end
     if not peers or #peers == 0 then
-        if status == 404 then
-            return ngx.exec("@pyngress_default_backend")
-        end
-        return ngx.exit(status)
+        return ngx.exec("@pyngress_default_backend")
     end
-    -- The route's Service port is the last part of its backend name ("namespace-service-port").
-    ngx.req.set_header("X-Service-Port", match(var.proxy_upstream_name, "%-([^-]+)$") or "")
     var.proxy_upstream_name, var.pyngress_balance = name, name
     var.proxy_alternative_upstream_name = ""
     ngx.req.set_uri("/", false)
@@ -293,6 +324,21 @@ function _M.host_entry(name)
     return find_host(store.get("routes"), name and lower(name))
 end
 
+-- Whether an Ingress names the host `name` (a TLS SNI) itself or by a wildcard: the routes without a host ("_")
+-- do not count, as ingress-nginx's default server does not for ssl-reject-handshake.
+function _M.names_host(name)
+    if not name then
+        return false
+    end
+    name = lower(name)
+    local hosts = store.get("routes")
+    if hosts[name] then
+        return true
+    end
+    local dot = find(name, ".", 1, true)
+    return dot ~= nil and hosts["*" .. sub(name, dot)] ~= nil
+end
+
 -- Whether a request of `route` goes to its canary: a session the affinity cookie ties to the main backend stays
 -- there, one it ties to a sticky canary stays there (ingress-nginx's order), else the canary's rules decide.
 local function to_canary(route, canary_route)
@@ -324,7 +370,10 @@ function _M.route()
     store.refresh()
     local entry = find_host(store.current("routes"), host)
     if not entry then
-        return default_backend(404)
+        if settings.tracing then
+            tracing.start(nil)
+        end
+        return default_backend()
     end
     local uri = var.uri
     if entry.redirect_host then
@@ -345,28 +394,39 @@ function _M.route()
         route = route or entry.default
     end
     var.pyngress_metric = route and route.metric or entry.metric
+    if settings.tracing then
+        tracing.start(route, route and route.path)  -- before the redirects below, so that they are traced too
+    end
     -- Each variable read costs a few hundred nanoseconds outside the JIT: the scheme only when the host needs it.
     if entry.hsts or entry.tls or entry.force_ssl_redirect then
-        if var.scheme == "https" then
-            if entry.hsts then
-                var.pyngress_hsts = entry.hsts
-            end
-        elseif (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect)) and not tls_redirect_exempt(entry, uri) then
+        local scheme = var.scheme
+        if scheme == "https" and entry.hsts then
+            var.pyngress_hsts = entry.hsts
+        end
+        if settings.use_forwarded_headers then
+            -- As ingress-nginx: the scheme the load balancer says the client used (X-Forwarded-Proto) decides.
+            scheme = var.pyngress_forwarded_proto
+        end
+        if scheme == "http" and (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect))
+                and not tls_redirect_exempt(entry, uri) then
             -- As ingress-nginx: a trailing slash is dropped unless the route's preserve-trailing-slash keeps it.
             local request_uri = var.request_uri
             if not (route and route.preserve_trailing_slash) and byte(request_uri, -1) == SLASH then
                 request_uri = sub(request_uri, 1, -2)
             end
-            -- The port when it is not 443, and always with the route's use-port-in-redirects.
-            local port = route and route.port_in_redirects and (":" .. settings.https_port) or settings.https_port_suffix
-            return ngx.redirect("https://" .. host .. port .. request_uri, entry.redirect_code)
+            -- ingress-nginx's host: the Host header (with use-forwarded-headers, the first host of X-Forwarded-Host)
+            -- without its port; the HTTPS port only with the route's use-port-in-redirects.
+            local to_host = var.pyngress_forwarded_host
+            to_host = match(to_host, "^(.*):%d+$") or to_host
+            local port = route and route.port_in_redirects and (":" .. settings.https_port) or ""
+            return ngx.redirect("https://" .. to_host .. port .. request_uri, entry.redirect_code)
         end
     end
     if entry.app_root and uri == "/" then
         return ngx.redirect(var.scheme .. "://" .. (var.http_host or host) .. entry.app_root, 302)
     end
     if not route then
-        return default_backend(404)
+        return default_backend()
     end
     if route.client_auth and client_auth.check(route.client_auth) then
         return  -- the certificate was refused: the request is answered
@@ -382,6 +442,7 @@ function _M.route()
         unsticky = not canary_route.sticky
     end
     var.proxy_upstream_name = route.backend or "-"
+    var.pyngress_service_port = route.service_port  -- X-Service-Port of its error pages
     local fallback = route.default_backend
     if fallback then
         var.pyngress_error_backend = fallback  -- custom-http-errors' pages come from it too
@@ -392,10 +453,11 @@ function _M.route()
         -- default-backend: the Ingress's own Service answers while the route's has no endpoints.
         peers = fallback and backends[fallback]
         if not peers or #peers == 0 then
-            return default_backend(503)
+            return unavailable(route)
         end
         backend = fallback
         var.proxy_upstream_name, var.proxy_alternative_upstream_name = fallback, ""
+        tell_default_backend(route)
     end
     if not settings.profiles[route.profile] then
         -- Pushed before the reload that adds it: serving with other settings could skip an access rule.

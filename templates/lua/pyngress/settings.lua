@@ -2,8 +2,8 @@
 local _M = {
     http_port = 80,
     https_port = 443,
-    -- ":<port>" appended to https redirects when the HTTPS port is not 443, as ingress-nginx does.
-    https_port_suffix = "",
+    -- ConfigMap use-forwarded-headers: the redirect to HTTPS follows X-Forwarded-Proto and X-Forwarded-Host.
+    use_forwarded_headers = false,
     -- The named locations this nginx.conf defines: profile name -> true.
     profiles = {},
     -- CORS options of the profiles that have them: profile name -> options (see cors.lua).
@@ -12,18 +12,25 @@ local _M = {
     body_limits = {},
     -- Per-request metrics (monitor.lua), nil when --enable-metrics is off.
     metrics = nil,
+    -- OpenTelemetry tracing (tracing.lua, services/nginxconf/tracing.py), nil when the ConfigMap configures none.
+    tracing = nil,
     -- ConfigMap custom-http-errors: status -> true, answered through the default backend's error locations.
     custom_http_errors = {},
+    -- custom-http-errors of the profiles with a list of their own (which replaces the ConfigMap's there):
+    -- profile name -> {status -> true}.
+    error_codes = {},
     -- Profiles with another named location for HTTP/2 requests (auth-keepalive): profile name -> location.
     http2_locations = {},
     -- ConfigMap generate-request-id: the router gives a request without an X-Request-ID one (request_id.lua).
     generate_request_id = true,
+    -- ConfigMap ssl-reject-handshake: a TLS handshake for a name no Ingress serves is refused (certificates.lua).
+    ssl_reject_handshake = false,
 }
 
 function _M.set(values)
     _M.http_port = values.http_port
     _M.https_port = values.https_port
-    _M.https_port_suffix = values.https_port == 443 and "" or (":" .. values.https_port)
+    _M.use_forwarded_headers = values.use_forwarded_headers == true
     local profiles = {}
     for _, name in ipairs(values.profiles) do
         profiles[name] = true
@@ -32,9 +39,12 @@ function _M.set(values)
     _M.cors = values.cors or {}
     _M.body_limits = values.body_limits or {}
     _M.metrics = require("pyngress.monitor").configure(values.metrics)
+    _M.tracing = values.tracing
     _M.custom_http_errors = values.custom_http_errors or {}
+    _M.error_codes = values.error_codes or {}
     _M.http2_locations = values.http2_locations or {}
     _M.generate_request_id = values.generate_request_id
+    _M.ssl_reject_handshake = values.ssl_reject_handshake == true
 end
 
 return _M

@@ -94,7 +94,7 @@ def test_redirect_code_and_locations_kept_on_plain_http(stage: Stage) -> None:
     stage.cluster.apply(configmap(**{"force-ssl-redirect": "true", "http-redirect-code": "301",
                                      "no-tls-redirect-locations": "/plain,/.well-known/acme-challenge"}))
     wait_for(lambda: get(stage, "/x").status_code == 301, 15, what="301 to HTTPS")
-    assert get(stage, "/x").headers["Location"] == f"https://{HOST}:{stage.controller.https_port}/x"
+    assert get(stage, "/x").headers["Location"] == f"https://{HOST}/x"
     assert get(stage, "/plain/file").status_code == 200
     assert get(stage, "/.well-known/acme-challenge/token").status_code == 200
     # Both are carried by the routes table: a change re-pushes it and reloads nothing.

@@ -57,9 +57,9 @@ def test_passthrough_and_terminated_hosts_share_the_https_port(passthrough_stage
     assert terminated["backend"] == "TLS-T"
     assert (terminated["headers"]["x-real-ip"], terminated["headers"]["x-forwarded-for"]) == (CLIENT_IP, CLIENT_IP)
     assert terminated["headers"]["x-forwarded-port"] == str(port)
-    # Plain HTTP still goes to nginx, which redirects the terminated host to the proxy's port.
+    # Plain HTTP still goes to nginx, which redirects the terminated host to HTTPS (no port, as ingress-nginx).
     # As ingress-nginx, the trailing slash is dropped (preserve-trailing-slash keeps it).
-    assert stage.controller.get("/", "term.tls.example").headers["location"] == f"https://term.tls.example:{port}"
+    assert stage.controller.get("/", "term.tls.example").headers["location"] == "https://term.tls.example"
     # /metrics counts both kinds of connection (from the proxy processes' status, a few seconds old at most).
     wait_for(lambda: _proxy_total(stage, "passthrough") >= 1 and _proxy_total(stage, "to_nginx") >= 1, 10,
              what="passthrough connections on /metrics")
