@@ -91,6 +91,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  name_rule="path"),
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True, name_rule="path"),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, name_rule="path"),
+    ResourceType("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+                 "validatingwebhookconfigurations", False),
 )
 # The verbs of each subresource, for discovery.
 SUBRESOURCE_VERBS = {"status": STATUS_VERBS, "token": ("create",)}

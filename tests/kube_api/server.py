@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from . import errors, patches, rbac, selectors
+from .admission import Admission
 from .auth import ADMIN_TOKEN, Tokens
 from .errors import ApiError
 from .resources import ALL_VERBS, RESOURCE_TYPES, SUBRESOURCE_VERBS, ResourceType, by_kind, find, group_versions
@@ -27,12 +29,21 @@ SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-pyngress-t
 DEFAULT_WATCH_TIMEOUT_SECONDS = 1800.0  # the real server ends watches after 30-60 minutes
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json")
+def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
+    """`warnings` (an admission webhook's) as the API server sends them: a `Warning: 299 - "text"` header each."""
+    headers: CIMultiDict[str] = CIMultiDict()
+    for warning in warnings or []:
+        headers.add("Warning", '299 - "{}"'.format(warning.replace("\\", "\\\\").replace('"', '\\"')))
+    return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json",
+                        headers=headers)
 
 
 def _error_response(err: ApiError) -> web.Response:
     return _json(err.status(), err.code)
+
+
+def _dry_run(query: Any) -> bool:
+    return query.get("dryRun") == "All"
 
 
 def _is_true(value: str | None) -> bool:
@@ -101,6 +112,7 @@ class KubeApiServer:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._storage: Storage | None = None
+        self._admission: Admission | None = None
         self._runner: web.AppRunner | None = None
         self._site: web.SockSite | None = None
         self._fail_remaining = 0
@@ -160,6 +172,7 @@ class KubeApiServer:
     async def _startup(self) -> None:
         self._storage = Storage(self.max_history)
         self._authorizer = rbac.Authorizer(self._storage.objects)
+        self._admission = Admission(self._storage)
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # Cancelling a handler when its client goes away is what ends an abandoned watch promptly.
@@ -335,6 +348,7 @@ class KubeApiServer:
         user = self._tokens.authenticate(request.headers.get("Authorization"), self._storage.service_account_uid,
                                          anonymous_is_admin=self.anonymous_is_admin)
         self._authorizer.check(user, rbac.request_attributes(request.method, request.path, request.query))
+        request["user"] = user.name
 
     def _discovery(self, segments: list[str]) -> dict[str, Any] | None:
         if segments == ["version"]:
@@ -409,8 +423,10 @@ class KubeApiServer:
                 return _json({"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta,
                               "items": [_list_item(o) for o in page.items]})
             if method == "POST" and (route.namespace is not None or not rtype.namespaced):
-                return _json(storage.create(rtype, route.namespace, await self._body(request),
-                                            self._manager(request)), 201)
+                body, manager, dry_run = await self._body(request), self._manager(request), _dry_run(query)
+                warnings = await self._admit(request, rtype, "CREATE", None, lambda: storage.create(
+                    rtype, route.namespace, body, manager, dry_run=True))
+                return _json(storage.create(rtype, route.namespace, body, manager, dry_run=dry_run), 201, warnings)
             if method == "DELETE":
                 doomed = storage.list(rtype, route.namespace, predicate).items
                 for obj in doomed:
@@ -425,13 +441,25 @@ class KubeApiServer:
             return _json(self._token_request(route, await self._body(request)), 201)
         if method == "GET":
             return _json(storage.get(rtype, route.namespace, route.name))
-        if method == "PUT":
-            return _json(storage.update(rtype, route.namespace, route.name, await self._body(request),
-                                        status=route.status, manager=self._manager(request)))
-        if method == "PATCH":
-            apply = self._patcher(request.headers.get("Content-Type", ""), await self._body(request))
-            return _json(storage.patch(rtype, route.namespace, route.name, apply, status=route.status,
-                                       manager=self._manager(request)))
+        if method in ("PUT", "PATCH"):
+            name, manager, dry_run = route.name, self._manager(request), _dry_run(query)
+            if method == "PUT":
+                body = await self._body(request)
+
+                def write(dry: bool) -> dict[str, Any]:
+                    return storage.update(rtype, route.namespace, name, body, status=route.status, manager=manager,
+                                          dry_run=dry)
+            else:
+                apply = self._patcher(request.headers.get("Content-Type", ""), await self._body(request))
+
+                def write(dry: bool) -> dict[str, Any]:
+                    return storage.patch(rtype, route.namespace, name, apply, status=route.status, manager=manager,
+                                         dry_run=dry)
+            warnings: list[str] = []
+            if not route.status:
+                old = storage.get(rtype, route.namespace, name)
+                warnings = await self._admit(request, rtype, "UPDATE", old, lambda: write(True))
+            return _json(write(dry_run), 200, warnings)
         if method == "DELETE" and not route.status:
             options = await self._body(request) or {}
             deleted = storage.delete(rtype, route.namespace, route.name,
@@ -442,6 +470,22 @@ class KubeApiServer:
             return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                           "details": details})
         raise errors.method_not_allowed(method)
+
+    async def _admit(self, request: web.Request, rtype: ResourceType, operation: str, old: dict[str, Any] | None,
+                     would_store: Any) -> list[str]:
+        """The validating webhooks' warnings for this write (`would_store()`: the object it would store); ApiError
+        when one denies it (admission.py)."""
+        assert self._admission is not None
+        if not self._admission.any_for(rtype, operation):
+            return []
+        return await self._admission.review(rtype, operation, would_store(), old, user=request.get("user", ""),
+                                            dry_run=_dry_run(request.query))
+
+    @property
+    def admission_calls(self) -> int:
+        """AdmissionReviews sent to webhooks so far."""
+        assert self._admission is not None
+        return self._call(lambda: self._admission.calls)  # type: ignore[union-attr]
 
     def _token_request(self, route: _Route, body: Any) -> dict[str, Any]:
         """TokenRequest (authentication.k8s.io/v1): a token for the ServiceAccount in the path."""

@@ -193,7 +193,9 @@ class Storage:
             watcher.offer(change)
         return new
 
-    def create(self, rtype: ResourceType, namespace: str | None, body: Any, manager: str) -> Obj:
+    def create(self, rtype: ResourceType, namespace: str | None, body: Any, manager: str, *,
+               dry_run: bool = False) -> Obj:
+        """dry_run: every check and default, then the object that would be stored, not stored (dryRun=All)."""
         obj = self._checked_body(rtype, body)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -215,12 +217,14 @@ class Storage:
             meta.pop(server_field, None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         meta["managedFields"] = [_managed_field(rtype, manager)]
-        _defaults_on_create(rtype, obj, self)
+        _defaults_on_create(rtype, obj, None if dry_run else self)
         rbac.validate(rtype, obj, None)
+        if dry_run:
+            return obj
         return self._commit(rtype, key, None, obj)  # type: ignore[return-value]
 
     def update(self, rtype: ResourceType, namespace: str | None, name: str, body: Any, *, status: bool,
-               manager: str) -> Obj:
+               manager: str, dry_run: bool = False) -> Obj:
         """PUT: replace the object (or only its status, through the status subresource)."""
         old = self.get(rtype, namespace, name)
         incoming = self._checked_body(rtype, body)
@@ -228,9 +232,10 @@ class Storage:
         if not isinstance(meta, dict) or meta.get("name") != name:
             raise errors.bad_request(f"the name of the object ({(meta or {}).get('name')}) does not match the "
                                      f"name on the URL ({name})")
-        return self._replace(rtype, old, incoming, status=status, manager=manager)
+        return self._replace(rtype, old, incoming, status=status, manager=manager, dry_run=dry_run)
 
-    def _replace(self, rtype: ResourceType, old: Obj, incoming: Obj, *, status: bool, manager: str) -> Obj:
+    def _replace(self, rtype: ResourceType, old: Obj, incoming: Obj, *, status: bool, manager: str,
+                 dry_run: bool = False) -> Obj:
         name = old["metadata"]["name"]
         meta = incoming.setdefault("metadata", {})
         sent_rv = meta.get("resourceVersion")
@@ -262,17 +267,20 @@ class Storage:
             new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
         new["metadata"]["managedFields"] = _merge_managed_fields(old["metadata"].get("managedFields"),
                                                                  _managed_field(rtype, manager, status))
+        if dry_run:
+            return new
         key = (old["metadata"].get("namespace", ""), name)
         return self._commit(rtype, key, old, new)  # type: ignore[return-value]
 
     def patch(self, rtype: ResourceType, namespace: str | None, name: str,
-              apply_patch: Callable[[Obj], Any], *, status: bool, manager: str) -> Obj:
+              apply_patch: Callable[[Obj], Any], *, status: bool, manager: str, dry_run: bool = False) -> Obj:
         old = self.get(rtype, namespace, name)
         patched = apply_patch(copy.deepcopy(old))
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
         patched.setdefault("metadata", {})
-        return self._replace(rtype, old, self._checked_body(rtype, patched), status=status, manager=manager)
+        return self._replace(rtype, old, self._checked_body(rtype, patched), status=status, manager=manager,
+                             dry_run=dry_run)
 
     def delete(self, rtype: ResourceType, namespace: str | None, name: str,
                preconditions: dict[str, Any] | None = None) -> Obj:
@@ -406,7 +414,7 @@ def _merge_managed_fields(existing: list[Obj] | None, entry: Obj) -> list[Obj]:
     return kept + [entry]
 
 
-def _defaults_on_create(rtype: ResourceType, obj: Obj, storage: Storage) -> None:
+def _defaults_on_create(rtype: ResourceType, obj: Obj, storage: Storage | None) -> None:
     """The defaults and server-side fields a real API server adds on create, for the kinds that have any."""
     name = obj["metadata"]["name"]
     if rtype.kind == "Namespace":
