@@ -12,7 +12,8 @@ from services.nginxconf.template import BUILTIN_DIR
 from tests.support.controller import VENV_BIN, Controller, start_manifests_controller
 from tests.support.net import wait_for
 
-DEFAULT_BACKEND = '            return 404 "default backend - 404";\n'
+DEFAULT_BACKEND = ("            # nginx's own 404 page (text/html), as ingress-nginx's built-in default backend answers.\n"
+                   "            return 404;\n")
 
 
 def write_template(directory: Path, *, marker: str, lua_value: str = "one", extra_http: str = "") -> None:
