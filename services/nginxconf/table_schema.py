@@ -277,6 +277,7 @@ ROUTE = Record("route", "router.lua (route_of)", (
     Field("affinity", AFFINITY, omit=(None,)),
     Field("hash_by", STRING, "upstream-hash-by", omit=(None,)),
     Field("default_backend", STRING, "default-backend", omit=(None,)),
+    Field("service_port", STRING, "the Ingress's Service port (number or name): X-Service-Port", omit=(None, "")),
     Field("ewma", BOOLEAN, omit=(False,)),
     Field("hash_subset_size", INTEGER, omit=(None, 0)),
     Field("preserve_trailing_slash", BOOLEAN, omit=(False,)),

@@ -546,6 +546,7 @@ class _Merger:
         self.profiles[plan.profile.name] = plan.profile
         self.routed.add(plan.ref)
         return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
+                     service_port=str(ref.port),
                      rewrite=rewrite, affinity=affinity, hash_by=plan.annotations.hash_by,
                      default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
                      hash_subset_size=plan.annotations.hash_subset_size,

@@ -65,6 +65,7 @@ class Route:
     profile: str = DEFAULT_PROFILE
     ingress: str = ""  # "namespace/name" of the Ingress this route came from, for logs and headers
     service: str = ""  # the Service's name, for the request metrics' service label
+    service_port: str = ""  # its port as the Ingress names it (number or name), for error pages' X-Service-Port
     rewrite: str | None = None  # rewrite-target: the URI sent to the backend, with $1..$9 from the path's regex
     canary: CanaryRoute | None = None
     affinity: AffinityPolicy | None = None  # affinity: cookie
@@ -79,7 +80,7 @@ class Route:
     def to_json(self) -> dict[str, Any]:
         return table_schema.ROUTE.serialise(
             backend=self.backend, profile=self.profile, ingress=self.ingress, service=self.service,
-            rewrite=self.rewrite, canary=self.canary.to_json() if self.canary is not None else None,
+            service_port=self.service_port, rewrite=self.rewrite, canary=self.canary.to_json() if self.canary is not None else None,
             affinity=table_schema.AFFINITY.serialise(**self.affinity.to_json()) if self.affinity is not None else None,
             hash_by=self.hash_by, default_backend=self.default_backend, ewma=self.ewma,
             hash_subset_size=self.hash_subset_size, preserve_trailing_slash=self.preserve_trailing_slash,

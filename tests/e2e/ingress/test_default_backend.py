@@ -1,5 +1,6 @@
-"""--default-backend-service: what answers unknown hosts and paths, and Ingresses whose Service has no
-endpoints, as a client sees it."""
+"""--default-backend-service, default-backend and custom-http-errors: what answers unknown hosts and paths,
+Ingresses whose Service has no endpoints, and error statuses, as a client sees it (the cases of ingress-nginx's
+e2e suite: defaultbackend/, annotations/default_backend.go, customhttperrors.go, disableproxyintercepterrors.go)."""
 from __future__ import annotations
 
 import pytest
@@ -37,10 +38,11 @@ def answer(stage: Stage, host: str, path: str = "/") -> tuple[int, str]:
     return response.status_code, response.json()["backend"] if is_json else response.text
 
 
-def test_unknown_hosts_paths_and_services_without_endpoints_go_to_the_default_backend(stage):
+def test_unknown_hosts_and_paths_go_to_the_default_backend(stage):
     wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="an unknown host")
     assert answer(stage, "app.example.com", "/other") == (200, "FALLBACK")  # a path no rule takes
-    assert answer(stage, "empty.example.com") == (200, "FALLBACK")  # a Service without endpoints
+    # A Service without endpoints answers 503, as ingress-nginx's balancer does: the default backend is not asked.
+    assert answer(stage, "empty.example.com")[0] == 503
     assert answer(stage, "app.example.com", "/api/x") == (200, "APP")
     seen = requests.get(f"http://127.0.0.1:{stage.controller.http_port}/some/page",
                         headers={"Host": "nobody.example.com"}, timeout=5).json()
@@ -68,7 +70,7 @@ def test_without_endpoints_the_built_in_answers_come_back(stage):
     wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="the default backend back")
 
 
-def test_custom_http_errors_are_answered_by_the_default_backend_with_the_original_status(stage):
+def test_custom_http_errors_are_answered_by_the_default_backend(stage):
     namespace, name = CONFIGMAP.split("/")
     stage.cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
                          "data": {"custom-http-errors": "404,503"}})
@@ -80,7 +82,8 @@ def test_custom_http_errors_are_answered_by_the_default_backend_with_the_origina
         return response.status_code, response.json() if response.headers.get("Content-Type") == "application/json" \
             else {}
 
-    # The backend answers 404 itself: the default backend makes the page, the client keeps the 404.
+    # The backend answers 404 itself: the default backend makes the page, told so in ingress-nginx's headers, and
+    # the client gets its answer (here 404 again: the echo reads the kept query).
     wait_for(lambda: error("app.example.com", "/api/x?status=404")[1].get("backend") == "FALLBACK", 15,
              what="the backend's 404 intercepted")
     status, seen = error("app.example.com", "/api/x?status=404")
@@ -90,11 +93,20 @@ def test_custom_http_errors_are_answered_by_the_default_backend_with_the_origina
                                                                                    "/api/x?status=404")
     assert (headers["x-namespace"], headers["x-ingress-name"], headers["x-service-name"],
             headers["x-service-port"], headers["x-request-id"]) == ("default", "app", "app", "80", "rid-1")
-    # nginx's own 503 (a Service without endpoints) and 404 (a host no Ingress names) take the same way.
+    # nginx's own 503 (a Service without endpoints): the client gets the error backend's 200 and page, as in
+    # ingress-nginx's e2e (status 200, "x-code=503", the Ingress and Service named).
     status, seen = error("empty.example.com", "/")
-    assert status == 503 and seen["headers"]["x-code"] == "503" and seen["backend"] == "FALLBACK"
+    assert status == 200 and seen["backend"] == "FALLBACK"
+    assert (seen["headers"]["x-code"], seen["headers"]["x-ingress-name"], seen["headers"]["x-service-name"],
+            seen["headers"]["x-service-port"], seen["headers"]["x-request-id"]) == ("503", "empty", "empty", "80",
+                                                                                   "rid-1")
+    # A host no Ingress names goes to the default backend as it is; it answers 200 here: nothing to intercept.
     status, seen = error("nobody.example.com", "/page")
-    assert status == 404 and seen["headers"]["x-code"] == "404" and seen["headers"]["x-original-uri"] == "/page"
+    assert status == 200 and seen["path"] == "/page" and "x-code" not in seen["headers"]
+    # Its own 404 is intercepted like any backend's: asked again on "/", with X-Code.
+    status, seen = error("nobody.example.com", "/page?status=404")
+    assert (status, seen["path"], seen["headers"]["x-code"], seen["headers"]["x-original-uri"]) == (
+        404, "/?status=404", "404", "/page?status=404")
     # A status not in the list passes as the backend sent it.
     assert requests.get(url + "/api/x?status=500", headers={"Host": "app.example.com"}, timeout=5).json()[
         "backend"] == "APP"
@@ -115,9 +127,20 @@ def test_an_ingress_default_backend_and_custom_http_errors_of_its_own(stage):
     def get(host: str, path: str) -> requests.Response:
         return requests.get(url + path, headers={"Host": host}, timeout=5)
 
-    # A route whose Service has no endpoints: the Ingress's own default backend answers it.
+    # A route whose Service has no endpoints: the Ingress's own default backend answers it, told so in ingress-nginx's
+    # headers, on the request's own URI (ingress-nginx's e2e: 200, "x-code=503", the Ingress, the Service, the id).
     wait_for(lambda: answer(stage, "own.example.com", "/gone") == (200, "OWN-ERRORS"), 15, what="default-backend")
-    # Its statuses are replaced by its default backend's page (the client keeps the status), others pass.
+    response = requests.get(url + "/gone/alma/armud", timeout=5, headers={
+        "Host": "own.example.com", "X-Request-ID": "something-unique", "Accept": "application/json"})
+    seen = response.json()
+    assert (response.status_code, seen["backend"], seen["path"]) == (200, "OWN-ERRORS", "/gone/alma/armud")
+    assert {name: seen["headers"].get(name) for name in ("x-code", "x-format", "x-namespace", "x-ingress-name",
+                                                         "x-service-name", "x-service-port", "x-request-id")} == {
+        "x-code": "503", "x-format": "application/json", "x-namespace": "default", "x-ingress-name": "own",
+        "x-service-name": "gone", "x-service-port": "80", "x-request-id": "something-unique"}
+    assert "x-original-uri" not in seen["headers"]
+    # Its statuses are answered by its default backend (the client gets that answer: 418 again, the echo reading
+    # the kept query), others pass.
     response = get("own.example.com", "/api/x?status=418")
     assert response.status_code == 418 and response.json()["backend"] == "OWN-ERRORS"
     assert response.json()["headers"]["x-code"] == "418"

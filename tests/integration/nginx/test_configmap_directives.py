@@ -83,7 +83,7 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "generate-request-id": ("false", "", "x", 'must be "true" or "false"'),
     "hide-headers": ("X-Powered-By,Server", 'proxy_hide_header "X-Powered-By";', "X Bad", "header names"),
     "skip-access-log-urls": ("/healthz", 'if=$pyngress_loggable', "healthz", "URL paths"),
-    "custom-http-errors": ("404,503", "error_page 503 @pyngress_error_503;", "404,200",
+    "custom-http-errors": ("404,503", "error_page 503 = @pyngress_error_503;", "404,200",
                            "must be a whole number from 400 to 599"),
     "forwarded-for-header": ("X-Client", 'real_ip_header "X-Client";', "X Client", "header name"),
     "compute-full-forwarded-for": ("true", '"$http_x_forwarded_for, $realip_remote_addr"', "x",
