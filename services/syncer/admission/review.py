@@ -9,7 +9,8 @@ as ingress-nginx's webhook decides:
   for the oldest and warn the other); updating the same Ingress is no conflict;
 - an annotation value the syncer would set aside (ignore with a warning) is denied when it holds nginx
   configuration syntax (a quote, a brace, ';', '#', a newline): not a slip of format but a value written to
-  inject configuration (the IngressNightmare family); it is never rendered either way;
+  inject configuration (the IngressNightmare family); so is a valid value (a regular expression, which the
+  syncer pushes to Lua as data) holding a quote, ';' or a newline. Neither is ever rendered;
 - with --disable-catch-all an Ingress with a spec.defaultBackend is denied (the syncer would ignore it whole).
 Nothing is written and nothing is run: no nginx -t on what a client sent.
 
@@ -40,6 +41,8 @@ from ..model.tls import TlsSecrets
 # What lets a value break out of the nginx argument it is written into: a quote, a brace, ';', '#' (a comment
 # to the end of the line), a newline or another control character.
 _CONFIGURATION_SYNTAX = re.compile(r"[\"'{};#\x00-\x1f\x7f]")
+# Of those, what even a valid value (a regular expression) never needs: a quote, ';', a control character.
+_BREAKOUT = re.compile(r"[\"';\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,9 @@ class Reviewer:
         errors = list(injections.values())
         warnings: list[str] = []
         key = f"Ingress/{namespace}/{name}"
-        plan, problems = self._plan(namespace, name, obj)
+        # A parser of its own: the shared one caches each distinct set of annotations, and reviews of objects never
+        # stored must not grow the webhook's memory.
+        plan, problems = self._plan(namespace, name, obj, annotation_parser(self._cluster.config, self.settings))
         if plan is not None:
             conflicts = self._conflicts(key, plan)
             errors += conflicts.values()
@@ -224,31 +229,38 @@ class Reviewer:
                 warnings.append(problem.message)
         return Verdict.of(errors, warnings)
 
-    def _plan(self, namespace: str, name: str, ingress: Mapping[str, Any]) -> tuple[IngressPlan | None, list[Problem]]:
+    def _plan(self, namespace: str, name: str, ingress: Mapping[str, Any],
+              parser: AnnotationParser) -> tuple[IngressPlan | None, list[Problem]]:
         auth = auth_resolver(self._cluster.config, self._secrets, self._store)
-        return plan_one(namespace, name, ingress, parser=self._cluster.parser,
+        return plan_one(namespace, name, ingress, parser=parser,
                         strict_path_types=self._cluster.config.strict_validate_path_type, auth=auth,
                         refused_profiles={}, secrets=self._secrets)
 
     def _injections(self, annotations: Mapping[str, Any]) -> dict[str, str]:
-        """The annotation values the syncer would set aside that hold nginx configuration syntax: how the model
-        names each value (its problems start so) → why it is denied."""
+        """The annotation values written to inject configuration: how the model names each value (its problems
+        start so) → why it is denied."""
         found = {}
         for full_name, value in sorted(annotations.items()):
             name = full_name.removeprefix(self._prefix)
             annotation = ANNOTATIONS.get(name)
-            # Snippets are configuration by design (allowed or refused whole); access-control annotations with an
-            # invalid value are denied by the model already.
+            # Snippets are configuration by design: allowed or refused whole.
             if (annotation is None or not full_name.startswith(self._prefix) or not isinstance(value, str)
-                    or is_snippet(name) or is_access_control(name) or not _CONFIGURATION_SYNTAX.search(value)):
+                    or is_snippet(name) or not _CONFIGURATION_SYNTAX.search(value)):
                 continue
+            named = str(InvalidAnnotation(full_name, value=value, reason=""))
             try:
                 annotation.validate(value)
             except InvalidValue as err:
-                named = str(InvalidAnnotation(full_name, value=value, reason=""))
-                found[named] = named + (f"{err}; the value holds nginx configuration syntax (a quote, brace, ';', "
-                                        "'#' or line break), which could inject configuration: refused rather than "
-                                        "ignored")
+                if not is_access_control(name):  # else the model denies it already
+                    found[named] = named + (f"{err}; the value holds nginx configuration syntax (a quote, brace, "
+                                            "';', '#' or line break), which could inject configuration: refused "
+                                            "rather than ignored")
+                continue
+            if _BREAKOUT.search(value):
+                # A valid regex (auth-tls-match-cn, canary-by-header-pattern) is data to pyngress, never rendered;
+                # written with these it is the IngressNightmare shape, which no real name or header needs.
+                found[named] = named + ("it holds a quote, ';' or a line break, the shape of a configuration "
+                                        "injection (CVE-2025-1097, CVE-2025-1974); remove them")
         return found
 
     def _conflicts(self, key: str, plan: IngressPlan) -> dict[RouteKey, str]:
@@ -285,7 +297,7 @@ class Reviewer:
         if key not in self._plans:
             _, namespace, name = key.split("/", 2)
             ingress = self._store[key]
-            plan, _ = self._plan(namespace, name, ingress)
+            plan, _ = self._plan(namespace, name, ingress, self._cluster.parser)
             self._plans[key] = plan, creation_order(ingress, namespace=namespace, name=name)
         return self._plans[key]
 
