@@ -115,7 +115,8 @@ class AuthResolver:
             response_headers=response_headers))
 
     def _configmap_headers(self, reference: str, *, annotation: str, namespace: str, prefix: str,
-                           reserved: frozenset[str]) -> tuple[tuple[tuple[str, str], ...], str | None]:
+                           reserved: frozenset[str], literal_dollar: bool = False
+                           ) -> tuple[tuple[tuple[str, str], ...], str | None]:
         """The headers of the ConfigMap an annotation names (auth-proxy-set-headers, custom-headers), or why
         the Ingress's paths are denied."""
         configmap_namespace, _, name = reference.rpartition("/")
@@ -126,7 +127,8 @@ class AuthResolver:
                         "allow-cross-namespace-resources does not allow; its paths answer 503 until the ConfigMap "
                         "is in the Ingress's namespace")
         headers, messages = headers_of(self._store, full, source=f"annotation {prefix}/{annotation}",
-                                       where_kept="in a namespace the controller watches", reserved=reserved)
+                                       where_kept="in a namespace the controller watches", reserved=reserved,
+                                       literal_dollar=literal_dollar)
         if messages:
             return (), "; ".join(m.removesuffix("; skipped").removesuffix("; no headers from it") for m in messages) \
                 + "; its paths answer 503 until the ConfigMap is fixed"
@@ -135,8 +137,9 @@ class AuthResolver:
     def _response_headers(self, reference: str, *, namespace: str,
                           prefix: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
         """custom-headers: its ConfigMap's headers, each allowed by the ConfigMap's global-allowed-response-headers."""
+        # As ingress-nginx, a `$` in a value is sent as written, never expanded.
         headers, problem = self._configmap_headers(reference, annotation="custom-headers", namespace=namespace,
-                                                   prefix=prefix, reserved=frozenset())
+                                                   prefix=prefix, reserved=frozenset(), literal_dollar=True)
         refused = [name for name, _ in headers if name.lower() not in self._allowed_response_headers]
         if refused and not problem:
             problem = (f"annotation {prefix}/custom-headers: {', '.join(refused)} not allowed: the controller "

@@ -456,6 +456,22 @@ def test_a_hostile_auth_headers_configmap_never_breaks_the_configuration(data, n
     assert _all_denied(model, FUZZED) or sent == [tuple(sorted(data.items()))], model.problem_lines()
 
 
+@settings(FUZZ, max_examples=60)
+@given(data=st.dictionaries(st.one_of(st.sampled_from(["X-Team", "X-Dollar"]), hostile),
+                            st.one_of(st.sampled_from(["42", "$remote_addr", "${host}", "a$", "$$"]), hostile),
+                            min_size=1, max_size=4))
+def test_a_hostile_custom_headers_configmap_never_breaks_the_configuration(data, nginx_check):
+    # custom-headers values are sent as written, `$` included (render.literal): nothing in one reaches nginx's parser
+    # or its variables.
+    cluster = cluster_with_good_ingress()
+    cluster.configmap({"global-allowed-response-headers": "X-Team,X-Dollar"})
+    cluster.add(headers_configmap("fuzz-headers", data))
+    cluster.app("fuzz", host=FUZZED_HOST, annotations={"custom-headers": "fuzz-headers"})
+    model = check_isolation(cluster, nginx_check)
+    sent = [p.response_headers for p in model.config.profiles if p.response_headers]
+    assert _all_denied(model, FUZZED) or sent == [tuple(sorted(data.items()))], model.problem_lines()
+
+
 # --- the controller ConfigMap -------------------------------------------------------------------
 
 # The ConfigMap's snippets are raw configuration by design: one that nginx -t refuses is caught by the applier, and
