@@ -122,6 +122,7 @@ VALUES: dict[str, tuple[str | None, str]] = {
     "relative-redirects": ("true", "x"),
     "rewrite-target": ("/$1", "/a b"),
     "server-alias": ("alias.example.com", "~^x$"),
+    "satisfy": ("any", "some"),
     "server-snippet": ("location /snippet { return 204; }", "} server {"),
     "service-upstream": ("true", "x"),
     "session-cookie-change-on-failure": ("true", "x"),
