@@ -122,6 +122,17 @@ class ExternalAuth:
     snippet: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class ModSecurity:
+    """enable-modsecurity and its companions on one Ingress (services/nginxconf/modsecurity.py writes them as
+    ingress-nginx's buildModSecurityForLocation does)."""
+    # None: the annotation is absent, and the ConfigMap's enable-modsecurity decides.
+    enabled: bool | None = None
+    owasp_core_rules: bool = False  # enable-owasp-core-rules
+    transaction_id: str | None = None  # an nginx variable (modsecurity.TRANSACTION_ID_VARIABLES)
+    snippet: str | None = None  # ModSecurity directives (modsecurity_rules.check_rules)
+
+
 @dataclass(frozen=True)
 class LocationProfile:
     """Location settings shared by every route that uses this profile. Every value is validated already;
@@ -156,6 +167,7 @@ class LocationProfile:
     pass_backend_errors: bool = False
     mirror: Mirror | None = None
     response_headers: tuple[tuple[str, str], ...] = ()  # custom-headers: (name, literal value), every answer
+    modsecurity: ModSecurity | None = None  # enable-modsecurity, ... (None: the ConfigMap's settings apply)
 
     @classmethod
     def of(cls, directives: tuple[tuple[str, str], ...] = (), **settings: Any) -> LocationProfile:
@@ -269,6 +281,11 @@ class ServerSettings:
     server_snippet: str = ""
     location_snippet: str = ""
     stream_snippet: str = ""
+    # ConfigMap enable-modsecurity, enable-owasp-modsecurity-crs and modsecurity-snippet: ModSecurity for every
+    # Ingress that does not turn it off (services/nginxconf/modsecurity.py).
+    modsecurity: bool = False
+    owasp_modsecurity_crs: bool = False
+    modsecurity_snippet: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
