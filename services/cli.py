@@ -17,9 +17,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nginx": ("services.nginx.launcher", "bootstrap, get the listening sockets, exec the nginx master"),
     "nginx-listeners": ("services.nginx.holder", "hold nginx's listening sockets for every nginx master"),
     "proxy": ("services.proxy.main", "TLS passthrough on the HTTPS port"),
+    "webhook": ("services.syncer.admission.main", "the validating admission webhook (--validating-webhook)"),
     "cniserver": ("services.cniserver.main", "the CNI server on its root-only Unix socket"),
     "cniworker": ("services.cniworker.main", "a CNI worker: pod network setup and teardown"),
     "crashmon": ("services.crashmon.main", "supervisord event listener recording process exits"),
+    "tracer": ("services.tracer.main", "export the spans nginx records over OTLP (OpenTelemetry tracing)"),
     "render": ("services.tools.print_config", "print the nginx.conf that would be applied"),
     "status": ("services.tools.status", "show each running component's state"),
 }
@@ -32,6 +34,9 @@ OWN_FLAGS_COMMANDS: dict[str, tuple[str, str]] = {
     "manifests": ("services.tools.install_manifests", "print the install manifests (YAML) for kubectl apply"),
     "docs": ("services.tools.docs", "print docs/annotations.md or (--configmap) docs/configmap.md, generated"),
     "nginx-ingress-controller": ("services.tools.ingress_nginx_args", "ingress-nginx's entrypoint, taking its flags"),
+    "webhook-certificate": ("services.tools.webhook_certificate",
+                            "make the admission webhook's certificate Secret and patch the webhook's caBundle"),
+    "lint": ("services.tools.lint", "judge manifests' Ingresses as the admission webhook would (exit 1 on an error)"),
 }
 
 
