@@ -24,6 +24,17 @@ externalTrafficPolicy Local, the leader Lease named by resourceNames):
   on ingresses/status, not `update`.
 - No `events` permission: pyngress creates no Events. No `nodes` permission for the controller: Nodes
   are read only with --node-name, which the Deployment does not pass (--publish-service gives status).
+- With --validating-webhook, the admission webhook (`pyngress webhook`, on WEBHOOK_PORT) is on, behind its own
+  Service, with a ValidatingWebhookConfiguration as ingress-nginx's chart writes it (failurePolicy Fail,
+  sideEffects None, admissionReviewVersions v1, ingress-nginx's path). Off by default, unlike the chart: with
+  failurePolicy Fail every Ingress write in the cluster, of any class, waits on the controller's pods, and the
+  syncer refuses a bad Ingress anyway (the log, /healthz and /status say why); the webhook moves that refusal to
+  `kubectl apply`. The certificate comes from a Job running `pyngress webhook-certificate` in pyngress's own
+  image (the chart runs kube-webhook-certgen, an image of the retired project): it makes a CA and the Service's
+  certificate once, stores them in a Secret the controller mounts, and writes the CA into the configuration's
+  caBundle. The Job's own service account may create that Secret and update that one configuration; the
+  controller gets no new permission. The webhook selects no Ingress by class (an Ingress's class is no label,
+  and ingress-nginx's chart selects none either): it allows other classes' Ingresses itself.
 - With --enable-cni, a DaemonSet runs the CNI server as root with NET_ADMIN (netlink: links, addresses,
   routes, the bridge; nftables for ipMasq) and SYS_ADMIN (setns(2) into a pod's network namespace
   requires it in the namespace's owning user namespace), everything else dropped. Its own service
@@ -62,6 +73,14 @@ PLUGIN_IN_IMAGE = "/usr/lib/pyngress/cni/pyngress-cni"
 CONFLIST_NAME = "10-pyngress.conflist"
 HOST_CNI_BIN, HOST_CNI_NET_D = "/opt/cni/bin", "/etc/cni/net.d"
 RBAC_GROUP = "rbac.authorization.k8s.io"
+# The admission webhook (--validating-webhook): its Service, the Secret with its certificate, the Job making it
+# and the Job's service account and roles, and the ValidatingWebhookConfiguration all take the ADMISSION name.
+ADMISSION = "pyngress-admission"
+ADMISSION_SERVICE = "pyngress-controller-admission"
+WEBHOOK_NAME = "validate.nginx.ingress.kubernetes.io"  # ingress-nginx's: kubectl's messages read the same
+WEBHOOK_PATH = "/networking/v1/ingresses"
+WEBHOOK_PORT = 8443
+WEBHOOK_CERT_DIR = "/usr/local/certificates"  # ingress-nginx's chart mounts its Secret here too
 
 
 def default_image() -> str:
@@ -84,6 +103,7 @@ class Options:
     service_type: str = "LoadBalancer"
     enable_ssl_passthrough: bool = False
     enable_cni: bool = False
+    validating_webhook: bool = False
     image: str = ""  # "": default_image()
 
     def args(self) -> list[str]:
@@ -96,6 +116,7 @@ class Options:
             out.append(f"--service-type={self.service_type}")
         out += ["--enable-ssl-passthrough"] if self.enable_ssl_passthrough else []
         out += ["--enable-cni"] if self.enable_cni else []
+        out += ["--validating-webhook"] if self.validating_webhook else []
         out += [f"--image={self.image}"] if self.image else []
         return out
 
@@ -147,6 +168,23 @@ def namespace_permissions() -> tuple[Permission, ...]:
                    "read",
                    (ELECTION_ID,)),
     )
+
+
+def admission_namespace_permissions() -> tuple[Permission, ...]:
+    """The certificate Job's Role, in the controller's namespace."""
+    return (
+        Permission("", "secrets", ("get",), "services/tools/webhook_certificate.py: the certificate made before",
+                   (ADMISSION,)),
+        # A create names no object at authorization time: it cannot be narrowed by resourceNames.
+        Permission("", "secrets", ("create",), "services/tools/webhook_certificate.py: the first run stores it"),
+    )
+
+
+# The certificate Job's ClusterRole: the webhook configuration is cluster-scoped.
+ADMISSION_CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
+    Permission("admissionregistration.k8s.io", "validatingwebhookconfigurations", ("get", "update"),
+               "services/tools/webhook_certificate.py: the CA written into every webhook's caBundle", (ADMISSION,)),
+)
 
 
 # The CNI DaemonSet's ClusterRole: its Node's spec.podCIDR (a list+watch narrowed by metadata.name; the
@@ -225,6 +263,9 @@ def controller_args(options: Options) -> list[str]:
             f"--ingress-class={INGRESS_CLASS}"]
     if options.enable_ssl_passthrough:
         args.append("--enable-ssl-passthrough")
+    if options.validating_webhook:
+        args += [f"--validating-webhook=:{WEBHOOK_PORT}", f"--validating-webhook-certificate={WEBHOOK_CERT_DIR}/cert",
+                 f"--validating-webhook-key={WEBHOOK_CERT_DIR}/key"]
     return args
 
 
@@ -238,7 +279,7 @@ def _probe(failure_threshold: int) -> dict[str, Any]:
 
 
 def deployment(options: Options, image: str) -> dict[str, Any]:
-    container = {
+    container: dict[str, Any] = {
         "name": "controller",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
@@ -258,6 +299,15 @@ def deployment(options: Options, image: str) -> dict[str, Any]:
                          {"name": "tmp", "mountPath": "/tmp"},
                          {"name": "kube-api-access", "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True}],
     }
+    volumes = [{"name": "run", "emptyDir": {"medium": "Memory"}}, {"name": "state", "emptyDir": {}},
+               {"name": "tmp", "emptyDir": {}}, _service_account_volume()]
+    if options.validating_webhook:
+        container["ports"].append({"name": "webhook", "containerPort": WEBHOOK_PORT, "protocol": "TCP"})
+        container["volumeMounts"].append({"name": "webhook-cert", "mountPath": WEBHOOK_CERT_DIR, "readOnly": True})
+        # Root-only, as the token; a whole-directory mount (no subPath), so that a new certificate reaches the
+        # files, which the webhook re-reads.
+        volumes.append({"name": "webhook-cert", "secret": {"secretName": ADMISSION, "defaultMode": 0o400, "items": [
+            {"key": "cert", "path": "cert"}, {"key": "key", "path": "key"}]}})
     pod_spec = {
         "serviceAccountName": NAME,
         # Mounted below instead, root-only: what the kubelet mounts by itself is readable by every uid.
@@ -269,8 +319,7 @@ def deployment(options: Options, image: str) -> dict[str, Any]:
             "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}],
         },
         "containers": [container],
-        "volumes": [{"name": "run", "emptyDir": {"medium": "Memory"}}, {"name": "state", "emptyDir": {}},
-                    {"name": "tmp", "emptyDir": {}}, _service_account_volume()],
+        "volumes": volumes,
         "nodeSelector": {"kubernetes.io/os": "linux"},
         # externalTrafficPolicy Local sends traffic only to nodes with a replica: spread the replicas.
         "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -311,6 +360,62 @@ def controller_service(options: Options) -> dict[str, Any]:
             "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP", "appProtocol": "http"},
                       {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP",
                        "appProtocol": "https"}],
+        },
+    }
+
+
+def admission_service(options: Options) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Service", "metadata": _meta(ADMISSION_SERVICE, "controller", options.namespace),
+        "spec": {"type": "ClusterIP", "selector": labels("controller"),
+                 "ports": [{"name": "https-webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP",
+                            "appProtocol": "https"}]},
+    }
+
+
+def validating_webhook_configuration(options: Options) -> dict[str, Any]:
+    """caBundle is left out: the certificate Job writes it."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": _meta(ADMISSION, "admission-webhook"),
+        "webhooks": [{
+            "name": WEBHOOK_NAME,
+            "matchPolicy": "Equivalent",
+            "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                       "resources": ["ingresses"]}],
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"namespace": options.namespace, "name": ADMISSION_SERVICE,
+                                         "path": WEBHOOK_PATH, "port": 443}},
+            "timeoutSeconds": 10,
+        }],
+    }
+
+
+def admission_certificate_job(options: Options, image: str) -> dict[str, Any]:
+    container = {
+        "name": "certificate", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["pyngress", "webhook-certificate"],
+        "args": ["--namespace=$(POD_NAMESPACE)", f"--service={ADMISSION_SERVICE}", f"--secret={ADMISSION}",
+                 f"--webhook-configuration={ADMISSION}"],
+        "env": [_field_env("POD_NAMESPACE", "metadata.namespace")],
+        # openssl and one API client: nobody, no capability, a read-only root with a private /tmp.
+        "securityContext": {"runAsUser": 65534, "runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": _meta(f"{ADMISSION}-certificate", "admission-webhook", options.namespace),
+        "spec": {
+            # Run by `kubectl apply` together with the configuration it patches: retried until that exists.
+            "backoffLimit": 10,
+            "template": {"metadata": {"labels": _all_labels("admission-webhook")}, "spec": {
+                "serviceAccountName": ADMISSION, "restartPolicy": "OnFailure",
+                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "containers": [container], "volumes": [{"name": "tmp", "emptyDir": {}}]}},
         },
     }
 
@@ -422,6 +527,17 @@ def manifests(options: Options) -> list[dict[str, Any]]:
         controller_service(options),
         deployment(options, image),
     ]
+    if options.validating_webhook:
+        docs += [
+            admission_service(options),
+            validating_webhook_configuration(options),
+            service_account(ADMISSION, "admission-webhook", options, automount=True),
+            role("ClusterRole", ADMISSION, "admission-webhook", ADMISSION_CLUSTER_PERMISSIONS),
+            role("Role", ADMISSION, "admission-webhook", admission_namespace_permissions(), ns),
+            binding("ClusterRoleBinding", ADMISSION, "admission-webhook", "ClusterRole", options),
+            binding("RoleBinding", ADMISSION, "admission-webhook", "Role", options, ns),
+            admission_certificate_job(options, image),
+        ]
     if options.enable_cni:
         docs += [
             service_account(CNI, "cni", options, automount=True),
@@ -490,7 +606,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--service-type", choices=SERVICE_TYPES, default="LoadBalancer",
                         help="type of the controller's Service (default LoadBalancer)")
     for flag, what in (("--enable-ssl-passthrough", "run the controller with TLS passthrough"),
-                       ("--enable-cni", "add the CNI server DaemonSet, which installs the plugin on every node")):
+                       ("--enable-cni", "add the CNI server DaemonSet, which installs the plugin on every node"),
+                       ("--validating-webhook", "add the validating admission webhook, its Service and the Job "
+                                                "that makes its certificate")):
         parser.add_argument(flag, nargs="?", const=True, default=False, type=parse_bool, help=f"{what} (default false)")
     parser.add_argument("--image", type=_image, default=None,
                         help=f"container image (default {default_image()}, what `make image` builds)")
@@ -499,7 +617,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from(namespace: argparse.Namespace) -> Options:
     return Options(namespace=namespace.namespace, replicas=namespace.replicas, service_type=namespace.service_type,
                    enable_ssl_passthrough=namespace.enable_ssl_passthrough, enable_cni=namespace.enable_cni,
-                   image=namespace.image or "")
+                   validating_webhook=namespace.validating_webhook, image=namespace.image or "")
 
 
 def run(namespace: argparse.Namespace) -> int:
