@@ -53,6 +53,12 @@ INGRESS_NGINX_ANNOTATIONS = frozenset((
 NOT_IMPLEMENTED = tuple(sorted(INGRESS_NGINX_ANNOTATIONS - set(ANNOTATIONS)))
 
 
+def not_implemented_behaviour(name: str) -> str:
+    """What pyngress does with the ingress-nginx annotation `name` (of NOT_IMPLEMENTED)."""
+    return ("refused: it controls access, and an Ingress is never served open" if is_access_control(name)
+            else "ignored, with a warning naming it")
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -85,9 +91,7 @@ def annotations_markdown() -> str:
     lines += ["", "## ingress-nginx annotations not implemented", "",
               "| Annotation | What pyngress does with it |", "|---|---|"]
     for name in NOT_IMPLEMENTED:
-        what = ("refused: it controls access, and an Ingress is never served open" if is_access_control(name)
-                else "ignored, with a warning naming it")
-        lines.append(f"| `{name}` | {what} |")
+        lines.append(f"| `{name}` | {not_implemented_behaviour(name)} |")
     return "\n".join(lines) + "\n"
 
 
