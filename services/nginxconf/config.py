@@ -16,6 +16,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field, fields, is_dataclass,
 from typing import Any, Literal
 
 from services.nginxconf.request_metrics import RequestMetricsLayout
+from services.nginxconf.tracing import TracingSettings
 
 DEFAULT_PROFILE = "default"
 BackendScheme = Literal["http", "https", "grpc", "grpcs"]
@@ -321,6 +322,8 @@ class NginxConfig:
     blocked: BlockLists = field(default_factory=lambda: BlockLists())
     # --enable-metrics: what nginx records of each request for /metrics (None: nothing).
     request_metrics: RequestMetricsLayout | None = None
+    # The ConfigMap's OpenTelemetry keys, when they configure tracing (None: nginx records no spans).
+    tracing: TracingSettings | None = None
     access_log: AccessLog = field(default_factory=AccessLog)
     server: ServerSettings = field(default_factory=ServerSettings)
     # (host, profile): the hosts that get a server block of their own for their profile's server_snippet.

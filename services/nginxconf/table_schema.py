@@ -283,6 +283,10 @@ ROUTE = Record("route", "router.lua (route_of)", (
     Field("preserve_trailing_slash", BOOLEAN, omit=(False,)),
     Field("port_in_redirects", BOOLEAN, omit=(False,)),
     Field("rewrite_log", BOOLEAN, omit=(False,)),
+    Field("otel_enabled", BOOLEAN, "enable-opentelemetry of the route's Ingress (tracing.lua, route_config)",
+          omit=(None,)),
+    Field("otel_trust", BOOLEAN, "opentelemetry-trust-incoming-span", omit=(None,)),
+    Field("otel_name", STRING, "opentelemetry-operation-name", omit=(None, "")),
 ))
 
 HOST_ROUTES = Record("host_routes", "router.lua (host_of)", (

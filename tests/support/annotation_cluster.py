@@ -27,6 +27,8 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
              if name.startswith("proxy-ssl-")},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
           **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")},
+          **{name: {"enable-opentelemetry": "true"} for name in ("opentelemetry-trust-incoming-span",
+                                                                 "opentelemetry-operation-name")},
           **{name: {"affinity": "cookie"} for name in ANNOTATIONS if name.startswith(("session-cookie-", "affinity-"))},
           **{name: {"auth-type": "basic", "auth-secret": "basic-auth"} for name in ANNOTATIONS
              if name in ("auth-type", "auth-secret", "auth-secret-type", "auth-realm")},

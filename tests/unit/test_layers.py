@@ -16,7 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "services"
-PROCESSES = {"watcher", "syncer", "nginx", "proxy", "cniserver", "cniworker", "cni_plugin", "crashmon", "supervisor"}
+PROCESSES = {"watcher", "syncer", "nginx", "proxy", "cniserver", "cniworker", "cni_plugin", "crashmon", "supervisor",
+             "tracer"}
 TOOLS = {"tools"}
 
 
@@ -125,7 +126,7 @@ ALLOWED_IO = {"services.syncer.model.openssl": {"subprocess", "os.write", "os.me
 PURE_LIBRARIES = {"services.common.changed_keys", "services.common.gc_pause", "services.common.settings",
                   "services.nginxconf.config", "services.nginxconf.pcre", "services.nginxconf.render",
                   "services.nginxconf.request_metrics", "services.nginxconf.snippet_blocks",
-                  "services.nginxconf.table_schema"}
+                  "services.nginxconf.table_schema", "services.nginxconf.tracing"}
 
 
 def _calls(tree: ast.AST) -> set[str]:

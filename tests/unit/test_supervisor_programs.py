@@ -34,7 +34,8 @@ def test_with_everything_on_the_configuration_is_unchanged():
     ("PYNGRESS_ENABLE_SSL_PASSTHROUGH", {"program:proxy"}),
     ("PYNGRESS_ENABLE_CNI", {"program:cniserver", "program:cniworker"}),
     ("PYNGRESS_ENABLE_VALIDATING_WEBHOOK", {"program:webhook"}),
-    ("PYNGRESS_ENABLE_INGRESS", {"program:nginx-listeners", "program:nginx", "program:watcher", "program:syncer"}),
+    ("PYNGRESS_ENABLE_INGRESS", {"program:nginx-listeners", "program:nginx", "program:watcher", "program:syncer",
+                                 "program:tracer"}),
 ])
 def test_the_programs_of_a_feature_that_is_off_are_left_out_and_nothing_else(off, gone):
     conf = SUPERVISORD_CONF.read_text()

@@ -11,6 +11,7 @@ from services.nginxconf.config import (BackendScheme, BackendTls, BasicAuth, Cor
 
 if TYPE_CHECKING:
     from .auth import BasicAuthRequest
+    from .opentelemetry import RouteTracing
     from .proxy_ssl import BackendTlsSpec
 
 
@@ -218,6 +219,7 @@ class IngressAnnotations:
     # auth-proxy-set-headers: the ConfigMap (NAME or NAMESPACE/NAME) resolved into external_auth per Ingress.
     auth_proxy_set_headers: str | None = None
     enable_global_auth: bool = True  # whether the ConfigMap's global-auth-url applies when external_auth is None
+    tracing: RouteTracing | None = None  # enable-opentelemetry and its companions; None: the ConfigMap's tracing
     warnings: list[str] = field(default_factory=list)
     # Why the Ingress's paths answer 503 (an access-control annotation with an invalid value), or None.
     denial: str | None = None

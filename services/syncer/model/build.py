@@ -552,7 +552,7 @@ class _Merger:
                      hash_subset_size=plan.annotations.hash_subset_size,
                      preserve_trailing_slash=plan.annotations.preserve_trailing_slash,
                      port_in_redirects=plan.annotations.port_in_redirects,
-                     rewrite_log=plan.annotations.rewrite_log)
+                     rewrite_log=plan.annotations.rewrite_log, tracing=plan.annotations.tracing)
 
     def _ingress_default_backend(self, plan: IngressPlan) -> str | None:
         """The backend of the Ingress's default-backend annotation (a Service of its namespace), if usable."""
@@ -787,6 +787,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             blocked=BlockLists(networks=config.block_cidrs, user_agents=config.block_user_agents,
                                referers=config.block_referers),
             request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=server,
+            tracing=config.tracing,
             snippet_servers=tuple(sorted(merged.snippet_servers)), stream_servers=tuple(streams.servers),
         ),
         configmap_accepted=config.accepted,

@@ -23,6 +23,7 @@ from ..annotations.validators import (HEADER_NAME, boolean, duration, integer, i
 from . import block_lists, configmap_access_log
 from .configmap_directives import BROTLI_MODULE, DEFAULT_BROTLI_TYPES, DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
 from .configmap_snippets import SNIPPET_KEYS, contained_snippet
+from .configmap_tracing import TRACING_KEYS, TracingKeys
 from .configmap_unsupported import UNSUPPORTED
 from .header_configmaps import configmap_reference, headers_of, object_reference
 from .problems import Problem
@@ -33,7 +34,7 @@ def _risk(value: str) -> Risk:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ControllerConfig:
+class ControllerConfig(TracingKeys):
     """The parsed ConfigMap: nginx.conf globals plus the typed values other parts of the model need."""
     globals: dict[str, str] = field(default_factory=lambda: {d: v for d, _, v in GLOBAL_DIRECTIVES.values()})
     ssl_redirect: bool = True
@@ -233,6 +234,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "global-allowed-response-headers": ("allowed_response_headers", _header_names),
     "denylist-source-range": ("default_denylist", cidr_list),
     "proxy-set-headers": ("proxy_set_headers", configmap_reference),
+    **TRACING_KEYS,
 }
 
 # ConfigMap key → (ServerSettings field, parser to its type).

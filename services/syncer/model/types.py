@@ -20,6 +20,7 @@ from services.nginxconf import table_schema
 from services.nginxconf.config import DEFAULT_PROFILE, NginxConfig
 
 from ..annotations.base import AffinityPolicy, CanaryPolicy
+from ..annotations.opentelemetry import RouteTracing
 from .dh_param import DhParam
 from .problems import Problem
 
@@ -76,15 +77,19 @@ class Route:
     preserve_trailing_slash: bool = False  # in the redirect to HTTPS
     port_in_redirects: bool = False  # use-port-in-redirects: the redirect to HTTPS names the port, also 443
     rewrite_log: bool = False  # enable-rewrite-log: the router logs its rewrites
+    tracing: RouteTracing | None = None  # enable-opentelemetry of its Ingress; None: the ConfigMap's tracing
 
     def to_json(self) -> dict[str, Any]:
+        tracing = self.tracing
         return table_schema.ROUTE.serialise(
             backend=self.backend, profile=self.profile, ingress=self.ingress, service=self.service,
             service_port=self.service_port, rewrite=self.rewrite, canary=self.canary.to_json() if self.canary is not None else None,
             affinity=table_schema.AFFINITY.serialise(**self.affinity.to_json()) if self.affinity is not None else None,
             hash_by=self.hash_by, default_backend=self.default_backend, ewma=self.ewma,
             hash_subset_size=self.hash_subset_size, preserve_trailing_slash=self.preserve_trailing_slash,
-            port_in_redirects=self.port_in_redirects, rewrite_log=self.rewrite_log)
+            port_in_redirects=self.port_in_redirects, rewrite_log=self.rewrite_log,
+            otel_enabled=tracing and tracing.enabled, otel_trust=tracing and tracing.trust_incoming_span,
+            otel_name=tracing and tracing.operation_name)
 
 
 @dataclass(kw_only=True)

@@ -33,6 +33,7 @@ from . import exposition
 from .controller_metrics import certificate_lines, orphan_lines, orphaned_ingresses
 from .nginx_process_metrics import process_lines, process_totals, stub_status_lines
 from .request_collector import RequestTotals
+from .tracing_metrics import tracer_lines
 
 # How often request metrics are collected from nginx between scrapes.
 COLLECT_SECONDS = 5.0
@@ -153,7 +154,7 @@ class SyncerMetrics:
             lines += orphan_lines(self.orphans, self.orphans_ever, labels)
         lines += stub_status_lines(stub_status, labels) + process_lines(process, labels)
         records = await asyncio.to_thread(component_state.read_all, self.run_dir)
-        lines += _process_exit_lines(records) + _passthrough_lines(records)
+        lines += _process_exit_lines(records) + _passthrough_lines(records) + tracer_lines(records)
         yield ("\n".join(lines) + "\n").encode()
         for chunk in self.requests.chunks(labels) if self.requests is not None else ():
             if chunk:

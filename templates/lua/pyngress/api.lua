@@ -11,10 +11,12 @@ The configuration API, used by the syncer; nginx serves it on a Unix socket in a
   GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...}
   GET  /configuration/refused    {"routes": {"<key>": "<why>", ...}, "backends": ..., "certificates": ...}
   GET  /configuration/metrics    the request-metrics batches recorded since the last GET (monitor.lua)
+  GET  /configuration/spans      the tracer's settings and spans batches recorded since the last GET (tracing.lua)
 ]]
 local cjson = require("cjson.safe")
 local store = require("pyngress.store")
 local monitor = require("pyngress.monitor")
+local tracing = require("pyngress.tracing")
 
 local match = string.match
 
@@ -52,6 +54,7 @@ local READS = {
     versions = function() return cjson.encode(store.versions()) end,
     refused = function() return cjson.encode(store.refused()) end,
     metrics = monitor.take,
+    spans = tracing.take,
 }
 
 function _M.handle()
@@ -68,8 +71,8 @@ function _M.handle()
     end
     name = name or delta
     if not name or not store.defined(name) then
-        return fail(404, "no such table; use /configuration/routes, backends, certificates, versions, refused or "
-                         .. "metrics")
+        return fail(404, "no such table; use /configuration/routes, backends, certificates, versions, refused, "
+                         .. "metrics or spans")
     end
     if method ~= "POST" then
         return fail(405, "use POST")

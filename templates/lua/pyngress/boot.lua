@@ -11,6 +11,7 @@ require("pyngress.external_auth")
 require("pyngress.digest_auth")
 require("pyngress.api")
 local monitor = require("pyngress.monitor")
+local tracing = require("pyngress.tracing")
 
 local _M = {}
 
@@ -20,10 +21,11 @@ function _M.master(values)
     store.load_state_files(values.state_dir .. "/dynamic")
 end
 
--- init_worker_by_lua: each worker starts its round robin at its own place, and its metrics timer.
+-- init_worker_by_lua: each worker starts its round robin at its own place, and its metrics and spans timers.
 function _M.worker()
     math.randomseed(ngx.now() * 1000 + ngx.worker.pid())
     monitor.start()
+    tracing.start_worker()
 end
 
 return _M

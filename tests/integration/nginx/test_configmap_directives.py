@@ -112,7 +112,12 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "log-format-escape-none", "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code",
              "load-balance", "global-allowed-response-headers", "no-tls-redirect-locations",
              # tests/e2e/ingress/test_configmap_snippets.py and test_ipv6_listeners.py
-             "main-snippet", "http-snippet", "server-snippet", "location-snippet", "stream-snippet", "disable-ipv6"}
+             "main-snippet", "http-snippet", "server-snippet", "location-snippet", "stream-snippet", "disable-ipv6",
+             # tests/e2e/observability/test_tracing.py and tests/unit/syncer/test_configmap_tracing.py
+             "enable-opentelemetry", "opentelemetry-trust-incoming-span", "opentelemetry-operation-name",
+             "otel-service-name", "otlp-collector-host", "otlp-collector-port", "otel-max-queuesize",
+             "otel-schedule-delay-millis", "otel-max-export-batch-size", "otel-sampler", "otel-sampler-ratio",
+             "otel-sampler-parent-based", "opentelemetry-config"}
 # What a key needs beside it to show in nginx.conf.
 COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},
               "brotli-types": {"enable-brotli": "true"}, "gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},

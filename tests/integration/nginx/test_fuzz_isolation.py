@@ -317,6 +317,17 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
         st.sampled_from(["$remote_addr", "${status}", "$namespace", "$http_x_y", "$sent_http_a", "$cookie_b",
                          "$secret", "\"", "'", "\\", "{", "}", ";", "$", "$$x", "$request_id;"]), hostile),
         min_size=1, max_size=6).map(" ".join),
+    # OpenTelemetry (services/syncer/model/configmap_tracing.py): values reach Lua only, quoted.
+    **{key: booleans for key in ("enable-opentelemetry", "opentelemetry-trust-incoming-span",
+                                 "otel-sampler-parent-based")},
+    **{key: numbers for key in ("otlp-collector-port", "otel-max-queuesize", "otel-schedule-delay-millis",
+                                "otel-max-export-batch-size")},
+    "otlp-collector-host": st.sampled_from(["127.0.0.1", "::1", "otel.example.com", "bad host", "a;b", "x]"]),
+    "otel-service-name": st.one_of(st.sampled_from(["nginx", "edge proxy", "a\"b"]), hostile),
+    "opentelemetry-operation-name": st.one_of(st.sampled_from(["HTTP $request_method $uri", "$", "a]]b"]), hostile),
+    "otel-sampler": st.sampled_from(["AlwaysOn", "AlwaysOff", "TraceIdRatioBased", "always_on", ""]),
+    "otel-sampler-ratio": st.sampled_from(["0.01", "1", "0", "1.5", "-1", "x", ".5"]),
+    "opentelemetry-config": st.sampled_from(["/etc/nginx/opentelemetry.toml", "relative", "/a b"]),
 }
 
 
