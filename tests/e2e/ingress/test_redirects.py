@@ -42,6 +42,7 @@ def test_temporal_code_trailing_slash_and_rewrite_log(manifests_controller, echo
             ("maint307", {"temporal-redirect": "https://status.example.com/", "temporal-redirect-code": "307"}),
             ("slashes", {"force-ssl-redirect": "true"}),
             ("kept", {"force-ssl-redirect": "true", "preserve-trailing-slash": "true"}),
+            ("https-ported", {"force-ssl-redirect": "true", "use-port-in-redirects": "true"}),
             ("logged", {"rewrite-target": "/$1", "enable-rewrite-log": "true"})):
         path = "/old/(.*)" if name == "logged" else "/"
         cluster.apply(k8s.ingress(name, [k8s.rule(f"{name}.example.com", (path, "ImplementationSpecific", "new", 80))],
@@ -53,13 +54,16 @@ def test_temporal_code_trailing_slash_and_rewrite_log(manifests_controller, echo
         answer = requests.get(url + path, headers={"Host": host}, allow_redirects=False, timeout=5)
         return answer.status_code, answer.headers.get("Location", "")
 
-    for host in ("maint307", "slashes", "kept"):
+    for host in ("maint307", "slashes", "kept", "https-ported"):
         wait_for(lambda: redirect(f"{host}.example.com", "/")[0] in (307, 308), 15, what=host)
     assert redirect("maint307.example.com", "/x") == (307, "https://status.example.com/")
-    # ingress-nginx drops a trailing slash in the redirect to HTTPS unless preserve-trailing-slash keeps it.
-    assert redirect("slashes.example.com", "/dir/") == (308, f"https://slashes.example.com:{port}/dir")
-    assert redirect("slashes.example.com", "/dir/?a=1") == (308, f"https://slashes.example.com:{port}/dir/?a=1")
-    assert redirect("kept.example.com", "/dir/") == (308, f"https://kept.example.com:{port}/dir/")
+    # ingress-nginx drops a trailing slash in the redirect to HTTPS unless preserve-trailing-slash keeps it, and
+    # names no port (whatever the HTTPS port) unless use-port-in-redirects asks for it.
+    assert redirect("slashes.example.com", "/dir/") == (308, "https://slashes.example.com/dir")
+    assert redirect("slashes.example.com", "/dir/?a=1") == (308, "https://slashes.example.com/dir/?a=1")
+    assert redirect("slashes.example.com:8080", "/") == (308, "https://slashes.example.com")
+    assert redirect("kept.example.com", "/dir/") == (308, "https://kept.example.com/dir/")
+    assert redirect("https-ported.example.com", "/dir") == (308, f"https://https-ported.example.com:{port}/dir")
 
     stage.expect("logged.example.com", "/old/page", "NEW")
     wait_for(lambda: 'rewrite-target of default/logged: "/old/page" -> "/page"' in controller.log_path.read_text(),
