@@ -165,10 +165,10 @@ class Reviewer:
 
     def _index_ingress(self, key: str, ingress: dict[str, Any]) -> None:
         _, namespace, name = key.split("/", 2)
-        if not self._cluster.accept.is_ours(ingress):
-            return
         # The shape only: whether its Secrets are usable changes nothing of which hosts and paths it names.
         try:
+            if not self._cluster.accept.is_ours(ingress):
+                return
             annotations = self._cluster.parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
             plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
                                 profile=annotations.profile,
@@ -198,8 +198,8 @@ class Reviewer:
         """What the syncer would do with `ingress` (as the API server would store it) next to the store's."""
         if operation == "DELETE":
             return ALLOWED
-        obj = dict(ingress)
-        meta = _mapping(obj.get("metadata"))
+        meta = _mapping(ingress.get("metadata"))
+        obj = {**ingress, "metadata": meta}
         namespace = meta.get("namespace") or "default"
         name = meta.get("name") or meta.get("generateName") or ""
         watched = self.settings.source.watch_namespace

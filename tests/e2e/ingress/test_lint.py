@@ -5,12 +5,17 @@ import contextlib
 import subprocess
 from pathlib import Path
 
+from kubernetes import client
+
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap_unsupported import UNSUPPORTED
 from services.tools.docs import not_implemented_behaviour
 from tests.e2e.ingress import scenarios
 from tests.e2e.ingress.scenarios import Stage
+from tests.kube_api import KubeApiServer
+from tests.support import k8s
 from tests.support.controller import VENV_BIN, ManifestsCluster
+from tests.support.kube_cluster import ApiCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = "tests/e2e/ingress/lint_manifests"
@@ -149,5 +154,25 @@ def test_the_e2e_scenarios_manifests(tmp_path):
         # oldest_ingress_wins: applied together, the newer one is refused, as ingress-nginx's webhook refuses it.
         f"{tmp_path}/ingress-default-newer.yaml:1: ERROR: Ingress default/newer: host conflict.example.com prefix "
         "path / is already defined in Ingress default/older; serve it from that Ingress, or use another host or path",
+    ]
+    assert out.returncode == 1
+
+
+def test_a_cluster_is_read_with_kubeconfig(tmp_path):
+    with KubeApiServer() as api:
+        api_client = client.ApiClient(api.configuration())
+        ApiCluster(api_client).apply(
+            k8s.ingress_class("nginx"), k8s.service("web"),
+            k8s.ingress("first", [k8s.rule("api.example.com", ("/", "Prefix", "web", 80))]),
+            k8s.ingress("second", [k8s.rule("api.example.com", ("/", "Prefix", "web", 80))]),
+            k8s.ingress("third", [k8s.rule("api.example.com", ("/v2", "Prefix", "web", 80))],
+                        annotations={f"{PREFIX}/proxy-read-timeout": "50k"}))
+        api_client.close()
+        out = lint(f"--kubeconfig={api.write_kubeconfig(tmp_path / 'kubeconfig')}")
+    assert out.stdout.splitlines() == [
+        "cluster: ERROR: Ingress default/second: host api.example.com prefix path / is already defined in Ingress "
+        "default/first; serve it from that Ingress, or use another host or path",
+        f"cluster: WARNING: Ingress default/third: annotation {PREFIX}/proxy-read-timeout value '50k': must be a "
+        "duration such as 60, 60s, 500ms, 5m or 1h, at most 596h; ignored, its default applies",
     ]
     assert out.returncode == 1
