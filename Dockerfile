@@ -43,7 +43,7 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
         libnginx-mod-stream libnginx-mod-stream-js lua-cjson libnginx-mod-http-brotli-filter \
-        libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 nftables openssl python3 \
+        libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 libnginx-mod-http-modsecurity modsecurity-crs nftables openssl python3 \
     && apt-get clean \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
     && rm -f /etc/nginx/sites-enabled/default

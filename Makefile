@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
-	libnginx-mod-stream libnginx-mod-stream-js lua-cjson lua-busted libnginx-mod-http-brotli-filter libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 nftables iproute2 iputils-ping curl openssl util-linux procps \
+	libnginx-mod-stream libnginx-mod-stream-js lua-cjson lua-busted libnginx-mod-http-brotli-filter libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 libnginx-mod-http-modsecurity modsecurity-crs nftables iproute2 iputils-ping curl openssl util-linux procps \
 	containernetworking-plugins musl-tools prometheus chromium
 # Only the benchmarks need these (the load generator); `make bench` installs them.
 BENCH_PACKAGES := wrk

@@ -10,6 +10,7 @@ from services.nginxconf.config import ServerSettings
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
 from services.syncer.model.configmap import FIELDS, SERVER_FIELDS, UNSUPPORTED, ControllerConfig
 from services.syncer.model.configmap_directives import GLOBAL_DIRECTIVES, on_off
+from services.syncer.model.configmap_modsecurity import MODSECURITY_MEANING
 from services.syncer.model.configmap_tracing import TRACING_MEANING
 
 # What the keys that are not one nginx directive do.
@@ -107,6 +108,7 @@ MEANING: dict[str, str] = {
                         "routing location and each location profile).",
     "stream-snippet": "Raw nginx configuration for the stream block (stream servers).",
     **TRACING_MEANING,
+    **MODSECURITY_MEANING,
 }
 # Keys whose value is pushed to nginx's Lua with the routes: a change never reloads nginx.
 PUSHED = frozenset({"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains",

@@ -26,6 +26,8 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           **{name: {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"} for name in ANNOTATIONS
              if name.startswith("proxy-ssl-")},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
+          **{name: {"enable-modsecurity": "true"} for name in ("enable-owasp-core-rules", "modsecurity-transaction-id",
+                                                               "modsecurity-snippet")},
           **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")},
           **{name: {"enable-opentelemetry": "true"} for name in ("opentelemetry-trust-incoming-span",
                                                                  "opentelemetry-operation-name")},

@@ -126,7 +126,8 @@ ALLOWED_IO = {"services.syncer.model.openssl": {"subprocess", "os.write", "os.me
 PURE_LIBRARIES = {"services.common.changed_keys", "services.common.gc_pause", "services.common.settings",
                   "services.nginxconf.config", "services.nginxconf.pcre", "services.nginxconf.render",
                   "services.nginxconf.request_metrics", "services.nginxconf.snippet_blocks",
-                  "services.nginxconf.table_schema", "services.nginxconf.tracing"}
+                  "services.nginxconf.table_schema", "services.nginxconf.tracing",
+                  "services.nginxconf.modsecurity", "services.nginxconf.modsecurity_rules"}
 
 
 def _calls(tree: ast.AST) -> set[str]:

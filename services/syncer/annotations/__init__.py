@@ -25,9 +25,9 @@ from typing import Any, Callable, Mapping
 from services.nginxconf.render import RenderError
 
 from . import (access_control, access_log, affinity, auth, backend_protocol, balancing, canary, client_cert, cors,
-               custom_headers, denylist, error_pages, external_auth, ipallowlist, mirror, opentelemetry, proxy, proxy_ssl,
-               ratelimit, redirect, rewrite, satisfy, server_alias, service_upstream, snippets, ssl, upstream_behaviour, upstream_vhost,
-               www_redirect)
+               custom_headers, denylist, error_pages, external_auth, ipallowlist, mirror, modsecurity, opentelemetry,
+               proxy, proxy_ssl, ratelimit, redirect, rewrite, satisfy, server_alias, service_upstream, snippets, ssl, upstream_behaviour,
+               upstream_vhost, www_redirect)
 from .access_control import is_access_control
 from .base import Annotation, IngressAnnotations, InvalidAnnotation, InvalidValue, Risk, Unsupported
 from .renderable import check_renders, unrenderable_cors_option
@@ -37,7 +37,8 @@ from .renderable import check_renders, unrenderable_cors_option
 GROUPS: tuple[ModuleType, ...] = (
     proxy, proxy_ssl, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
     www_redirect, server_alias, redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
-    external_auth, satisfy, access_log, snippets, error_pages, mirror, custom_headers, opentelemetry)
+    external_auth, satisfy, access_log, snippets, error_pages, mirror, custom_headers, opentelemetry,
+    modsecurity)
 
 ANNOTATIONS: dict[str, Annotation] = {a.name: a for group in GROUPS for a in group.ANNOTATIONS}
 _APPLY: tuple[Callable[[Mapping[str, str], IngressAnnotations], None], ...] = tuple(

@@ -7,7 +7,7 @@ from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from services.nginxconf.config import (BackendScheme, BackendTls, BasicAuth, CorsPolicy, ExternalAuth, LocationProfile,
-                                       Mirror, RateLimit)
+                                       Mirror, ModSecurity, RateLimit)
 
 if TYPE_CHECKING:
     from .auth import BasicAuthRequest
@@ -212,6 +212,7 @@ class IngressAnnotations:
     custom_http_errors: tuple[int, ...] | None = profile_setting(None)  # None: the ConfigMap's list applies
     pass_backend_errors: bool = profile_setting(False)  # disable-proxy-intercept-errors: true
     mirror: Mirror | None = profile_setting(None)
+    modsecurity: ModSecurity | None = profile_setting(None)  # enable-modsecurity and its companions
     custom_headers: str | None = None  # a ConfigMap of response headers, resolved per Ingress
     # Resolved against its Secret per Ingress (services/syncer/model/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None

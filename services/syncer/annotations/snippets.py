@@ -8,15 +8,15 @@ its block (services/nginxconf/snippet_blocks.py): configuration-snippet into the
 auth-snippet into the location of its auth-url request (external_auth.py), server-snippet into a server block
 of each of the Ingress's hosts (the oldest Ingress's, when several set one for a host, as in ingress-nginx),
 stream-snippet into nginx's stream block. `nginx -t` then rejects only its Ingress if nginx refuses it.
-modsecurity-snippet stays refused: pyngress's nginx has no ModSecurity.
+modsecurity-snippet, ModSecurity's own configuration, is modsecurity.py's.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Mapping
 
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Unsupported
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk
 
 # Snippets are whole blocks of configuration; this bounds what one Ingress adds to every nginx -t and reload.
 MAX_SNIPPET = 16 * 1024
@@ -35,12 +35,6 @@ def _configuration_snippet(value: str) -> str:
     return value
 
 
-def _refused(reason: str) -> Callable[[str], str]:
-    def refuse(value: str) -> str:
-        raise Unsupported(reason)
-    return refuse
-
-
 ANNOTATIONS = (
     Annotation("configuration-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
                doc="Raw nginx configuration added to the Ingress's location; needs allow-snippet-annotations "
@@ -54,8 +48,6 @@ ANNOTATIONS = (
     Annotation("stream-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
                doc="Raw nginx configuration added to nginx's stream block (stream servers); needs "
                "allow-snippet-annotations and annotations-risk-level Critical."),
-    Annotation("modsecurity-snippet", risk=Risk.CRITICAL, doc="Refused: pyngress's nginx has no ModSecurity.",
-               validate=_refused("pyngress's nginx has no ModSecurity module, so its rules could not apply; remove it")),
 )
 
 

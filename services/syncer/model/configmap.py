@@ -22,6 +22,7 @@ from ..annotations.validators import (HEADER_NAME, boolean, duration, integer, i
                                       size)
 from . import block_lists, configmap_access_log
 from .configmap_directives import BROTLI_MODULE, DEFAULT_BROTLI_TYPES, DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
+from .configmap_modsecurity import MODSECURITY_KEYS
 from .configmap_snippets import SNIPPET_KEYS, contained_snippet
 from .configmap_tracing import TRACING_KEYS, TracingKeys
 from .configmap_unsupported import UNSUPPORTED
@@ -266,6 +267,7 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "proxy-stream-responses": ("proxy_stream_responses", _count(0, 1 << 20)),
     "proxy-protocol-header-timeout": ("proxy_protocol_header_timeout", duration),
     **{key: (target, contained_snippet) for key, target in SNIPPET_KEYS.items()},
+    **MODSECURITY_KEYS,
 }
 
 

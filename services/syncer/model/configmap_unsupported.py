@@ -11,8 +11,6 @@ UNSUPPORTED: dict[str, str] = {
     "http2-max-requests": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use keep-alive-requests",
     "proxy-busy-buffers-size": "it must fit the buffers each Ingress may change: set it per Ingress with the "
                                "proxy-busy-buffers-size annotation, which is checked against that Ingress's buffers",
-    **dict.fromkeys(("enable-modsecurity", "modsecurity-snippet", "enable-owasp-modsecurity-crs"),
-                    "Debian's nginx has no ModSecurity module"),
     **dict.fromkeys(("use-geoip", "use-geoip2", "geoip2-autoreload-in-minutes"),
                     "Debian's nginx here has no GeoIP module loaded"),
     **dict.fromkeys(("jaeger-collector-host", "jaeger-collector-port", "jaeger-endpoint", "jaeger-service-name",

@@ -100,6 +100,13 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "proxy-protocol-header-timeout": ("3s", 'proxy_protocol_timeout "3s";', "3x", "duration"),
     "proxy-real-ip-cidr": ("10.0.0.0/8,192.168.0.0/16", 'set_real_ip_from "192.168.0.0/16";', "10.0.0.0/33",
                            "10.0.0.0/33"),
+    # ModSecurity (tests/integration/nginx/test_modsecurity.py: what it does to requests).
+    "enable-modsecurity": ("true", "load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;", "x",
+                           'must be "true" or "false"'),
+    "enable-owasp-modsecurity-crs": ("true", "Include /usr/share/modsecurity-crs/rules/*.conf", "x",
+                                     'must be "true" or "false"'),
+    "modsecurity-snippet": ("SecRuleEngine On", "SecRuleEngine DetectionOnly\\nSecRuleEngine On", "Include /etc/passwd",
+                            "a snippet may include only ingress-nginx's rule files"),
 }
 # Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects, the
 # ConfigMaps of headers).
@@ -122,7 +129,9 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
 COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"enable-brotli": "true"},
               "brotli-types": {"enable-brotli": "true"}, "gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},
               "gzip-types": {"use-gzip": "true"}, "compute-full-forwarded-for": {"use-forwarded-headers": "true"},
-              "forwarded-for-header": {"enable-real-ip": "true"}, "proxy-real-ip-cidr": {"enable-real-ip": "true"}}
+              "forwarded-for-header": {"enable-real-ip": "true"}, "proxy-real-ip-cidr": {"enable-real-ip": "true"},
+              "enable-owasp-modsecurity-crs": {"enable-modsecurity": "true"},
+              "modsecurity-snippet": {"enable-modsecurity": "true"}}
 # And what a companion makes nginx.conf hold for the rest of its group.
 GROUP_LINES = {"brotli-level": 'brotli_comp_level "6";', "brotli-min-length": 'brotli_min_length "100";',
                "brotli-types": 'brotli_types "text/css";', "gzip-level": 'gzip_comp_level "6";', "gzip-min-length": 'gzip_min_length "100";',

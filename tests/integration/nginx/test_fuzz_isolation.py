@@ -313,6 +313,10 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-stream-responses": st.sampled_from(["1", "0", "3", "-1", "x"]),
     "proxy-protocol-header-timeout": st.sampled_from(["5s", "500ms", "0", "1h", "5x", "5s;"]),
     **{key: nginx_text for key in SNIPPET_KEYS},
+    **{key: booleans for key in ("enable-modsecurity", "enable-owasp-modsecurity-crs")},
+    "modsecurity-snippet": st.sampled_from(["SecRuleEngine On", "SecRuleRemoveById 920350", "Include /etc/passwd",
+                                            "Include /etc/nginx/owasp-modsecurity-crs/nginx-modsecurity.conf",
+                                            "SecAuditLog /dev/stdout", "SecRuleEngine On\n}\nserver {"]),
     "log-format-upstream": st.lists(st.one_of(
         st.sampled_from(["$remote_addr", "${status}", "$namespace", "$http_x_y", "$sent_http_a", "$cookie_b",
                          "$secret", "\"", "'", "\\", "{", "}", ";", "$", "$$x", "$request_id;"]), hostile),

@@ -73,6 +73,8 @@ VALUES: dict[str, tuple[str | None, str]] = {
     "enable-access-log": ("false", "x"),
     "enable-cors": ("true", "x"),
     "enable-global-auth": ("false", "x"),
+    "enable-modsecurity": ("true", "x"),
+    "enable-owasp-core-rules": ("true", "x"),
     "enable-rewrite-log": ("true", "x"),
     "enable-opentelemetry": ("true", "x"),
     "opentelemetry-trust-incoming-span": ("false", "x"),
@@ -93,7 +95,8 @@ VALUES: dict[str, tuple[str | None, str]] = {
     "mirror-host": ("shadow.internal", "a b"),
     "mirror-request-body": ("off", "true"),
     "mirror-target": ("http://mirror.internal/copy", "ftp://m"),
-    "modsecurity-snippet": (None, "SecRuleEngine On"),
+    "modsecurity-snippet": ("SecRuleEngine On", "Include /etc/passwd"),
+    "modsecurity-transaction-id": ("$request_id", "$hostname"),
     "permanent-redirect": ("https://new.example.com$request_uri", "https://new.example.com$hostname"),
     "permanent-redirect-code": ("308", "200"),
     "preserve-trailing-slash": ("true", "x"),
@@ -166,7 +169,7 @@ _CONTEXT: dict[str, dict[str, str]] = {
     **{name: {"auth-keepalive": "10"} for name in ("auth-keepalive-requests", "auth-keepalive-timeout",
                                                  "auth-keepalive-share-vars")},
 }
-_SNIPPETS = {"configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet"}
+_SNIPPETS = {"configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet", "modsecurity-snippet"}
 
 
 def build(name: str, value: str | None) -> Model:

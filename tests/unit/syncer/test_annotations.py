@@ -160,16 +160,6 @@ def test_snippets_are_rejected_unless_the_configmap_allows_them_at_critical_risk
         assert "risk level CRITICAL is above the ConfigMap's annotations-risk-level HIGH" in problem
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("modsecurity-snippet", "pyngress's nginx has no ModSecurity module"),
-])
-def test_snippets_without_a_place_in_pyngress_stay_refused_when_snippets_are_allowed(cluster, name, reason):
-    cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
-    cluster.app(annotations={name: "return 200;"})
-    [problem] = cluster.rejections(cluster.build())
-    assert reason in problem
-
-
 def test_auth_snippet_goes_into_the_auth_location_when_snippets_are_allowed(cluster):
     cluster.configmap({"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"})
     cluster.app(annotations={"auth-url": "http://auth.example.com/check", "auth-snippet": "proxy_set_header X-A b;"})
