@@ -15,6 +15,7 @@ import json
 from dataclasses import KW_ONLY, asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Literal
 
+from services.nginxconf.geoip2 import GeoIP2
 from services.nginxconf.request_metrics import RequestMetricsLayout
 from services.nginxconf.tracing import TracingSettings
 
@@ -329,6 +330,8 @@ class NginxConfig:
     # (host, profile): the hosts that get a server block of their own for their profile's server_snippet.
     snippet_servers: tuple[tuple[str, str], ...] = ()
     stream_servers: tuple[StreamServer, ...] = ()
+    # ConfigMap use-geoip2: the MaxMind databases nginx loads, and the $geoip2_* variables they define.
+    geoip2: GeoIP2 = field(default_factory=GeoIP2)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()

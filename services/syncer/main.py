@@ -31,6 +31,7 @@ from services.syncer.ingress_status.campaign import run_status_updates, status_u
 from services.syncer.model.incremental import IncrementalModel
 from services.syncer.model.types import Model
 from services.syncer.nginx_apply.applier import NginxApplier
+from services.syncer.nginx_apply.geoip2_databases import GeoIP2Databases, with_geoip2_databases
 from services.syncer.observability.healthz_server import start_healthz_server
 from services.syncer.observability.metrics import SyncerMetrics
 
@@ -44,6 +45,8 @@ COALESCE_MAX_SECONDS = 1.0
 PUSH_CHECK_SECONDS = 0.5
 # How often a custom template directory (--template) is checked for changes (a stat of each file).
 TEMPLATE_CHECK_SECONDS = 1.0
+# How often the GeoIP2 databases (--maxmind-mmdb-dir) are checked for changes (a stat of each file).
+GEOIP2_CHECK_SECONDS = 1.0
 
 
 class Syncer:
@@ -71,6 +74,7 @@ class Syncer:
         self.metrics = SyncerMetrics(settings)
         self.applier = NginxApplier(settings, self.metrics)
         self.metrics.template_ok.set_function(lambda: 0 if self.applier.templates.error else 1)
+        self.geoip2_databases = GeoIP2Databases(settings.geoip2, Path(settings.paths.state_dir) / "geoip2")
         self.subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.watcher_updates(settings.paths.run_dir),
                                           snapshot_endpoint=endpoints.watcher_snapshot(settings.paths.run_dir))
         self.passthrough = ClonePublisher(ctx, updates_endpoint=endpoints.syncer_updates(settings.paths.run_dir),
@@ -163,6 +167,7 @@ class Syncer:
             changed = set()
             if model.config.listen_ipv6 and not ipv6_available():  # the model does no I/O: asked here
                 model = replace(model, config=replace(model.config, listen_ipv6=False))
+            model = with_geoip2_databases(model, self.geoip2_databases, self.settings.ingress.configmap)  # files too
             globals_key = model.config.without_profiles().digest()
             if globals_key != self.refused_for and self.refused_profiles:
                 # Under other global settings the refused profiles may pass: try them again.
@@ -186,6 +191,13 @@ class Syncer:
         while True:
             await asyncio.sleep(TEMPLATE_CHECK_SECONDS)
             if await asyncio.to_thread(self.applier.templates.poll) and self.store_ready:
+                self.changed.set()
+
+    async def watch_geoip2_databases(self) -> None:
+        """Apply a GeoIP2 database file that appeared, was replaced or went, as any other change."""
+        while True:
+            await asyncio.sleep(GEOIP2_CHECK_SECONDS)
+            if await asyncio.to_thread(self.geoip2_databases.poll) and self.store_ready:
                 self.changed.set()
 
     def _write_status(self) -> None:
@@ -238,7 +250,7 @@ async def main_async(settings: Settings) -> None:
         # Cancelled on SIGTERM: the TaskGroup cancels and awaits every task (the status task releases its Lease).
         async with asyncio.TaskGroup() as tasks:
             for coro in (syncer.follow_store(), syncer.sync_loop(), syncer.watch_nginx(), syncer.passthrough.serve(),
-                         syncer.metrics.collect_forever(), syncer.watch_template()):
+                         syncer.metrics.collect_forever(), syncer.watch_template(), syncer.watch_geoip2_databases()):
                 tasks.create_task(coro)
             if status_updates_enabled(settings):
                 tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,

@@ -12,6 +12,7 @@ from services.syncer.model.configmap import FIELDS, SERVER_FIELDS, UNSUPPORTED, 
 from services.syncer.model.configmap_directives import GLOBAL_DIRECTIVES, on_off
 from services.syncer.model.configmap_modsecurity import MODSECURITY_MEANING
 from services.syncer.model.configmap_tracing import TRACING_MEANING
+from services.syncer.model.configmap_geoip2 import GEOIP2_MEANING
 
 # What the keys that are not one nginx directive do.
 MEANING: dict[str, str] = {
@@ -108,6 +109,7 @@ MEANING: dict[str, str] = {
                         "routing location and each location profile).",
     "stream-snippet": "Raw nginx configuration for the stream block (stream servers).",
     **TRACING_MEANING,
+    **GEOIP2_MEANING,
     **MODSECURITY_MEANING,
 }
 # Keys whose value is pushed to nginx's Lua with the routes: a change never reloads nginx.

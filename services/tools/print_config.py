@@ -14,6 +14,7 @@ from services.nginxconf.render import render, template_from
 from services.nginxconf.template import TemplateError
 from services.syncer.model.build import build_model
 from services.syncer.model.types import Model
+from services.syncer.nginx_apply.geoip2_databases import GeoIP2Databases, with_geoip2_databases
 from services.watcher.manifests import ManifestsSource
 
 
@@ -49,7 +50,8 @@ def run(settings: Settings) -> int:
         store = changes.changed if changes is not None else {}
         for error in source.errors:
             print(f"pyngress render: {error}", file=sys.stderr)
-    model = build_model(store, settings=settings)
+    model = with_geoip2_databases(build_model(store, settings=settings), GeoIP2Databases(settings.geoip2),
+                                  settings.ingress.configmap)
     try:
         template = template_from(Path(settings.paths.template)) if settings.paths.template else None
         conf = render(model.config, template)

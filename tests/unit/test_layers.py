@@ -124,10 +124,10 @@ WRITES = {"open", "print", "input",  # builtins
 # The one door to OpenSSL (its docstring says why): PEM through memfd and `openssl dhparam`'s stdin.
 ALLOWED_IO = {"services.syncer.model.openssl": {"subprocess", "os.write", "os.memfd_create"}}
 PURE_LIBRARIES = {"services.common.changed_keys", "services.common.gc_pause", "services.common.settings",
-                  "services.nginxconf.config", "services.nginxconf.pcre", "services.nginxconf.render",
-                  "services.nginxconf.request_metrics", "services.nginxconf.snippet_blocks",
-                  "services.nginxconf.table_schema", "services.nginxconf.tracing",
-                  "services.nginxconf.modsecurity", "services.nginxconf.modsecurity_rules"}
+                  "services.nginxconf.config", "services.nginxconf.geoip2", "services.nginxconf.pcre",
+                  "services.nginxconf.render", "services.nginxconf.request_metrics", "services.nginxconf.snippet_blocks",
+                  "services.nginxconf.table_schema", "services.nginxconf.tracing", "services.nginxconf.modsecurity",
+                  "services.nginxconf.modsecurity_rules"}
 
 
 def _calls(tree: ast.AST) -> set[str]:

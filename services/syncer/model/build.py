@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfile, NginxConfig
+from services.nginxconf.geoip2 import GeoIP2
 from services.nginxconf.render import RenderError, auth_endpoint, auth_upstream, check_profile
 from services.nginxconf.request_metrics import layout_of
 
@@ -789,6 +790,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=server,
             tracing=config.tracing,
             snippet_servers=tuple(sorted(merged.snippet_servers)), stream_servers=tuple(streams.servers),
+            # The databases are files the syncer looks for (the model does no I/O): nginx_apply/geoip2_databases.py.
+            geoip2=GeoIP2(enabled=config.use_geoip2),
         ),
         configmap_accepted=config.accepted,
         routes=dict(merged.routes),

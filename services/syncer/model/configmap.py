@@ -25,6 +25,7 @@ from .configmap_directives import BROTLI_MODULE, DEFAULT_BROTLI_TYPES, DEFAULT_G
 from .configmap_modsecurity import MODSECURITY_KEYS
 from .configmap_snippets import SNIPPET_KEYS, contained_snippet
 from .configmap_tracing import TRACING_KEYS, TracingKeys
+from .configmap_geoip2 import GEOIP2_KEYS
 from .configmap_unsupported import UNSUPPORTED
 from .header_configmaps import configmap_reference, headers_of, object_reference
 from .problems import Problem
@@ -75,6 +76,10 @@ class ControllerConfig(TracingKeys):
     log_format_escape_none: bool = False
     access_log_for_default_backend: bool = False
     skip_access_log_urls: tuple[str, ...] = ()
+    # GeoIP2 (configmap_geoip2.py): the module and the databases of --maxmind-edition-ids. The autoreload interval is
+    # checked and kept for ingress-nginx compatibility; the syncer's watch serves a replaced database instead.
+    use_geoip2: bool = False
+    geoip2_autoreload_minutes: int = 0
     # Parts of directives that take more than one key (_with_composite_directives).
     proxy_buffers_number: int = 4
     ssl_session_cache: bool = True
@@ -235,6 +240,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "global-allowed-response-headers": ("allowed_response_headers", _header_names),
     "denylist-source-range": ("default_denylist", cidr_list),
     "proxy-set-headers": ("proxy_set_headers", configmap_reference),
+    **GEOIP2_KEYS,
     **TRACING_KEYS,
 }
 

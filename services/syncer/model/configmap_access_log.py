@@ -4,8 +4,8 @@ to stdout (supervisord passes nginx's stdout on to the container's).
 
 A custom log-format-upstream may name nginx's own variables and those ingress-nginx users' formats rely
 on ($proxy_upstream_name, $proxy_alternative_upstream_name, $req_id, $namespace, $ingress_name,
-$service_name, $location_path); any other variable is refused with its name, since nginx would refuse the
-whole configuration for it.
+$service_name, $location_path, and the $geoip2_* of use-geoip2); any other variable is refused with its name,
+since nginx would refuse the whole configuration for it.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import re
 from typing import Callable
 
 from services.nginxconf.config import STREAM_LOG_FORMAT, UPSTREAMINFO_FORMAT
+from services.nginxconf.geoip2 import VARIABLES as GEOIP2_VARIABLES
 from services.nginxconf.render import size_bytes
 
 from ..annotations.base import InvalidValue
@@ -33,7 +34,7 @@ _KNOWN = frozenset("""
     ssl_client_verify ssl_client_s_dn ssl_client_i_dn ssl_client_serial ssl_client_fingerprint ssl_early_data
     realip_remote_addr realip_remote_port proxy_add_x_forwarded_for
     proxy_upstream_name proxy_alternative_upstream_name req_id namespace ingress_name service_name location_path
-""".split())
+""".split()) | GEOIP2_VARIABLES  # ingress-nginx's $geoip2_*: empty unless use-geoip2 loads a database defining it
 # nginx's stream core, proxy and upstream variables, and $proxy_upstream_name ("tcp-NAMESPACE-SERVICE-PORT").
 _STREAM_KNOWN = frozenset("""
     binary_remote_addr bytes_received bytes_sent connection hostname msec nginx_version pid protocol
@@ -68,7 +69,7 @@ def _log_format_of(known: frozenset[str], prefixes: tuple[str, ...], example: st
 # log-format-upstream: printable text whose variables nginx (or pyngress's nginx.conf) defines.
 log_format = _log_format_of(_KNOWN, _KNOWN_PREFIXES, UPSTREAMINFO_FORMAT,
                             "such as $remote_addr, $status, $request_time) or $proxy_upstream_name, $req_id, "
-                            "$namespace, $ingress_name, $service_name, $location_path")
+                            "$namespace, $ingress_name, $service_name, $location_path, $geoip2_city_country_code")
 # log-format-stream: the same for the TCP and UDP services' stream servers.
 stream_log_format = _log_format_of(_STREAM_KNOWN, (), STREAM_LOG_FORMAT,
                                    "such as $remote_addr, $protocol, $status, $session_time) or $proxy_upstream_name")

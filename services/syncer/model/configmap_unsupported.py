@@ -11,8 +11,8 @@ UNSUPPORTED: dict[str, str] = {
     "http2-max-requests": "obsolete in nginx 1.19.7 and later (nginx 1.22 here): use keep-alive-requests",
     "proxy-busy-buffers-size": "it must fit the buffers each Ingress may change: set it per Ingress with the "
                                "proxy-busy-buffers-size annotation, which is checked against that Ingress's buffers",
-    **dict.fromkeys(("use-geoip", "use-geoip2", "geoip2-autoreload-in-minutes"),
-                    "Debian's nginx here has no GeoIP module loaded"),
+    "use-geoip": "MaxMind discontinued the legacy GeoIP databases in 2019 and ingress-nginx no longer reads this key: "
+                 "use use-geoip2 with GeoIP2 databases",
     **dict.fromkeys(("jaeger-collector-host", "jaeger-collector-port", "jaeger-endpoint", "jaeger-service-name",
                      "jaeger-propagation-format", "jaeger-sampler-type", "jaeger-sampler-param", "jaeger-sampler-host",
                      "jaeger-sampler-port", "jaeger-trace-context-header-name", "jaeger-debug-header",

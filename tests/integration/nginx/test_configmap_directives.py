@@ -69,6 +69,9 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "brotli-level": ("6", "", "12", "must be a whole number from 1 to 11"),
     "brotli-min-length": ("100", "", "-1", "must be a whole number"),
     "brotli-types": ("text/css", "", "text/css;", "MIME types"),
+    # The databases are found by the syncer (tests/e2e/ingress/test_geoip2.py); none here, so no module either.
+    "use-geoip2": ("true", "", "x", 'must be "true" or "false"'),
+    "geoip2-autoreload-in-minutes": ("5", "", "-1", "must be a whole number from 0 to 10080"),
     "worker-processes": ("2", 'worker_processes "2";', "0", "must be a whole number from 1 to 1024"),
     "max-worker-connections": ("4096", "worker_connections 4096;", "-1", "must be a whole number"),
     "max-worker-open-files": ("65536", 'worker_rlimit_nofile "65536";', "x", "must be a whole number"),

@@ -252,6 +252,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "client-header-timeout": durations, "client-body-timeout": durations,
     "ssl-protocols": _protocols, "ssl-ciphers": ciphers,
     "ssl-redirect": booleans, "force-ssl-redirect": booleans, "hsts": booleans, "hsts-max-age": numbers,
+    "use-geoip2": booleans, "geoip2-autoreload-in-minutes": numbers,
     "hsts-include-subdomains": booleans, "hsts-preload": booleans, "use-forwarded-headers": booleans,
     "use-proxy-protocol": booleans, "allow-cross-namespace-resources": booleans,
     "annotations-risk-level": st.sampled_from(["Low", "Medium", "High", "Critical", "critical", "none"]),
