@@ -78,9 +78,11 @@ MEANING: dict[str, str] = {
                              "its own (comma-separated).",
     "custom-http-errors": "Statuses (comma-separated) answered by --default-backend-service, with X-Code, "
                           "X-Format, X-Original-URI, X-Namespace, X-Ingress-Name, X-Service-Name, X-Service-Port "
-                          "and X-Request-ID.",
+                          "and X-Request-ID; the client gets its answer.",
     "http-redirect-code": "Code of the redirect to HTTPS and of from-to-www-redirect (301, 302, 307, 308).",
     "no-tls-redirect-locations": "Path prefixes never redirected to HTTPS (comma-separated).",
+    "no-auth-locations": "Ingress paths starting with one of these prefixes (comma-separated) are served without "
+                         "authentication (auth-type, auth-url, global-auth-url).",
     "forwarded-for-header": "The header that names the client (use-forwarded-headers, enable-real-ip).",
     "compute-full-forwarded-for": "Send the whole X-Forwarded-For chain plus the peer (with use-forwarded-headers).",
     "enable-real-ip": "Take the client address from forwarded-for-header (without the other X-Forwarded-*).",

@@ -544,9 +544,10 @@ class _Merger:
             affinity = replace(affinity, path=route_cookie_path(path))
         if resolved.name is not None:
             self.backends[resolved.name] = list(resolved.endpoints)
-        self.profiles[plan.profile.name] = plan.profile
+        profile = self._profile_at(plan, path)
+        self.profiles[profile.name] = profile
         self.routed.add(plan.ref)
-        return Route(backend=resolved.name, profile=plan.profile.name, ingress=plan.ref, service=ref.service,
+        return Route(backend=resolved.name, profile=profile.name, ingress=plan.ref, service=ref.service,
                      service_port=str(ref.port),
                      rewrite=rewrite, affinity=affinity, hash_by=plan.annotations.hash_by,
                      default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
@@ -554,6 +555,17 @@ class _Merger:
                      preserve_trailing_slash=plan.annotations.preserve_trailing_slash,
                      port_in_redirects=plan.annotations.port_in_redirects,
                      rewrite_log=plan.annotations.rewrite_log, tracing=plan.annotations.tracing)
+
+    def _profile_at(self, plan: IngressPlan, path: str | None) -> LocationProfile:
+        """`plan`'s profile for its Ingress path `path` (None: its default backend, ingress-nginx's "/"): without
+        authentication (basic, digest, auth-url, global-auth-url) when the path starts with one of the ConfigMap's
+        no-auth-locations, as ingress-nginx compares them (the Ingress's path, not the request's)."""
+        profile = plan.profile
+        if not (profile.basic_auth or profile.external_auth):
+            return profile
+        if not any((path or "/").startswith(prefix) for prefix in self.config.no_auth_locations):
+            return profile
+        return profile.with_settings(basic_auth=None, external_auth=None)
 
     def _ingress_default_backend(self, plan: IngressPlan) -> str | None:
         """The backend of the Ingress's default-backend annotation (a Service of its namespace), if usable."""

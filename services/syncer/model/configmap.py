@@ -76,6 +76,8 @@ class ControllerConfig(TracingKeys):
     log_format_escape_none: bool = False
     access_log_for_default_backend: bool = False
     skip_access_log_urls: tuple[str, ...] = ()
+    # no-auth-locations: Ingress paths starting with one of these are served without authentication.
+    no_auth_locations: tuple[str, ...] = ("/.well-known/acme-challenge",)
     # GeoIP2 (configmap_geoip2.py): the module and the databases of --maxmind-edition-ids. The autoreload interval is
     # checked and kept for ingress-nginx compatibility; the syncer's watch serves a replaced database instead.
     use_geoip2: bool = False
@@ -163,6 +165,15 @@ _url_paths = _comma_list(matching(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,1023}",
                                   says="must be URL paths separated by commas, such as /healthz,/metrics"))
 
 
+def _path_prefixes(value: str) -> tuple[str, ...]:
+    """Prefixes an Ingress path is compared with (no-auth-locations), read as ingress-nginx reads them: split at
+    commas, trimmed, empty items skipped. They are never written into nginx.conf."""
+    prefixes = tuple(item.strip() for item in value.split(",") if item.strip())
+    if any(not prefix.isprintable() for prefix in prefixes):
+        raise InvalidValue("must be path prefixes separated by commas, such as /.well-known/acme-challenge,/public")
+    return prefixes
+
+
 def _brotli(value: str) -> bool:
     wanted = _flag(value)
     if wanted and not Path(BROTLI_MODULE).is_file():
@@ -222,6 +233,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "log-format-escape-none": ("log_format_escape_none", _flag),
     "enable-access-log-for-default-backend": ("access_log_for_default_backend", _flag),
     "skip-access-log-urls": ("skip_access_log_urls", _url_paths),
+    "no-auth-locations": ("no_auth_locations", _path_prefixes),
     "proxy-buffers-number": ("proxy_buffers_number", _count(1, 1024)),
     "ssl-session-cache": ("ssl_session_cache", _flag),
     # nginx refuses a shared zone smaller than 8 pages.

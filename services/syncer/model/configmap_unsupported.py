@@ -37,7 +37,7 @@ UNSUPPORTED: dict[str, str] = {
                      "gzip-disable", "limit-conn-zone-variable", "forwarded-for-proxy-protocol-header",
                      "proxy-add-original-uri-header", "proxy-cookie-path", "proxy-cookie-domain",
                      "proxy-redirect-from", "limit-rate",
-                     "limit-rate-after", "no-auth-locations",
+                     "limit-rate-after",
                      "proxy-ssl-location-only", "service-upstream", "ssl-reject-handshake", "debug-connections"),
                     "not implemented yet"),
 }

@@ -121,6 +121,8 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "access-log-path", "access-log-params", "log-format-upstream", "log-format-escape-json",
              "log-format-escape-none", "enable-access-log-for-default-backend", "ssl-dh-param", "http-redirect-code",
              "load-balance", "global-allowed-response-headers", "no-tls-redirect-locations",
+             # tests/e2e/ingress/test_no_auth_locations.py
+             "no-auth-locations",
              # tests/e2e/ingress/test_configmap_snippets.py and test_ipv6_listeners.py
              "main-snippet", "http-snippet", "server-snippet", "location-snippet", "stream-snippet", "disable-ipv6",
              # tests/e2e/observability/test_tracing.py and tests/unit/syncer/test_configmap_tracing.py

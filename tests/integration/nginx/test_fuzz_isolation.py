@@ -296,6 +296,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "hide-headers": comma_lists(st.sampled_from(["X-Powered-By", "Server", "X Bad"]), "{},X-A"),
     "skip-access-log-urls": comma_lists(st.sampled_from(["/healthz", "/a b", "/x;y", "nohost"]), "{},/metrics"),
     "no-tls-redirect-locations": comma_lists(st.sampled_from(["/.well-known/acme-challenge", "/x", "bad"]), "{}"),
+    "no-auth-locations": comma_lists(st.sampled_from(["/.well-known/acme-challenge", "/public", " /x ", ""]), "{}"),
     "http-redirect-code": st.sampled_from(["301", "302", "307", "308", "200", "999"]),
     **{key: st.sampled_from(["ingress/headers", "ingress/missing", "a/b/c", "x"]) for key in ("add-headers",
                                                                                               "proxy-set-headers")},
