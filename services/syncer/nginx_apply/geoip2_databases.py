@@ -59,10 +59,14 @@ class GeoIP2Databases:
         self._versions: tuple[str | None, ...] | None = None
         self._found: dict[str, tuple[str, str]] = {}  # edition → (the file nginx reads, its version)
         self._problems: list[str] = []
-        self.poll()
+        # Files are read and copied only once a configuration has use-geoip2 on: a node may hold databases that an
+        # ingress-nginx volume left for a ConfigMap that does not use them.
+        self._wanted = False
 
     def poll(self) -> bool:
-        """Look at the files again; True when one appeared, changed or went."""
+        """Look at the files again; True when one appeared, changed or went (and use-geoip2 is on)."""
+        if not self._wanted:
+            return False
         versions = tuple(_version(self._path(edition)) for edition in self.editions)
         if versions == self._versions:
             return False
@@ -91,6 +95,9 @@ class GeoIP2Databases:
 
     def complete(self, config: NginxConfig) -> tuple[NginxConfig, list[str]]:
         """`config` with the databases found (when use-geoip2 is on), and the problems to report."""
+        if config.geoip2.enabled and not self._wanted:
+            self._wanted = True
+            self.poll()  # once, when use-geoip2 is first turned on: the files are read now, not a second later
         problems = list(self._problems) if config.geoip2.enabled else []
         found = [(edition, *self._found[edition]) for edition in self.editions if edition in self._found]
         geoip2 = replace(config.geoip2, databases=loaded(found) if config.geoip2.enabled else ())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.settings import GeoIP2Settings
+from services.common.settings import GeoIP2Settings, parse
 from services.nginxconf.config import AccessLog, NginxConfig
 from services.nginxconf.geoip2 import GeoIP2
 from services.syncer.model.configmap import parse_controller_config
@@ -20,6 +20,11 @@ CONFIG = NginxConfig(http_port=80, https_port=443, state_dir="/s", run_dir="/r",
 def databases(tmp_path: Path, editions: str = "GeoLite2-City,GeoLite2-ASN") -> GeoIP2Databases:
     (tmp_path / "geoip").mkdir(exist_ok=True)
     return GeoIP2Databases(GeoIP2Settings(mmdb_dir=str(tmp_path / "geoip"), edition_ids=editions), tmp_path / "copies")
+
+
+def turned_on(files: GeoIP2Databases) -> GeoIP2Databases:
+    files.complete(CONFIG)  # a configuration with use-geoip2 on: from now on poll() reads the files
+    return files
 
 
 def write(tmp_path: Path, edition: str, country: str) -> Path:
@@ -45,7 +50,7 @@ def test_nginx_reads_a_copy_with_the_editions_variables(tmp_path):
 
 
 def test_a_replaced_file_is_a_new_copy_and_the_one_before_is_kept(tmp_path):
-    files = databases(tmp_path, "GeoLite2-City")
+    files = turned_on(databases(tmp_path, "GeoLite2-City"))
     paths = []
     for country in ("AU", "CN", "NZ"):
         write(tmp_path, "GeoLite2-City", country)
@@ -57,7 +62,7 @@ def test_a_replaced_file_is_a_new_copy_and_the_one_before_is_kept(tmp_path):
 
 
 def test_a_file_cut_short_leaves_the_last_good_copy(tmp_path):
-    files = databases(tmp_path, "GeoLite2-City")
+    files = turned_on(databases(tmp_path, "GeoLite2-City"))
     write(tmp_path, "GeoLite2-City", "AU")
     files.poll()
     good = files.complete(CONFIG)[0].geoip2.databases
@@ -89,6 +94,19 @@ def test_logged_variables_no_database_defines_are_empty(tmp_path, enabled, why):
                                              ("geoip2_city", "geoip2_city_country_code", "geoip2_org"))
     assert problems[-1].endswith(f"which are logged empty: {why}")
     assert bool(config.geoip2.databases) is enabled
+
+
+def test_nothing_is_read_or_copied_while_use_geoip2_is_off(tmp_path):
+    write(tmp_path, "GeoLite2-City", "AU")
+    files = databases(tmp_path, "GeoLite2-City")
+    off = replace(CONFIG, geoip2=GeoIP2())
+    assert files.complete(off) == (off, []) and not files.poll() and not (tmp_path / "copies").exists()
+    assert len(files.complete(CONFIG)[0].geoip2.databases) == 1
+
+
+def test_an_unknown_edition_stops_the_start():
+    with pytest.raises(SystemExit):
+        parse(["--maxmind-edition-ids=GeoLite2-City,GeoLite2-Cty"])
 
 
 def test_the_configmap_keys(tmp_path):
