@@ -8,7 +8,7 @@ are read from these declarations, so a new setting is one field.
 The groups: `source` (where objects come from), `ports`, `paths`, `ingress` (which Ingresses are ours and
 how they are read), `leader` (leader election and Ingress status), `reload` (how often nginx reloads and how
 many old workers may drain), `cni`, `proxy` (the passthrough processes' limits), `metrics` (per-request metrics),
-`webhook` (the validating admission webhook) and `log_level`.
+`webhook` (the validating admission webhook), `geoip2` (where use-geoip2's MaxMind databases are) and `log_level`.
 """
 from __future__ import annotations
 
@@ -206,6 +206,8 @@ class IngressSettings:
     disable_catch_all: bool = _flag(False, name="disable-catch-all", parse=parse_bool,
                                     help_text="ignore Ingresses with a spec.defaultBackend, so that no namespace "
                                     "takes the requests of unknown hosts")
+    gateway_controller_name: str = _flag("pyngress.io/gateway-controller", name="gateway-controller-name",
+                                         help_text="the GatewayClass spec.controllerName that is ours (Gateway API)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -351,6 +351,15 @@ def test_the_namespace_selector_and_disable_catch_all_map_to_pyngress_flags(argv
     pyngress_accepts(translation.up_args)
 
 
+def test_maxmind_editions_map_and_downloads_are_ignored_with_how_to_provide_the_files():
+    translation = translate("--maxmind-edition-ids=GeoIP2-Country", "--maxmind-license-key=k", "--maxmind-mirror=x")
+    assert translation.up_args == ["--maxmind-edition-ids=GeoIP2-Country"]
+    assert pyngress_accepts(translation.up_args).geoip2.edition_ids == "GeoIP2-Country"
+    assert [g.flag.name for g in translation.ignored] == ["maxmind-license-key", "maxmind-mirror"]
+    assert all("--maxmind-mmdb-dir" in g.flag.action.because and "geoipupdate" in g.flag.action.because
+               for g in translation.ignored)
+
+
 # --- the command: log and exec ---
 
 @pytest.fixture
