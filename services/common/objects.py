@@ -9,7 +9,7 @@ from typing import Any
 
 # The kinds the watcher keeps, by apiVersion group, as the API serves them.
 WATCHED_KINDS = ("Ingress", "IngressClass", "Service", "EndpointSlice", "Secret", "ConfigMap", "Node")
-CLUSTER_SCOPED = frozenset({"IngressClass", "Node", "Namespace"})
+CLUSTER_SCOPED = frozenset({"IngressClass", "Node", "Namespace", "GatewayClass"})
 
 
 def object_key(obj: dict[str, Any]) -> str:

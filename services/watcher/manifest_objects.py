@@ -17,7 +17,8 @@ from typing import Any
 from services.common.objects import CLUSTER_SCOPED
 from services.watcher.manifest_parser import Document
 
-# kind → the apiVersion the API serves it at (the only one pyngress reads).
+GATEWAY_API_V1 = "gateway.networking.k8s.io/v1"
+# kind → the apiVersion the API serves it at (the one pyngress reads, with OLDER_VERSIONS).
 ACCEPTED_KINDS: dict[str, str] = {
     "Ingress": "networking.k8s.io/v1",
     "IngressClass": "networking.k8s.io/v1",
@@ -27,6 +28,15 @@ ACCEPTED_KINDS: dict[str, str] = {
     "ConfigMap": "v1",
     "Node": "v1",
     "Namespace": "v1",  # its labels, for --watch-namespace-selector
+    # Gateway API (docs/gateway-api.md)
+    "GatewayClass": GATEWAY_API_V1,
+    "Gateway": GATEWAY_API_V1,
+    "HTTPRoute": GATEWAY_API_V1,
+    "ReferenceGrant": GATEWAY_API_V1,
+}
+# kind → older apiVersions still read as they are (a CRD serves the same schema at both).
+OLDER_VERSIONS: dict[str, tuple[str, ...]] = {
+    "ReferenceGrant": ("gateway.networking.k8s.io/v1beta1",),
 }
 DEFAULT_NAMESPACE = "default"
 
@@ -128,7 +138,7 @@ def _checked_object(data: Any, *, json_values: bool = False) -> dict[str, Any]:
         raise _Rejected("apiVersion is missing")
     if kind not in ACCEPTED_KINDS:
         raise _Rejected(f"kind {kind} is not read by pyngress; accepted kinds: {_accepted_kinds_text()}")
-    if api_version != ACCEPTED_KINDS[kind]:
+    if api_version != ACCEPTED_KINDS[kind] and api_version not in OLDER_VERSIONS.get(kind, ()):
         raise _Rejected(f"{kind} apiVersion {api_version} is not served; use {ACCEPTED_KINDS[kind]}")
     meta = data.get("metadata")
     if not isinstance(meta, dict):
