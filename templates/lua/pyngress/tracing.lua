@@ -88,8 +88,11 @@ function _M.route_config(raw)
     if type(raw.otel_enabled) ~= "boolean" then
         return nil
     end
-    return { enabled = raw.otel_enabled,
-             trust = type(raw.otel_trust) == "boolean" and raw.otel_trust or nil,
+    local trust = raw.otel_trust
+    if type(trust) ~= "boolean" then
+        trust = nil  -- the ConfigMap's opentelemetry-trust-incoming-span
+    end
+    return { enabled = raw.otel_enabled, trust = trust,
              name = type(raw.otel_name) == "string" and raw.otel_name or nil }
 end
 
