@@ -297,7 +297,8 @@ class _RenderedProfile:
     custom_http_errors: tuple[int, ...] | None  # None: the ConfigMap's list
     pass_backend_errors: bool
     mirror: _RenderedMirror | None
-    response_headers: list[tuple[str, str]]  # quoted (name, literal value): custom-headers
+    response_headers: list[str]  # custom-headers: "Name: value", its value literal (render.literal)
+    fastcgi_params: list[str]  # fastcgi_param arguments: the quoted name and value (fastcgi_param_arguments)
     sets_ssl_name: bool
     sets_ssl_server_name: bool
 
@@ -351,9 +352,9 @@ def _rendered_profile(profile: LocationProfile) -> _RenderedProfile:
         raise RenderError(f"location profile name {profile.name!r} may only hold letters, digits, '_' and '-'")
     own_headers = {_header_name(value).lower() for name, value in profile.directives if name == "proxy_set_header"}
     headers = [(quote(h), v) for h, v in PROXY_HEADERS if h.lower() not in own_headers]
-    if profile.backend_scheme not in ("http", "https", *GRPC_SCHEMES):
-        raise RenderError(f"location profile {profile.name}: the backend scheme must be http, https, grpc or grpcs, "
-                          f"got {profile.backend_scheme!r}")
+    if profile.backend_scheme not in ("http", "https", *GRPC_SCHEMES, "fcgi", "auto"):
+        raise RenderError(f"location profile {profile.name}: the backend scheme must be http, https, grpc, grpcs, "
+                          f"fcgi or auto, got {profile.backend_scheme!r}")
     settings = list(profile.directives)
     if profile.backend_scheme in GRPC_SCHEMES:
         headers = [(h, v) for h, v in headers if h.strip('"').lower() not in _HOP_BY_HOP]
@@ -381,7 +382,8 @@ def _rendered_profile(profile: LocationProfile) -> _RenderedProfile:
         backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
         custom_http_errors=_error_codes(profile.custom_http_errors), pass_backend_errors=profile.pass_backend_errors,
         mirror=_mirror(profile.mirror) if profile.mirror else None,
-        response_headers=[(_response_header_name(name), literal(value)) for name, value in profile.response_headers],
+        response_headers=[literal(f"{_response_header_name(name)}: {value}") for name, value in profile.response_headers],
+        fastcgi_params=[fastcgi_param_arguments(name, value) for name, value in profile.fastcgi_params],
         sets_ssl_server_name=bool(tls and tls.server_name),name=profile.name, settings=_settings(settings), headers=headers,
                             scheme=profile.backend_scheme, cors=cors,
                             rate_limit=rate_limit_lines(profile.rate_limit) if profile.rate_limit else None,
@@ -418,6 +420,31 @@ def url_with_request_variables(url: str) -> str:
     return '"' + _REQUEST_VARIABLE.sub(lambda m: "${" + m[1] + "}", url) + '"'
 
 
+# The variables a FastCGI parameter's value may hold (fastcgi-params-configmap): those of nginx's own fastcgi_params
+# and fastcgi.conf, which describe the request and the script; a value is never an open door to any variable.
+FASTCGI_VARIABLES = ("args", "content_length", "content_type", "document_root", "document_uri", "fastcgi_path_info",
+                     "fastcgi_script_name", "host", "https", "is_args", "nginx_version", "query_string",
+                     "realpath_root", "remote_addr", "remote_port", "request_filename", "request_method",
+                     "request_scheme", "request_uri", "scheme", "server_addr", "server_name", "server_port",
+                     "server_protocol", "status", "uri")
+_FASTCGI_VARIABLE = re.compile(r"\$(?:\{(" + "|".join(FASTCGI_VARIABLES) + r")\}|(" + "|".join(FASTCGI_VARIABLES)
+                               + r")(?![A-Za-z0-9_]))")
+_FASTCGI_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_FASTCGI_TEXT = re.compile(r"[A-Za-z0-9_./-]{0,1024}")  # ingress-nginx's characters for a value, but `$`, `{`, `}`
+
+
+def fastcgi_param_arguments(name: str, value: str) -> str:
+    """`fastcgi_param`'s arguments for the parameter `name` with `value`: FASTCGI_VARIABLES as ${name}, the rest
+    plain text (ingress-nginx's characters: letters, digits, `_`, `-`, `.`, `/`); anything else raises RenderError."""
+    plain = "".join(_FASTCGI_VARIABLE.split(value)[::3])
+    if not _FASTCGI_NAME.fullmatch(name) or not _FASTCGI_TEXT.fullmatch(plain):
+        raise RenderError(f"FastCGI parameter {name!r} = {value!r} cannot be written into nginx.conf: the name takes "
+                          "letters, digits, '.', '_' and '-', the value those, '/' and the variables $"
+                          + ", $".join(FASTCGI_VARIABLES))
+    expanded = _FASTCGI_VARIABLE.sub(lambda m: "${" + (m[1] or m[2]) + "}", value)
+    return f'{quote(name)} "{expanded}"'
+
+
 def _mirror(mirror: Mirror) -> _RenderedMirror:
     return _RenderedMirror(target=url_with_request_variables(mirror.target), host=quote(mirror.host),
                            request_body=mirror.request_body)
@@ -426,7 +453,7 @@ def _mirror(mirror: Mirror) -> _RenderedMirror:
 def _response_header_name(name: str) -> str:
     if not _HEADER_NAME.fullmatch(name):
         raise RenderError(f"custom header {name!r} is not a header name")
-    return quote(name)
+    return name
 
 
 def _error_codes(codes: tuple[int, ...] | None) -> tuple[int, ...] | None:

@@ -270,7 +270,8 @@ def test_custom_headers_allowed_by_the_configmap(stage: Stage) -> None:
     prefix = "nginx.ingress.kubernetes.io"
     stage.cluster.apply(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-headers", "namespace": "default"},
-         "data": {"X-Team": "payments", "Cache-Control": "no-store", "X-Dollar": "$remote_addr ${host}"}},
+         "data": {"X-Team": "payments", "Cache-Control": "no-store", "X-Dollar": "$remote_addr ${host}",
+                  "X-Backend": "replaced"}},
         *stage.backend("KEYS", "custom"),
         k8s.ingress("custom", [k8s.rule("custom.example.com", ("/", "Prefix", "custom", 80))],
                     annotations={f"{prefix}/custom-headers": "app-headers"}))
@@ -280,15 +281,17 @@ def test_custom_headers_allowed_by_the_configmap(stage: Stage) -> None:
                             headers={"Host": "custom.example.com"}, timeout=5)
     # Not allowed by the administrator: the paths are denied, never served without what the Ingress asked.
     wait_for(lambda: answer().status_code == 503, 15, what="denied while the headers are not allowed")
-    wait_for(lambda: any("custom-headers: Cache-Control, X-Dollar, X-Team not allowed: the controller ConfigMap's "
-                         "global-allowed-response-headers must list it" in p for p in problems(stage)), 15,
+    wait_for(lambda: any("custom-headers: Cache-Control, X-Backend, X-Dollar, X-Team not allowed: the controller "
+                         "ConfigMap's global-allowed-response-headers must list it" in p for p in problems(stage)), 15,
              what="the refusal reported")
-    stage.cluster.apply(configmap(**{"global-allowed-response-headers": "X-Team,Cache-Control,X-Dollar"}))
+    stage.cluster.apply(configmap(**{"global-allowed-response-headers": "X-Team,Cache-Control,X-Dollar,X-Backend"}))
     wait_for(lambda: answer().status_code == 404, 15, what="served once allowed")
     response = answer()  # on every answer, errors included
     assert (response.headers["X-Team"], response.headers["Cache-Control"]) == ("payments", "no-store")
     # As ingress-nginx, a `$` is sent as written: nginx expands no variable of a custom-headers value.
     assert response.headers["X-Dollar"] == "$remote_addr ${host}"
+    # The echo backend's own X-Backend is replaced, not sent beside it.
+    assert response.raw.headers.getlist("X-Backend") == ["replaced"]
     assert "x-team" not in get(stage).headers  # another Ingress's answers do not get them
     stage.cluster.apply(configmap())
 
