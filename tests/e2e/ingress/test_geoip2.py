@@ -8,9 +8,6 @@ Clients connect from different loopback addresses (127.0.0.1, 127.0.0.66), so th
 from __future__ import annotations
 
 import http.client
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -37,13 +34,11 @@ def configmap(**data: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def workdir() -> Iterator[Path]:
-    # nginx's workers (user nobody) re-open the database with auto_reload: no 0700 directory on its path.
-    base = Path(tempfile.mkdtemp(prefix="pyngress-geoip2-", dir="/tmp"))
-    os.chmod(base, 0o711)
-    (base / "geoip").mkdir(mode=0o755)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
+def workdir(tmp_path_factory) -> Path:
+    # nginx's master reads the syncer's copy of the database (in the state directory); no worker opens it.
+    base = tmp_path_factory.mktemp("geoip2")
+    (base / "geoip").mkdir()
+    return base
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +52,12 @@ def stage(workdir: Path, echo) -> Iterator[Stage]:
     controller.stop()
 
 
-def status_from(stage: Stage, client: str, path: str = "/") -> int:
+def status_from(stage: Stage, client: str, path: str = "/", host: str = HOST) -> int:
     """The status of a request to the controller sent from the loopback address `client`."""
     connection = http.client.HTTPConnection("127.0.0.1", stage.controller.http_port, timeout=5,
                                             source_address=(client, 0))
     try:
-        connection.request("GET", path, headers={"Host": HOST})
+        connection.request("GET", path, headers={"Host": host})
         return connection.getresponse().status
     finally:
         connection.close()
@@ -125,6 +120,19 @@ def test_a_country_denied_by_snippets_and_a_replaced_database(stage: Stage, work
              what="the replaced database served")
     wait_for(lambda: stage.controller.metric("nginx_ingress_controller_success") > reloads, 10,
              what="the reload counted")
+
+
+def test_one_ingress_denies_a_country_with_a_configuration_snippet(stage: Stage, workdir: Path) -> None:
+    guarded = "guarded.geo.example.com"
+    database(workdir, {"127.0.0.0/8": mmdb.city("AU"), f"{VISITOR}/32": mmdb.city("CN")})
+    stage.cluster.apply(configmap(**{"use-geoip2": "true", "http-snippet": DENY_MAP,
+                                     "allow-snippet-annotations": "true", "annotations-risk-level": "Critical"}),
+                        k8s.ingress("guarded", [k8s.rule(guarded, ("/", "Prefix", "geo", 80))],
+                                    annotations={"nginx.ingress.kubernetes.io/configuration-snippet": DENY}))
+    wait_for(lambda: status_from(stage, VISITOR, host=guarded) == 403 and status_from(stage, VISITOR) == 200, 15,
+             what="the guarded Ingress denying the country, the other serving it")
+    assert status_from(stage, HOME, host=guarded) == 200
+    stage.cluster.delete(k8s.ingress("guarded"))
 
 
 def test_a_file_cut_short_leaves_the_last_good_database_serving(stage: Stage, workdir: Path) -> None:
