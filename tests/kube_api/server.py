@@ -27,6 +27,7 @@ from .storage import DROP, EXPIRE, Storage, Watcher
 
 SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-pyngress-test", "platform": "linux/amd64"}
 DEFAULT_WATCH_TIMEOUT_SECONDS = 1800.0  # the real server ends watches after 30-60 minutes
+_USER = web.RequestKey("user", str)  # who made a request, for admission webhooks
 
 
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
@@ -348,7 +349,7 @@ class KubeApiServer:
         user = self._tokens.authenticate(request.headers.get("Authorization"), self._storage.service_account_uid,
                                          anonymous_is_admin=self.anonymous_is_admin)
         self._authorizer.check(user, rbac.request_attributes(request.method, request.path, request.query))
-        request["user"] = user.name
+        request[_USER] = user.name
 
     def _discovery(self, segments: list[str]) -> dict[str, Any] | None:
         if segments == ["version"]:
@@ -478,7 +479,7 @@ class KubeApiServer:
         assert self._admission is not None
         if not self._admission.any_for(rtype, operation):
             return []
-        return await self._admission.review(rtype, operation, would_store(), old, user=request.get("user", ""),
+        return await self._admission.review(rtype, operation, would_store(), old, user=request.get(_USER, ""),
                                             dry_run=_dry_run(request.query))
 
     @property

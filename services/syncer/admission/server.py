@@ -75,39 +75,72 @@ class AdmissionServer:
         self.handle = handle
         self.connections: set[asyncio.Task[None]] = set()
         self.requests = 0
-        self._server: asyncio.Server | None = None
+        self._listeners: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
 
     async def start(self, address: str) -> None:
         host, port = split_address(address)
-        self._server = await asyncio.start_server(self._connection, host, port, reuse_port=True, backlog=BACKLOG,
-                                                  limit=MAX_HEAD_BYTES, family=socket.AF_UNSPEC)
+        loop = asyncio.get_running_loop()
+        found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, bound in dict.fromkeys((f, k, p, "", a) for f, k, p, _, a in found):
+            listener = socket.socket(family, kind, proto)
+            self._listeners.append(listener)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # the IPv4 socket has its own
+            listener.bind(bound)
+            listener.listen(BACKLOG)
+            listener.setblocking(False)
+        self._accepting = [asyncio.create_task(self._accept(listener)) for listener in self._listeners]
 
     @property
     def ports(self) -> list[int]:
-        return [sock.getsockname()[1] for sock in self._server.sockets] if self._server else []
+        return sorted({listener.getsockname()[1] for listener in self._listeners})
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in self.connections:
+        for task in [*self._accepting, *self.connections]:
             task.cancel()
+        for listener in self._listeners:
+            listener.close()
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if len(self.connections) >= MAX_CONNECTIONS:
-            writer.transport.abort()
-            return
-        self.connections.add(task)
+    async def _accept(self, listener: socket.socket) -> None:
+        """Accept, then TLS from the first byte with the certificate of the moment: a server started with one
+        SSLContext could not change it, and upgrading a plain stream later loses a ClientHello read before."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                accepted, _ = await loop.sock_accept(listener)
+            except OSError as err:  # out of descriptors, say: the next connection may do
+                log.warning("accept failed", extra=kv(error=err))
+                await asyncio.sleep(0.1)
+                continue
+            if len(self.connections) >= MAX_CONNECTIONS:
+                accepted.close()
+                continue
+            task = asyncio.create_task(self._connection(accepted))
+            self.connections.add(task)
+            task.add_done_callback(self.connections.discard)
+
+    async def _connection(self, accepted: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_HEAD_BYTES)
+        protocol = asyncio.StreamReaderProtocol(reader)
         try:
             async with asyncio.timeout(HANDSHAKE_SECONDS):
-                await writer.start_tls(self.certificate.current())
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol, accepted, ssl=self.certificate.current(),
+                    ssl_handshake_timeout=HANDSHAKE_SECONDS)
+        except (OSError, TimeoutError):
+            accepted.close()  # no TLS in time, or not TLS at all
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        try:
             while await self._one_request(reader, writer):
                 pass
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
-            pass  # the client went away, was too slow, or spoke no TLS or HTTP: nothing to answer
+            pass  # the client went away, was too slow, or spoke no HTTP: nothing to answer
         finally:
-            self.connections.discard(task)
             await _close(writer)
 
     async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
