@@ -292,6 +292,22 @@ class ServerSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class StreamServer:
+    # Logging: nginx's error log ("stderr", or a file), and with enable-syslog both logs also to
+    # `syslog_server` ("host:port"; "": none). debug_connection addresses (nginx is built --with-debug).
+    error_log_path: str = "stderr"
+    syslog_server: str = ""
+    debug_connections: tuple[str, ...] = ()
+    multi_accept: bool = True  # a worker accepts every waiting connection at once
+    aio_write: bool = True  # temporary files written with thread-pool AIO (aio threads)
+    # The backend's own Server header reaches the client (proxy_pass_header Server).
+    allow_backend_server_header: bool = False
+    add_original_uri_header: bool = False  # X-Original-URI to every backend
+    retry_non_idempotent: bool = False  # proxy_next_upstream's non_idempotent: POSTs are retried too
+    ssl_reject_handshake: bool = False  # TLS for a name no Ingress serves is refused (no default certificate)
+    ssl_session_ticket_key: str = ""  # its file in NginxPaths.ssl_dir ("": nginx's random keys per load)
+    # The key of the limit-rps/-rpm/-connections zones (an nginx variable).
+    limit_conn_zone_variable: str = "$binary_remote_addr"
+    disable_ipv6_dns: bool = False  # the resolver of auth-url and mirror hosts asks for IPv4 addresses only
     """A TCP or UDP service (--tcp/udp-services-configmap): nginx's stream server on `port`, forwarding to one of
     the endpoints of `backend`, read per connection from the stream endpoints file (no reload when they move)."""
     port: int

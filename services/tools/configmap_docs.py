@@ -9,7 +9,9 @@ import enum
 from services.nginxconf.config import ServerSettings
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
 from services.syncer.model.configmap import FIELDS, SERVER_FIELDS, UNSUPPORTED, ControllerConfig
+from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap_directives import GLOBAL_DIRECTIVES, on_off
+from services.syncer.model.configmap_server_keys import ANNOTATION_DEFAULTS
 from services.syncer.model.configmap_modsecurity import MODSECURITY_MEANING
 from services.syncer.model.configmap_tracing import TRACING_MEANING
 from services.syncer.model.configmap_geoip2 import GEOIP2_MEANING
@@ -110,9 +112,43 @@ MEANING: dict[str, str] = {
     "location-snippet": "Raw nginx configuration for every location a request to an Ingress goes through (the "
                         "routing location and each location profile).",
     "stream-snippet": "Raw nginx configuration for the stream block (stream servers).",
+    "error-log-path": "Where nginx's error log goes: `stderr` (passed on to the container's by supervisord; "
+                      "ingress-nginx's default file is a link to stderr in its image) or a file.",
+    "http-access-log-path": "Where the HTTP access log goes, when not access-log-path (the TCP and UDP services' "
+                            "log keeps stream-access-log-path, else access-log-path).",
+    "enable-syslog": "Send the access log to syslog-host instead of its file, and the http block's error log there "
+                     "too (needs syslog-host).",
+    "syslog-host": "The syslog server (an IP address or a DNS name nginx resolves when it loads its configuration).",
+    "syslog-port": "The syslog server's UDP port.",
+    "debug-connections": "Client addresses or networks (comma-separated) whose connections nginx logs at debug level "
+                         "(Debian's nginx is built with debugging).",
+    "enable-multi-accept": "A worker accepts every waiting connection at once (nginx's `multi_accept`).",
+    "enable-aio-write": "Temporary files are written by nginx's thread pool (`aio threads; aio_write on`).",
+    "allow-backend-server-header": "The backend's own Server header reaches the client (with server-tokens false, "
+                                   "nginx's own answers still carry none).",
+    "proxy-add-original-uri-header": "Send X-Original-URI (the request's URI before any rewrite) to every backend.",
+    "retry-non-idempotent": "Retry POST, LOCK and PATCH requests on the next endpoint too (`non_idempotent` added "
+                            "to proxy-next-upstream and to each Ingress's proxy-next-upstream).",
+    "ssl-reject-handshake": "Refuse the TLS handshake for a name no Ingress names (or no SNI), instead of serving "
+                            "the default certificate; a rule without a host does not count.",
+    "limit-conn-zone-variable": "What limit-rps, limit-rpm and limit-connections count by: the client address, or "
+                                "a request header, cookie or argument (`$http_x_api_key`).",
+    "disable-ipv6-dns": "The resolver of auth-url and mirror-target hosts asks for IPv4 addresses only.",
+    "gzip-disable": "User agents (space-separated regular expressions, or `msie6`) that get no gzip (with use-gzip).",
+    "ssl-session-ticket-key": "Base64 of 48 or 80 random bytes (`openssl rand 80 | openssl enc -A -base64`): the "
+                              "key of TLS session tickets (with ssl-session-tickets), the same in every worker and "
+                              "across reloads and replicas; by default nginx makes a random one at each load.",
+    "limit-rate": "The limit-rate of every Ingress without the annotation (kilobytes per second per request; 0: none; "
+                  "with proxy-buffering on, as in ingress-nginx).",
+    "limit-rate-after": "The limit-rate-after of every Ingress without the annotation (kilobytes).",
+    "proxy-cookie-path": "The proxy-cookie-path of every Ingress without the annotation.",
+    "proxy-cookie-domain": "The proxy-cookie-domain of every Ingress without the annotation.",
+    "proxy-redirect-from": "The proxy-redirect-from of every Ingress without the annotation.",
+    "proxy-redirect-to": "The proxy-redirect-to of every Ingress without the annotation.",
+    "service-upstream": "The service-upstream of every Ingress without the annotation.",
     **TRACING_MEANING,
-    **GEOIP2_MEANING,
     **MODSECURITY_MEANING,
+    **GEOIP2_MEANING,
 }
 # Keys whose value is pushed to nginx's Lua with the routes: a change never reloads nginx.
 PUSHED = frozenset({"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains",
@@ -137,6 +173,8 @@ def _default(key: str) -> str:
     if key in GLOBAL_DIRECTIVES:
         _, validate, default = GLOBAL_DIRECTIVES[key]
         return {"on": "true", "off": "false"}[default] if validate is on_off else default
+    if key in ANNOTATION_DEFAULTS:
+        return ANNOTATIONS[key].default or ""
     target, source = (SERVER_FIELDS[key][0], ServerSettings) if key in SERVER_FIELDS else (FIELDS[key][0], ControllerConfig)
     value = {f.name: f for f in dataclasses.fields(source)}[target].default
     if isinstance(value, bool):
@@ -149,15 +187,20 @@ def _default(key: str) -> str:
 
 
 def _applied(key: str) -> str:
-    if key in PUSHED:
+    if key in PUSHED or key in ANNOTATION_DEFAULTS and not ANNOTATIONS[key].reloads:
         return "Lua tables (no reload)"
-    if key in POLICY:
+    if key in POLICY or key in ANNOTATION_DEFAULTS:
         return "model (reloads only if a profile changes)"
     return "nginx.conf (one reload)"
 
 
+def configmap_keys() -> set[str]:
+    """Every controller ConfigMap key pyngress takes (the global auth keys apart)."""
+    return {*GLOBAL_DIRECTIVES, *FIELDS, *SERVER_FIELDS, *ANNOTATION_DEFAULTS}
+
+
 def configmap_markdown() -> str:
-    keys = sorted({*GLOBAL_DIRECTIVES, *FIELDS, *SERVER_FIELDS})
+    keys = sorted(configmap_keys())
     lines = [
         "# Controller ConfigMap keys",
         "",

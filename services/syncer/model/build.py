@@ -31,6 +31,7 @@ from .auth_secrets import AuthResolver
 from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoint_slices
 from .client_auth import ClientAuthRejected, resolve_client_auth
 from .configmap import ControllerConfig, load_controller_config
+from .configmap_server_keys import ticket_key_file
 from .dh_param import dh_param
 from .ingress_class import IngressClassFilter
 from .problems import Problem
@@ -788,6 +789,9 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             problems.append(Problem.error(f"ConfigMap {settings.ingress.configmap} key ssl-dh-param", problem))
         elif dh is not None:
             server = replace(server, ssl_dh_param=dh.file_name)
+    if config.ssl_session_ticket_key:
+        server = replace(server, ssl_session_ticket_key=ticket_key_file(config.ssl_session_ticket_key))
+        ssl_files = {**ssl_files, server.ssl_session_ticket_key: config.ssl_session_ticket_key}
     problems.sort(key=lambda problem: problem.object)
     return Model(
         config=NginxConfig(
@@ -814,7 +818,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
         tls_secrets=dict(merged.tls_secrets),
         auth_files=_used_auth_files(auth_files, profiles.values()),
         ssl_files={name: content for name, content in ssl_files.items()
-                   if any(p.backend_tls and name in (p.backend_tls.ca_file, p.backend_tls.cert_file)
+                   if name == server.ssl_session_ticket_key or any(p.backend_tls and name in (p.backend_tls.ca_file, p.backend_tls.cert_file)
                           for p in profiles.values())},
         certificates=certificates_table(secrets, tls_secrets=merged.tls_secrets,
                                         default_certificate=default_certificate),

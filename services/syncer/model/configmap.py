@@ -7,6 +7,7 @@ an unknown key is ignored with a warning.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
@@ -14,16 +15,18 @@ from typing import Any, Callable, Literal, Mapping
 from services.nginxconf.config import UPSTREAMINFO_FORMAT, AccessLog, ExternalAuth, ServerSettings
 from services.nginxconf.render import PROXY_HEADERS, RenderError
 
+from ..annotations import ANNOTATIONS
 from ..annotations.base import InvalidValue, Risk
 from ..annotations.external_auth import GLOBAL_AUTH_KEYS, parse_global_auth
 from ..annotations.ipallowlist import cidr_list
 from ..annotations.renderable import check_renders
 from ..annotations.validators import (HEADER_NAME, boolean, duration, integer, ip_network, is_true, matching, one_of,
                                       size)
-from . import block_lists, configmap_access_log
+from . import block_lists, configmap_access_log, configmap_server_keys
 from .configmap_directives import BROTLI_MODULE, DEFAULT_BROTLI_TYPES, DEFAULT_GZIP_TYPES, GLOBAL_DIRECTIVES, mime_types
 from .configmap_modsecurity import MODSECURITY_KEYS
 from .configmap_snippets import SNIPPET_KEYS, contained_snippet
+from .configmap_server_keys import ANNOTATION_DEFAULTS, annotation_default
 from .configmap_tracing import TRACING_KEYS, TracingKeys
 from .configmap_geoip2 import GEOIP2_KEYS
 from .configmap_unsupported import UNSUPPORTED
@@ -82,6 +85,15 @@ class ControllerConfig(TracingKeys):
     # checked and kept for ingress-nginx compatibility; the syncer's watch serves a replaced database instead.
     use_geoip2: bool = False
     geoip2_autoreload_minutes: int = 0
+    http_access_log_path: str = ""  # the HTTP access log's own path ("": access-log-path)
+    # enable-syslog: both logs also go to syslog-host:syslog-port (the access log only there, as in ingress-nginx).
+    enable_syslog: bool = False
+    syslog_host: str = ""
+    syslog_port: int = 514
+    gzip_disable: str = ""  # user agents that get no gzip (with use-gzip)
+    ssl_session_ticket_key: bytes | None = None  # decoded; its file is written beside the certificates
+    # The keys of ANNOTATION_DEFAULTS the ConfigMap sets: annotation name → value, for every Ingress without it.
+    ingress_defaults: dict[str, str] = field(default_factory=dict)
     # Parts of directives that take more than one key (_with_composite_directives).
     proxy_buffers_number: int = 4
     ssl_session_cache: bool = True
@@ -117,14 +129,20 @@ class ControllerConfig(TracingKeys):
             defaults["denylist-source-range"] = (self.default_denylist, ("denylist-source-range",))
         if self.load_balance != "round_robin":
             defaults["load-balance"] = (self.load_balance, ("load-balance",))
+        for name, value in self.ingress_defaults.items():
+            defaults[name] = (value, (name,))
         return defaults
 
     @property
     def access_log(self) -> AccessLog:
         escape: Literal["default", "json", "none"] = (
             "none" if self.log_format_escape_none else "json" if self.log_format_escape_json else "default")
-        return AccessLog(enabled=not self.disable_access_log, path=self.access_log_path,
-                         params=self.access_log_params, format=self.log_format_upstream, escape=escape,
+        if self.server.syslog_server:
+            # syslog takes no buffer=, flush= or gzip (nginx sends a datagram per line).
+            path, params = f"syslog:server={self.server.syslog_server}", ""
+        else:
+            path, params = self.http_access_log_path or self.access_log_path, self.access_log_params
+        return AccessLog(enabled=not self.disable_access_log, path=path, params=params, format=self.log_format_upstream, escape=escape,
                          default_backend=self.access_log_for_default_backend, skip_urls=self.skip_access_log_urls)
 
 
@@ -254,6 +272,12 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "proxy-set-headers": ("proxy_set_headers", configmap_reference),
     **GEOIP2_KEYS,
     **TRACING_KEYS,
+    "http-access-log-path": ("http_access_log_path", configmap_access_log.log_path),
+    "enable-syslog": ("enable_syslog", _flag),
+    "syslog-host": ("syslog_host", configmap_server_keys.syslog_host),
+    "syslog-port": ("syslog_port", _count(1, 65535)),
+    "gzip-disable": ("gzip_disable", configmap_server_keys.gzip_disable),
+    "ssl-session-ticket-key": ("ssl_session_ticket_key", configmap_server_keys.ssl_session_ticket_key),
 }
 
 # ConfigMap key → (ServerSettings field, parser to its type).
@@ -284,6 +308,16 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "proxy-stream-timeout": ("proxy_stream_timeout", duration),
     "proxy-stream-responses": ("proxy_stream_responses", _count(0, 1 << 20)),
     "proxy-protocol-header-timeout": ("proxy_protocol_header_timeout", duration),
+    "error-log-path": ("error_log_path", configmap_access_log.error_log_path),
+    "debug-connections": ("debug_connections", configmap_server_keys.debug_connections),
+    "enable-multi-accept": ("multi_accept", _flag),
+    "enable-aio-write": ("aio_write", _flag),
+    "allow-backend-server-header": ("allow_backend_server_header", _flag),
+    "proxy-add-original-uri-header": ("add_original_uri_header", _flag),
+    "retry-non-idempotent": ("retry_non_idempotent", _flag),
+    "ssl-reject-handshake": ("ssl_reject_handshake", _flag),
+    "limit-conn-zone-variable": ("limit_conn_zone_variable", configmap_server_keys.limit_conn_zone_variable),
+    "disable-ipv6-dns": ("disable_ipv6_dns", _flag),
     **{key: (target, contained_snippet) for key, target in SNIPPET_KEYS.items()},
     **MODSECURITY_KEYS,
 }
@@ -298,6 +332,7 @@ def parse_controller_config(data: Mapping[str, Any], source: str, previous: Mapp
     globals_ = ControllerConfig().globals
     typed: dict[str, Any] = {}
     server: dict[str, Any] = {}
+    ingress_defaults: dict[str, str] = {}
     accepted: dict[str, str] = {}
     previous = previous or {}
     global_auth = parse_global_auth(data)
@@ -321,6 +356,9 @@ def parse_controller_config(data: Mapping[str, Any], source: str, previous: Mapp
         elif key in SERVER_FIELDS:
             target, validate = SERVER_FIELDS[key]
             store = server
+        elif key in ANNOTATION_DEFAULTS:
+            target, store = key, ingress_defaults
+            validate = functools.partial(annotation_default, key)
         else:
             problems.append(Problem.warning(source, f"key {key} is not supported by pyngress; ignored"))
             continue
@@ -337,7 +375,15 @@ def parse_controller_config(data: Mapping[str, Any], source: str, previous: Mapp
                 except (InvalidValue, RenderError):
                     pass
             problems.append(Problem.error(source, f"key {key} value {raw!r}: {err}; {kept}"))
-    config = ControllerConfig(globals=globals_, server=ServerSettings(**server), accepted=accepted, **typed)
+    max_risk = typed.get("annotations_risk_level", ControllerConfig.annotations_risk_level)
+    for key in [key for key in ingress_defaults if ANNOTATIONS[key].risk > max_risk]:
+        # As a default it would be the Ingresses' own annotation, which annotations-risk-level would refuse.
+        problems.append(Problem.error(source, f"key {key}: the {key} annotation is above annotations-risk-level "
+                                              f"{max_risk.name.capitalize()}; ignored"))
+        del ingress_defaults[key]
+        accepted.pop(key)
+    config = ControllerConfig(globals=globals_, server=ServerSettings(**server), accepted=accepted,
+                              ingress_defaults=ingress_defaults, **typed)
     return _with_composite_directives(config), problems
 
 
@@ -363,7 +409,17 @@ def _with_composite_directives(config: ControllerConfig) -> ControllerConfig:
         globals_.update(gzip="on", gzip_comp_level=str(config.gzip_level), gzip_http_version="1.1",
                         gzip_min_length=str(config.gzip_min_length), gzip_types=config.gzip_types, gzip_proxied="any",
                         gzip_vary="on")
-    return config
+        if config.gzip_disable:
+            globals_["gzip_disable"] = config.gzip_disable
+    if config.server.retry_non_idempotent and globals_["proxy_next_upstream"] != "off":
+        globals_["proxy_next_upstream"] = " ".join(dict.fromkeys(
+            [*globals_["proxy_next_upstream"].split(), "non_idempotent"]))
+    server = config.server
+    # The TCP and UDP services' log: stream-access-log-path, else access-log-path (never the HTTP log's own path).
+    server = replace(server, stream_access_log_path=server.stream_access_log_path or config.access_log_path,
+                     syslog_server=configmap_server_keys.syslog_server(config.syslog_host, config.syslog_port)
+                     if config.enable_syslog and config.syslog_host else "")
+    return replace(config, server=server)
 
 
 def load_controller_config(store: Mapping[str, dict], configmap: str | None, previous: Mapping[str, str] | None = None

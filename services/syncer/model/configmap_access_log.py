@@ -96,3 +96,9 @@ def log_path(value: str) -> str:
     if value.endswith("/") or os.path.isdir(value):
         raise InvalidValue("must name a file, not a directory, such as /var/log/nginx/access.log")
     return value
+
+
+def error_log_path(value: str) -> str:
+    """error-log-path: "stderr" (pyngress's default: supervisord passes it on to the container's), or an absolute
+    file path. ingress-nginx's default, /var/log/nginx/error.log, is a link to stderr in its image."""
+    return value if value == "stderr" else log_path(value)

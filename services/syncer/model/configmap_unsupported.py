@@ -23,21 +23,15 @@ UNSUPPORTED: dict[str, str] = {
                      "proxy-stream-next-upstream-tries"),
                     "each TCP or UDP connection is given one endpoint (read per connection, without a reload): "
                     "there is no next one to try"),
-    **dict.fromkeys(("enable-syslog", "syslog-host", "syslog-port"),
-                    "logs go to stdout and stderr through supervisord; not implemented yet"),
-    **dict.fromkeys(("http-access-log-path", "error-log-path"),
-                    "not implemented yet: use access-log-path; the error log goes to stderr"),
     **dict.fromkeys(("nginx-status-ipv4-whitelist", "nginx-status-ipv6-whitelist"),
                     "nginx's status is a Unix socket in the root-only run directory: no address reaches it"),
-    "bind-address": "not implemented yet: nginx listens on every address, IPv4 and IPv6 (disable-ipv6: IPv4 only)",
     "lua-shared-dicts": "pyngress's Lua keeps its own shared dictionaries",
     "enable-serial-reloads": "pyngress reloads at most once per change and never in parallel",
-    **dict.fromkeys(("allow-backend-server-header", "disable-ipv6-dns", "enable-ocsp",
-                     "retry-non-idempotent", "enable-multi-accept", "ssl-session-ticket-key", "enable-aio-write",
-                     "gzip-disable", "limit-conn-zone-variable", "forwarded-for-proxy-protocol-header",
-                     "proxy-add-original-uri-header", "proxy-cookie-path", "proxy-cookie-domain",
-                     "proxy-redirect-from", "limit-rate",
-                     "limit-rate-after",
-                     "proxy-ssl-location-only", "service-upstream", "ssl-reject-handshake", "debug-connections"),
-                    "not implemented yet"),
+    "forwarded-for-proxy-protocol-header": "it names ingress-nginx's intermediate header for use-forwarded-headers "
+                                           "with use-proxy-protocol; pyngress has no such header (the client address "
+                                           "is the PROXY header's then), so there is nothing to name",
+    "proxy-ssl-location-only": "pyngress always applies the proxy-ssl-* annotations to their own Ingress's paths "
+                               "only (as ingress-nginx with proxy-ssl-location-only: \"true\"): all hosts share "
+                               "one server block, so there is no server-wide form to turn off",
+    **dict.fromkeys(("enable-ocsp", "bind-address"), "not implemented yet"),
 }

@@ -28,6 +28,7 @@ local ssl = require("ngx.ssl")
 local cjson = require("cjson.safe")
 local store = require("pyngress.store")
 local router = require("pyngress.router")
+local settings = require("pyngress.settings")
 local client_auth = require("pyngress.client_auth")  -- also declares ERR_clear_error, used here
 
 local C = ffi.C
@@ -213,6 +214,10 @@ function _M.serve()
         parsed_for = index
     end
     local name = ssl.server_name()
+    if settings.ssl_reject_handshake and not router.names_host(name) then
+        -- ConfigMap ssl-reject-handshake: no certificate (not even the default one) for a name no Ingress serves.
+        return ngx.exit(ngx.ERROR)
+    end
     -- A host with client authentication (auth-tls-*): ask for a certificate; the router checks it per route.
     local routes = router.host_entry(name)
     if routes and routes.client_certificate then

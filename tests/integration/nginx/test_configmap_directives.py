@@ -9,6 +9,7 @@ import pytest
 from services.nginxconf.render import render
 from services.syncer.model.configmap import FIELDS, SERVER_FIELDS
 from services.syncer.model.configmap_directives import GLOBAL_DIRECTIVES
+from services.syncer.model.configmap_server_keys import ANNOTATION_DEFAULTS
 from tests.support.model_cluster import Cluster
 from tests.support.nginx_check import NginxCheck, nginx_check_in_tmp
 
@@ -77,7 +78,7 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "max-worker-open-files": ("65536", 'worker_rlimit_nofile "65536";', "x", "must be a whole number"),
     "worker-shutdown-timeout": ("30s", 'worker_shutdown_timeout "30s";', "soon", "must be a duration"),
     "worker-cpu-affinity": ("auto", 'worker_cpu_affinity "auto";', "0x3", "CPU bit mask"),
-    "error-log-level": ("warn", 'error_log stderr "warn";', "verbose", "must be one of"),
+    "error-log-level": ("warn", 'error_log "stderr" "warn";', "verbose", "must be one of"),
     "upstream-keepalive-connections": ("64", "keepalive 64;", "-1", "must be a whole number"),
     "upstream-keepalive-timeout": ("30", 'keepalive_timeout "30s";', "x", "must be a duration"),
     "upstream-keepalive-requests": ("100", "keepalive_requests 100;", "0", "must be a whole number"),
@@ -103,6 +104,25 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "proxy-protocol-header-timeout": ("3s", 'proxy_protocol_timeout "3s";', "3x", "duration"),
     "proxy-real-ip-cidr": ("10.0.0.0/8,192.168.0.0/16", 'set_real_ip_from "192.168.0.0/16";', "10.0.0.0/33",
                            "10.0.0.0/33"),
+    "error-log-path": ("/tmp/pyngress-error.log", 'error_log "/tmp/pyngress-error.log" "notice";', "logs",
+                       "must be an absolute path"),
+    "http-access-log-path": ("/tmp/pyngress-http.log", 'access_log "/tmp/pyngress-http.log" upstreaminfo', "x",
+                             "must be an absolute path"),
+    "enable-syslog": ("true", 'error_log "syslog:server=127.0.0.1:514" "notice";', "x", 'must be "true" or "false"'),
+    "syslog-host": ("::1", 'access_log "syslog:server=[::1]:514" upstreaminfo;', "bad host!", "IP address or a DNS"),
+    "syslog-port": ("5514", 'access_log "syslog:server=127.0.0.1:5514" upstreaminfo;', "0",
+                    "must be a whole number from 1 to 65535"),
+    "debug-connections": ("127.0.0.1,10.0.0.0/8", 'debug_connection "10.0.0.0/8";', "10.0.0.0/33",
+                          "not an IP address or CIDR"),
+    "enable-multi-accept": ("false", "multi_accept off;", "x", 'must be "true" or "false"'),
+    "enable-aio-write": ("true", "aio_write on;", "x", 'must be "true" or "false"'),
+    "allow-backend-server-header": ("true", "proxy_pass_header Server;", "x", 'must be "true" or "false"'),
+    "proxy-add-original-uri-header": ("true", "proxy_set_header X-Original-URI $request_uri;", "x",
+                                      'must be "true" or "false"'),
+    "retry-non-idempotent": ("true", 'proxy_next_upstream "error" "timeout" "non_idempotent";', "x",
+                             'must be "true" or "false"'),
+    "ssl-reject-handshake": ("true", "ssl_reject_handshake = true,", "x", 'must be "true" or "false"'),
+    "gzip-disable": ("msie6 Opera.*Mini", 'gzip_disable "msie6" "Opera.*Mini";', "(", "not a valid regular expression"),
     # ModSecurity (tests/integration/nginx/test_modsecurity.py: what it does to requests).
     "enable-modsecurity": ("true", "load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;", "x",
                            'must be "true" or "false"'),
@@ -110,6 +130,14 @@ CASES: dict[str, tuple[str, str, str, str]] = {
                                      'must be "true" or "false"'),
     "modsecurity-snippet": ("SecRuleEngine On", "SecRuleEngine DetectionOnly\\nSecRuleEngine On", "Include /etc/passwd",
                             "a snippet may include only ingress-nginx's rule files"),
+    # Defaults of the annotations of the same names: the Ingress's location profile carries them.
+    "limit-rate": ("100", 'limit_rate "100k";', "x", "must be a whole number"),
+    "limit-rate-after": ("50", 'limit_rate_after "50k";', "-1", "must be a whole number"),
+    "proxy-cookie-path": ("/ /app", 'proxy_cookie_path "/" "/app";', "/a;b", "the path to change"),
+    "proxy-cookie-domain": ("backend.local example.com", 'proxy_cookie_domain "backend.local" "example.com";', "a b;",
+                            "the domain to change"),
+    "proxy-redirect-from": ("http://backend/", 'proxy_redirect "http://backend/" "/";', "a b", "must be a URL"),
+    "proxy-redirect-to": ("/app/", 'proxy_redirect "http://backend/" "/app/";', "$x", "must be a URL"),
 }
 # Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects, the
 # ConfigMaps of headers).
@@ -125,6 +153,8 @@ ELSEWHERE = {"add-headers", "proxy-set-headers", "whitelist-source-range", "deny
              "no-auth-locations",
              # tests/e2e/ingress/test_configmap_snippets.py and test_ipv6_listeners.py
              "main-snippet", "http-snippet", "server-snippet", "location-snippet", "stream-snippet", "disable-ipv6",
+             # tests/e2e/ingress/test_configmap_server_keys.py; disable-ipv6-dns: test_resolver_asks_for_ipv4_only
+             "limit-conn-zone-variable", "ssl-session-ticket-key", "service-upstream", "disable-ipv6-dns",
              # tests/e2e/observability/test_tracing.py and tests/unit/syncer/test_configmap_tracing.py
              "enable-opentelemetry", "opentelemetry-trust-incoming-span", "opentelemetry-operation-name",
              "otel-service-name", "otlp-collector-host", "otlp-collector-port", "otel-max-queuesize",
@@ -135,8 +165,10 @@ COMPANIONS = {"brotli-level": {"enable-brotli": "true"}, "brotli-min-length": {"
               "brotli-types": {"enable-brotli": "true"}, "gzip-level": {"use-gzip": "true"}, "gzip-min-length": {"use-gzip": "true"},
               "gzip-types": {"use-gzip": "true"}, "compute-full-forwarded-for": {"use-forwarded-headers": "true"},
               "forwarded-for-header": {"enable-real-ip": "true"}, "proxy-real-ip-cidr": {"enable-real-ip": "true"},
-              "enable-owasp-modsecurity-crs": {"enable-modsecurity": "true"},
-              "modsecurity-snippet": {"enable-modsecurity": "true"}}
+              "enable-syslog": {"syslog-host": "127.0.0.1"}, "syslog-host": {"enable-syslog": "true"},
+              "syslog-port": {"enable-syslog": "true", "syslog-host": "127.0.0.1"}, "gzip-disable": {"use-gzip": "true"},
+              "proxy-redirect-from": {"proxy-redirect-to": "/"}, "enable-owasp-modsecurity-crs": {"enable-modsecurity": "true"},
+              "modsecurity-snippet": {"enable-modsecurity": "true"}, "proxy-redirect-to": {"proxy-redirect-from": "http://backend/"}}
 # And what a companion makes nginx.conf hold for the rest of its group.
 GROUP_LINES = {"brotli-level": 'brotli_comp_level "6";', "brotli-min-length": 'brotli_min_length "100";',
                "brotli-types": 'brotli_types "text/css";', "gzip-level": 'gzip_comp_level "6";', "gzip-min-length": 'gzip_min_length "100";',
@@ -144,7 +176,7 @@ GROUP_LINES = {"brotli-level": 'brotli_comp_level "6";', "brotli-min-length": 'b
 
 
 def test_every_key_has_a_case():
-    assert set(CASES) | ELSEWHERE == set(GLOBAL_DIRECTIVES) | set(FIELDS) | set(SERVER_FIELDS)
+    assert set(CASES) | ELSEWHERE == set(GLOBAL_DIRECTIVES) | set(FIELDS) | set(SERVER_FIELDS) | set(ANNOTATION_DEFAULTS)
 
 
 @pytest.fixture(scope="module")
@@ -199,4 +231,17 @@ def test_server_name_hashes_grow_for_long_snippet_hosts(nginx_check):
     text = render(model.config)
     assert model.problem_lines() == [] and f'server_name "{long_host}";' in text
     assert 'server_names_hash_bucket_size "256";' in text
+    assert nginx_check.error(text) is None
+
+
+def test_resolver_asks_for_ipv4_only(nginx_check):
+    # The resolver is written only where nginx resolves a name per request: auth-url (and mirror-target) hosts.
+    cluster = Cluster()
+    cluster.ingress_class()
+    cluster.configmap({"disable-ipv6-dns": "true"})
+    cluster.app("authed", host="authed.example.com", annotations={"auth-url": "http://auth.example.com/check"})
+    paths = nginx_check.paths
+    model = cluster.build(state_dir=str(paths.state_dir), run_dir=str(paths.run_dir))
+    text = render(model.config)
+    assert model.problem_lines() == [] and " valid=30s ipv6=off;" in text
     assert nginx_check.error(text) is None

@@ -33,6 +33,7 @@ from services.syncer.annotations import ANNOTATIONS
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
 from services.syncer.model.auth_secrets import DENIED_PROFILE
 from services.syncer.model.configmap import FIELDS, GLOBAL_DIRECTIVES, SERVER_FIELDS, UNSUPPORTED
+from services.syncer.model.configmap_server_keys import ANNOTATION_DEFAULTS
 from services.syncer.model.configmap_snippets import SNIPPET_KEYS
 from services.syncer.model.types import Model
 from services.syncer.nginx_apply.worker_files import write_root_only
@@ -323,6 +324,16 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
         st.sampled_from(["$remote_addr", "${status}", "$namespace", "$http_x_y", "$sent_http_a", "$cookie_b",
                          "$secret", "\"", "'", "\\", "{", "}", ";", "$", "$$x", "$request_id;"]), hostile),
         min_size=1, max_size=6).map(" ".join),
+    **{key: booleans for key in ("enable-syslog", "enable-multi-accept", "enable-aio-write", "allow-backend-server-header",
+                                 "proxy-add-original-uri-header", "retry-non-idempotent", "ssl-reject-handshake",
+                                 "disable-ipv6-dns")},
+    # "true" would send the good Ingress to its Service's cluster IP, which the fuzzed Service has none of.
+    "service-upstream": st.sampled_from(["false", "x", "true;"]),
+    "syslog-host": st.sampled_from(["127.0.0.1", "::1", "syslog.example.com", "bad host", "10.0.0.0/8", "a;b"]),
+    "syslog-port": st.sampled_from(["514", "0", "65536", "x"]),
+    **{key: st.sampled_from(["/dev/stderr", "stderr", "/tmp/pyngress.log", "relative", "/a b", "/tmp"])
+       for key in ("error-log-path", "http-access-log-path")},
+    "debug-connections": network_lists,
     # OpenTelemetry (services/syncer/model/configmap_tracing.py): values reach Lua only, quoted.
     **{key: booleans for key in ("enable-opentelemetry", "opentelemetry-trust-incoming-span",
                                  "otel-sampler-parent-based")},
@@ -334,6 +345,15 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "otel-sampler": st.sampled_from(["AlwaysOn", "AlwaysOff", "TraceIdRatioBased", "always_on", ""]),
     "otel-sampler-ratio": st.sampled_from(["0.01", "1", "0", "1.5", "-1", "x", ".5"]),
     "opentelemetry-config": st.sampled_from(["/etc/nginx/opentelemetry.toml", "relative", "/a b"]),
+    "gzip-disable": st.sampled_from(["msie6", "Opera.*Mini msie6", "(", "a$", "x;y", "\\"]),
+    "limit-conn-zone-variable": st.sampled_from(["$binary_remote_addr", "$http_x_api_key", "$request_uri", "x", "$a;b"]),
+    "ssl-session-ticket-key": st.sampled_from(["", "abc", base64.b64encode(bytes(48)).decode(),
+                                               base64.b64encode(bytes(80)).decode(), base64.b64encode(bytes(81)).decode()]),
+    **{key: numbers for key in ("limit-rate", "limit-rate-after")},
+    **{key: st.sampled_from(["off", "/ /app", "a b c", "/a;b /c", "$x /"]) for key in ("proxy-cookie-path",
+                                                                                     "proxy-cookie-domain")},
+    **{key: st.sampled_from(["off", "default", "http://backend/", "/", "a b", "$x"]) for key in ("proxy-redirect-from",
+                                                                                              "proxy-redirect-to")},
 }
 
 
@@ -360,7 +380,7 @@ def test_every_annotation_and_configmap_key_has_a_value_strategy():
     assert {name for name in derived if not derived_examples(name)} == set(), "add a row to ANNOTATION_VALUES"
     # A derived strategy still fuzzes around a value the annotation takes.
     assert {name for name in derived if not any(_valid(name, v) for v in derived_examples(name))} == set()
-    assert set(CONFIGMAP_VALUES) == set(GLOBAL_DIRECTIVES) | set(FIELDS) | set(SERVER_FIELDS)
+    assert set(CONFIGMAP_VALUES) == set(GLOBAL_DIRECTIVES) | set(FIELDS) | set(SERVER_FIELDS) | set(ANNOTATION_DEFAULTS)
     assert not set(CONFIGMAP_VALUES) & set(UNSUPPORTED)
 
 
