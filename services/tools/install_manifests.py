@@ -52,7 +52,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from services.common.settings import parse_bool
+from services.common.settings import parse_bool, parse_selector
 
 NAME = "pyngress"
 CONTROLLER = "pyngress-controller"        # the Deployment, its Service and ConfigMap
@@ -104,6 +104,7 @@ class Options:
     enable_ssl_passthrough: bool = False
     enable_cni: bool = False
     validating_webhook: bool = False
+    watch_namespace_selector: str = ""  # the controller's --watch-namespace-selector ("": every namespace)
     image: str = ""  # "": default_image()
 
     def args(self) -> list[str]:
@@ -117,6 +118,7 @@ class Options:
         out += ["--enable-ssl-passthrough"] if self.enable_ssl_passthrough else []
         out += ["--enable-cni"] if self.enable_cni else []
         out += ["--validating-webhook"] if self.validating_webhook else []
+        out += [f"--watch-namespace-selector={self.watch_namespace_selector}"] if self.watch_namespace_selector else []
         out += [f"--image={self.image}"] if self.image else []
         return out
 
@@ -152,6 +154,16 @@ CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
     Permission("networking.k8s.io", "ingresses/status", ("patch",),
                "services/syncer/ingress_status/updater.py: the leader's merge patch of status.loadBalancer"),
 )
+
+
+# With --watch-namespace-selector: the Namespaces whose labels choose the Ingresses served.
+NAMESPACE_SELECTOR_PERMISSION = Permission("", "namespaces", ("list", "watch"),
+                                           _WATCHED + " (cluster-scoped; their labels, for --watch-namespace-selector)")
+
+
+def cluster_permissions(options: Options) -> tuple[Permission, ...]:
+    """The controller's ClusterRole: exactly what its flags make it read."""
+    return CLUSTER_PERMISSIONS + ((NAMESPACE_SELECTOR_PERMISSION,) if options.watch_namespace_selector else ())
 
 
 def namespace_permissions() -> tuple[Permission, ...]:
@@ -263,6 +275,8 @@ def controller_args(options: Options) -> list[str]:
             f"--ingress-class={INGRESS_CLASS}"]
     if options.enable_ssl_passthrough:
         args.append("--enable-ssl-passthrough")
+    if options.watch_namespace_selector:
+        args.append(f"--watch-namespace-selector={options.watch_namespace_selector}")
     if options.validating_webhook:
         args += [f"--validating-webhook=:{WEBHOOK_PORT}", f"--validating-webhook-certificate={WEBHOOK_CERT_DIR}/cert",
                  f"--validating-webhook-key={WEBHOOK_CERT_DIR}/key"]
@@ -518,7 +532,7 @@ def manifests(options: Options) -> list[dict[str, Any]]:
     docs = [
         namespace_object(options),
         service_account(NAME, "controller", options, automount=False),
-        role("ClusterRole", NAME, "controller", CLUSTER_PERMISSIONS),
+        role("ClusterRole", NAME, "controller", cluster_permissions(options)),
         role("Role", NAME, "controller", namespace_permissions(), ns),
         binding("ClusterRoleBinding", NAME, "controller", "ClusterRole", options),
         binding("RoleBinding", NAME, "controller", "Role", options, ns),
@@ -610,6 +624,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        ("--validating-webhook", "add the validating admission webhook, its Service and the Job "
                                                 "that makes its certificate")):
         parser.add_argument(flag, nargs="?", const=True, default=False, type=parse_bool, help=f"{what} (default false)")
+    parser.add_argument("--watch-namespace-selector", type=parse_selector, default="", metavar="SELECTOR",
+                        help="serve only the Ingresses of namespaces whose labels match (team=a); adds the "
+                             "ClusterRole's list and watch of Namespaces it needs")
     parser.add_argument("--image", type=_image, default=None,
                         help=f"container image (default {default_image()}, what `make image` builds)")
 
@@ -617,7 +634,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from(namespace: argparse.Namespace) -> Options:
     return Options(namespace=namespace.namespace, replicas=namespace.replicas, service_type=namespace.service_type,
                    enable_ssl_passthrough=namespace.enable_ssl_passthrough, enable_cni=namespace.enable_cni,
-                   validating_webhook=namespace.validating_webhook, image=namespace.image or "")
+                   validating_webhook=namespace.validating_webhook,
+                   watch_namespace_selector=namespace.watch_namespace_selector, image=namespace.image or "")
 
 
 def run(namespace: argparse.Namespace) -> int:
