@@ -145,9 +145,10 @@ def stop_nginx(process: subprocess.Popen) -> None:
     process.wait(30)
 
 
-def wrk(url: str, seconds: float) -> tuple[float, float]:
-    """(requests per second, p99 latency in seconds)."""
-    out = subprocess.run(["wrk", "-t2", "-c32", f"-d{max(1, round(seconds))}s", "--latency", "-H", f"Host: {HOST}",
+def wrk(url: str, seconds: float, headers: dict[str, str] | None = None) -> tuple[float, float]:
+    """(requests per second, p99 latency in seconds); `headers` replace the Host header of HOST."""
+    sent = [arg for name, value in (headers or {"Host": HOST}).items() for arg in ("-H", f"{name}: {value}")]
+    out = subprocess.run(["wrk", "-t2", "-c32", f"-d{max(1, round(seconds))}s", "--latency", *sent,
                           url], capture_output=True, text=True, check=True).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
     value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()

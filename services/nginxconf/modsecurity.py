@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from services.nginxconf.config import LocationProfile, ModSecurity, ServerSettings
+from services.nginxconf.config import LocationProfile, ModSecurity, NginxConfig, ServerSettings
 from services.nginxconf.modsecurity_rules import (OWASP_CRS_INCLUDE, RECOMMENDED_INCLUDE, RulesError, check_rules,
                                                   with_includes)
 
@@ -41,6 +41,7 @@ _INCLUDES = {RECOMMENDED_INCLUDE: RECOMMENDED_RULES, OWASP_CRS_INCLUDE: OWASP_CR
 # What a snippet starts from: it blocks only when it says so.
 _DETECTION_ONLY = "SecRuleEngine DetectionOnly"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_LOG_FILE = re.compile(r"^[ \t]*Sec(?:Audit|Debug)Log[ \t]+[\"']?([^\"'\s]+)", re.IGNORECASE | re.MULTILINE)
 
 # The nginx variables modsecurity-transaction-id may name: the request's id (nginx's, or ingress-nginx's $req_id,
 # which is also what the backend gets as X-Request-ID and what the access log shows).
@@ -79,26 +80,23 @@ class RenderedModSecurity:
     locations: dict[str, list[str]]  # profile name → its directives, each a whole line
 
 
-def http_rules(server: ServerSettings) -> str | None:
+def _http_rules(server: ServerSettings) -> str | None:
     """The ConfigMap's rules (enable-modsecurity), loaded once for every location that turns ModSecurity on."""
     if not server.modsecurity:
         return None
     parts = [_snippet_rules(server.modsecurity_snippet) if server.modsecurity_snippet else RECOMMENDED_RULES]
     if server.owasp_modsecurity_crs:
         parts.append(OWASP_CRS_RULES)
-    return rules_argument("\n".join(parts))
+    return "\n".join(parts)
+
+
+def _enabled(waf: ModSecurity | None, everywhere: bool) -> bool:
+    return everywhere if waf is None or waf.enabled is None else waf.enabled
 
 
 @functools.lru_cache(maxsize=1024)
-def location_lines(waf: ModSecurity | None, *, everywhere: bool, everywhere_crs: bool) -> tuple[str, ...]:
-    """A profile's directives: `everywhere` is the ConfigMap's enable-modsecurity, `everywhere_crs` its
-    enable-owasp-modsecurity-crs (whose rules the http level holds already)."""
-    enabled = everywhere if waf is None or waf.enabled is None else waf.enabled
-    if not enabled:
-        return ()
-    lines = ["modsecurity on;"]
-    if waf is None:
-        return tuple(lines)
+def _location_rules(waf: ModSecurity, *, everywhere: bool, everywhere_crs: bool) -> str | None:
+    """The rules a profile loads itself, beside those it inherits from the http level (None: only those)."""
     parts = []
     if waf.snippet:
         parts.append(_snippet_rules(waf.snippet, inherited=everywhere))
@@ -106,8 +104,20 @@ def location_lines(waf: ModSecurity | None, *, everywhere: bool, everywhere_crs:
         parts.append(RECOMMENDED_RULES)
     if waf.owasp_core_rules and not everywhere_crs:
         parts.append(OWASP_CRS_RULES)
-    if parts:
-        lines.append(f"modsecurity_rules {rules_argument(chr(10).join(parts))};")
+    return "\n".join(parts) if parts else None
+
+
+@functools.lru_cache(maxsize=1024)
+def location_lines(waf: ModSecurity | None, *, everywhere: bool, everywhere_crs: bool) -> tuple[str, ...]:
+    """A profile's directives: `everywhere` is the ConfigMap's enable-modsecurity, `everywhere_crs` its
+    enable-owasp-modsecurity-crs (whose rules the http level holds already)."""
+    if not _enabled(waf, everywhere):
+        return ()
+    lines = ["modsecurity on;"]
+    if waf is None:
+        return tuple(lines)
+    if rules := _location_rules(waf, everywhere=everywhere, everywhere_crs=everywhere_crs):
+        lines.append(f"modsecurity_rules {rules_argument(rules)};")
     if waf.transaction_id:
         if waf.transaction_id not in TRANSACTION_ID_VARIABLES:
             raise ModSecurityRenderError(f"modsecurity-transaction-id {waf.transaction_id!r} must be one of "
@@ -126,5 +136,17 @@ def rendered_modsecurity(server: ServerSettings, profiles: Sequence[LocationProf
     locations = {profile.name: list(location_lines(profile.modsecurity, everywhere=server.modsecurity,
                                                    everywhere_crs=server.modsecurity and server.owasp_modsecurity_crs))
                  for profile in profiles}
-    return RenderedModSecurity(module=server.modsecurity or any(locations.values()), http_rules=http_rules(server),
+    rules = _http_rules(server)
+    return RenderedModSecurity(module=server.modsecurity or any(locations.values()),
+                               http_rules=rules_argument(rules) if rules else None,
                                locations={name: lines for name, lines in locations.items() if lines})
+
+
+def log_files(config: NginxConfig) -> set[str]:
+    """The audit and debug logs the ModSecurity rules of `config` name (what nginx's master opens at each load)."""
+    server = config.server
+    texts = [_http_rules(server)] + [
+        _location_rules(p.modsecurity, everywhere=server.modsecurity,
+                        everywhere_crs=server.modsecurity and server.owasp_modsecurity_crs)
+        for p in config.profiles if p.modsecurity and _enabled(p.modsecurity, server.modsecurity)]
+    return {match[1] for text in texts if text for match in _LOG_FILE.finditer(text)}

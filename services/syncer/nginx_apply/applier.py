@@ -14,6 +14,7 @@ from services.common.changed_keys import ChangedKeys
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig, ServerSettings
 from services.nginxconf.config_check import NginxConfigError
+from services.nginxconf.modsecurity import log_files
 from services.nginxconf.paths import STREAM_ENDPOINTS_FILE, NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
@@ -25,6 +26,7 @@ from services.syncer.model.types import NOTHING_CHANGED, Model, TableChanges
 from services.syncer.observability.metrics import SyncerMetrics
 
 from .external_names import NameIndex, resolve_backends
+from .modsecurity_logs import create_missing_logs
 from .refused_entries import refused_problems
 from .reload_rate import ReloadRateLimiter
 from .template_watch import TemplateTracker
@@ -92,6 +94,7 @@ class NginxApplier:
         message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
         self._unseen = self._unseen.then(model.changed)
         model = self._without_refused_snippets(model)
+        create_missing_logs(log_files(model.config))  # before nginx -t opens them
         conf, template = self.templates.render(model.config)
         deferred = self._reload_waits(conf)
         if not deferred and self.templates.on_trial(template) and conf != self.applied_conf:

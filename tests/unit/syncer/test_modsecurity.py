@@ -7,7 +7,9 @@ import difflib
 
 import pytest
 
+from services.nginxconf.modsecurity import log_files
 from services.nginxconf.render import render
+from services.syncer.nginx_apply.modsecurity_logs import create_missing_logs
 from tests.support.model_cluster import Cluster
 
 SNIPPETS_ALLOWED = {"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"}
@@ -126,3 +128,26 @@ def test_a_bad_configmap_value_is_reported_and_not_rendered(key, value, says):
     model = _cluster({"enable-modsecurity": "true", key: value}).build(configmap="ingress/ingress-nginx-controller")
     assert any(key in line and says in line for line in model.problem_lines()), model.problem_lines()
     assert "/etc/passwd" not in render(model.config)
+
+
+def test_the_logs_the_rules_name_are_known_before_nginx_opens_them():
+    cluster = _cluster({"enable-modsecurity": "true"})
+    cluster.app("shop", host="shop.example.com", annotations={
+        "enable-modsecurity": "true", "modsecurity-snippet": "SecAuditEngine On\nSecAuditLog /var/log/shop_audit.log\n"
+                                                            "SecDebugLog /var/log/shop_debug.log"})
+    cluster.app("off", host="off.example.com", annotations={"enable-modsecurity": "false",
+                                                            "modsecurity-snippet": "SecDebugLog /var/log/unused.log"})
+    config = cluster.build(configmap="ingress/ingress-nginx-controller").config
+    assert log_files(config) == {"/var/log/modsec_audit.log", "/var/log/shop_audit.log", "/var/log/shop_debug.log"}
+    assert log_files(_cluster().build(configmap="ingress/ingress-nginx-controller").config) == set()
+
+
+def test_a_missing_log_is_created_root_only_and_an_existing_one_is_left_alone(tmp_path):
+    kept = tmp_path / "kept.log"
+    kept.write_text("earlier entries\n")
+    kept.chmod(0o640)
+    (tmp_path / "link.log").symlink_to(tmp_path / "elsewhere")
+    create_missing_logs([str(tmp_path / "new.log"), str(kept), str(tmp_path / "link.log")])
+    assert (tmp_path / "new.log").stat().st_mode & 0o777 == 0o600
+    assert kept.read_text() == "earlier entries\n" and kept.stat().st_mode & 0o777 == 0o640
+    assert not (tmp_path / "elsewhere").exists()
