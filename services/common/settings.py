@@ -186,6 +186,9 @@ class IngressSettings:
                                   help_text="the IngressClass spec.controller that is ours")
     watch_ingress_without_class: bool = _flag(False, name="watch-ingress-without-class",
                                               help_text="serve Ingresses that name no class", parse=parse_bool)
+    ingress_class_by_name: bool = _flag(False, name="ingress-class-by-name", parse=parse_bool,
+                                        help_text="also serve Ingresses whose ingressClassName is --ingress-class, "
+                                                  "whatever that IngressClass's controller (ingress-nginx's flag)")
     configmap: str | None = _flag(None, name="configmap", help_text="the controller ConfigMap, NAMESPACE/NAME")
     tcp_services_configmap: str | None = _flag(None, name="tcp-services-configmap", help_text="NAMESPACE/NAME")
     udp_services_configmap: str | None = _flag(None, name="udp-services-configmap", help_text="NAMESPACE/NAME")

@@ -295,8 +295,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("watch-ingress-without-class", BOOL, "false", "also serve Ingresses that name no class",
          Maps("watch-ingress-without-class", _bool)),
     Flag("ingress-class-by-name", BOOL, "false", "also match IngressClasses by --ingress-class name",
-         Ignored("pyngress matches IngressClasses by controller value only, so it serves no more Ingresses than "
-                 "asked; give the IngressClass spec.controller k8s.io/ingress-nginx (or --controller-class)")),
+         Maps("ingress-class-by-name", _bool)),
     Flag("annotations-prefix", STRING, "nginx.ingress.kubernetes.io", "the annotations' prefix",
          Maps("annotations-prefix")),
     Flag("disable-catch-all", BOOL, "false", "ignore catch-all Ingresses (those with spec.defaultBackend)",
@@ -304,8 +303,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("disable-svc-external-name", BOOL, "false", "refuse ExternalName Services as backends",
          Maps("disable-svc-external-name", _bool)),
     Flag("enable-annotation-validation", BOOL, "true", "validate annotation values",
-         Ignored(f"{_STRICTER}: every annotation value passes an allow-list validator, and a value that fails "
-                 "refuses its Ingress")),
+         Ignored(f"{_STRICTER}: every annotation value passes an allow-list validator; one that fails is set "
+                 "aside as ingress-nginx sets it aside (ignored with a warning, or its paths denied for an "
+                 "access-control annotation: docs/migrating.md), and never reaches nginx.conf")),
     Flag("deep-inspect", BOOL, "true", "inspect Ingress objects for dangerous content",
          Ignored(f"{_STRICTER}: every annotation and path is checked before it reaches nginx.conf")),
     Flag("default-backend-service", STRING, "", "the Service that answers requests no Ingress matches",
@@ -313,11 +313,13 @@ FLAGS: tuple[Flag, ...] = (
     Flag("default-ssl-certificate", STRING, "", "the Secret served when no other certificate matches",
          Maps("default-ssl-certificate", empty_is_unset=True)),
     Flag("enable-ssl-chain-completion", BOOL, "false", "fetch missing intermediate certificates (AIA)",
-         Ignored("pyngress serves the chain the Secret holds and fetches nothing")),
+         Ignored("pyngress serves the chain the Secret holds and fetches nothing (ingress-nginx deprecated the "
+                 "flag): put the intermediate certificates in tls.crt after the server's own")),
     Flag("enable-ssl-passthrough", BOOL, "false", "pass TLS through by SNI (ssl-passthrough annotation)",
          Maps("enable-ssl-passthrough", _bool)),
     Flag("enable-topology-aware-routing", BOOL, "false", "prefer endpoints of the client's zone",
-         Ignored("pyngress balances over every ready endpoint")),
+         Ignored("pyngress balances over every ready endpoint of the Service, whatever its zone hints say: every "
+                 "request is still served, at worst by an endpoint in another zone")),
     Flag("tcp-services-configmap", STRING, "", "the ConfigMap of TCP services to expose",
          Maps("tcp-services-configmap", empty_is_unset=True)),
     Flag("udp-services-configmap", STRING, "", "the ConfigMap of UDP services to expose",
@@ -336,7 +338,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("status-update-interval", INT, "60", "seconds between status checks",
          Ignored("pyngress updates the status when its addresses or the Ingresses change")),
     Flag("report-node-internal-ip-address", BOOL, "false", "status addresses from Nodes' internal IPs",
-         Ignored("pyngress takes status addresses from --publish-service or --publish-status-address")),
+         Ignored("pyngress reads no Nodes for the Ingresses' status (no permission on them is needed): give the "
+                 "addresses with --publish-status-address, or the Service in front with --publish-service")),
     Flag("election-id", STRING, "ingress-controller-leader", "the leader election Lease's name",
          Maps("election-id")),
     Flag("election-ttl", DURATION, "30s", "the leader election Lease's duration",

@@ -315,7 +315,7 @@ SECURITY_DECISIONS = {
     "disable-full-test": "ignored",  # admission only; nginx -t tests every full config
     "validating-webhook": "mapped",  # the webhook, which never runs nginx -t on what it reviews
     "profiling": "ignored",  # pyngress has no profiler: nothing exposed
-    "ingress-class-by-name": "ignored",  # pyngress then serves fewer Ingresses, not more
+    "ingress-class-by-name": "mapped",  # the Ingresses ingress-nginx serves with it, no more
     "apiserver-host": "ignored",  # the kubeconfig's or in-cluster API server, verified by its CA
     "certificate-authority": "ignored",
     "maxmind-license-key": "ignored",

@@ -1,7 +1,8 @@
 """Which Ingresses are ours, decided the way ingress-nginx decides it.
 
 1. `spec.ingressClassName` set: ours when it names an IngressClass whose `spec.controller` is our
-   --controller-class (a missing class, or another controller's, is not ours).
+   --controller-class (a missing class, or another controller's, is not ours); with --ingress-class-by-name,
+   also the IngressClass named --ingress-class, whatever its controller (as ingress-nginx's store takes it).
 2. Else the legacy annotation `kubernetes.io/ingress.class` set: ours when it equals --ingress-class.
 3. Else (no class at all): ours with --watch-ingress-without-class, or when one of our IngressClasses is
    annotated `ingressclass.kubernetes.io/is-default-class: "true"`. The latter mirrors Kubernetes'
@@ -26,7 +27,9 @@ class IngressClassFilter:
 
     @classmethod
     def from_classes(cls, ingress_classes: Iterable[dict[str, Any]], settings: Settings) -> IngressClassFilter:
-        ours = [c for c in ingress_classes if (c.get("spec") or {}).get("controller") == settings.ingress.controller_class]
+        by_name = settings.ingress.ingress_class if settings.ingress.ingress_class_by_name else None
+        ours = [c for c in ingress_classes if (c.get("spec") or {}).get("controller") == settings.ingress.controller_class
+                or (c.get("metadata") or {}).get("name") == by_name]
         default_is_ours = any(
             ((c.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true" for c in ours
         )

@@ -18,6 +18,11 @@ LEGACY = "kubernetes.io/ingress.class"
     (None, "other", {"watch_ingress_without_class": True}, False),
     ("nginx", None, {"controller_class": "example.com/mine"}, False),
     ("other", None, {"controller_class": "example.com/other"}, True),
+    # --ingress-class-by-name: the IngressClass named --ingress-class is ours whatever its controller.
+    ("other", None, {"ingress_class": "other", "ingress_class_by_name": True}, True),
+    ("missing", None, {"ingress_class": "missing", "ingress_class_by_name": True}, False),
+    ("other", None, {"ingress_class": "other"}, False),
+    ("missing", None, {"ingress_class_by_name": True}, False),
 ])
 def test_which_ingresses_are_ours(cluster, class_name, legacy, settings, expected):
     cluster.ingress_class("other", controller="example.com/other")
