@@ -20,7 +20,8 @@ from services.nginxconf.request_metrics import RequestMetricsLayout
 from services.nginxconf.tracing import TracingSettings
 
 DEFAULT_PROFILE = "default"
-BackendScheme = Literal["http", "https", "grpc", "grpcs"]
+# "fcgi": FastCGI (backend-protocol FCGI); "auto": the client's own scheme, http or https (AUTO_HTTP).
+BackendScheme = Literal["http", "https", "grpc", "grpcs", "fcgi", "auto"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +170,9 @@ class LocationProfile:
     pass_backend_errors: bool = False
     mirror: Mirror | None = None
     response_headers: tuple[tuple[str, str], ...] = ()  # custom-headers: (name, literal value), every answer
+    # fastcgi-params-configmap (backend-protocol FCGI): (name, value) FastCGI parameters, a value holding at most
+    # the variables render.FASTCGI_VARIABLES names.
+    fastcgi_params: tuple[tuple[str, str], ...] = ()
     modsecurity: ModSecurity | None = None  # enable-modsecurity, ... (None: the ConfigMap's settings apply)
 
     @classmethod

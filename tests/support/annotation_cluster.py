@@ -26,6 +26,7 @@ _NEEDS = {**{name: {"enable-cors": "true"} for name in ANNOTATIONS if name.start
           **{name: {"proxy-ssl-secret": "ca", "backend-protocol": "HTTPS"} for name in ANNOTATIONS
              if name.startswith("proxy-ssl-")},
           "proxy-redirect-to": {"proxy-redirect-from": "http://backend.internal/"},
+          **{name: {"backend-protocol": "FCGI"} for name in ("fastcgi-index", "fastcgi-params-configmap")},
           **{name: {"enable-modsecurity": "true"} for name in ("enable-owasp-core-rules", "modsecurity-transaction-id",
                                                                "modsecurity-snippet")},
           **{name: {"canary": "true"} for name in ANNOTATIONS if name.startswith("canary-")},
@@ -63,6 +64,8 @@ def cluster_with_good_ingress() -> Cluster:
     cluster.add(basic_auth_secret("basic-auth", {"alice": "s3cret"}, scheme="sha"))
     # What auth-proxy-set-headers names.
     cluster.add(headers_configmap("auth-headers", {"X-Tenant": "team-a"}))
+    # What fastcgi-params-configmap names.
+    cluster.add(headers_configmap("fastcgi-params", {"SCRIPT_FILENAME": "$document_root$fastcgi_script_name"}))
     return cluster
 
 

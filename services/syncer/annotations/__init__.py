@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 from services.nginxconf.render import RenderError
 
 from . import (access_control, access_log, affinity, auth, backend_protocol, balancing, canary, client_cert, cors,
-               custom_headers, denylist, error_pages, external_auth, ipallowlist, mirror, modsecurity, opentelemetry,
+               custom_headers, denylist, error_pages, external_auth, fastcgi, ipallowlist, mirror, modsecurity, opentelemetry,
                proxy, proxy_ssl, ratelimit, redirect, rewrite, satisfy, server_alias, service_upstream, snippets, ssl, upstream_behaviour,
                upstream_vhost, www_redirect)
 from .access_control import is_access_control
@@ -35,7 +35,7 @@ from .renderable import check_renders, unrenderable_cors_option
 # Every group, listed once: its ANNOTATIONS join the table, and its `apply` (for annotations that mean more than
 # one plain directive: defaults, precedence, typed settings, host-level flags) runs in this order.
 GROUPS: tuple[ModuleType, ...] = (
-    proxy, proxy_ssl, upstream_behaviour, backend_protocol, service_upstream, rewrite, canary, affinity, balancing,
+    proxy, proxy_ssl, upstream_behaviour, backend_protocol, fastcgi, service_upstream, rewrite, canary, affinity, balancing,
     www_redirect, server_alias, redirect, ssl, cors, ipallowlist, denylist, ratelimit, client_cert, upstream_vhost, auth,
     external_auth, satisfy, access_log, snippets, error_pages, mirror, custom_headers, opentelemetry,
     modsecurity)

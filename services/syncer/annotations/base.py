@@ -214,6 +214,8 @@ class IngressAnnotations:
     mirror: Mirror | None = profile_setting(None)
     modsecurity: ModSecurity | None = profile_setting(None)  # enable-modsecurity and its companions
     custom_headers: str | None = None  # a ConfigMap of response headers, resolved per Ingress
+    # fastcgi-params-configmap (with backend-protocol FCGI): a ConfigMap of FastCGI parameters, resolved per Ingress.
+    fastcgi_params_configmap: str | None = None
     # Resolved against its Secret per Ingress (services/syncer/model/auth_secrets.py) into the profile's BasicAuth.
     basic_auth: BasicAuthRequest | None = None
     external_auth: ExternalAuth | None = None

@@ -1,6 +1,7 @@
 """The Secrets and ConfigMaps of an Ingress's location profile: its auth-secret → an htpasswd (htdigest) file,
 its auth-proxy-set-headers → the headers of a ConfigMap, its proxy-ssl-secret → the backend's CA and client
-certificate files (backend_tls.py), with the ConfigMap's global-auth-url.
+certificate files (backend_tls.py), its fastcgi-params-configmap → FastCGI parameters (fastcgi_params.py), with
+the ConfigMap's global-auth-url.
 
 As in ingress-nginx, a location whose Secret cannot be used (missing, in another namespace without the
 ConfigMap's allow-cross-namespace-resources, without the expected keys, or with a hash nginx cannot check),
@@ -23,6 +24,7 @@ from services.nginxconf.render import AUTH_REQUEST_HEADERS
 
 from ..annotations import IngressAnnotations
 from .backend_tls import BackendTlsRejected, resolve_backend_tls
+from .fastcgi_params import fastcgi_params
 from .header_configmaps import headers_of
 from .htdigest import htdigest_file
 from .htpasswd import InvalidHtpasswd, SecretType, htpasswd_file
@@ -66,6 +68,18 @@ class AuthResolver:
 
     def profile(self, annotations: IngressAnnotations, *, namespace: str, zone: str) -> AuthProfile:
         """The location profile of an Ingress in `namespace` with these annotations and rate-limit `zone`."""
+        resolved = self._secured_profile(annotations, namespace=namespace, zone=zone)
+        if annotations.fastcgi_params_configmap is None or resolved.problem:
+            return resolved
+        params, problem = fastcgi_params(self._store, annotations.fastcgi_params_configmap, namespace=namespace,
+                                         allow_cross_namespace=self._allow_cross_namespace,
+                                         annotation=f"annotation {annotations.prefix}/fastcgi-params-configmap")
+        if problem:
+            return AuthProfile(DENIED_PROFILE, problem)
+        return AuthProfile(resolved.profile.with_settings(fastcgi_params=params))
+
+    def _secured_profile(self, annotations: IngressAnnotations, *, namespace: str, zone: str) -> AuthProfile:
+        """The profile with what its Secrets and ConfigMaps of headers give, or why its paths are denied."""
         if annotations.denial:  # an access-control annotation with an invalid value
             return AuthProfile(DENIED_PROFILE, annotations.denial)
         if (self._global_auth_problem and annotations.external_auth is None and annotations.enable_global_auth):

@@ -145,7 +145,9 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "proxy-buffering": st.sampled_from(["on", "off", "ON", "yes"]),
     "proxy-request-buffering": st.sampled_from(["on", "off", "Off"]),
     "proxy-http-version": st.sampled_from(["1.0", "1.1", "2", "1"]),
-    "backend-protocol": st.sampled_from(["HTTP", "HTTPS", "https", "GRPC", "AJP", "FCGI"]),
+    "backend-protocol": st.sampled_from(["HTTP", "HTTPS", "https", "GRPC", "AJP", "FCGI", "AUTO_HTTP"]),
+    "fastcgi-params-configmap": st.sampled_from(["fastcgi-params", "default/fastcgi-params", "other/fastcgi-params",
+                                                 "missing", "A"]),
     **{name: st.one_of(urls, st.sampled_from(["https://n.example.com$request_uri", "https://n.example.com/$hostname",
                                               "https://$host$uri$is_args$args", "https://n.example.com/${uri}"]))
        for name in ("permanent-redirect", "temporal-redirect")},

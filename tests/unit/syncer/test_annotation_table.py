@@ -79,6 +79,8 @@ VALUES: dict[str, tuple[str | None, str]] = {
     "enable-opentelemetry": ("true", "x"),
     "opentelemetry-trust-incoming-span": ("false", "x"),
     "opentelemetry-operation-name": ("checkout", "a b"),
+    "fastcgi-index": ("index.php", "index php"),
+    "fastcgi-params-configmap": ("fastcgi-params", "a/b/c"),
     "force-ssl-redirect": ("true", "x"),
     "from-to-www-redirect": ("true", "x"),
     "http2-push-preload": ("true", "maybe"),

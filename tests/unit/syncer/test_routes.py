@@ -14,7 +14,7 @@ def test_hosts_are_lowercased_wildcards_kept_and_hostless_rules_catch_all(cluste
     model = cluster.build()
     assert sorted(model.routes) == ["*.example.com", CATCH_ALL_HOST, "app.example.com"]
     assert model.routes["app.example.com"].prefix["/"] == Route("default-web-80", profile="default",
-                                                                ingress="default/a", service="web")
+                                                                ingress="default/a", service="web", service_port="80")
 
 
 def test_path_types_go_to_their_tables_and_prefixes_are_normalised(cluster):
@@ -104,8 +104,10 @@ def test_ingresses_for_one_host_are_merged(cluster):
     cluster.ingress("site", paths=[("/", "Prefix", "web", 80)])
     cluster.ingress("api", ns="default", paths=[("/api", "Prefix", "api", 80)])
     routes = cluster.build().routes["app.example.com"]
-    assert routes.prefix == {"/": Route("default-web-80", profile="default", ingress="default/site", service="web"),
-                             "/api": Route("default-api-80", profile="default", ingress="default/api", service="api")}
+    assert routes.prefix == {"/": Route("default-web-80", profile="default", ingress="default/site", service="web",
+                                        service_port="80"),
+                             "/api": Route("default-api-80", profile="default", ingress="default/api", service="api",
+                                           service_port="80")}
 
 
 def test_on_a_conflict_the_oldest_ingress_wins_and_the_loser_is_reported(cluster):
@@ -146,9 +148,10 @@ def test_default_backend_serves_the_ingress_hosts_and_without_rules_the_catch_al
     cluster.ingress("no-rules", rules=[], default_backend=cluster.backend("web", "http"))
     routes = cluster.build().routes
     assert routes["app.example.com"].default == Route("default-fallback-80", profile="default",
-                                                      ingress="default/with-rules", service="fallback")
+                                                      ingress="default/with-rules", service="fallback",
+                                                      service_port="80")
     assert routes[CATCH_ALL_HOST].default == Route("default-web-http", profile="default",
-                                                   ingress="default/no-rules", service="web")
+                                                   ingress="default/no-rules", service="web", service_port="http")
     assert routes[CATCH_ALL_HOST].prefix == {}
 
 
