@@ -1,13 +1,18 @@
-"""docs/annotations.md is the registry's own table: it must be regenerated whenever an annotation changes."""
+"""docs/annotations.md is the registry's own table: it must be regenerated whenever an annotation changes; the
+same for docs/configmap.md and the figures of docs/migrating.md."""
+import re
 from pathlib import Path
 
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap import FIELDS, SERVER_FIELDS
 from services.tools.configmap_docs import MEANING, configmap_markdown
+from services.syncer.model.configmap_server_keys import ANNOTATION_DEFAULTS
 from services.tools.docs import INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED, annotations_markdown
+from services.tools.migrating_figures import figures_markdown, section_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "annotations.md"
 CONFIGMAP_DOC = Path(__file__).resolve().parents[2] / "docs" / "configmap.md"
+MIGRATING_DOC = Path(__file__).resolve().parents[2] / "docs" / "migrating.md"
 
 
 def test_docs_configmap_md_is_current():
@@ -16,7 +21,19 @@ def test_docs_configmap_md_is_current():
 
 
 def test_every_configmap_key_that_is_not_one_directive_says_what_it_means():
-    assert set(FIELDS) | set(SERVER_FIELDS) <= set(MEANING)
+    assert set(FIELDS) | set(SERVER_FIELDS) | set(ANNOTATION_DEFAULTS) <= set(MEANING)
+
+
+def test_docs_migrating_md_figures_are_current():
+    assert section_of(MIGRATING_DOC.read_text()) == figures_markdown(), \
+        ("the figures in docs/migrating.md are out of date: replace its figures section with the output of "
+         "`.venv/bin/pyngress docs --migrating-figures`")
+
+
+def test_docs_migrating_md_counts_nothing_by_hand():
+    """Outside the generated section no sentence counts what pyngress takes ("95 of ingress-nginx's keys")."""
+    text = MIGRATING_DOC.read_text().replace(section_of(MIGRATING_DOC.read_text()), "")
+    assert re.findall(r"\b\d+ (?:of|ConfigMap|annotation|flag|key)", text) == []
 
 
 def test_docs_annotations_md_is_current():
