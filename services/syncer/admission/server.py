@@ -118,6 +118,8 @@ class AdmissionServer:
             if len(self.connections) >= MAX_CONNECTIONS:
                 accepted.close()
                 continue
+            # An answer is one write: sent at once, not held back for the ACK of the last one.
+            accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = asyncio.create_task(self._connection(accepted))
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
