@@ -21,6 +21,7 @@ import re
 from collections import Counter
 
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, NginxConfig, RateLimit
+from services.nginxconf.modsecurity import MODULE as MODSECURITY_MODULE
 from services.nginxconf.render import BACKEND_TLS_DIRECTIVES, directive_arguments, http_level_settings, render
 from services.nginxconf.template import BUILTIN_DIR, MAIN_TEMPLATE
 from tests.support.nginx_conf_tree import Directive, parse, walk, words
@@ -35,6 +36,8 @@ _TEMPLATE_NAMES = {word for line in _TEMPLATE_TEXT.splitlines() if line.strip()
 _TEMPLATE_NAMES |= {f"{module}_{rest}" for rest in re.findall(r"\{\{ to_backend \}\}_([a-z_]+)", _TEMPLATE_TEXT)
                     for module in ("proxy", "grpc")}
 _TEMPLATE_NAMES |= {f"{module}_ssl_{directive}" for directive in BACKEND_TLS_DIRECTIVES for module in ("proxy", "grpc")}
+# A profile's ModSecurity lines (services/nginxconf/modsecurity.py writes them whole; the snippet is one argument).
+_TEMPLATE_NAMES |= {"modsecurity", "modsecurity_rules", "modsecurity_transaction_id"}
 
 
 def _http(tree: list[Directive]) -> Directive:
@@ -139,6 +142,8 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
             continue
         if in_http and d.name == "more_clear_headers" and d.args == ["Server"]:
             continue  # what server-tokens "false" adds
+        if d.name == "load_module" and d.args == [MODSECURITY_MODULE]:
+            continue  # what a profile with ModSecurity adds (services/nginxconf/modsecurity.py)
         if _auth_location(d) is not None or (in_http and _is_auth_cache(d)):
             continue  # checked by _assert_auth_locations
         if _ERROR_LOCATION.fullmatch(" ".join(d.args)) and d.name == "location":

@@ -240,6 +240,8 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "enable-access-log": booleans,
     **{name: nginx_text for name in ("configuration-snippet", "server-snippet", "auth-snippet", "stream-snippet",
                                      "modsecurity-snippet")},
+    "enable-modsecurity": booleans, "enable-owasp-core-rules": booleans,
+    "modsecurity-transaction-id": st.sampled_from(["$request_id", "$req_id", "$REQUEST_ID", "$hostname", "request_id"]),
 }
 
 header_patterns = st.one_of(

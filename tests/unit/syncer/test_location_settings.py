@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from services.nginxconf.config import DEFAULT_PROFILE, CorsPolicy, LocationProfile, Mirror, RateLimit
+from services.nginxconf.config import DEFAULT_PROFILE, CorsPolicy, LocationProfile, Mirror, ModSecurity, RateLimit
 from services.syncer.annotations.base import PROFILE_SETTINGS, IngressAnnotations
 
 CORS = CorsPolicy(allow_origin="*", allow_methods="GET", allow_headers="X-A", allow_credentials=False, max_age=5)
@@ -13,7 +13,8 @@ CORS = CorsPolicy(allow_origin="*", allow_methods="GET", allow_headers="X-A", al
 SET = {"backend_scheme": "grpc", "cors": CORS, "denied": ("10.0.0.0/8",), "snippet": "return 204;",
        "server_snippet": "location /s { return 204; }", "stream_snippet": "server { listen 9999; return x; }",
        "custom_http_errors": (404,), "pass_backend_errors": True,
-       "mirror": Mirror(target="http://m.internal/copy", host="m.internal")}
+       "mirror": Mirror(target="http://m.internal/copy", host="m.internal"),
+       "modsecurity": ModSecurity(enabled=True, owasp_core_rules=True)}
 
 
 def test_each_profile_setting_of_the_annotations_is_the_profile_field_of_that_name_and_type():
