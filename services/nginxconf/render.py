@@ -107,7 +107,7 @@ PROXY_HEADERS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _header_sources(*, use_forwarded_headers: bool, compute_full_forwarded_for: bool,
+def _header_sources(*, use_forwarded_headers: bool, use_proxy_protocol: bool, compute_full_forwarded_for: bool,
                     forwarded_for_header: str) -> dict[str, str]:
     """The variable each $pyngress_forwarded_* header value is read from in the profiles' locations. When a
     client's X-Forwarded-* are not trusted those maps only copy another variable, and every request paid for
@@ -118,8 +118,10 @@ def _header_sources(*, use_forwarded_headers: bool, compute_full_forwarded_for: 
         raise RenderError(f"forwarded-for-header {forwarded_for_header!r} is not a header name")
     sources = {"$http_x_forwarded_for": "$http_" + forwarded_for_header.lower().replace("-", "_")}
     if not use_forwarded_headers:
-        sources.update({"$pyngress_forwarded_proto": "$scheme", "$pyngress_forwarded_host": "$pyngress_best_http_host",
+        sources.update({"$pyngress_forwarded_host": "$pyngress_best_http_host",
                         "$pyngress_forwarded_port": "$pyngress_server_port"})
+        if not use_proxy_protocol:  # a PROXY header naming port 443 makes it https
+            sources["$pyngress_forwarded_proto"] = "$scheme"
     if not (use_forwarded_headers and compute_full_forwarded_for):
         sources["$pyngress_forwarded_for"] = "$remote_addr"
     return sources
@@ -739,6 +741,7 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         listen_ipv6=bool(config.listen_ipv6),
         use_forwarded_headers=bool(config.use_forwarded_headers),
         header_sources=_header_sources(use_forwarded_headers=bool(config.use_forwarded_headers),
+                                      use_proxy_protocol=bool(config.use_proxy_protocol),
                                       compute_full_forwarded_for=server.compute_full_forwarded_for,
                                       forwarded_for_header=server.forwarded_for_header),
         use_proxy_protocol=bool(config.use_proxy_protocol),

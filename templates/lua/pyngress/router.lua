@@ -403,8 +403,9 @@ function _M.route()
         if scheme == "https" and entry.hsts then
             var.pyngress_hsts = entry.hsts
         end
-        if settings.use_forwarded_headers then
-            -- As ingress-nginx: the scheme the load balancer says the client used (X-Forwarded-Proto) decides.
+        if settings.forwarded_scheme then
+            -- As ingress-nginx: the scheme the load balancer says the client used (X-Forwarded-Proto, or HTTPS
+            -- when its PROXY header names port 443) decides.
             scheme = var.pyngress_forwarded_proto
         end
         if scheme == "http" and (entry.force_ssl_redirect or (entry.tls and entry.ssl_redirect))

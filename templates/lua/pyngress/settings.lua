@@ -2,8 +2,9 @@
 local _M = {
     http_port = 80,
     https_port = 443,
-    -- ConfigMap use-forwarded-headers: the redirect to HTTPS follows X-Forwarded-Proto and X-Forwarded-Host.
-    use_forwarded_headers = false,
+    -- ConfigMap use-forwarded-headers or use-proxy-protocol: the redirect to HTTPS follows the scheme the load
+    -- balancer says the client used ($pyngress_forwarded_proto), not the one nginx saw.
+    forwarded_scheme = false,
     -- The named locations this nginx.conf defines: profile name -> true.
     profiles = {},
     -- CORS options of the profiles that have them: profile name -> options (see cors.lua).
@@ -30,7 +31,7 @@ local _M = {
 function _M.set(values)
     _M.http_port = values.http_port
     _M.https_port = values.https_port
-    _M.use_forwarded_headers = values.use_forwarded_headers == true
+    _M.forwarded_scheme = values.forwarded_scheme == true
     local profiles = {}
     for _, name in ipairs(values.profiles) do
         profiles[name] = true

@@ -1,7 +1,10 @@
 """What a backend is told about the client (X-Forwarded-*, X-Original-Forwarded-*, Host) and where the redirect to
-HTTPS points, with and without the ConfigMap's use-forwarded-headers, as ingress-nginx's e2e suite asserts them
-(settings/forwarded_headers.go, settings/tls.go)."""
+HTTPS points, with and without the ConfigMap's use-forwarded-headers and use-proxy-protocol, as ingress-nginx's e2e
+suite asserts them (settings/forwarded_headers.go, settings/tls.go, settings/proxy_protocol.go)."""
 from __future__ import annotations
+
+import json
+import socket
 
 import pytest
 import requests
@@ -126,3 +129,34 @@ def test_the_redirect_to_https_follows_the_load_balancer_with_use_forwarded_head
     # nginx.
     assert redirect(stage, **{"X-Forwarded-Proto": "https"})[0] == 200
     assert redirect(stage, "https", **{"X-Forwarded-Proto": "http"}) == (308, f"https://{TLS_HOST}")
+
+
+def through_proxy_protocol(stage: Stage, host: str, client_port: int) -> tuple[bytes, dict]:
+    """A request behind a PROXY header from a load balancer that took it on `client_port`: the status line, and
+    what the backend saw (an empty dict for an answer from nginx itself)."""
+    with socket.create_connection(("127.0.0.1", stage.controller.http_port), timeout=5) as connection:
+        connection.sendall(f"PROXY TCP4 192.168.0.1 192.168.0.11 56324 {client_port}\r\n"
+                           f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0]
+    return status, json.loads(body)["headers"] if b" 200 " in status else {}
+
+
+def test_use_proxy_protocol_takes_the_port_and_https_from_the_proxy_header(stage: Stage) -> None:
+    # As ingress-nginx's settings/proxy_protocol.go: the load balancer's port, and HTTPS when it is 443.
+    stage.cluster.apply(configmap(**{"use-proxy-protocol": "true"}))
+    wait_for(lambda: through_proxy_protocol(stage, HOST, 1234)[1].get("x-forwarded-for") == "192.168.0.1", 20,
+             what="use-proxy-protocol on")
+    seen = through_proxy_protocol(stage, HOST, 1234)[1]
+    assert (seen["x-forwarded-port"], seen["x-forwarded-proto"], seen["x-forwarded-for"]) == (
+        "1234", "http", "192.168.0.1")
+    seen = through_proxy_protocol(stage, HOST, 443)[1]
+    assert (seen["x-forwarded-port"], seen["x-forwarded-proto"], seen["x-scheme"]) == ("443", "https", "https")
+    # A load balancer that ended TLS on its port 443 and speaks plain HTTP to nginx: no redirect loop.
+    assert through_proxy_protocol(stage, TLS_HOST, 443)[0].startswith(b"HTTP/1.1 200")
+    assert through_proxy_protocol(stage, TLS_HOST, 80)[0].startswith(b"HTTP/1.1 308")
+    stage.cluster.apply(configmap())
+    wait_for(lambda: stage.controller.get("/", HOST).status_code == 200, 20, what="use-proxy-protocol off")
