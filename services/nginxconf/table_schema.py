@@ -289,6 +289,67 @@ ROUTE = Record("route", "router.lua (route_of)", (
     Field("otel_name", STRING, "opentelemetry-operation-name", omit=(None, "")),
 ))
 
+# Gateway API (services/syncer/model/gateway/): a host's HTTPRoute rules, tried before its Ingress paths.
+GATEWAY_VALUE_MATCH = Record("gateway_value_match", "gateway.lua (value_matches_of)", (
+    Field("name", STRING, "a header name (lower case) or a query parameter name"),
+    Field("value", STRING, "the value, or with regex a PCRE that must find a match in it"),
+    Field("regex", BOOLEAN, omit=(False,)),
+))
+
+GATEWAY_MATCH = Record("gateway_match", "gateway.lua (match_of)", (
+    Field("action", INTEGER, "1-based index into the host's gateway actions"),
+    Field("scheme", OneOf(("http", "https")), "its listener's: a route of an HTTPS listener only over TLS",
+          omit=(None,)),
+    Field("method", STRING, omit=(None,)),
+    Field("headers", ListOf(GATEWAY_VALUE_MATCH), omit=((),)),
+    Field("query", ListOf(GATEWAY_VALUE_MATCH), omit=((),)),
+))
+
+GATEWAY_HEADER_CHANGES = Record("gateway_header_changes", "gateway.lua (changes_of)", (
+    Field("set", ListOf(PairOf(STRING, STRING)), omit=((),)),
+    Field("add", ListOf(PairOf(STRING, STRING)), omit=((),)),
+    Field("remove", ListOf(STRING), omit=((),)),
+))
+
+GATEWAY_BACKEND = Record("gateway_backend", "gateway.lua (action_of)", (
+    Field("backend", Nullable(STRING), "null: its share of the requests answers 500"),
+    Field("weight", INTEGER),
+    Field("service", STRING, "the metrics' service label", omit=(None, "")),
+))
+
+GATEWAY_REDIRECT = Record("gateway_redirect", "gateway.lua (action_of)", (
+    Field("scheme", OneOf(("http", "https")), omit=(None,)),
+    Field("hostname", STRING, omit=(None,)),
+    Field("port", INTEGER, omit=(None,)),
+    Field("path", PATH, omit=(None,)),
+    Field("prefix", BOOLEAN, "path replaces the matched prefix, not the whole path", omit=(False,)),
+    Field("code", OneOf((301, 302, 303, 307, 308))),
+))
+
+GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
+    Field("route", STRING, '"namespace/name" of the HTTPRoute'),
+    Field("path", STRING, "the metrics' path label: the rule's first path"),
+    Field("profile", STRING, "the named location @profile_<profile>"),
+    Field("backends", ListOf(GATEWAY_BACKEND), "none (and no redirect): answer 500", omit=((),)),
+    Field("redirect", GATEWAY_REDIRECT, omit=(None,)),
+    Field("rewrite_host", STRING, omit=(None,)),
+    Field("rewrite_path", PATH, omit=(None,)),
+    Field("rewrite_prefix", BOOLEAN, "rewrite_path replaces the matched prefix", omit=(False,)),
+    Field("request_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
+    Field("response_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
+))
+
+GATEWAY_LAYER = Record("gateway_layer", "gateway.lua (layer_of)", (
+    Field("exact", MapOf(ListOf(GATEWAY_MATCH), key=PATH), omit=({},)),
+    Field("prefix", ListOf(PairOf(PATH, ListOf(GATEWAY_MATCH))), "longest first", omit=((),)),
+    Field("regex", ListOf(PairOf(STRING, ListOf(GATEWAY_MATCH))), "PCREs matching the whole path", omit=((),)),
+))
+
+GATEWAY_ROUTES = Record("gateway_routes", "gateway.lua (routes_of)", (
+    Field("layers", ListOf(GATEWAY_LAYER), "the routes of the host itself, then of wildcards, then of any host"),
+    Field("actions", ListOf(GATEWAY_ACTION)),
+))
+
 HOST_ROUTES = Record("host_routes", "router.lua (host_of)", (
     Field("exact", MapOf(ROUTE, key=PATH)),
     Field("prefix", ListOf(PairOf(PATH, ROUTE)), "longest first (regex: tried in this order)"),
@@ -303,6 +364,7 @@ HOST_ROUTES = Record("host_routes", "router.lua (host_of)", (
     Field("client_auth", MapOf(CLIENT_AUTH), "Ingress -> its client-certificate check", omit=(None, {})),
     Field("redirect_code", OneOf((301, 302, 307, 308)), "hosts that may redirect", omit=(None,)),
     Field("no_tls_redirect", ListOf(STRING), "path prefixes kept on HTTP", omit=(None,)),
+    Field("gateway", GATEWAY_ROUTES, "HTTPRoute rules, tried before the Ingress paths", omit=(None,)),
 ))
 
 CERTIFICATE = Record("certificate", "certificates.lua (checked_digest)", (

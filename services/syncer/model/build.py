@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
@@ -32,7 +31,9 @@ from .backends import BackendResolver, ResolvedBackend, ServiceRef, index_endpoi
 from .client_auth import ClientAuthRejected, resolve_client_auth
 from .configmap import ControllerConfig, load_controller_config
 from .configmap_server_keys import ticket_key_file
+from .creation import creation_order
 from .dh_param import dh_param
+from .gateway import build_gateway, with_gateway_routes
 from .ingress_class import IngressClassFilter
 from .problems import Problem
 from .stream_services import stream_services
@@ -51,7 +52,6 @@ _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
 _HOST = re.compile(rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})*")
 _NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # Service and port names (DNS labels)
 _NAME_253 = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")  # object names (DNS subdomains)
-_NEWEST = datetime.max.replace(tzinfo=timezone.utc)
 
 
 def _namespace_of(ref: str) -> str:
@@ -83,22 +83,6 @@ class IngressPlan:
     profile: LocationProfile
     tls: tuple[TlsEntry, ...]
     client_auth: ClientAuth | None = None  # auth-tls-*, checked by the router on this Ingress's routes
-
-
-def creation_order(ingress: Mapping[str, Any], *, namespace: str, name: str) -> tuple[datetime, str]:
-    """Oldest first: creationTimestamp (missing or unreadable counts as newest), then "namespace/name"."""
-    stamp = (ingress.get("metadata") or {}).get("creationTimestamp")
-    when = _NEWEST
-    if isinstance(stamp, datetime):  # YAML loaders turn unquoted timestamps into datetimes
-        when = stamp
-    elif isinstance(stamp, str):
-        try:
-            when = datetime.fromisoformat(stamp)
-        except ValueError:
-            pass
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when, f"{namespace}/{name}"
 
 
 def _service_ref(backend: Any, *, namespace: str, where: str, cluster_ip: bool) -> ServiceRef:
@@ -764,6 +748,16 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     beside_routes: set[str] = set()  # the backends added here
     profiles = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE), **merged.profiles}
     default_certificate = settings.ingress.default_ssl_certificate
+    # Gateway API objects are few and any change to one rebuilds everything (incremental.py): made whole each time.
+    gateway = build_gateway(store, settings=settings, resolver=resolver,
+                            secrets=TlsSecrets(secrets, default_certificate))
+    problems.extend(gateway.problems)
+    profiles.update(gateway.profiles)
+    backends.update(gateway.backends)
+    beside_routes.update(gateway.backends)
+    routes = with_gateway_routes(merged.routes, gateway.routes, redirect_code=config.server.redirect_code,
+                                 no_tls_redirect=config.server.no_tls_redirect_locations)
+    tls_secrets = {**gateway.tls_secrets, **merged.tls_secrets}  # a host's Ingress certificate first
     if default_certificate and (problem := TlsSecrets(secrets, default_certificate).problem(default_certificate)):
         problems.append(Problem.warning(f"--default-ssl-certificate {default_certificate}",
                                         f"{problem}; serving the generated fake certificate instead"))
@@ -810,21 +804,21 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             geoip2=GeoIP2(enabled=config.use_geoip2),
         ),
         configmap_accepted=config.accepted,
-        routes=dict(merged.routes),
+        routes=routes,
         backends=backends,
         passthrough=dict(merged.passthrough),
         stream_endpoints=streams.endpoints,
         dh_param=dh,
-        tls_secrets=dict(merged.tls_secrets),
+        tls_secrets=dict(sorted(tls_secrets.items())),
         auth_files=_used_auth_files(auth_files, profiles.values()),
         ssl_files={name: content for name, content in ssl_files.items()
                    if name == server.ssl_session_ticket_key or any(p.backend_tls and name in (p.backend_tls.ca_file, p.backend_tls.cert_file)
                           for p in profiles.values())},
-        certificates=certificates_table(secrets, tls_secrets=merged.tls_secrets,
+        certificates=certificates_table(secrets, tls_secrets=tls_secrets,
                                         default_certificate=default_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
-        changed=TableChanges(changed.routes, None if changed.backends is None else changed.backends | beside_routes,
+        changed=TableChanges(None if changed.routes is None else changed.routes | frozenset(gateway.routes), None if changed.backends is None else changed.backends | beside_routes,
                              frozenset(beside_routes)),
     )
 

@@ -115,6 +115,9 @@ class HostRoutes:
     # that changing them re-pushes the routes instead of reloading nginx.
     redirect_code: int = 308
     no_tls_redirect: tuple[str, ...] = ("/.well-known/acme-challenge",)
+    # Gateway API: the host's HTTPRoute rules (table_schema.GATEWAY_ROUTES, made by model/gateway/), tried before
+    # the Ingress paths above.
+    gateway: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         redirects = bool(self.redirect_host or self.tls or self.force_ssl_redirect)
@@ -127,7 +130,7 @@ class HostRoutes:
             tls=self.tls, ssl_redirect=self.ssl_redirect, force_ssl_redirect=self.force_ssl_redirect, hsts=self.hsts,
             client_auth={ref: auth.to_json() for ref, auth in sorted(self.client_auth.items())},
             redirect_code=self.redirect_code if redirects else None,
-            no_tls_redirect=self.no_tls_redirect if redirects else None)
+            no_tls_redirect=self.no_tls_redirect if redirects else None, gateway=self.gateway)
 
 
 CATCH_ALL_HOST = "_"

@@ -1,0 +1,12 @@
+"""Gateway API on the same tables as Ingress: GatewayClass, Gateway, HTTPRoute and ReferenceGrant → route tables.
+
+Start at build.py (`build_gateway`): the store's Gateway API objects → each host's Gateway rules (the
+`gateway` field of the routes table, read by templates/lua/pyngress/gateway.lua), their backends, certificates and
+problems. classes.py picks our GatewayClasses, listeners.py the Gateways' listeners we serve, httproutes.py reads
+and validates an HTTPRoute, attachment.py attaches it to listeners (hostname intersection, allowedRoutes),
+tables.py orders the rules by the spec's precedence, reference_grants.py says which cross-namespace references are
+allowed, fields.py validates every value that reaches nginx or Lua. docs/gateway-api.md says what is supported.
+"""
+from .build import GatewayModel, build_gateway, with_gateway_routes
+
+__all__ = ["GatewayModel", "build_gateway", "with_gateway_routes"]

@@ -1,0 +1,78 @@
+"""Which listeners an HTTPRoute attaches to, and for which host names.
+
+A parentRef names a Gateway, and optionally one listener (sectionName) or port; the route attaches to each
+listener it names that allows routes from its namespace (allowedRoutes.namespaces) and whose hostname intersects
+the route's hostnames as the spec defines it: equal names, or one a wildcard covering the other, in which case the
+more specific of the two is served. A route without hostnames takes the listener's; a listener without a hostname
+takes the route's; with neither, the route serves any host ("_"). So a route never serves a host name its listener
+does not allow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from ..types import CATCH_ALL_HOST
+from .httproutes import ParentRef, RoutePlan
+from .listeners import Listener
+
+
+@dataclass(frozen=True)
+class Attachment:
+    listener: Listener
+    hosts: tuple[str, ...]  # lower case, "*.example.com" wildcards, or "_" for any host
+
+
+def intersection(listener: str | None, route: str) -> str | None:
+    """The host names both a listener's hostname and a route's hostname take, as one name; None when none."""
+    if listener is None or route == listener:
+        return route
+    if listener.startswith("*."):
+        if route.endswith(listener[1:]):
+            return route  # also a longer wildcard: the more specific one
+        if route.startswith("*.") and listener.endswith(route[1:]):
+            return listener
+        return None
+    if route.startswith("*.") and listener.endswith(route[1:]):
+        return listener
+    return None
+
+
+def attach(plan: RoutePlan, *, listeners: list[Listener],
+           labels_of: Callable[[str], Mapping[str, str]]) -> tuple[list[Attachment], list[str]]:
+    """The listeners `plan` attaches to, and why each parentRef naming one of ours attached to none."""
+    attachments: list[Attachment] = []
+    refusals: list[str] = []
+    for parent in plan.parents:
+        candidates = [listener for listener in listeners if _names(parent, listener)]
+        if not candidates:
+            continue  # not one of our Gateways, or no such listener: another controller's business
+        found = False
+        reasons = set()
+        for listener in candidates:
+            if not listener.namespaces.allows(plan.namespace, gateway_namespace=listener.gateway_namespace,
+                                              labels=labels_of(plan.namespace)):
+                reasons.add(f"{listener.where} does not allow routes from namespace {plan.namespace} "
+                            "(reason NotAllowedByListeners)")
+                continue
+            hosts = _hosts(plan.hostnames, listener.hostname)
+            if not hosts:
+                reasons.add(f"no hostname of the route is within {listener.where}'s hostname {listener.hostname} "
+                            "(reason NoMatchingListenerHostname)")
+                continue
+            found = True
+            attachments.append(Attachment(listener, hosts))
+        if not found:
+            refusals.append(f"not attached to Gateway {parent.namespace}/{parent.name}: " + "; ".join(sorted(reasons)))
+    return attachments, refusals
+
+
+def _names(parent: ParentRef, listener: Listener) -> bool:
+    return (listener.gateway == f"{parent.namespace}/{parent.name}"
+            and parent.section in (None, listener.name) and parent.port in (None, listener.port))
+
+
+def _hosts(route_hosts: tuple[str, ...], listener_host: str | None) -> tuple[str, ...]:
+    if not route_hosts:
+        return (listener_host or CATCH_ALL_HOST,)
+    return tuple(dict.fromkeys(host for name in route_hosts if (host := intersection(listener_host, name))))

@@ -1,0 +1,73 @@
+"""The store's Gateway API objects → what they add to the Model: Gateway rules per host, backends, certificates,
+location profiles (timeouts) and problems. Pure: no I/O, the same store always gives the same result."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from services.common.settings import Settings
+from services.nginxconf.config import LocationProfile
+
+from ..backends import BackendResolver
+from ..problems import Problem
+from ..tls import TlsSecrets
+from ..types import HostRoutes
+from .attachment import Attachment, attach
+from .classes import our_classes
+from .fields import RouteRejected
+from .httproutes import RoutePlan, plan_route
+from .listeners import served_listeners
+from .objects import GatewayObjects
+from .reference_grants import ReferenceGrants
+from .tables import gateway_tables
+
+
+@dataclass
+class GatewayModel:
+    routes: dict[str, dict[str, Any]] = field(default_factory=dict)  # host → gateway_routes JSON
+    backends: dict[str, list[str]] = field(default_factory=dict)
+    profiles: dict[str, LocationProfile] = field(default_factory=dict)
+    tls_secrets: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def build_gateway(store: Mapping[str, dict[str, Any]], *, settings: Settings, resolver: BackendResolver,
+                  secrets: TlsSecrets) -> GatewayModel:
+    objects = GatewayObjects.of(store)
+    if not objects.gateways:
+        return GatewayModel()
+    problems: list[Problem] = []
+    grants = ReferenceGrants(objects.grants)
+    listeners, listener_problems = served_listeners(
+        objects, classes=our_classes(objects.classes, settings.ingress.gateway_controller_name), settings=settings,
+        grants=grants, secrets=secrets)
+    problems += listener_problems
+    attached: list[tuple[RoutePlan, list[Attachment]]] = []
+    for order, namespace, name, route in objects.routes_oldest_first():
+        where = f"HTTPRoute {namespace}/{name}"
+        try:
+            plan = plan_route(route, namespace=namespace, name=name, order=order, grants=grants)
+        except RouteRejected as err:
+            problems.append(Problem.error(where, f"{err}; the route is not served"))
+            continue
+        attachments, refusals = attach(plan, listeners=listeners, labels_of=objects.labels_of)
+        problems += [Problem.error(where, refusal) for refusal in refusals]
+        if attachments:
+            problems += [Problem.warning(where, warning) for warning in plan.warnings]
+            attached.append((plan, attachments))
+    tables = gateway_tables(attached, listeners=listeners, resolver=resolver)
+    problems += [Problem.warning(f"HTTPRoute {ref}", message) for ref, message in tables.warnings]
+    return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,
+                        tls_secrets=tables.tls_secrets, problems=problems)
+
+
+def with_gateway_routes(routes: Mapping[str, HostRoutes], gateway: Mapping[str, dict[str, Any]], *,
+                        redirect_code: int, no_tls_redirect: tuple[str, ...]) -> dict[str, HostRoutes]:
+    """The Ingresses' host routes with each host's Gateway rules added (new HostRoutes: those given are shared
+    with the incremental model's groups and never changed)."""
+    joined = dict(routes)
+    for host, table in gateway.items():
+        existing = joined.get(host)
+        joined[host] = (replace(existing, gateway=table) if existing is not None else
+                        HostRoutes(gateway=table, redirect_code=redirect_code, no_tls_redirect=no_tls_redirect))
+    return joined

@@ -1,0 +1,281 @@
+"""One HTTPRoute read and validated: its parents, hostnames, and rules (matches → what to do).
+
+Everything that reaches nginx or Lua passes a validator in fields.py; a field that cannot be served rejects the
+whole route (RouteRejected) with a message saying what to change, and other routes are not affected. A filter
+pyngress does not serve makes its rule answer 500, as the spec asks of an unsupported filter; a backendRef that
+cannot be resolved (another kind, another namespace without a ReferenceGrant) answers 500 for its share of the
+requests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from ..backends import ServiceRef
+from . import fields
+from .fields import RouteRejected
+from .objects import GATEWAY_GROUP
+from .reference_grants import ReferenceGrants
+
+MAX_WEIGHT = 1_000_000
+_REDIRECT_CODES = (301, 302, 303, 307, 308)
+_SUPPORTED_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite")
+
+
+@dataclass(frozen=True)
+class ParentRef:
+    namespace: str
+    name: str
+    section: str | None
+    port: int | None
+
+
+@dataclass(frozen=True)
+class ValueMatch:
+    """A header or query parameter condition; header names are lower case (they are case-insensitive)."""
+    name: str
+    value: str
+    regex: bool = False
+
+
+@dataclass(frozen=True)
+class Match:
+    path_kind: str  # "exact", "prefix" or "regex"
+    path: str
+    method: str | None = None
+    headers: tuple[ValueMatch, ...] = ()
+    query: tuple[ValueMatch, ...] = ()
+
+
+@dataclass(frozen=True)
+class HeaderChanges:
+    set: tuple[tuple[str, str], ...] = ()
+    add: tuple[tuple[str, str], ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PathChange:
+    value: str
+    prefix: bool  # ReplacePrefixMatch: the matched prefix is replaced; else the whole path
+
+
+@dataclass(frozen=True)
+class Redirect:
+    scheme: str | None
+    hostname: str | None
+    port: int | None
+    path: PathChange | None
+    code: int
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """One backendRef: its Service, or None when it answers 500 (`problem` says why), and its weight."""
+    service: ServiceRef | None
+    weight: int
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    backends: tuple[BackendChoice, ...] = ()
+    request_headers: HeaderChanges | None = None
+    response_headers: HeaderChanges | None = None
+    redirect: Redirect | None = None
+    rewrite_host: str | None = None
+    rewrite_path: PathChange | None = None
+    timeout: str | None = None  # timeouts.backendRequest, else timeouts.request
+    error: str | None = None  # why the rule answers 500 (an unsupported filter)
+
+
+@dataclass(frozen=True)
+class Rule:
+    matches: tuple[Match, ...]
+    action: Action
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    ref: str  # "namespace/name"
+    namespace: str
+    order: tuple[datetime, str]  # creation order: oldest first
+    parents: tuple[ParentRef, ...]
+    hostnames: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def plan_route(route: dict[str, Any], *, namespace: str, name: str, order: tuple[datetime, str],
+               grants: ReferenceGrants) -> RoutePlan:
+    """Validate an HTTPRoute; raise RouteRejected saying what to change."""
+    spec = fields.mapping(route.get("spec"), where="spec")
+    parents = tuple(_parent(p, namespace=namespace, index=i)
+                    for i, p in enumerate(fields.listing(spec.get("parentRefs"), where="spec.parentRefs")))
+    hostnames = tuple(dict.fromkeys(fields.hostname(h, where="spec.hostnames")
+                                    for h in fields.listing(spec.get("hostnames"), where="spec.hostnames")))
+    raw_rules = fields.listing(spec.get("rules"), where="spec.rules") or [{}]
+    warnings: list[str] = []
+    rules = tuple(_rule(fields.mapping(rule, where=f"spec.rules[{i}]"), namespace=namespace, where=f"spec.rules[{i}]",
+                        grants=grants, warnings=warnings) for i, rule in enumerate(raw_rules))
+    return RoutePlan(ref=f"{namespace}/{name}", namespace=namespace, order=order, parents=parents,
+                     hostnames=hostnames, rules=rules, warnings=tuple(warnings))
+
+
+def _parent(raw: Any, *, namespace: str, index: int) -> ParentRef:
+    where = f"spec.parentRefs[{index}]"
+    raw = fields.mapping(raw, where=where)
+    if (raw.get("group") or GATEWAY_GROUP, raw.get("kind") or "Gateway") != (GATEWAY_GROUP, "Gateway"):
+        raise RouteRejected(f"{where}: only a Gateway ({GATEWAY_GROUP}) can be a parent")
+    section = raw.get("sectionName")
+    port = raw.get("port")
+    return ParentRef(namespace=raw.get("namespace") or namespace, name=fields.object_name(raw.get("name"), where=where),
+                     section=fields.object_name(section, where=where) if section is not None else None,
+                     port=fields.port(port, where=where) if port is not None else None)
+
+
+def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants, warnings: list[str]) -> Rule:
+    matches = tuple(_match(fields.mapping(m, where=f"{where}.matches[{i}]"), where=f"{where}.matches[{i}]")
+                    for i, m in enumerate(fields.listing(raw.get("matches"), where=f"{where}.matches") or [{}]))
+    action = Action(backends=tuple(_backend(fields.mapping(b, where=f"{where}.backendRefs[{i}]"), namespace=namespace,
+                                            where=f"{where}.backendRefs[{i}]", grants=grants, warnings=warnings)
+                                   for i, b in enumerate(fields.listing(raw.get("backendRefs"),
+                                                                        where=f"{where}.backendRefs"))),
+                    timeout=_timeout(fields.mapping(raw.get("timeouts"), where=f"{where}.timeouts"), where=where))
+    kinds: list[str] = []
+    for i, raw_filter in enumerate(fields.listing(raw.get("filters"), where=f"{where}.filters")):
+        raw_filter = fields.mapping(raw_filter, where=f"{where}.filters[{i}]")
+        kind = raw_filter.get("type")
+        if kind not in _SUPPORTED_FILTERS:
+            message = f"{where}.filters[{i}]: filter {kind} is not supported; the rule answers 500"
+            warnings.append(message)
+            action = Action(error=message)
+            break
+        if kind in kinds:
+            raise RouteRejected(f"{where}.filters[{i}]: filter {kind} is given twice")
+        kinds.append(kind)
+        action = _with_filter(action, kind, raw_filter, where=f"{where}.filters[{i}]", matches=matches)
+    if action.redirect is not None and (action.rewrite_path is not None or action.rewrite_host is not None):
+        raise RouteRejected(f"{where}: RequestRedirect and URLRewrite cannot be in one rule")
+    return Rule(matches=matches, action=action)
+
+
+def _match(raw: dict[str, Any], *, where: str) -> Match:
+    path = fields.mapping(raw.get("path"), where=f"{where}.path")
+    kind, value = path.get("type") or "PathPrefix", path.get("value") or "/"
+    if kind == "Exact":
+        match = Match("exact", fields.path(value, where=where))
+    elif kind == "PathPrefix":
+        match = Match("prefix", fields.path(value, where=where).rstrip("/") or "/")
+    elif kind == "RegularExpression":
+        match = Match("regex", fields.regex(value, where=where, full=True))
+    else:
+        raise RouteRejected(f"{where}: path type {kind!r} must be Exact, PathPrefix or RegularExpression")
+    method = raw.get("method")
+    headers = _value_matches(raw.get("headers"), where=f"{where}.headers", header=True)
+    query = _value_matches(raw.get("queryParams"), where=f"{where}.queryParams", header=False)
+    return Match(match.path_kind, match.path, fields.method(method, where=where) if method is not None else None,
+                 headers, query)
+
+
+def _value_matches(raw: Any, *, where: str, header: bool) -> tuple[ValueMatch, ...]:
+    found: dict[str, ValueMatch] = {}
+    for i, item in enumerate(fields.listing(raw, where=where)):
+        item = fields.mapping(item, where=f"{where}[{i}]")
+        kind = item.get("type") or "Exact"
+        if kind not in ("Exact", "RegularExpression"):
+            raise RouteRejected(f"{where}[{i}]: type {kind!r} must be Exact or RegularExpression")
+        regex = kind == "RegularExpression"
+        name = (fields.header_name(item.get("name"), where=f"{where}[{i}]").lower() if header
+                else fields.query_name(item.get("name"), where=f"{where}[{i}]"))
+        value = item.get("value")
+        value = (fields.regex(value, where=f"{where}[{i}]", full=False) if regex
+                 else fields.header_value(value, where=f"{where}[{i}]"))
+        found.setdefault(name, ValueMatch(name, value, regex))  # the spec: the first of one name counts
+    return tuple(found.values())
+
+
+def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,
+             warnings: list[str]) -> BackendChoice:
+    weight = raw.get("weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
+        raise RouteRejected(f"{where}: weight {weight!r} must be 0-{MAX_WEIGHT}")
+    name = fields.object_name(raw.get("name"), where=where)
+    if raw.get("filters"):
+        raise RouteRejected(f"{where}: filters on a backendRef are not supported; put them on the rule")
+    group, kind = raw.get("group") or "", raw.get("kind") or "Service"
+    target_namespace = raw.get("namespace") or namespace
+    if (group, kind) != ("", "Service"):
+        problem = f"{where}: {kind} ({group or 'core'}) is not a kind pyngress routes to (reason InvalidKind); " \
+                  "its share of requests answers 500"
+        warnings.append(problem)
+        return BackendChoice(None, weight, problem)
+    if not grants.allows(source=(GATEWAY_GROUP, "HTTPRoute", namespace),
+                         target=("", "Service", target_namespace, name)):
+        problem = (f"{where}: Service {target_namespace}/{name} is in another namespace and no ReferenceGrant in "
+                   f"{target_namespace} allows it (reason RefNotPermitted); its share of requests answers 500")
+        warnings.append(problem)
+        return BackendChoice(None, weight, problem)
+    if raw.get("port") is None:
+        raise RouteRejected(f"{where}: a Service backendRef needs a port")
+    port = fields.port(raw.get("port"), where=where)
+    return BackendChoice(ServiceRef(namespace=target_namespace, service=name, port=port), weight)
+
+
+def _timeout(raw: dict[str, Any], *, where: str) -> str | None:
+    request, backend = raw.get("request"), raw.get("backendRequest")
+    chosen = backend if backend is not None else request
+    if chosen is None:
+        return None
+    value = fields.duration(chosen, where=f"{where}.timeouts")
+    return None if value.strip("0hms") == "" else value  # zero: no timeout, nginx's default applies
+
+
+def _header_changes(raw: dict[str, Any], *, where: str) -> HeaderChanges:
+    def pairs(key: str) -> tuple[tuple[str, str], ...]:
+        items = fields.listing(raw.get(key), where=f"{where}.{key}")
+        return tuple((fields.header_name(fields.mapping(h, where=where).get("name"), where=f"{where}.{key}"),
+                      fields.header_value(h.get("value"), where=f"{where}.{key}")) for h in items)
+    remove = tuple(fields.header_name(h, where=f"{where}.remove")
+                   for h in fields.listing(raw.get("remove"), where=f"{where}.remove"))
+    return HeaderChanges(set=pairs("set"), add=pairs("add"), remove=remove)
+
+
+def _path_change(raw: dict[str, Any], *, where: str, matches: tuple[Match, ...]) -> PathChange | None:
+    if not raw:
+        return None
+    kind = raw.get("type")
+    if kind == "ReplaceFullPath":
+        return PathChange(fields.path(raw.get("replaceFullPath"), where=where), prefix=False)
+    if kind == "ReplacePrefixMatch":
+        if any(m.path_kind != "prefix" for m in matches):
+            raise RouteRejected(f"{where}: ReplacePrefixMatch needs every match of the rule to be a PathPrefix")
+        return PathChange(fields.path(raw.get("replacePrefixMatch"), where=where), prefix=True)
+    raise RouteRejected(f"{where}: path type {kind!r} must be ReplaceFullPath or ReplacePrefixMatch")
+
+
+def _with_filter(action: Action, kind: str, raw: dict[str, Any], *, where: str, matches: tuple[Match, ...]) -> Action:
+    if kind == "RequestHeaderModifier":
+        return replace(action, request_headers=_header_changes(
+            fields.mapping(raw.get("requestHeaderModifier"), where=where), where=where))
+    if kind == "ResponseHeaderModifier":
+        return replace(action, response_headers=_header_changes(
+            fields.mapping(raw.get("responseHeaderModifier"), where=where), where=where))
+    if kind == "RequestRedirect":
+        spec = fields.mapping(raw.get("requestRedirect"), where=where)
+        scheme, host, port = spec.get("scheme"), spec.get("hostname"), spec.get("port")
+        if scheme not in (None, "http", "https"):
+            raise RouteRejected(f"{where}: scheme {scheme!r} must be http or https")
+        code = spec.get("statusCode", 302)
+        if code not in _REDIRECT_CODES:
+            raise RouteRejected(f"{where}: statusCode {code!r} must be one of {', '.join(map(str, _REDIRECT_CODES))}")
+        return replace(action, redirect=Redirect(
+            scheme=scheme, hostname=fields.precise_hostname(host, where=where) if host is not None else None,
+            port=fields.port(port, where=where) if port is not None else None, code=code,
+            path=_path_change(fields.mapping(spec.get("path"), where=where), where=where, matches=matches)))
+    spec = fields.mapping(raw.get("urlRewrite"), where=where)  # URLRewrite
+    host = spec.get("hostname")
+    return replace(action, rewrite_host=fields.precise_hostname(host, where=where) if host is not None else None,
+                   rewrite_path=_path_change(fields.mapping(spec.get("path"), where=where), where=where,
+                                             matches=matches))

@@ -1,0 +1,172 @@
+"""The listeners of our Gateways that pyngress serves, and why the others are not.
+
+An HTTP listener is served on the controller's HTTP port and an HTTPS listener on its HTTPS port: a listener's
+port must be that port (--http-port, --https-port) or the standard one (80, 443) that a Service in front maps
+to it. A listener on any other port is not accepted (the spec's reason PortUnavailable): nginx listens on no
+other port for routes. TLS, TCP and UDP listeners and HTTPS in Passthrough mode are not served yet.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from services.common.settings import Settings
+
+from ..problems import Problem
+from ..tls import TlsSecrets
+from . import fields
+from .fields import RouteRejected
+from .objects import GATEWAY_GROUP, GatewayObjects
+from .reference_grants import ReferenceGrants
+
+HTTP_ROUTE = (GATEWAY_GROUP, "HTTPRoute")
+
+
+@dataclass(frozen=True)
+class NamespacePolicy:
+    """allowedRoutes.namespaces: "Same", "All", or "Selector" with its matchLabels and matchExpressions."""
+    source: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()  # (key, operator, values)
+
+    def allows(self, namespace: str, *, gateway_namespace: str, labels: Mapping[str, str]) -> bool:
+        if self.source == "All":
+            return True
+        if self.source == "Same":
+            return namespace == gateway_namespace
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            _expression_holds(labels, key, operator, values) for key, operator, values in self.expressions)
+
+
+def _expression_holds(labels: Mapping[str, str], key: str, operator: str, values: frozenset[str]) -> bool:
+    if operator == "In":
+        return labels.get(key) in values
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    return key not in labels  # DoesNotExist
+
+
+@dataclass(frozen=True)
+class Listener:
+    gateway: str  # "namespace/name"
+    gateway_namespace: str
+    name: str  # the sectionName routes name it by
+    port: int
+    scheme: str  # "http" or "https"
+    hostname: str | None  # None: any host
+    namespaces: NamespacePolicy
+    certificate: str | None = None  # "namespace/name" of its TLS Secret (https)
+
+    @property
+    def where(self) -> str:
+        return f"Gateway {self.gateway} listener {self.name}"
+
+
+def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settings: Settings,
+                     grants: ReferenceGrants, secrets: TlsSecrets) -> tuple[list[Listener], list[Problem]]:
+    """The listeners of the Gateways of our classes that are served, and a problem for each that is not."""
+    listeners: list[Listener] = []
+    problems: list[Problem] = []
+    for (namespace, name), gateway in sorted(objects.gateways.items()):
+        spec = gateway.get("spec") or {}
+        if spec.get("gatewayClassName") not in classes:
+            continue
+        ref = f"Gateway {namespace}/{name}"
+        if spec.get("addresses"):
+            problems.append(Problem.warning(ref, "spec.addresses is ignored: pyngress serves a Gateway on the "
+                                                 "controller's own addresses"))
+        seen: set[str] = set()
+        for index, raw in enumerate(spec.get("listeners") or ()):
+            try:
+                listener = _listener(raw, namespace=namespace, name=name, index=index, settings=settings,
+                                     grants=grants, secrets=secrets)
+            except RouteRejected as err:
+                problems.append(Problem.error(ref, f"{err}; the listener is not served"))
+                continue
+            if listener.name in seen:
+                problems.append(Problem.error(ref, f"listener name {listener.name} is used twice; the second is "
+                                                   "not served"))
+                continue
+            seen.add(listener.name)
+            listeners.append(listener)
+    return listeners, problems
+
+
+_PORTS = {"HTTP": ("http", 80), "HTTPS": ("https", 443)}
+
+
+def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Settings, grants: ReferenceGrants,
+              secrets: TlsSecrets) -> Listener:
+    raw = fields.mapping(raw, where=f"listener {index}")
+    section = fields.object_name(raw.get("name"), where=f"listener {index}")
+    where = f"listener {section}"
+    protocol = raw.get("protocol")
+    if protocol not in _PORTS:
+        raise RouteRejected(f"{where}: protocol {protocol!r} is not supported (reason UnsupportedProtocol); "
+                            "use HTTP or HTTPS")
+    scheme, standard = _PORTS[protocol]
+    port = fields.port(raw.get("port"), where=where)
+    ours = settings.ports.http if scheme == "http" else settings.ports.https
+    if port not in (standard, ours):
+        raise RouteRejected(f"{where}: port {port} is not available (reason PortUnavailable): {protocol} "
+                            f"listeners are served on port {standard} or the controller's {protocol} port {ours}")
+    hostname = raw.get("hostname")
+    host = fields.hostname(hostname, where=where) if hostname is not None else None
+    allowed = fields.mapping(raw.get("allowedRoutes"), where=f"{where} allowedRoutes")
+    kinds = fields.listing(allowed.get("kinds"), where=f"{where} allowedRoutes.kinds")
+    if kinds and not any(isinstance(k, dict) and (k.get("group") or GATEWAY_GROUP, k.get("kind")) == HTTP_ROUTE
+                         for k in kinds):
+        raise RouteRejected(f"{where}: allowedRoutes.kinds names no kind pyngress serves (reason "
+                            "InvalidRouteKinds); use HTTPRoute")
+    certificate = None
+    if scheme == "https":
+        certificate = _certificate(fields.mapping(raw.get("tls"), where=f"{where} tls"), namespace=namespace,
+                                   where=where, grants=grants, secrets=secrets)
+    return Listener(gateway=f"{namespace}/{name}", gateway_namespace=namespace, name=section, port=port,
+                    scheme=scheme, hostname=host, certificate=certificate,
+                    namespaces=_namespaces(fields.mapping(allowed.get("namespaces"), where=where), where=where))
+
+
+def _certificate(tls: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,
+                 secrets: TlsSecrets) -> str:
+    mode = tls.get("mode") or "Terminate"
+    if mode != "Terminate":
+        raise RouteRejected(f"{where}: tls.mode {mode} is not served yet; use Terminate")
+    refs = fields.listing(tls.get("certificateRefs"), where=f"{where} tls.certificateRefs")
+    if not refs:
+        raise RouteRejected(f"{where}: an HTTPS listener needs tls.certificateRefs naming a TLS Secret")
+    ref = fields.mapping(refs[0], where=f"{where} tls.certificateRefs[0]")
+    if (ref.get("group") or "", ref.get("kind") or "Secret") != ("", "Secret"):
+        raise RouteRejected(f"{where}: tls.certificateRefs[0] must be a Secret (reason InvalidCertificateRef)")
+    secret_name = fields.object_name(ref.get("name"), where=f"{where} tls.certificateRefs[0]")
+    secret_namespace = ref.get("namespace") or namespace
+    if not grants.allows(source=(GATEWAY_GROUP, "Gateway", namespace),
+                         target=("", "Secret", secret_namespace, secret_name)):
+        raise RouteRejected(f"{where}: Secret {secret_namespace}/{secret_name} is in another namespace and no "
+                            f"ReferenceGrant in {secret_namespace} allows it (reason RefNotPermitted)")
+    secret = f"{secret_namespace}/{secret_name}"
+    if problem := secrets.problem(secret):
+        raise RouteRejected(f"{where}: TLS Secret {secret} {problem} (reason InvalidCertificateRef)")
+    return secret
+
+
+def _namespaces(raw: dict[str, Any], *, where: str) -> NamespacePolicy:
+    source = raw.get("from") or "Same"
+    if source in ("Same", "All"):
+        return NamespacePolicy(source)
+    if source != "Selector":
+        raise RouteRejected(f"{where}: allowedRoutes.namespaces.from {source!r} must be Same, All or Selector")
+    selector = fields.mapping(raw.get("selector"), where=f"{where} allowedRoutes.namespaces.selector")
+    labels = fields.mapping(selector.get("matchLabels"), where=f"{where} matchLabels")
+    expressions = []
+    for item in fields.listing(selector.get("matchExpressions"), where=f"{where} matchExpressions"):
+        item = fields.mapping(item, where=f"{where} matchExpressions")
+        operator = item.get("operator")
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise RouteRejected(f"{where}: matchExpressions operator {operator!r} must be In, NotIn, Exists or "
+                                "DoesNotExist")
+        expressions.append((str(item.get("key")), operator, frozenset(map(str, item.get("values") or ()))))
+    return NamespacePolicy("Selector", tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+                           tuple(expressions))

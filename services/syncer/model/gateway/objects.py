@@ -1,0 +1,50 @@
+"""The store's Gateway API objects (and Namespaces, for allowedRoutes selectors), sorted by kind once per build."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from ..creation import creation_order
+
+GATEWAY_KINDS = ("GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant")
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+
+
+@dataclass(kw_only=True)
+class GatewayObjects:
+    classes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → GatewayClass
+    gateways: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → Gateway
+    routes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → HTTPRoute
+    grants: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (namespace, ReferenceGrant)
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, store: Mapping[str, dict[str, Any]]) -> GatewayObjects:
+        found = cls()
+        for key, obj in store.items():
+            kind, _, rest = key.partition("/")
+            if kind not in GATEWAY_KINDS and kind != "Namespace":
+                continue
+            namespace, _, name = rest.partition("/")
+            if kind == "GatewayClass":
+                found.classes[name] = obj
+            elif kind == "Gateway":
+                found.gateways[namespace, name] = obj
+            elif kind == "HTTPRoute":
+                found.routes[namespace, name] = obj
+            elif kind == "ReferenceGrant":
+                found.grants.append((namespace, obj))
+            else:
+                labels = (obj.get("metadata") or {}).get("labels")
+                found.namespace_labels[name] = dict(labels) if isinstance(labels, dict) else {}
+        return found
+
+    def labels_of(self, namespace: str) -> dict[str, str]:
+        """A namespace's labels, with the one the API server sets on every namespace."""
+        return {**self.namespace_labels.get(namespace, {}), "kubernetes.io/metadata.name": namespace}
+
+    def routes_oldest_first(self) -> list[tuple[tuple[datetime, str], str, str, dict[str, Any]]]:
+        """(creation order, namespace, name, HTTPRoute), oldest first, then by "namespace/name"."""
+        return sorted(((creation_order(route, namespace=ns, name=name), ns, name, route)
+                       for (ns, name), route in self.routes.items()), key=lambda item: item[0])
