@@ -7,8 +7,10 @@ local NAMES = { "var", "header", "ctx", "req", "exec", "redirect", "exit" }
 local saved = nil
 
 -- Starts a request with these variables; returns what the module answers: {exec = location} or {redirect = url,
--- status = n} or {status = n}, and {uri = ...} when it set the URI.
-function _M.start(vars)
+-- status = n} or {status = n}, and {uri = ...} when it set the URI, {headers = ...} the request headers it set (false:
+-- cleared). `request` may give the method, the headers (lower-case names) and the query arguments.
+function _M.start(vars, request)
+    request = request or {}
     if not saved then
         saved = {}
         for _, name in ipairs(NAMES) do
@@ -23,6 +25,10 @@ function _M.start(vars)
         http_version = function() return 1.1 end,
         set_uri = function(uri) answer.uri = uri end,
         set_header = function(name, value) answer.headers[name] = value end,
+        clear_header = function(name) answer.headers[name] = false end,
+        get_method = function() return request.method or "GET" end,
+        get_headers = function() return request.headers or {} end,
+        get_uri_args = function() return request.args or {} end,
     })
     rawset(ngx, "exec", function(location) answer.exec = location end)
     rawset(ngx, "redirect", function(url, status) answer.redirect, answer.status = url, status or 302 end)

@@ -19,6 +19,9 @@ anything else about the route.
 
 A host with "redirect_host" (from-to-www-redirect) answers every request with a redirect to that host (308, or
 the ConfigMap's http-redirect-code).
+A host's "gateway" entry (gateway.lua) holds its HTTPRoute rules: tried first, after from-to-www-redirect; a
+request one of them takes is redirected or sent to its backend chosen by weight (500 when it has none usable), and
+the host's TLS redirect and Ingress paths do not apply to it.
 A route's "canary" (canary.lua) may send the request to the canary Ingress's backend instead.
 With "regex": true (use-regex), the prefix paths are regular expressions matched from the start of the
 URI, case-insensitively, in the listed order (rewrite.lua); a route's "rewrite" (rewrite-target) is then
@@ -46,6 +49,7 @@ local ewma = require("pyngress.ewma")
 local monitor = require("pyngress.monitor")
 local request_id = require("pyngress.request_id")
 local tracing = require("pyngress.tracing")
+local gateway = require("pyngress.gateway")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
@@ -150,6 +154,7 @@ local function host_of(raw, host)
         redirect_code = REDIRECT_CODES[raw.redirect_code] and raw.redirect_code or 308,
         no_tls_redirect = string_list(raw.no_tls_redirect, host .. ": no_tls_redirect"),
         metric = monitor.host_labels(host),  -- requests no route of the host takes
+        gateway = gateway.routes_of(raw.gateway, host),  -- HTTPRoute rules (gateway.lua), tried before the paths
     }
     local exact = raw.exact
     if exact ~= nil and exact ~= null then
@@ -355,6 +360,45 @@ local function to_canary(route, canary_route)
     return canary.decide(canary_route)
 end
 
+-- A request an HTTPRoute rule takes (gateway.lua): its redirect, or its backend chosen by weight; 500 when the rule
+-- has no usable backend (an unresolved reference, an unsupported filter), as the Gateway API asks.
+local function serve_gateway(action, uri, prefix)
+    local var = ngx.var
+    var.pyngress_metric = action.metric
+    if settings.tracing then
+        tracing.start(nil)
+    end
+    if action.redirect then
+        return gateway.redirect(action.redirect, uri, prefix)
+    end
+    local chosen = gateway.pick(action)
+    local backend = chosen and chosen.backend
+    if not backend then
+        return ngx.exit(500)
+    end
+    var.pyngress_metric = chosen.metric
+    var.proxy_upstream_name = backend
+    local peers = store.current("backends")[backend]
+    if not peers or #peers == 0 then
+        return ngx.exit(503)
+    end
+    if not settings.profiles[action.profile] then
+        ngx.log(ngx.ERR, "HTTPRoute ", action.route, " uses location profile ", action.profile,
+                " which this nginx.conf does not define yet")
+        return ngx.exit(503)
+    end
+    local limit = settings.body_limits[action.profile]
+    if limit then
+        local length = tonumber(var.content_length)
+        if length and length > limit then
+            return ngx.exit(413)
+        end
+    end
+    gateway.change_request(action, uri, prefix)
+    var.pyngress_balance = backend
+    return ngx.exec(action.location)
+end
+
 function _M.route()
     local var = ngx.var
     if settings.generate_request_id then
@@ -382,6 +426,12 @@ function _M.route()
         local port = match(var.http_host or "", ":%d+$") or ""
         return ngx.redirect(var.scheme .. "://" .. entry.redirect_host .. port .. var.request_uri,
                             entry.redirect_code)
+    end
+    if entry.gateway then
+        local action, prefix = gateway.find(entry.gateway, uri)
+        if action then
+            return serve_gateway(action, uri, prefix)
+        end
     end
     -- The route first, so that the redirects below are counted for its Ingress (as ingress-nginx counts them).
     local route, captures = entry.exact[uri], nil
