@@ -37,6 +37,7 @@ OWN_FLAGS_COMMANDS: dict[str, tuple[str, str]] = {
     "webhook-certificate": ("services.tools.webhook_certificate",
                             "make the admission webhook's certificate Secret and patch the webhook's caBundle"),
     "lint": ("services.tools.lint", "judge manifests' Ingresses as the admission webhook would (exit 1 on an error)"),
+    "convert": ("services.tools.convert", "print Gateway API resources for ingress-nginx Ingresses, and what does not convert"),
 }
 
 
