@@ -2,7 +2,9 @@
 does not set the annotation to "false"), enable-owasp-modsecurity-crs (the OWASP Core Rule Set with it) and
 modsecurity-snippet (the administrator's ModSecurity directives in place of the recommended rules). What each
 loads: services/nginxconf/modsecurity.py. The snippet is checked as the annotation's is
-(services/nginxconf/modsecurity_rules.py); ModSecurity's own syntax is checked by `nginx -t`.
+(services/nginxconf/modsecurity_rules.py); ModSecurity's own syntax is checked by `nginx -t`, and a snippet it
+refuses is reported while the previous one keeps applying, as for the ConfigMap's other snippets
+(configmap_snippets.NGINX_TESTED_KEYS).
 """
 from __future__ import annotations
 
@@ -46,5 +48,6 @@ MODSECURITY_MEANING: dict[str, str] = {
                            "SecRuleEngine DetectionOnly (`SecRuleEngine On` blocks). Only ModSecurity's rule and "
                            "setting directives; `Include` takes only ingress-nginx's "
                            "/etc/nginx/modsecurity/modsecurity.conf and "
-                           "/etc/nginx/owasp-modsecurity-crs/nginx-modsecurity.conf; logs only under /var/log/.",
+                           "/etc/nginx/owasp-modsecurity-crs/nginx-modsecurity.conf; logs only under /var/log/. "
+                           "One that nginx -t refuses is reported and the previous value keeps applying.",
 }

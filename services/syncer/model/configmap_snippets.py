@@ -37,12 +37,17 @@ def contained_snippet(value: str) -> str:
     return value
 
 
+# Raw configuration only `nginx -t` can judge whole, by ConfigMap key: the snippets, and modsecurity-snippet (its
+# directives are checked by configmap_modsecurity.py, their syntax by ModSecurity as nginx loads them).
+NGINX_TESTED_KEYS: dict[str, str] = {**SNIPPET_KEYS, "modsecurity-snippet": "modsecurity_snippet"}
+
+
 def snippets_of(server: ServerSettings) -> dict[str, str]:
-    """The ConfigMap snippets of `server`, by ConfigMap key."""
-    return {key: getattr(server, target) for key, target in SNIPPET_KEYS.items()}
+    """The ConfigMap snippets of `server` (NGINX_TESTED_KEYS), by ConfigMap key."""
+    return {key: getattr(server, target) for key, target in NGINX_TESTED_KEYS.items()}
 
 
 def with_snippets(config: NginxConfig, snippets: Mapping[str, str]) -> NginxConfig:
     """`config` with these ConfigMap snippets (by key; a key left out: none)."""
-    fields: dict[str, Any] = {target: snippets.get(key, "") for key, target in SNIPPET_KEYS.items()}
+    fields: dict[str, Any] = {target: snippets.get(key, "") for key, target in NGINX_TESTED_KEYS.items()}
     return replace(config, server=replace(config.server, **fields))
