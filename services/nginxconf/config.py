@@ -173,6 +173,11 @@ class LocationProfile:
     # fastcgi-params-configmap (backend-protocol FCGI): (name, value) FastCGI parameters, a value holding at most
     # the variables render.FASTCGI_VARIABLES names.
     fastcgi_params: tuple[tuple[str, str], ...] = ()
+    # ssl-ciphers and ssl-prefer-server-ciphers: the TLS handshake of the Ingress's hosts, in their server block of
+    # their own (NginxConfig.snippet_servers), as ingress-nginx sets them in the host's server block. None: the
+    # ConfigMap's.
+    ssl_ciphers: str | None = None
+    ssl_prefer_server_ciphers: str | None = None  # "on" or "off"
     modsecurity: ModSecurity | None = None  # enable-modsecurity, ... (None: the ConfigMap's settings apply)
 
     @classmethod
@@ -347,7 +352,8 @@ class NginxConfig:
     tracing: TracingSettings | None = None
     access_log: AccessLog = field(default_factory=AccessLog)
     server: ServerSettings = field(default_factory=ServerSettings)
-    # (host, profile): the hosts that get a server block of their own for their profile's server_snippet.
+    # (host, profile): the hosts that get a server block of their own for their profile's server_snippet, ssl_ciphers
+    # and ssl_prefer_server_ciphers.
     snippet_servers: tuple[tuple[str, str], ...] = ()
     stream_servers: tuple[StreamServer, ...] = ()
     # ConfigMap use-geoip2: the MaxMind databases nginx loads, and the $geoip2_* variables they define.

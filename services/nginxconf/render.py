@@ -447,6 +447,16 @@ def fastcgi_param_arguments(name: str, value: str) -> str:
     return f'{quote(name)} "{expanded}"'
 
 
+def _server_tls(profile: LocationProfile) -> list[tuple[str, str]]:
+    """ssl-ciphers and ssl-prefer-server-ciphers of `profile`, as directives of its hosts' server block."""
+    lines = []
+    if profile.ssl_ciphers is not None:
+        lines.append(("ssl_ciphers", quote(profile.ssl_ciphers)))
+    if profile.ssl_prefer_server_ciphers is not None:
+        lines.append(("ssl_prefer_server_ciphers", quote(profile.ssl_prefer_server_ciphers)))
+    return lines
+
+
 def _mirror(mirror: Mirror) -> _RenderedMirror:
     return _RenderedMirror(target=url_with_request_variables(mirror.target), host=quote(mirror.host),
                            request_body=mirror.request_body)
@@ -750,7 +760,8 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         profiles=[check_profile(p) for p in profiles],
         # The error locations: the ConfigMap's statuses and those of every profile's custom-http-errors.
         error_codes=sorted(set(server.custom_http_errors).union(*(p.custom_http_errors or () for p in profiles))),
-        snippet_servers=[(quote(host), by_name[name].server_snippet) for host, name in config.snippet_servers
+        snippet_servers=[(quote(host), by_name[name].server_snippet, _server_tls(by_name[name]))
+                         for host, name in config.snippet_servers
                          if name in by_name],
         stream_snippets=[p.stream_snippet for p in profiles if p.stream_snippet],
         stream_servers=list(config.stream_servers), stream_js=str(BUILTIN_DIR / "njs" / "stream.js"),

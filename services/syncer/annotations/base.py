@@ -186,6 +186,9 @@ class IngressAnnotations:
     denied: tuple[str, ...] = profile_setting(())  # networks answered 403, checked before an allowlist
     snippet: str | None = profile_setting(None)
     server_snippet: str | None = profile_setting(None)  # server-snippet: for the server blocks of the Ingress's hosts
+    # ssl-ciphers, ssl-prefer-server-ciphers: for the server blocks of the Ingress's hosts too (None: the ConfigMap's).
+    ssl_ciphers: str | None = profile_setting(None)
+    ssl_prefer_server_ciphers: str | None = profile_setting(None)  # "on" or "off"
     stream_snippet: str | None = profile_setting(None)  # stream-snippet: for nginx's stream block
     client_auth: ClientAuthSpec | None = None  # checked per route by the router, not a profile setting
     ssl_redirect: bool | None = None  # None: the ConfigMap's ssl-redirect applies

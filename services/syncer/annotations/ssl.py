@@ -1,20 +1,19 @@
-"""ssl-redirect, force-ssl-redirect, ssl-passthrough: host-level TLS behaviour (HostRoutes and passthrough).
+"""ssl-redirect, force-ssl-redirect, ssl-passthrough: host-level TLS behaviour (HostRoutes and passthrough);
+ssl-ciphers and ssl-prefer-server-ciphers: the TLS handshake of the Ingress's hosts.
 
-ssl-ciphers and ssl-prefer-server-ciphers are refused: every host is served by one nginx TLS server (the
-certificate is chosen in Lua by SNI), and OpenSSL fixes the cipher list per server before the SNI is known.
-The controller ConfigMap's ssl-ciphers and ssl-protocols set them for all hosts.
+As in ingress-nginx, the ciphers are nginx's ssl_ciphers and ssl_prefer_server_ciphers in the server block of
+the Ingress's hosts: such a host gets a server block of its own (as for server-snippet; the oldest Ingress of
+the host's namespace that sets one of them decides), which nginx picks by the TLS SNI before OpenSSL chooses
+the cipher. Like nginx's directive, ssl-ciphers applies to TLS 1.2 and older; TLS 1.3 suites are the
+ConfigMap's.
 """
 from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, Risk, Scope, Unsupported
-from .validators import boolean, is_true
+from .base import Annotation, IngressAnnotations, Risk, Scope
+from .validators import boolean, is_true, ssl_ciphers
 
-
-def _global_only(value: str) -> str:
-    raise Unsupported("TLS ciphers cannot differ per Ingress in pyngress (all hosts share one TLS server); "
-                       "remove the annotation and set ssl-ciphers in the controller ConfigMap instead")
 
 ANNOTATIONS = (
     Annotation("ssl-redirect", reloads=False, validate=boolean, risk=Risk.LOW, default="true",
@@ -25,10 +24,12 @@ ANNOTATIONS = (
     Annotation("ssl-passthrough", reloads=False, validate=boolean, risk=Risk.MEDIUM, default="false",
                doc="Pass TLS connections for the Ingress's hosts untouched to the backend, chosen by SNI "
                "(needs --enable-ssl-passthrough).", scope=Scope.HOST),
-    Annotation("ssl-ciphers", validate=_global_only, risk=Risk.LOW,
-               doc="Refused: ciphers are set for all hosts by the ConfigMap."),
-    Annotation("ssl-prefer-server-ciphers", validate=_global_only, risk=Risk.LOW,
-               doc="Refused: set for all hosts (on) by the controller."),
+    Annotation("ssl-ciphers", validate=ssl_ciphers, risk=Risk.LOW,
+               doc="The TLS 1.2 ciphers (an OpenSSL list) of the Ingress's hosts; default: the ConfigMap's "
+                   "ssl-ciphers.", scope=Scope.HOST),
+    Annotation("ssl-prefer-server-ciphers", validate=boolean, risk=Risk.LOW,
+               doc="true: the server's cipher order wins on the Ingress's hosts; false: the client's; default: "
+                   "the ConfigMap's.", scope=Scope.HOST),
 )
 
 
@@ -38,3 +39,6 @@ def apply(values: Mapping[str, str], parsed: IngressAnnotations) -> None:
     if "force-ssl-redirect" in values:
         parsed.force_ssl_redirect = is_true(values["force-ssl-redirect"])
     parsed.ssl_passthrough = is_true(values.get("ssl-passthrough", "false"))
+    parsed.ssl_ciphers = values.get("ssl-ciphers")
+    if "ssl-prefer-server-ciphers" in values:
+        parsed.ssl_prefer_server_ciphers = "on" if is_true(values["ssl-prefer-server-ciphers"]) else "off"

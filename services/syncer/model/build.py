@@ -823,22 +823,31 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     )
 
 
+def _server_settings(profile: LocationProfile) -> str | None:
+    """The annotations (comma-separated) of `profile` that belong in the server block of its hosts, or None."""
+    names = [name for name, value in (("server-snippet", profile.server_snippet), ("ssl-ciphers", profile.ssl_ciphers),
+                                      ("ssl-prefer-server-ciphers", profile.ssl_prefer_server_ciphers))
+             if value is not None]
+    return ", ".join(names) or None
+
+
 def _snippet_servers(plans: Iterable[IngressPlan], merger: _Merger) -> list[tuple[str, str]]:
-    """(host, profile) for each routed host whose Ingresses set a server-snippet: the oldest one's, as in
-    ingress-nginx; the others are warned about."""
+    """(host, profile) for each routed host whose Ingresses set a server-snippet, ssl-ciphers or
+    ssl-prefer-server-ciphers: the oldest one's, as in ingress-nginx; the others are warned about."""
     owners: dict[str, IngressPlan] = {}
     for plan in plans:
-        if plan.profile.server_snippet is None or plan.ref not in merger.routed:
+        settings = _server_settings(plan.profile)
+        if settings is None or plan.ref not in merger.routed:
             continue
         for host in plan.hosts:
             if host == CATCH_ALL_HOST:
-                merger.warn(plan, "server-snippet is ignored for its rules without a host: they are served by the "
+                merger.warn(plan, f"{settings} is ignored for its rules without a host: they are served by the "
                                   "server block every host shares; give the rule a host")
-            elif not merger.owns(plan, host, "server-snippet"):
+            elif not merger.owns(plan, host, settings):
                 continue
             elif host in owners:
-                merger.warn(plan, f"server-snippet is ignored for host {host}: Ingress {owners[host].ref} (older) "
-                                  "sets the server-snippet of that host")
+                merger.warn(plan, f"{settings} is ignored for host {host}: Ingress {owners[host].ref} (older) "
+                                  f"sets the server block settings of that host ({_server_settings(owners[host].profile)})")
             elif host in merger.routes:
                 owners[host] = plan
     return [(host, plan.profile.name) for host, plan in sorted(owners.items())]

@@ -14,6 +14,7 @@ SET = {"backend_scheme": "grpc", "cors": CORS, "denied": ("10.0.0.0/8",), "snipp
        "server_snippet": "location /s { return 204; }", "stream_snippet": "server { listen 9999; return x; }",
        "custom_http_errors": (404,), "pass_backend_errors": True,
        "mirror": Mirror(target="http://m.internal/copy", host="m.internal"),
+       "ssl_ciphers": "ECDHE-RSA-AES128-GCM-SHA256", "ssl_prefer_server_ciphers": "off",
        "modsecurity": ModSecurity(enabled=True, owasp_core_rules=True)}
 
 

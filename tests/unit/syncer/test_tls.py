@@ -4,6 +4,7 @@ import functools
 import pytest
 
 from services.nginxconf.prefix import make_self_signed
+from services.nginxconf.render import render
 from services.syncer.model.configmap import ControllerConfig
 from services.syncer.model.tls import hsts_header, inspect_certificate, names_match
 
@@ -230,14 +231,16 @@ def test_names_match(host, names, matches):
     assert names_match(host, names) is matches
 
 
-@pytest.mark.parametrize("annotation", ["ssl-ciphers", "ssl-prefer-server-ciphers"])
-def test_per_ingress_ciphers_reject_the_ingress_and_point_to_the_configmap(cluster, annotation):
-    cluster.app(annotations={annotation: "ECDHE-RSA-AES128-GCM-SHA256"})
+def test_per_ingress_ciphers_give_the_ingress_hosts_a_server_block_of_their_own(cluster):
+    cluster.app(annotations={"ssl-ciphers": "ECDHE-RSA-AES128-GCM-SHA256", "ssl-prefer-server-ciphers": "false"})
     model = cluster.build()
-    assert model.routes == {}
-    [problem] = model.problem_lines()
-    assert problem.startswith(f"Ingress default/web: annotation nginx.ingress.kubernetes.io/{annotation} value")
-    assert problem.endswith("set ssl-ciphers in the controller ConfigMap instead")
+    assert not model.problem_lines()
+    [(host, name)] = model.config.snippet_servers
+    profile = {p.name: p for p in model.config.profiles}[name]
+    assert (host, profile.ssl_ciphers, profile.ssl_prefer_server_ciphers) == (
+        next(iter(model.routes)), "ECDHE-RSA-AES128-GCM-SHA256", "off")
+    conf = render(model.config)
+    assert 'ssl_ciphers "ECDHE-RSA-AES128-GCM-SHA256";' in conf and 'ssl_prefer_server_ciphers "off";' in conf
 
 
 def test_configmap_ssl_protocols_and_ciphers_are_global_settings(cluster):
