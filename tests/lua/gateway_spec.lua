@@ -173,7 +173,7 @@ describe("gateway", function()
         assert.equals("v1", backend)
         assert.equals("/users", answer.uri)
         assert.equals("inner.test", answer.vars.pyngress_best_http_host)
-        assert.same({ ["X-Set"] = "s", ["X-Add"] = { "first", "a" }, ["X-Gone"] = false }, answer.headers)
+        assert.same({ ["X-Set"] = "s", ["X-Add"] = "first,a", ["X-Gone"] = false }, answer.headers)
     end)
 
     it("replaces a matched prefix on path element boundaries", function()

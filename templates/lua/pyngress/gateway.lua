@@ -157,12 +157,14 @@ local function action_of(raw, host, where)
                         metric = monitor.labels_of(host, route, optional_string(item.service), path) }
         total = total + weight
     end
+    local response_headers = changes_of(raw.response_headers, where .. " response_headers")
     return { route = route, profile = profile, location = "@profile_" .. profile, backends = backends,
              total_weight = total, redirect = redirect_of(raw.redirect, where),
              rewrite_host = optional_string(raw.rewrite_host), rewrite_path = optional_string(raw.rewrite_path),
              rewrite_prefix = raw.rewrite_prefix == true,
              request_headers = changes_of(raw.request_headers, where .. " request_headers"),
-             response_headers = changes_of(raw.response_headers, where .. " response_headers"),
+             response_headers = response_headers,
+             response_headers_json = response_headers and cjson.encode(response_headers),
              metric = monitor.labels_of(host, route, nil, path) }
 end
 
@@ -417,7 +419,9 @@ function _M.redirect(redirect, uri, prefix)
     return ngx.redirect(scheme .. "://" .. authority .. path .. args, redirect.code)
 end
 
-local function apply_changes(changes, set, current, clear)
+-- `join`: an added value joins the existing ones in one header, "a,b" (requests); else it is one more header line
+-- (responses, where Set-Cookie must not be joined).
+local function apply_changes(changes, set, current, clear, join)
     local all = changes.set
     for i = 1, #all do
         set(all[i][1], all[i][2])
@@ -428,6 +432,8 @@ local function apply_changes(changes, set, current, clear)
         local existing = current(name)
         if existing == nil then
             set(name, value)
+        elseif join then
+            set(name, one_value(existing) .. "," .. value)
         elseif type(existing) == "table" then
             local values = { unpack(existing) }
             values[#values + 1] = value
@@ -451,7 +457,7 @@ end
 function _M.change_request(action, uri, prefix)
     local changes = action.request_headers
     if changes then
-        apply_changes(changes, ngx.req.set_header, request_header, ngx.req.clear_header)
+        apply_changes(changes, ngx.req.set_header, request_header, ngx.req.clear_header, true)
     end
     if action.rewrite_host then
         ngx.var.pyngress_best_http_host = action.rewrite_host  -- the Host header the backend gets
@@ -464,7 +470,8 @@ function _M.change_request(action, uri, prefix)
         ngx.req.set_uri(path, false)
     end
     if action.response_headers then
-        ngx.ctx.pyngress_response_headers = action.response_headers
+        -- For the header filter of the action's profile: a variable survives the jump to that location, ngx.ctx not.
+        ngx.var.pyngress_gateway_response = action.response_headers_json
     end
 end
 
@@ -482,9 +489,10 @@ end
 
 -- ResponseHeaderModifier, in the header filter of the location profile its rules use.
 function _M.response_headers()
-    local changes = ngx.ctx.pyngress_response_headers
+    local encoded = ngx.var.pyngress_gateway_response
+    local changes = encoded and encoded ~= "" and cjson.decode(encoded)
     if changes then
-        apply_changes(changes, set_response_header, response_header, clear_response_header)
+        apply_changes(changes, set_response_header, response_header, clear_response_header, false)
     end
 end
 

@@ -26,6 +26,11 @@ from .httproutes import Action, HeaderChanges, Match, RoutePlan
 from .listeners import Listener
 
 
+# ResponseHeaderModifier: the rules that change response headers use a location profile whose header filter does it
+# (the first such rule reloads nginx once for the new profile; the header changes themselves are table data).
+RESPONSE_HEADERS = ("header_filter_by_lua", 'require("pyngress.gateway").response_headers()')
+
+
 @dataclass
 class GatewayTables:
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)  # host → gateway_routes JSON
@@ -163,9 +168,13 @@ class _Actions:
                 backends.append(table_schema.GATEWAY_BACKEND.serialise(
                     backend=name, weight=choice.weight, service=choice.service.service if choice.service else None))
         profile = DEFAULT_PROFILE
+        directives = []
+        if action.response_headers is not None:
+            directives.append(RESPONSE_HEADERS)
         if action.timeout is not None:
-            made = LocationProfile.of(directives=(("proxy_read_timeout", action.timeout),
-                                                  ("proxy_send_timeout", action.timeout)))
+            directives += [("proxy_read_timeout", action.timeout), ("proxy_send_timeout", action.timeout)]
+        if directives:
+            made = LocationProfile.of(directives=tuple(sorted(directives)))
             self._tables.profiles[made.name] = made
             profile = made.name
         redirect = action.redirect
