@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
+GATEWAY_API = "gateway.networking.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 STATUS_VERBS = ("get", "patch", "update")
 
@@ -53,6 +55,12 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     # Subresources besides status, each served by its own handler (ServiceAccount: "token").
     extra_subresources: tuple[str, ...] = ()
+    # A CustomResourceDefinition's kind (Gateway API): no strategic merge patch, list items keep their kind,
+    # validated by crd_schemas.py.
+    custom: bool = False
+    # Older versions served from the same storage (`version` is the storage version): a CRD with several
+    # versions and no conversion webhook, whose objects differ only in apiVersion.
+    other_versions: tuple[str, ...] = ()
 
     @property
     def subresources(self) -> tuple[str, ...]:
@@ -61,6 +69,13 @@ class ResourceType:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.other_versions)
+
+    def api_version_at(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
 
     @property
     def qualified(self) -> str:
@@ -93,14 +108,24 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, name_rule="path"),
     ResourceType("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
                  "validatingwebhookconfigurations", False),
+    # Gateway API (its standard CRDs, and TLSRoute of the experimental ones)
+    ResourceType(GATEWAY_API, "v1", "GatewayClass", "gatewayclasses", False, has_status=True, custom=True,
+                 short_names=("gc",)),
+    ResourceType(GATEWAY_API, "v1", "Gateway", "gateways", True, has_status=True, custom=True, short_names=("gtw",)),
+    ResourceType(GATEWAY_API, "v1", "HTTPRoute", "httproutes", True, has_status=True, custom=True),
+    ResourceType(GATEWAY_API, "v1", "GRPCRoute", "grpcroutes", True, has_status=True, custom=True),
+    ResourceType(GATEWAY_API, "v1", "ReferenceGrant", "referencegrants", True, custom=True, short_names=("refgrant",),
+                 other_versions=("v1beta1",)),
+    ResourceType(GATEWAY_API, "v1", "TLSRoute", "tlsroutes", True, has_status=True, custom=True,
+                 other_versions=("v1alpha2",)),
 )
 # The verbs of each subresource, for discovery.
 SUBRESOURCE_VERBS = {"status": STATUS_VERBS, "token": ("create",)}
 
 
-def find(group: str, version: str, plural: str) -> ResourceType | None:
-    for rtype in RESOURCE_TYPES:
-        if (rtype.group, rtype.version, rtype.plural) == (group, version, plural):
+def find(group: str, version: str, plural: str, served: Sequence[ResourceType] = RESOURCE_TYPES) -> ResourceType | None:
+    for rtype in served:
+        if (rtype.group, rtype.plural) == (group, plural) and version in rtype.versions:
             return rtype
     return None
 
@@ -112,10 +137,11 @@ def by_kind(kind: str) -> ResourceType:
     raise KeyError(f"the test API server does not serve kind {kind!r}")
 
 
-def group_versions() -> dict[str, list[str]]:
+def group_versions(served: Sequence[ResourceType] = RESOURCE_TYPES) -> dict[str, list[str]]:
     """Every API group (core excluded) and its versions, in the order the server lists them."""
     groups: dict[str, list[str]] = {}
-    for rtype in RESOURCE_TYPES:
-        if rtype.group and rtype.version not in groups.setdefault(rtype.group, []):
-            groups[rtype.group].append(rtype.version)
+    for rtype in served:
+        for version in rtype.versions if rtype.group else ():
+            if version not in groups.setdefault(rtype.group, []):
+                groups[rtype.group].append(version)
     return groups

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -57,17 +57,28 @@ def _list_item(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Route:
-    """What a resource path names: a collection or an object (maybe a subresource of it), in a namespace or not."""
+    """What a resource path names: a collection or an object (maybe a subresource of it), in a namespace or not,
+    at one of the versions its kind is served at."""
 
-    def __init__(self, rtype: ResourceType, namespace: str | None, name: str | None, subresource: str | None) -> None:
+    def __init__(self, rtype: ResourceType, namespace: str | None, name: str | None, subresource: str | None,
+                 version: str) -> None:
         self.rtype, self.namespace, self.name, self.subresource = rtype, namespace, name, subresource
+        self.api_version = rtype.api_version_at(version)
 
     @property
     def status(self) -> bool:
         return self.subresource == "status"
 
+    def shown(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` as this version shows it (the versions of one kind differ only in apiVersion here)."""
+        return obj if obj.get("apiVersion") == self.api_version else {**obj, "apiVersion": self.api_version}
 
-def _parse_resource_path(segments: list[str]) -> _Route | None:
+    def list_item(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Items of a typed list carry no kind/apiVersion (the list says them once); a custom resource's do."""
+        return self.shown(obj) if self.rtype.custom else _list_item(obj)
+
+
+def _parse_resource_path(segments: list[str], served: Sequence[ResourceType]) -> _Route | None:
     if segments[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", segments[2:]
     elif len(segments) >= 3 and segments[0] == "apis":
@@ -79,7 +90,7 @@ def _parse_resource_path(segments: list[str]) -> _Route | None:
         namespace, rest = rest[1], rest[2:]
     if not rest or len(rest) > 3:
         return None
-    rtype = find(group, version, rest[0])
+    rtype = find(group, version, rest[0], served)
     if rtype is None or (namespace is not None and not rtype.namespaced):
         return None
     name = rest[1] if len(rest) >= 2 else None
@@ -88,7 +99,7 @@ def _parse_resource_path(segments: list[str]) -> _Route | None:
     subresource = rest[2] if len(rest) == 3 else None
     if subresource is not None and subresource not in rtype.subresources:
         return None
-    return _Route(rtype, namespace, name, subresource)
+    return _Route(rtype, namespace, name, subresource, version)
 
 
 class KubeApiServer:
@@ -98,11 +109,14 @@ class KubeApiServer:
     max_history: how many changes are kept for watches to resume from; older ones are compacted (410).
     anonymous_is_admin: whether a request without a token is the admin (the default, which tests written
     before authentication rely on) or system:anonymous, held to RBAC (auth.py).
+    gateway_api: whether the Gateway API CRDs are installed (their kinds are served and discovered); without
+    them, a cluster as most are, where their paths answer 404 until `install_gateway_api()`.
     """
 
     def __init__(self, bookmark_interval: float = 1.0, max_history: int = 10_000, *,
-                 anonymous_is_admin: bool = True) -> None:
+                 anonymous_is_admin: bool = True, gateway_api: bool = True) -> None:
         self.bookmark_interval = bookmark_interval
+        self.gateway_api = gateway_api
         self.max_history = max_history
         self.anonymous_is_admin = anonymous_is_admin
         self._tokens = Tokens()
@@ -202,6 +216,17 @@ class KubeApiServer:
         async def call() -> Any:
             return fn(*args)
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result(10)
+
+    @property
+    def served_types(self) -> tuple[ResourceType, ...]:
+        """The resource types served now: the custom ones only while their CRDs are installed."""
+        return tuple(r for r in RESOURCE_TYPES if self.gateway_api or not r.custom)
+
+    def install_gateway_api(self) -> None:
+        """Install the Gateway API CRDs: their kinds are served from now on (as `kubectl apply` of them does)."""
+        def install() -> None:
+            self.gateway_api = True
+        self._call(install)
 
     # --- fault hooks (callable from any thread) ---
 
@@ -336,7 +361,7 @@ class KubeApiServer:
                 if request.method != "GET":
                     raise errors.method_not_allowed(request.method)
                 return _json(discovery)
-            route = _parse_resource_path(segments)
+            route = _parse_resource_path(segments, self.served_types)
             if route is None:
                 raise errors.page_not_found()
             return await self._resource(request, route)
@@ -358,14 +383,15 @@ class KubeApiServer:
             return {"kind": "APIVersions", "versions": ["v1"],
                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}]}
         if segments == ["api", "v1"]:
-            return self._resource_list("", "v1")
+            return self._resource_list("", "v1", self.served_types)
+        groups = group_versions(self.served_types)
         if segments == ["apis"]:
             return {"kind": "APIGroupList", "apiVersion": "v1",
-                    "groups": [self._group(name, versions) for name, versions in group_versions().items()]}
-        if len(segments) == 2 and segments[0] == "apis" and segments[1] in group_versions():
-            return {"kind": "APIGroup", "apiVersion": "v1", **self._group(segments[1], group_versions()[segments[1]])}
-        if len(segments) == 3 and segments[0] == "apis" and segments[2] in group_versions().get(segments[1], []):
-            return self._resource_list(segments[1], segments[2])
+                    "groups": [self._group(name, versions) for name, versions in groups.items()]}
+        if len(segments) == 2 and segments[0] == "apis" and segments[1] in groups:
+            return {"kind": "APIGroup", "apiVersion": "v1", **self._group(segments[1], groups[segments[1]])}
+        if len(segments) == 3 and segments[0] == "apis" and segments[2] in groups.get(segments[1], []):
+            return self._resource_list(segments[1], segments[2], self.served_types)
         return None
 
     @staticmethod
@@ -374,10 +400,10 @@ class KubeApiServer:
         return {"name": name, "versions": entries, "preferredVersion": entries[0]}
 
     @staticmethod
-    def _resource_list(group: str, version: str) -> dict[str, Any]:
+    def _resource_list(group: str, version: str, served: Sequence[ResourceType]) -> dict[str, Any]:
         resources = []
-        for rtype in RESOURCE_TYPES:
-            if (rtype.group, rtype.version) != (group, version):
+        for rtype in served:
+            if rtype.group != group or version not in rtype.versions:
                 continue
             entry = {"name": rtype.plural, "singularName": rtype.kind.lower(), "namespaced": rtype.namespaced,
                      "kind": rtype.kind, "verbs": list(ALL_VERBS)}
@@ -421,27 +447,28 @@ class KubeApiServer:
                 meta: dict[str, Any] = {"resourceVersion": str(page.resource_version)}
                 if page.continue_token:
                     meta.update({"continue": page.continue_token, "remainingItemCount": page.remaining})
-                return _json({"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta,
-                              "items": [_list_item(o) for o in page.items]})
+                return _json({"kind": f"{rtype.kind}List", "apiVersion": route.api_version, "metadata": meta,
+                              "items": [route.list_item(o) for o in page.items]})
             if method == "POST" and (route.namespace is not None or not rtype.namespaced):
                 body, manager, dry_run = await self._body(request), self._manager(request), _dry_run(query)
                 warnings = await self._admit(request, rtype, "CREATE", None, lambda: storage.create(
                     rtype, route.namespace, body, manager, dry_run=True))
-                return _json(storage.create(rtype, route.namespace, body, manager, dry_run=dry_run), 201, warnings)
+                return _json(route.shown(storage.create(rtype, route.namespace, body, manager, dry_run=dry_run)), 201,
+                             warnings)
             if method == "DELETE":
                 doomed = storage.list(rtype, route.namespace, predicate).items
                 for obj in doomed:
                     storage.delete(rtype, route.namespace, obj["metadata"]["name"])
-                return _json({"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version,
+                return _json({"kind": f"{rtype.kind}List", "apiVersion": route.api_version,
                               "metadata": {"resourceVersion": str(storage.rv)},
-                              "items": [_list_item(o) for o in doomed]})
+                              "items": [route.list_item(o) for o in doomed]})
             raise errors.method_not_allowed(method)
         if route.subresource == "token":
             if method != "POST":
                 raise errors.method_not_allowed(method)
             return _json(self._token_request(route, await self._body(request)), 201)
         if method == "GET":
-            return _json(storage.get(rtype, route.namespace, route.name))
+            return _json(route.shown(storage.get(rtype, route.namespace, route.name)))
         if method in ("PUT", "PATCH"):
             name, manager, dry_run = route.name, self._manager(request), _dry_run(query)
             if method == "PUT":
@@ -451,7 +478,7 @@ class KubeApiServer:
                     return storage.update(rtype, route.namespace, name, body, status=route.status, manager=manager,
                                           dry_run=dry)
             else:
-                apply = self._patcher(request.headers.get("Content-Type", ""), await self._body(request))
+                apply = self._patcher(request.headers.get("Content-Type", ""), await self._body(request), rtype)
 
                 def write(dry: bool) -> dict[str, Any]:
                     return storage.patch(rtype, route.namespace, name, apply, status=route.status, manager=manager,
@@ -460,7 +487,7 @@ class KubeApiServer:
             if not route.status:
                 old = storage.get(rtype, route.namespace, name)
                 warnings = await self._admit(request, rtype, "UPDATE", old, lambda: write(True))
-            return _json(write(dry_run), 200, warnings)
+            return _json(route.shown(write(dry_run)), 200, warnings)
         if method == "DELETE" and not route.status:
             options = await self._body(request) or {}
             deleted = storage.delete(rtype, route.namespace, route.name,
@@ -513,8 +540,13 @@ class KubeApiServer:
         return lambda obj: labels(obj) and fields(obj)
 
     @staticmethod
-    def _patcher(content_type: str, patch: Any) -> Any:
+    def _patcher(content_type: str, patch: Any, rtype: ResourceType) -> Any:
         media_type = content_type.split(";")[0].strip().lower()
+        if rtype.custom and media_type == patches.STRATEGIC_MERGE_PATCH:
+            # A custom resource has no Go struct to say how its lists merge.
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json-patch+json, application/merge-patch+json, "
+                           "application/apply-patch+yaml")
         apply = {patches.MERGE_PATCH: patches.merge_patch,
                  patches.STRATEGIC_MERGE_PATCH: patches.strategic_merge_patch,
                  patches.JSON_PATCH: patches.json_patch}.get(media_type)
@@ -555,13 +587,13 @@ class KubeApiServer:
         try:
             await response.prepare(request)
             if initial:
-                await response.write(b"".join(self._event_line(t, o) for t, o in initial))
-            return await self._stream(request, response, watcher, timeout, bookmarks)
+                await response.write(b"".join(self._event_line(t, route.shown(o)) for t, o in initial))
+            return await self._stream(request, response, watcher, timeout, bookmarks, route)
         finally:
             storage.unwatch(watcher)
 
     async def _stream(self, request: web.Request, response: web.StreamResponse, watcher: Watcher,
-                      timeout: float, bookmarks: bool) -> web.StreamResponse:
+                      timeout: float, bookmarks: bool, route: _Route) -> web.StreamResponse:
         assert self._loop is not None and self._storage is not None
         loop, storage = self._loop, self._storage
         deadline = loop.time() + timeout
@@ -573,7 +605,7 @@ class KubeApiServer:
             except asyncio.TimeoutError:
                 if bookmarks and loop.time() >= next_bookmark:
                     # The queue is empty, so every change up to the current resourceVersion has been sent.
-                    marker = {"kind": watcher.rtype.kind, "apiVersion": watcher.rtype.api_version,
+                    marker = {"kind": watcher.rtype.kind, "apiVersion": route.api_version,
                               "metadata": {"resourceVersion": str(storage.rv)}}
                     await response.write(self._event_line("BOOKMARK", marker))
                     next_bookmark = loop.time() + self.bookmark_interval
@@ -593,7 +625,8 @@ class KubeApiServer:
                     await response.write(b"".join(lines))
                     await response.write_eof()
                     return response
-                lines.append(self._event_line(*entry))
+                event_type, obj = entry
+                lines.append(self._event_line(event_type, route.shown(obj)))
             await response.write(b"".join(lines))
         await response.write_eof()
         return response

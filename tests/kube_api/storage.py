@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import errors, rbac
+from . import crd_schemas, errors, rbac
 from .resources import RESOURCE_TYPES, ResourceType, by_kind
 
 Obj = dict[str, Any]
@@ -219,6 +219,7 @@ class Storage:
         meta["managedFields"] = [_managed_field(rtype, manager)]
         _defaults_on_create(rtype, obj, None if dry_run else self)
         rbac.validate(rtype, obj, None)
+        crd_schemas.validate(rtype, obj)
         if dry_run:
             return obj
         return self._commit(rtype, key, None, obj)  # type: ignore[return-value]
@@ -260,6 +261,7 @@ class Storage:
                     new["status"] = copy.deepcopy(old["status"])
             _defaults_on_update(rtype, new, old)
             rbac.validate(rtype, new, old)
+            crd_schemas.validate(rtype, new)
         new["kind"], new["apiVersion"] = rtype.kind, rtype.api_version
         if new == old:
             return old  # a no-op write: no new resourceVersion, no watch event (as etcd's GuaranteedUpdate)
@@ -310,8 +312,9 @@ class Storage:
         if not isinstance(body, dict):
             raise errors.bad_request(f"the body must be a {rtype.kind} object")
         obj = copy.deepcopy(body)
-        for field_name, expected in (("kind", rtype.kind), ("apiVersion", rtype.api_version)):
-            if obj.get(field_name) not in (None, "", expected):
+        served = [rtype.api_version_at(version) for version in rtype.versions]
+        for field_name, expected in (("kind", [rtype.kind]), ("apiVersion", served)):
+            if obj.get(field_name) not in (None, "", *expected):
                 raise errors.bad_request(f"{field_name} {obj[field_name]!r} does not match the URL: this "
                                          f"endpoint serves {rtype.api_version} {rtype.kind}")
         obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
@@ -417,6 +420,8 @@ def _merge_managed_fields(existing: list[Obj] | None, entry: Obj) -> list[Obj]:
 def _defaults_on_create(rtype: ResourceType, obj: Obj, storage: Storage | None) -> None:
     """The defaults and server-side fields a real API server adds on create, for the kinds that have any."""
     name = obj["metadata"]["name"]
+    if rtype.custom and rtype.has_status:
+        crd_schemas.status_on_create(rtype, obj)
     if rtype.kind == "Namespace":
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         obj["spec"] = {"finalizers": ["kubernetes"]}

@@ -73,7 +73,8 @@ def test_discovery_lists_core_and_group_resources_with_namespaced_flags_verbs_an
     assert by_name["services/status"]["verbs"] == ["get", "patch", "update"]
     groups = raw(client.ApisApi(k8s.api_client).get_api_versions)
     assert {g["name"] for g in groups["groups"]} == {"networking.k8s.io", "discovery.k8s.io", "coordination.k8s.io",
-                                                     "rbac.authorization.k8s.io", "admissionregistration.k8s.io"}
+                                                     "rbac.authorization.k8s.io", "admissionregistration.k8s.io",
+                                                     "gateway.networking.k8s.io"}
     dynamic = DynamicClient(k8s.api_client)
     ingresses = dynamic.resources.get(api_version="networking.k8s.io/v1", kind="Ingress")
     assert ingresses.namespaced and ingresses.name == "ingresses"
