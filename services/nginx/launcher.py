@@ -63,9 +63,11 @@ def ensure_config(paths: NginxPaths, settings: Settings) -> None:
         try:
             check_file(paths, paths.conf)
             text = paths.conf.read_text()
-            # With IPv6 or without (the ConfigMap's disable-ipv6, which the syncer applied), never elsewhere.
+            # With IPv6 or without, on every address or the bound ones (the ConfigMap's disable-ipv6 and
+            # bind-address, which the syncer applied), never elsewhere.
             ipv6 = listeners.listens_on_ipv6(text, settings)
-            expected = {str(listener) for listener in listeners.nginx_listeners(settings, paths, ipv6)}
+            bind = listeners.bound_hosts(text, settings.ports.http)
+            expected = {str(listener) for listener in listeners.nginx_listeners(settings, paths, ipv6, bind)}
             # The TCP and UDP services' ports (--tcp/udp-services-configmap) are nginx's own: not compared.
             held_ports = (f":{settings.ports.http}", f":{settings.ports.https}")
             found = {address for address in listeners.listen_addresses(text)

@@ -36,18 +36,18 @@ import errno
 import json
 import logging
 import os
-import re
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from services.common import logs
 from services.common.ipv6 import ipv6_available, is_no_ipv6_error
 from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginxconf import processes
+from services.nginxconf.listen_addresses import bound_hosts, listen_addresses
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import remove_if_stale
 
@@ -101,60 +101,41 @@ class Listener:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def nginx_listeners(settings: Settings, paths: NginxPaths, ipv6: bool) -> tuple[Listener, ...]:
+def nginx_listeners(settings: Settings, paths: NginxPaths, ipv6: bool, bind: Sequence[str] = ()) -> tuple[Listener, ...]:
     """What templates/nginx.conf.j2 listens on with these settings (a `listen <port>` is every IPv4 address;
-    with `ipv6`, `listen [::]:<port>` beside it is every IPv6 address, on a socket of its own)."""
-    found = [Listener("http", ("0.0.0.0", settings.ports.http))]
-    if ipv6:
-        found.append(Listener("http-ipv6", ("::", settings.ports.http)))
+    with `ipv6`, `listen [::]:<port>` beside it is every IPv6 address, on a socket of its own). `bind`: the
+    ConfigMap's bind-address, addresses that replace every address of their family."""
+    ipv4_hosts = [host for host in bind if ":" not in host] or ["0.0.0.0"]
+    ipv6_hosts = [host for host in bind if ":" in host] or ["::"]
+
+    def on(port: int, name: str) -> list[Listener]:
+        return [Listener(name, (host, port)) for host in ipv4_hosts] + (
+            [Listener(f"{name}-ipv6", (host, port)) for host in ipv6_hosts] if ipv6 else [])
+
+    found = on(settings.ports.http, "http")
     if settings.ingress.enable_ssl_passthrough:
         # The passthrough proxy owns the HTTPS port; nginx takes TLS from it on a Unix socket.
         found.append(Listener("passthrough-tls", str(paths.passthrough_tls_socket)))
     else:
-        found.append(Listener("https", ("0.0.0.0", settings.ports.https)))
-        if ipv6:
-            found.append(Listener("https-ipv6", ("::", settings.ports.https)))
+        found += on(settings.ports.https, "https")
     found.append(Listener("config", str(paths.config_socket)))
     return tuple(found)
 
 
 def configured_listeners(settings: Settings, paths: NginxPaths) -> tuple[Listener, ...]:
-    """nginx_listeners() for the nginx.conf in place: it listens on IPv6 or not (the ConfigMap's disable-ipv6 is
-    known to the syncer only); without one, as the bootstrap configuration will (IPv6 when the machine has it)."""
+    """nginx_listeners() for the nginx.conf in place: it listens on IPv6 or not, on every address or the bound ones
+    (the ConfigMap's disable-ipv6 and bind-address are known to the syncer only); without one, as the bootstrap
+    configuration will (every address, IPv6 too when the machine has it)."""
     try:
-        ipv6 = listens_on_ipv6(paths.conf.read_text(), settings)
+        text = paths.conf.read_text()
     except FileNotFoundError:
-        ipv6 = ipv6_available()
-    return nginx_listeners(settings, paths, ipv6)
+        return nginx_listeners(settings, paths, ipv6_available())
+    return nginx_listeners(settings, paths, listens_on_ipv6(text, settings), bound_hosts(text, settings.ports.http))
 
 
 def listens_on_ipv6(conf_text: str, settings: Settings) -> bool:
-    return str(Listener("http-ipv6", ("::", settings.ports.http))) in listen_addresses(conf_text)
-
-
-_LISTEN = re.compile(r'^\s*listen\s+("(?:[^"\\]|\\.)*"|[^\s;]+)', re.MULTILINE)
-
-
-def listen_addresses(conf_text: str) -> set[str]:
-    """The addresses of the `listen` directives in an nginx.conf, written as str(Listener) writes them."""
-    found = set()
-    for match in _LISTEN.finditer(conf_text):
-        word = match.group(1)
-        if word.startswith('"'):
-            word = re.sub(r"\\(.)", r"\1", word[1:-1])  # render.quote() escapes \\ and "
-        found.add(_normal_address(word))
-    return found
-
-
-def _normal_address(text: str) -> str:
-    if text.startswith("unix:"):
-        return text
-    if text.isdigit():
-        return f"0.0.0.0:{text}"
-    host, _, port = text.rpartition(":")
-    if host in ("*", ""):
-        host = "0.0.0.0"
-    return f"{host}:{port}" if port.isdigit() else text
+    return any(address.startswith("[") and address.endswith(f"]:{settings.ports.http}")
+               for address in listen_addresses(conf_text))
 
 
 def backlog() -> int:

@@ -297,10 +297,6 @@ class ServerSettings:
     modsecurity: bool = False
     owasp_modsecurity_crs: bool = False
     modsecurity_snippet: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class StreamServer:
     # Logging: nginx's error log ("stderr", or a file), and with enable-syslog both logs also to
     # `syslog_server` ("host:port"; "": none). debug_connection addresses (nginx is built --with-debug).
     error_log_path: str = "stderr"
@@ -317,6 +313,13 @@ class StreamServer:
     # The key of the limit-rps/-rpm/-connections zones (an nginx variable).
     limit_conn_zone_variable: str = "$binary_remote_addr"
     disable_ipv6_dns: bool = False  # the resolver of auth-url and mirror hosts asks for IPv4 addresses only
+    # bind-address: the addresses listened on instead of every address of their family ("": all of them).
+    bind_ipv4: tuple[str, ...] = ()
+    bind_ipv6: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamServer:
     """A TCP or UDP service (--tcp/udp-services-configmap): nginx's stream server on `port`, forwarding to one of
     the endpoints of `backend`, read per connection from the stream endpoints file (no reload when they move)."""
     port: int

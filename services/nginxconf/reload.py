@@ -3,7 +3,8 @@
 `apply(conf)`: `nginx -t` on a copy beside the live file, atomic replace, SIGHUP to the master (not
 `nginx -s reload`, which parses the whole configuration once more before signalling), then wait until the
 master runs workers of the new configuration and the old ones no longer accept connections. Old workers still
-draining are bounded by generations (draining.py).
+draining are bounded by generations (draining.py). A configuration that binds other single addresses (the
+ConfigMap's bind-address) cannot be reloaded: the master is stopped gracefully and supervisord starts a new one.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from services.common.files import atomic_write
 from services.nginxconf import processes
 from services.nginxconf.config_check import NginxConfigError, check_command, failure_message
 from services.nginxconf.draining import DrainingGenerations
+from services.nginxconf.listen_addresses import bound_addresses
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import prepare
 
@@ -67,8 +69,8 @@ class NginxReloader:
     async def apply(self, conf_text: str) -> bool:
         """Test, install and load `conf_text`.
 
-        Returns True once nginx serves it, False when no master is running (the file is in place for the
-        next start). Raises NginxConfigError (nothing changed) or NginxReloadError (the file is installed,
+        Returns True once nginx serves it, False when no master is running or it restarts for new addresses
+        (the file is in place for the next start). Raises NginxConfigError (nothing changed) or NginxReloadError (the file is installed,
         but nginx has not loaded it).
         """
         async with self._lock:
@@ -76,7 +78,13 @@ class NginxReloader:
             master = processes.running_master(self.paths.prefix, self.paths.pid_file)
             workers = processes.workers_of(master.pid, self.paths.prefix) if master else []
             before = {w.pid for w in workers}
+            rebinds = master is not None and self._rebinds(conf_text)
             atomic_write(self.paths.conf, conf_text.encode(), mode=0o600)
+            if rebinds and master is not None and processes.send_signal(master, self.paths.prefix, signal.SIGQUIT):
+                # The master drains and exits; supervisord starts nginx again, which binds the new addresses.
+                log.info("nginx restarts for its new listening addresses (bind-address): a reload could not bind "
+                         "them beside the old ones of the same ports", extra=logs.kv(conf=str(self.paths.conf)))
+                return False
             if master is None or not processes.send_signal(master, self.paths.prefix, signal.SIGHUP):
                 log.info("nginx is not running; it loads the new configuration when it starts",
                          extra=logs.kv(conf=str(self.paths.conf)))
@@ -84,6 +92,16 @@ class NginxReloader:
             await self._wait_for_new_workers(master.pid, before)
             self._bound_draining(master.pid, retired={w.pid for w in workers if w.is_worker})
             return True
+
+    def _rebinds(self, conf_text: str) -> bool:
+        """Whether `conf_text` binds other single addresses than the file in place (the ConfigMap's bind-address
+        changed): on Linux a socket cannot bind 10.0.0.5:80 while another listens on 0.0.0.0:80, or the reverse,
+        so such a change needs a new master rather than a reload."""
+        try:
+            running = self.paths.conf.read_text()
+        except FileNotFoundError:
+            return False
+        return bound_addresses(running) != bound_addresses(conf_text)
 
     def _bound_draining(self, master: int, retired: set[int]) -> None:
         """Stop the oldest old workers beyond the generations allowed to drain (draining.py)."""

@@ -133,6 +133,10 @@ MEANING: dict[str, str] = {
                             "the default certificate; a rule without a host does not count.",
     "limit-conn-zone-variable": "What limit-rps, limit-rpm and limit-connections count by: the client address, or "
                                 "a request header, cookie or argument (`$http_x_api_key`).",
+    "bind-address": "IPv4 and IPv6 addresses (comma-separated) nginx listens on instead of every address of their "
+                    "family, for HTTP, HTTPS and the TCP and UDP services (with --enable-ssl-passthrough the HTTPS "
+                    "port is the passthrough proxy's, on every address); a change restarts nginx, as a reload "
+                    "cannot bind them. Each must be an address of the node.",
     "disable-ipv6-dns": "The resolver of auth-url and mirror-target hosts asks for IPv4 addresses only.",
     "gzip-disable": "User agents (space-separated regular expressions, or `msie6`) that get no gzip (with use-gzip).",
     "ssl-session-ticket-key": "Base64 of 48 or 80 random bytes (`openssl rand 80 | openssl enc -A -base64`): the "

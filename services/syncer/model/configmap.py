@@ -92,6 +92,7 @@ class ControllerConfig(TracingKeys):
     syslog_port: int = 514
     gzip_disable: str = ""  # user agents that get no gzip (with use-gzip)
     ssl_session_ticket_key: bytes | None = None  # decoded; its file is written beside the certificates
+    bind_address: tuple[str, ...] = ()  # IPv4 and IPv6 addresses listened on instead of every address
     # The keys of ANNOTATION_DEFAULTS the ConfigMap sets: annotation name → value, for every Ingress without it.
     ingress_defaults: dict[str, str] = field(default_factory=dict)
     # Parts of directives that take more than one key (_with_composite_directives).
@@ -278,6 +279,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "syslog-port": ("syslog_port", _count(1, 65535)),
     "gzip-disable": ("gzip_disable", configmap_server_keys.gzip_disable),
     "ssl-session-ticket-key": ("ssl_session_ticket_key", configmap_server_keys.ssl_session_ticket_key),
+    "bind-address": ("bind_address", configmap_server_keys.bind_addresses),
 }
 
 # ConfigMap key → (ServerSettings field, parser to its type).
@@ -418,7 +420,9 @@ def _with_composite_directives(config: ControllerConfig) -> ControllerConfig:
     # The TCP and UDP services' log: stream-access-log-path, else access-log-path (never the HTTP log's own path).
     server = replace(server, stream_access_log_path=server.stream_access_log_path or config.access_log_path,
                      syslog_server=configmap_server_keys.syslog_server(config.syslog_host, config.syslog_port)
-                     if config.enable_syslog and config.syslog_host else "")
+                     if config.enable_syslog and config.syslog_host else "",
+                     bind_ipv4=tuple(host for host in config.bind_address if ":" not in host),
+                     bind_ipv6=tuple(host for host in config.bind_address if ":" in host))
     return replace(config, server=server)
 
 

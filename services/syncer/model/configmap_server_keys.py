@@ -58,6 +58,18 @@ def syslog_server(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def bind_addresses(value: str) -> tuple[str, ...]:
+    """bind-address: IPv4 and IPv6 addresses (comma-separated) that nginx listens on instead of every address of
+    their family; each must be an address of this node, or nginx cannot start."""
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise InvalidValue("must be IP addresses of this node separated by commas, such as 10.0.0.5,2001:db8::5")
+    addresses = [ip_network(item) for item in items]
+    if any(address.num_addresses != 1 for address in addresses):
+        raise InvalidValue("must be addresses, not networks, such as 10.0.0.5")
+    return tuple(dict.fromkeys(str(address.network_address) for address in addresses))
+
+
 def debug_connections(value: str) -> tuple[str, ...]:
     """debug-connections: client addresses or networks (comma-separated) whose connections nginx logs at debug
     level whatever error-log-level says."""

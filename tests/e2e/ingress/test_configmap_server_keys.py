@@ -310,3 +310,26 @@ def test_service_upstream_is_every_ingress_default(stage: Stage) -> None:
     stage.expect("own.upstream.example", "/", "POD")
     stage.cluster.apply(configmap())
     stage.expect(HOST, "/", "SERVER-KEYS")
+
+
+def _status_at(stage: Stage, ip: str, port: int) -> int | None:
+    """The status of a request for HOST to ip:port; None when nothing listens there."""
+    try:
+        return requests.get(f"http://{ip}:{port}/", headers={"Host": HOST}, timeout=2).status_code
+    except requests.ConnectionError:
+        return None
+
+
+def test_bind_address_listens_on_the_given_address_only(stage: Stage) -> None:
+    port = stage.controller.http_port
+    assert _status_at(stage, "127.0.0.2", port) == 200  # every address by default
+    # nginx restarts for it (a reload cannot bind 127.0.0.1 beside 0.0.0.0), and serves the routes again.
+    stage.cluster.apply(configmap(**{"bind-address": "127.0.0.1"}))
+    wait_for(lambda: _status_at(stage, "127.0.0.2", port) is None and _status_at(stage, "127.0.0.1", port) == 200,
+             30, what="nginx listening on 127.0.0.1 only")
+    with socket.create_connection(("127.0.0.1", stage.controller.https_port), timeout=5):
+        pass
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.2", stage.controller.https_port), timeout=5)
+    stage.cluster.apply(configmap())
+    wait_for(lambda: _status_at(stage, "127.0.0.2", port) == 200, 30, what="every address again")

@@ -338,6 +338,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     **{key: st.sampled_from(["/dev/stderr", "stderr", "/tmp/pyngress.log", "relative", "/a b", "/tmp"])
        for key in ("error-log-path", "http-access-log-path")},
     "debug-connections": network_lists,
+    "bind-address": st.sampled_from(["127.0.0.1", "127.0.0.1,::1", "10.0.0.0/8", "localhost", "::1;", ""]),
     # OpenTelemetry (services/syncer/model/configmap_tracing.py): values reach Lua only, quoted.
     **{key: booleans for key in ("enable-opentelemetry", "opentelemetry-trust-incoming-span",
                                  "otel-sampler-parent-based")},
