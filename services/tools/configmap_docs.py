@@ -150,6 +150,8 @@ MEANING: dict[str, str] = {
     "proxy-redirect-from": "The proxy-redirect-from of every Ingress without the annotation.",
     "proxy-redirect-to": "The proxy-redirect-to of every Ingress without the annotation.",
     "service-upstream": "The service-upstream of every Ingress without the annotation.",
+    "use-port-in-redirects": "The use-port-in-redirects of every Ingress without the annotation: the redirect to "
+                             "HTTPS names the HTTPS port (by default it names none, whatever the port).",
     **TRACING_MEANING,
     **MODSECURITY_MEANING,
     **GEOIP2_MEANING,

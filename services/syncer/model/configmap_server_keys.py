@@ -22,7 +22,7 @@ from ..annotations.validators import ip_network, pcre_regex
 
 # ConfigMap keys that set the default of the annotation of the same name for every Ingress without it.
 ANNOTATION_DEFAULTS = ("limit-rate", "limit-rate-after", "proxy-cookie-domain", "proxy-cookie-path",
-                       "proxy-redirect-from", "proxy-redirect-to", "service-upstream")
+                       "proxy-redirect-from", "proxy-redirect-to", "service-upstream", "use-port-in-redirects")
 
 _HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from typing import Callable
 
 import pytest
 import requests
@@ -18,6 +19,8 @@ from tests.support.net import wait_for
 pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 
 CONFIGMAP = "ingress/controller"
+# Seconds a ConfigMap change may take: most need a reload, and reloads are rate limited (--sync-rate-limit).
+RELOADED = 30
 HOST = "forwarded-headers"  # a single-label host, as in ingress-nginx's test
 TLS_HOST = "forwarded-tls.example.com"  # listed in spec.tls: plain HTTP is redirected
 # What a client (or a load balancer in front) sends.
@@ -59,11 +62,16 @@ def redirect(stage: Stage, scheme: str = "http", **headers: str) -> tuple[int, s
     return response.status_code, response.headers.get("Location", "")
 
 
+def steadily(check: Callable[[], bool]) -> Callable[[], bool]:
+    """`check`, true for several requests in a row: just after a reload, an old worker may still take one."""
+    return lambda: all(check() for _ in range(5))
+
+
 def use_forwarded_headers(stage: Stage, value: str, **more: str) -> None:
     stage.cluster.apply(configmap(**{"use-forwarded-headers": value, **more}))
     trusted = value == "true"
-    wait_for(lambda: (seen_by_backend(stage, **CLIENT_HEADERS)["x-forwarded-proto"] == "myproto") == trusted, 15,
-             what=f"use-forwarded-headers {value}")
+    wait_for(steadily(lambda: (seen_by_backend(stage, **CLIENT_HEADERS)["x-forwarded-proto"] == "myproto") == trusted),
+             RELOADED, what=f"use-forwarded-headers {value}")
 
 
 def test_a_clients_x_forwarded_headers_are_not_trusted_by_default(stage: Stage) -> None:
@@ -102,13 +110,13 @@ def test_use_forwarded_headers_trusts_them_and_takes_the_first_forwarded_host(st
 
 def test_x_original_forwarded_for_is_what_the_client_sent_beside_the_full_chain(stage: Stage) -> None:
     use_forwarded_headers(stage, "true", **{"compute-full-forwarded-for": "true"})
-    wait_for(lambda: seen_by_backend(stage, **CLIENT_HEADERS)["x-forwarded-for"] == "1.2.3.4, 127.0.0.1", 15,
-             what="the full chain")
+    wait_for(steadily(lambda: seen_by_backend(stage, **CLIENT_HEADERS)["x-forwarded-for"] == "1.2.3.4, 127.0.0.1"),
+             RELOADED, what="the full chain")
     assert seen_by_backend(stage, **CLIENT_HEADERS)["x-original-forwarded-for"] == "1.2.3.4"
     # forwarded-for-header names the header that carries the client, and the one passed on as the original.
     stage.cluster.apply(configmap(**{"use-forwarded-headers": "true", "forwarded-for-header": "X-Client"}))
-    wait_for(lambda: seen_by_backend(stage, **{"X-Client": "5.6.7.8"}).get("x-original-forwarded-for") == "5.6.7.8",
-             15, what="X-Original-Forwarded-For from X-Client")
+    wait_for(steadily(lambda: seen_by_backend(stage, **{"X-Client": "5.6.7.8"}).get("x-original-forwarded-for")
+                      == "5.6.7.8"), RELOADED, what="X-Original-Forwarded-For from X-Client")
     assert seen_by_backend(stage, **{"X-Client": "5.6.7.8"})["x-real-ip"] == "5.6.7.8"
 
 
@@ -131,6 +139,16 @@ def test_the_redirect_to_https_follows_the_load_balancer_with_use_forwarded_head
     assert redirect(stage, "https", **{"X-Forwarded-Proto": "http"}) == (308, f"https://{TLS_HOST}")
 
 
+
+def test_use_port_in_redirects_in_the_configmap_names_the_https_port(stage: Stage) -> None:
+    # ingress-nginx's ConfigMap key is the default of the annotation of the same name.
+    stage.cluster.apply(configmap(**{"use-port-in-redirects": "true"}))
+    wait_for(steadily(lambda: redirect(stage) == (308, f"https://{TLS_HOST}:{stage.controller.https_port}")), RELOADED,
+             what="the HTTPS port named")
+    stage.cluster.apply(configmap())
+    wait_for(steadily(lambda: redirect(stage) == (308, f"https://{TLS_HOST}")), RELOADED, what="no port again")
+
+
 def through_proxy_protocol(stage: Stage, host: str, client_port: int) -> tuple[bytes, dict]:
     """A request behind a PROXY header from a load balancer that took it on `client_port`: the status line, and
     what the backend saw (an empty dict for an answer from nginx itself)."""
@@ -148,8 +166,8 @@ def through_proxy_protocol(stage: Stage, host: str, client_port: int) -> tuple[b
 def test_use_proxy_protocol_takes_the_port_and_https_from_the_proxy_header(stage: Stage) -> None:
     # As ingress-nginx's settings/proxy_protocol.go: the load balancer's port, and HTTPS when it is 443.
     stage.cluster.apply(configmap(**{"use-proxy-protocol": "true"}))
-    wait_for(lambda: through_proxy_protocol(stage, HOST, 1234)[1].get("x-forwarded-for") == "192.168.0.1", 20,
-             what="use-proxy-protocol on")
+    wait_for(steadily(lambda: through_proxy_protocol(stage, HOST, 1234)[1].get("x-forwarded-for") == "192.168.0.1"),
+             RELOADED, what="use-proxy-protocol on")
     seen = through_proxy_protocol(stage, HOST, 1234)[1]
     assert (seen["x-forwarded-port"], seen["x-forwarded-proto"], seen["x-forwarded-for"]) == (
         "1234", "http", "192.168.0.1")
@@ -159,4 +177,5 @@ def test_use_proxy_protocol_takes_the_port_and_https_from_the_proxy_header(stage
     assert through_proxy_protocol(stage, TLS_HOST, 443)[0].startswith(b"HTTP/1.1 200")
     assert through_proxy_protocol(stage, TLS_HOST, 80)[0].startswith(b"HTTP/1.1 308")
     stage.cluster.apply(configmap())
-    wait_for(lambda: stage.controller.get("/", HOST).status_code == 200, 20, what="use-proxy-protocol off")
+    wait_for(steadily(lambda: stage.controller.get("/", HOST).status_code == 200), RELOADED,
+             what="use-proxy-protocol off")

@@ -139,6 +139,8 @@ CASES: dict[str, tuple[str, str, str, str]] = {
                             "the domain to change"),
     "proxy-redirect-from": ("http://backend/", 'proxy_redirect "http://backend/" "/";', "a b", "must be a URL"),
     "proxy-redirect-to": ("/app/", 'proxy_redirect "http://backend/" "/app/";', "$x", "must be a URL"),
+    # (and the redirect to HTTPS names the port: tests/e2e/ingress/test_forwarded_headers.py)
+    "use-port-in-redirects": ("true", 'port_in_redirect "on";', "yes", "must be"),
 }
 # Keys tested elsewhere (typed model values, access log, block lists, policies, HSTS and redirects, the
 # ConfigMaps of headers).

@@ -355,6 +355,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
     "ssl-session-ticket-key": st.sampled_from(["", "abc", base64.b64encode(bytes(48)).decode(),
                                                base64.b64encode(bytes(80)).decode(), base64.b64encode(bytes(81)).decode()]),
     **{key: numbers for key in ("limit-rate", "limit-rate-after")},
+    "use-port-in-redirects": booleans,
     **{key: st.sampled_from(["off", "/ /app", "a b c", "/a;b /c", "$x /"]) for key in ("proxy-cookie-path",
                                                                                      "proxy-cookie-domain")},
     **{key: st.sampled_from(["off", "default", "http://backend/", "/", "a b", "$x"]) for key in ("proxy-redirect-from",
