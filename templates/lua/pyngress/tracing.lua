@@ -6,9 +6,9 @@ start() runs in the router once the request's route is known. On a traced route 
 traceparent when the route trusts incoming spans (opentelemetry-trust-incoming-span, true by default as in
 ingress-nginx) and the header is valid, else it starts a new trace; it draws the span id, decides sampling (the root
 sampler, or a trusted parent's decision with otel-sampler-parent-based), and replaces the traceparent the backend
-gets with one naming this request's span. The client's tracestate goes on only with the parent it belongs to. A
-sampled request leaves its ids and name in $pyngress_trace (a variable: ngx.ctx does not survive the router's jump
-to the named location).
+gets with one naming this request's span ($pyngress_traceparent, which nginx.conf's profile locations send). The
+client's tracestate goes on only with the parent it belongs to. A sampled request leaves its ids and name in
+$pyngress_trace (variables: ngx.ctx does not survive the router's jump to the named location).
 
 record() runs in the log phase: for a sampled request it appends one span (a few variable reads, one small table) to
 this worker's buffer. Every SPANS_PER_BATCH spans, and once a second, the buffer goes to the pyngress_spans shared
@@ -115,11 +115,14 @@ function _M.start(route, path)
     if trust then
         trace_id, parent, parent_sampled = parent_of(var.http_traceparent)
     end
-    if not parent then
-        trace_id = request_id.new()
-        if var.http_tracestate then
-            ngx.req.clear_header("tracestate")  -- another trace's vendor state, or one not trusted
+    if parent then
+        -- The parent's vendor state goes on with it; a new trace sends none (nginx.conf's $pyngress_tracestate_out).
+        local state = var.http_tracestate
+        if state then
+            var.pyngress_tracestate = state
         end
+    else
+        trace_id = request_id.new()
     end
     local span_id = request_id.new()
     if not trace_id or not span_id then
@@ -132,7 +135,7 @@ function _M.start(route, path)
     else
         sampled = root_samples(config, trace_id)
     end
-    ngx.req.set_header("traceparent", "00-" .. trace_id .. "-" .. span_id .. (sampled and "-01" or "-00"))
+    var.pyngress_traceparent = "00-" .. trace_id .. "-" .. span_id .. (sampled and "-01" or "-00")
     if sampled then
         if not name then
             name = config.operation and operation_name(config.operation) or path or "/"
