@@ -151,6 +151,10 @@ CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
     Permission("discovery.k8s.io", "endpointslices", ("list", "watch"), _WATCHED),
     Permission("", "secrets", ("list", "watch"), _WATCHED + " (TLS certificates)"),
     Permission("", "configmaps", ("list", "watch"), _WATCHED + " (the ConfigMaps Ingresses name)"),
+    # Gateway API: read when its CRDs are installed; a cluster without them is not an error.
+    *(Permission("gateway.networking.k8s.io", plural, ("list", "watch"),
+                 _WATCHED + (" (cluster-scoped)" if plural == "gatewayclasses" else "") + ", when the CRD is installed")
+      for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "tlsroutes")),
     Permission("networking.k8s.io", "ingresses/status", ("patch",),
                "services/syncer/ingress_status/updater.py: the leader's merge patch of status.loadBalancer"),
 )

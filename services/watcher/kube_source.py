@@ -36,10 +36,24 @@ from services.watcher.source import StoreWriter
 
 log = logging.getLogger(__name__)
 
+GATEWAY_API = "gateway.networking.k8s.io"
 LIST_PAGE_SIZE = 500
+# How often a kind whose CRD is not installed (or not permitted) is looked for again.
+NOT_INSTALLED_RECHECK_SECONDS = 60.0
 # A watch with no bytes for this long after its own timeoutSeconds is dead (a peer gone without a FIN).
 WATCH_READ_MARGIN_SECONDS = 30.0
 HTTP_GONE = 410
+HTTP_FORBIDDEN = 403
+HTTP_NOT_FOUND = 404
+
+
+@dataclass(frozen=True)
+class CustomResource:
+    """A kind a CRD defines (the Gateway API's): listed through CustomObjectsApi, at the first of `versions` the
+    cluster serves, and optional: a cluster without the CRD (404) or without the permission (403) has none."""
+    group: str
+    plural: str
+    versions: tuple[str, ...] = ("v1",)
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,14 @@ class KindApi:
     api_class: type
     list_all: str
     list_namespaced: str | None = None
+    custom: CustomResource | None = None
+
+
+def _gateway_api(kind: str, plural: str, *, versions: tuple[str, ...] = ("v1",), namespaced: bool = True) -> KindApi:
+    return KindApi(kind, api_version=f"{GATEWAY_API}/{versions[0]}", api_class=client.CustomObjectsApi,
+                   list_all="list_cluster_custom_object",
+                   list_namespaced="list_namespaced_custom_object" if namespaced else None,
+                   custom=CustomResource(GATEWAY_API, plural, versions))
 
 
 KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
@@ -68,7 +90,15 @@ KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
             list_all="list_config_map_for_all_namespaces", list_namespaced="list_namespaced_config_map"),
     KindApi("Node", api_version="v1", api_class=client.CoreV1Api, list_all="list_node"),
     KindApi("Namespace", api_version="v1", api_class=client.CoreV1Api, list_all="list_namespace"),
+    _gateway_api("GatewayClass", "gatewayclasses", namespaced=False),
+    _gateway_api("Gateway", "gateways"),
+    _gateway_api("HTTPRoute", "httproutes"),
+    _gateway_api("GRPCRoute", "grpcroutes"),
+    # v1 where the CRDs are recent, else the version older releases serve.
+    _gateway_api("ReferenceGrant", "referencegrants", versions=("v1", "v1beta1")),
+    _gateway_api("TLSRoute", "tlsroutes", versions=("v1", "v1alpha2")),
 )}
+GATEWAY_KINDS = tuple(kind for kind, api in KIND_APIS.items() if api.custom is not None)
 
 
 @dataclass(frozen=True)
@@ -117,6 +147,9 @@ def watch_targets(settings: Settings) -> list[WatchTarget]:
         # All of them, matched here: a namespace relabelled out of a server-side selector would just vanish
         # from the watch, and its Ingresses must then leave the store.
         targets.append(WatchTarget("Namespace"))
+    targets.append(WatchTarget("GatewayClass"))
+    for kind in GATEWAY_KINDS[1:]:
+        targets += namespaced(kind, [])
     return targets
 
 
@@ -141,10 +174,16 @@ class Gone(Exception):
     """410: the resourceVersion (or continue token) is older than the history the server keeps."""
 
 
+class NotInstalled(Exception):
+    """An optional kind (a CRD's) the cluster does not serve (404), or does not let us read (403)."""
+
+
 @dataclass
 class _TargetState:
     keys: set[str] = field(default_factory=set)
     resource_version: str | None = None  # None: must (re)list
+    version: str | None = None  # a custom resource's version the cluster serves (None: not found yet)
+    missing: str | None = None  # why an optional kind is not there now (logged once per absence)
 
 
 class KubeSource:
@@ -156,8 +195,9 @@ class KubeSource:
     """
 
     def __init__(self, settings: Settings, *, watch_timeout: int = 300, backoff_base: float = 0.5,
-                 backoff_cap: float = 30.0) -> None:
+                 backoff_cap: float = 30.0, recheck_missing: float = NOT_INSTALLED_RECHECK_SECONDS) -> None:
         self.settings = settings
+        self.recheck_missing = recheck_missing
         self.watch_timeout = watch_timeout
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.targets = watch_targets(settings)
@@ -215,6 +255,9 @@ class KubeSource:
                     backoff.reset()
                     continue
                 delay = backoff.next_delay()  # a watch that ends at once, empty: do not spin on it
+            except NotInstalled as missing:
+                await self._absent(target, state=state, store=store, why=str(missing))
+                delay = self.recheck_missing
             except Gone:
                 log.info("resourceVersion expired; relisting", extra=kv(target=target, rv=state.resource_version))
                 state.resource_version = None
@@ -232,15 +275,36 @@ class KubeSource:
                     target=target, error=self._failing[target], retry_in=f"{delay:.1f}s", attempt=backoff.failures))
             await asyncio.sleep(delay)
 
+    async def _absent(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter, why: str) -> None:
+        """An optional kind the cluster does not serve: it has no objects (any published before are gone), and
+        the watcher goes on without it; said once, not at every look."""
+        if state.missing != why:
+            log.info("kind not available in this cluster; going on without it", extra=kv(
+                target=target, reason=why, checked_again_every=f"{self.recheck_missing:.0f}s"))
+        state.missing, state.resource_version, state.version = why, None, None
+        if state.keys:
+            await self._set(store, [(key, None) for key in state.keys])
+            state.keys = set()
+        self._failing.pop(target, None)
+        self._first_list_done(target)
+
     def _first_list_done(self, target: WatchTarget) -> None:
         self._first_lists_pending.discard(target)
         if not self._first_lists_pending:
             self.synced.set()
 
-    def _list_call(self, target: WatchTarget) -> Callable[..., Any]:
+    def _list_call(self, target: WatchTarget, version: str | None = None) -> Callable[..., Any]:
         kind_api = KIND_APIS[target.kind]
         api = self._apis[kind_api.api_class]
         selectors = {"field_selector": target.field_selector} if target.field_selector else {}
+        if kind_api.custom is not None:
+            custom = kind_api.custom
+            served = version or self._states[target].version or custom.versions[0]
+            if target.namespace is not None:
+                return lambda **kwargs: api.list_namespaced_custom_object(
+                    custom.group, served, target.namespace, custom.plural, **selectors, **kwargs)
+            return lambda **kwargs: api.list_cluster_custom_object(custom.group, served, custom.plural, **selectors,
+                                                                   **kwargs)
         if target.namespace is not None:
             assert kind_api.list_namespaced is not None
             method = getattr(api, kind_api.list_namespaced)
@@ -256,6 +320,8 @@ class KubeSource:
         if "kind" not in obj:  # items of a list come without their kind
             kind_api = KIND_APIS[target.kind]
             obj = {"kind": kind_api.kind, "apiVersion": kind_api.api_version, **obj}
+            if kind_api.custom is not None:
+                obj["apiVersion"] = f"{kind_api.custom.group}/{self._states[target].version}"
         return object_key(obj), (slim(obj) if keep(obj, self.settings) else None)
 
     async def _set(self, store: StoreWriter, changes: Iterable[tuple[str, dict[str, Any] | None]]) -> None:
@@ -298,16 +364,31 @@ class KubeSource:
                 return items, page["metadata"]["resourceVersion"]
 
     def _read_list(self, target: WatchTarget, *, token: str | None, limit: int | None) -> dict[str, Any]:
-        """(In a pool thread.) One list request, parsed."""
+        """(In a pool thread.) One list request, parsed; a custom resource's at the first version served."""
         paging: dict[str, Any] = {"limit": limit} if limit else {}
         if token:
             paging["_continue"] = token
-        try:
-            return read_json(self._list_call(target), **paging)
-        except client.ApiException as err:
-            if err.status == HTTP_GONE:
-                raise Gone(str(err)) from None
-            raise
+        custom = KIND_APIS[target.kind].custom
+        state = self._states[target]
+        versions = (state.version,) if token and state.version else custom.versions if custom else (None,)
+        for version in versions:
+            try:
+                page = read_json(self._list_call(target, version), **paging)
+            except client.ApiException as err:
+                if err.status == HTTP_GONE:
+                    raise Gone(str(err)) from None
+                if custom is not None and err.status == HTTP_NOT_FOUND:
+                    continue
+                if custom is not None and err.status == HTTP_FORBIDDEN:
+                    raise NotInstalled(f"not permitted: {api_error_text(err)}; grant list and watch of "
+                                       f"{custom.plural}.{custom.group} to read them") from None
+                raise
+            if version is not None and state.missing is not None:
+                log.info("kind available in this cluster now", extra=kv(target=target, version=version))
+            state.version, state.missing = version, None
+            return page
+        assert custom is not None
+        raise NotInstalled(f"{custom.plural}.{custom.group} is not served (its CRD is not installed)")
 
     async def _watch(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter,
                      backoff: Backoff) -> bool:
@@ -336,10 +417,15 @@ class KubeSource:
 
     def _open_watch(self, target: WatchTarget, resource_version: str | None) -> Any:
         """(In a pool thread.) Start a watch request; returns the raw streaming response."""
-        return self._list_call(target)(
-            watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
-            timeout_seconds=self.watch_timeout, _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT_SECONDS, self.watch_timeout + WATCH_READ_MARGIN_SECONDS))
+        try:
+            return self._list_call(target)(
+                watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+                timeout_seconds=self.watch_timeout, _preload_content=False,
+                _request_timeout=(CONNECT_TIMEOUT_SECONDS, self.watch_timeout + WATCH_READ_MARGIN_SECONDS))
+        except client.ApiException as err:
+            if KIND_APIS[target.kind].custom is not None and err.status == HTTP_NOT_FOUND:
+                raise NotInstalled("its CRD was removed") from None  # relisted: 404 again, or another version
+            raise
 
     async def _lines(self, chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
         """The stream's lines; each chunk is read in a pool thread."""
