@@ -38,15 +38,20 @@ def intersection(listener: str | None, route: str) -> str | None:
     return None
 
 
-def attach(plan: RoutePlan, *, listeners: list[Listener],
+def attach(plan: RoutePlan, *, listeners: list[Listener], our_gateways: frozenset[str],
            labels_of: Callable[[str], Mapping[str, str]]) -> tuple[list[Attachment], list[str]]:
-    """The listeners `plan` attaches to, and why each parentRef naming one of ours attached to none."""
+    """The listeners `plan` attaches to, and why each parentRef naming one of our Gateways ("namespace/name")
+    attached to none."""
     attachments: list[Attachment] = []
     refusals: list[str] = []
     for parent in plan.parents:
         candidates = [listener for listener in listeners if _names(parent, listener)]
         if not candidates:
-            continue  # not one of our Gateways, or no such listener: another controller's business
+            if f"{parent.namespace}/{parent.name}" in our_gateways:
+                refusals.append(f"not attached to Gateway {parent.namespace}/{parent.name}: it has no served "
+                                f"listener named {parent.section or 'any'} on port {parent.port or 'any'} "
+                                "(reason NoMatchingParent)")
+            continue  # not one of our Gateways: another controller's business
         found = False
         reasons = set()
         for listener in candidates:

@@ -38,9 +38,11 @@ def build_gateway(store: Mapping[str, dict[str, Any]], *, settings: Settings, re
         return GatewayModel()
     problems: list[Problem] = []
     grants = ReferenceGrants(objects.grants)
-    listeners, listener_problems = served_listeners(
-        objects, classes=our_classes(objects.classes, settings.ingress.gateway_controller_name), settings=settings,
-        grants=grants, secrets=secrets)
+    classes = our_classes(objects.classes, settings.ingress.gateway_controller_name)
+    listeners, listener_problems = served_listeners(objects, classes=classes, settings=settings, grants=grants,
+                                                    secrets=secrets)
+    our_gateways = frozenset(f"{namespace}/{name}" for (namespace, name), gateway in objects.gateways.items()
+                             if (gateway.get("spec") or {}).get("gatewayClassName") in classes)
     problems += listener_problems
     attached: list[tuple[RoutePlan, list[Attachment]]] = []
     for order, namespace, name, route in objects.routes_oldest_first():
@@ -50,7 +52,8 @@ def build_gateway(store: Mapping[str, dict[str, Any]], *, settings: Settings, re
         except RouteRejected as err:
             problems.append(Problem.error(where, f"{err}; the route is not served"))
             continue
-        attachments, refusals = attach(plan, listeners=listeners, labels_of=objects.labels_of)
+        attachments, refusals = attach(plan, listeners=listeners, our_gateways=our_gateways,
+                                       labels_of=objects.labels_of)
         problems += [Problem.error(where, refusal) for refusal in refusals]
         if attachments:
             problems += [Problem.warning(where, warning) for warning in plan.warnings]

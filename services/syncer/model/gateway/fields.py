@@ -55,6 +55,20 @@ def header_name(value: Any, *, where: str) -> str:
     return value
 
 
+# Headers that frame the message or the connection: a route changing them could make nginx read a request body, or
+# a client read a response, other than as it was sent.
+_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te",
+                              "trailer", "proxy-connection"})
+
+
+def changeable_header(value: Any, *, where: str) -> str:
+    """A header a RequestHeaderModifier or ResponseHeaderModifier may set, add or remove."""
+    name = header_name(value, where=where)
+    if name.lower() in _FRAMING_HEADERS:
+        raise RouteRejected(f"{where}: header {name} frames the message and cannot be changed by a route")
+    return name
+
+
 def header_value(value: Any, *, where: str) -> str:
     if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
         raise RouteRejected(f"{where}: header value {value!r:.80} must be printable text without line breaks, "

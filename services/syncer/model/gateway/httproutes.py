@@ -235,9 +235,9 @@ def _timeout(raw: dict[str, Any], *, where: str) -> str | None:
 def _header_changes(raw: dict[str, Any], *, where: str) -> HeaderChanges:
     def pairs(key: str) -> tuple[tuple[str, str], ...]:
         items = fields.listing(raw.get(key), where=f"{where}.{key}")
-        return tuple((fields.header_name(fields.mapping(h, where=where).get("name"), where=f"{where}.{key}"),
+        return tuple((fields.changeable_header(fields.mapping(h, where=where).get("name"), where=f"{where}.{key}"),
                       fields.header_value(h.get("value"), where=f"{where}.{key}")) for h in items)
-    remove = tuple(fields.header_name(h, where=f"{where}.remove")
+    remove = tuple(fields.changeable_header(h, where=f"{where}.remove")
                    for h in fields.listing(raw.get("remove"), where=f"{where}.remove"))
     return HeaderChanges(set=pairs("set"), add=pairs("add"), remove=remove)
 

@@ -100,7 +100,9 @@ def test_gateways_of_other_classes_and_listeners_on_other_ports_are_not_served(g
     assert not any(r.gateway for r in model.routes.values())
     assert gw.rejections(model) == [
         "Gateway default/gw: listener odd: port 8081 is not available (reason PortUnavailable): HTTP listeners "
-        "are served on port 80 or the controller's HTTP port 80; the listener is not served"]
+        "are served on port 80 or the controller's HTTP port 80; the listener is not served",
+        "HTTPRoute default/web: not attached to Gateway default/gw: it has no served listener named any on port any "
+        "(reason NoMatchingParent)"]
 
 
 def test_the_most_specific_listener_takes_a_host(gw):
@@ -112,3 +114,12 @@ def test_the_most_specific_listener_takes_a_host(gw):
     model = gw.build()
     assert [a["route"] for a in gw.gateway_of(model, "foo.bar.com")["actions"]] == ["default/exact"]
     assert [a["route"] for a in gw.gateway_of(model, "*.bar.com")["actions"]] == ["default/wild"]
+
+
+def test_a_parent_ref_to_a_listener_our_gateway_lacks_is_reported(gw):
+    o = gw.objects
+    gw.gateway(o.listener("http", hostname="app.example.com"))
+    gw.route("web", parents=[{"name": "gw", "sectionName": "nope"}], rules=[o.rule(o.backend_ref("web"))])
+    assert gw.rejections(gw.build()) == [
+        "HTTPRoute default/web: not attached to Gateway default/gw: it has no served listener named nope on port any "
+        "(reason NoMatchingParent)"]

@@ -29,6 +29,11 @@ def bad_route(gw, **rule_parts):
                                                                   "replacePrefixMatch": "/x"}}}],
       "matches": [{"path": {"type": "Exact", "value": "/a"}}]}, "ReplacePrefixMatch needs every match"),
     ({"timeouts": {"request": "ten seconds"}}, "duration 'ten seconds'"),
+    ({"filters": [{"type": "RequestHeaderModifier",
+                   "requestHeaderModifier": {"set": [{"name": "Content-Length", "value": "0"}]}}]},
+     "header Content-Length frames the message"),
+    ({"filters": [{"type": "ResponseHeaderModifier",
+                   "responseHeaderModifier": {"remove": ["Transfer-Encoding"]}}]}, "frames the message"),
 ])
 def test_a_bad_value_refuses_its_route_only(gw, rule_parts, says):
     assert says in bad_route(gw, **rule_parts)
