@@ -1,6 +1,6 @@
 """What pyngress answers itself when no --default-backend-service is set: an unknown host or path gets nginx's own
 404 page, a Service without endpoints or a denied Ingress nginx's own 503 page, as ingress-nginx's e2e suite
-asserts (defaultbackend/default_backend.go, annotations/alias.go, annotations/customheaders.go)."""
+asserts (defaultbackend/default_backend.go, annotations/alias.go, annotations/customheaders.go, servicebackend/)."""
 from __future__ import annotations
 
 import pytest
@@ -16,6 +16,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequ
 HOST = "foo.example.com"
 
 
+def resource_backend_ingress() -> dict:
+    """An Ingress whose path names a resource, not a Service (servicebackend/service_nil_backend.go)."""
+    ingress = k8s.ingress("resource", [k8s.rule("resource.example.com", ("/", "Prefix", "unused", 80))])
+    ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"] = {
+        "resource": {"apiGroup": "otherobj.testingress.com", "kind": "Anything", "name": "mytest"}}
+    return ingress
+
+
 @pytest.fixture(scope="module")
 def stage(manifests_controller, echo) -> Stage:
     controller, cluster = manifests_controller
@@ -23,6 +31,8 @@ def stage(manifests_controller, echo) -> Stage:
     cluster.apply(*stage.backend("FOO", "foo"), k8s.service("empty"),
                   k8s.ingress("foo", [k8s.rule(HOST, ("/app", "Prefix", "foo", 80))]),
                   k8s.ingress("empty", [k8s.rule("empty.example.com", ("/", "Prefix", "empty", 80))]),
+                  k8s.ingress("nonexistent", [k8s.rule("nonexistent.example.com", ("/", "Prefix", "nonexistent", 80))]),
+                  resource_backend_ingress(),
                   # custom-headers naming a ConfigMap that does not exist: the paths are denied.
                   k8s.ingress("denied", [k8s.rule("denied.example.com", ("/", "Prefix", "foo", 80))],
                               annotations={"nginx.ingress.kubernetes.io/custom-headers": "missing"}))
@@ -49,7 +59,12 @@ def test_what_no_rule_takes_gets_nginxs_own_404_page(stage: Stage, scheme: str, 
     assert response.headers["Content-Type"] == "text/html"
 
 
-@pytest.mark.parametrize("host", ["empty.example.com", "denied.example.com"])
+def test_a_path_whose_backend_is_no_service_gets_404(stage: Stage) -> None:
+    response = answer(stage, "http", "GET", "/", "resource.example.com")
+    assert response.status_code == 404 and "<title>404 Not Found</title>" in response.text
+
+
+@pytest.mark.parametrize("host", ["empty.example.com", "nonexistent.example.com", "denied.example.com"])
 def test_no_endpoints_and_denied_paths_get_nginxs_own_503_page(stage: Stage, host: str) -> None:
     wait_for(lambda: answer(stage, "http", "GET", "/", host).status_code == 503, 15, what=f"{host} 503")
     response = answer(stage, "http", "GET", "/", host)
