@@ -29,6 +29,7 @@ from services.nginxconf.resolvers import system_resolvers
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
 from services.nginxconf.modsecurity import ModSecurityRenderError, check_profile_modsecurity, rendered_modsecurity
 from services.nginxconf import tracing
+from services.nginxconf.variables import VARIABLE
 from services.nginxconf.template import BUILTIN_DIR, LUA_SUBDIR, Template, compile_files, read_files
 
 # Size of each Lua shared dictionary holding a pushed table (also the largest table the internal
@@ -172,17 +173,15 @@ def lua_string(value: object) -> str:
     return '"' + "".join(chr(b) if _LUA_PLAIN.fullmatch(chr(b)) else f"\\{b}" for b in data) + '"'
 
 
-_LOG_VARIABLE = re.compile(r"\$(\{[A-Za-z0-9_]+\}|[A-Za-z0-9_]+)")
-
-
-def log_format_string(value: object) -> str:
-    """A log_format string, double-quoted: its `$` must each start a variable name (the only place nginx.conf
-    takes a value with variables from the ConfigMap); no control characters."""
+def with_variables(value: object) -> str:
+    """One nginx argument, double-quoted, whose variables nginx evaluates (a log format, a header value of the
+    ConfigMap's add-headers or proxy-set-headers): each `$` must start a variable name, whose name the model
+    checked against variables.py; no control characters."""
     text = str(value)
-    rest = _LOG_VARIABLE.sub("", text)
+    rest = VARIABLE.sub("", text)
     bad = re.search(r"[\x00-\x1f\x7f$]", rest)
     if bad:
-        raise RenderError(f"log format {text!r}: {bad.group()!r} cannot be written into nginx.conf")
+        raise RenderError(f"{text!r}: {bad.group()!r} cannot be written into nginx.conf")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -395,7 +394,6 @@ def _rendered_profile(profile: LocationProfile) -> _RenderedProfile:
 
 _AUTH_URL = re.compile(r"(http|https)://([^/?#]+)(/[^?#]*)")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_HEADER_VALUE = re.compile(r"[\x20-\x23\x25-\x7e]{0,4096}")  # printable ASCII but `$`: no variables
 _HTTP_METHOD = re.compile(r"[A-Z]{1,16}")
 
 
@@ -517,9 +515,9 @@ def _external_auth(auth: ExternalAuth, profile_name: str) -> _RenderedExternalAu
     url = _AUTH_URL.fullmatch(auth.url)
     if not url:
         raise RenderError(f"auth URL {auth.url!r} must be http(s)://host[:port]/path without query")
-    for header, value in auth.proxy_set_headers:
-        if not _HEADER_NAME.fullmatch(header) or not _HEADER_VALUE.fullmatch(value):
-            raise RenderError(f"auth header {header!r} must be a header name with printable text without '$'")
+    for header, _ in auth.proxy_set_headers:
+        if not _HEADER_NAME.fullmatch(header):
+            raise RenderError(f"auth header {header!r} must be a header name")
     if auth.snippet is not None:
         try:
             check_contained(auth.snippet)
@@ -544,7 +542,7 @@ def _external_auth(auth: ExternalAuth, profile_name: str) -> _RenderedExternalAu
         signin_redirect_param=lua_string(auth.signin_redirect_param), always_set_cookie=auth.always_set_cookie,
         cache_key=auth.cache_key and _cache_key(auth.cache_key),
         cache_durations=[arguments(duration) for duration in auth.cache_durations],
-        proxy_set_headers=[(quote(header), quote(value)) for header, value in auth.proxy_set_headers],
+        proxy_set_headers=[(quote(header), with_variables(value)) for header, value in auth.proxy_set_headers],
         keepalive=auth.keepalive, snippet=auth.snippet,
         keepalive_url=quote(f"{url[1]}://{auth_upstream(profile_name)}{url[3]}") if auth.keepalive else None)
 
@@ -675,7 +673,7 @@ def _port(name: str, value: int) -> int:
 
 
 # The template's own filters: every value reaches nginx.conf through one of them.
-TEMPLATE_FILTERS = {"q": quote, "lua": lua_string, "log_format": log_format_string}
+TEMPLATE_FILTERS = {"q": quote, "lua": lua_string, "with_variables": with_variables}
 
 
 def template_from(directory: Path) -> Template:

@@ -127,7 +127,7 @@ PURE_LIBRARIES = {"services.common.changed_keys", "services.common.gc_pause", "s
                   "services.nginxconf.config", "services.nginxconf.geoip2", "services.nginxconf.pcre",
                   "services.nginxconf.render", "services.nginxconf.request_metrics", "services.nginxconf.snippet_blocks",
                   "services.nginxconf.table_schema", "services.nginxconf.tracing", "services.nginxconf.modsecurity",
-                  "services.nginxconf.modsecurity_rules"}
+                  "services.nginxconf.modsecurity_rules", "services.nginxconf.variables"}
 
 
 def _calls(tree: ast.AST) -> set[str]:

@@ -14,37 +14,11 @@ import re
 from typing import Callable
 
 from services.nginxconf.config import STREAM_LOG_FORMAT, UPSTREAMINFO_FORMAT
-from services.nginxconf.geoip2 import VARIABLES as GEOIP2_VARIABLES
 from services.nginxconf.render import size_bytes
 
 from ..annotations.base import InvalidValue
+from services.nginxconf.variables import HTTP_PREFIXES, HTTP_VARIABLES, STREAM_VARIABLES, has_stray_dollar, unknown_variables
 
-_VARIABLE = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
-# nginx's http, upstream, ssl and realip variables (nginx.org's variable index), and ingress-nginx's.
-_KNOWN = frozenset("""
-    args binary_remote_addr body_bytes_sent bytes_sent connection connection_requests connection_time content_length
-    content_type document_root document_uri host hostname https is_args limit_rate msec nginx_version pid pipe
-    proxy_protocol_addr proxy_protocol_port proxy_protocol_server_addr proxy_protocol_server_port query_string
-    realpath_root remote_addr remote_port remote_user request request_body request_completion request_filename
-    request_id request_length request_method request_time request_uri scheme server_addr server_name server_port
-    server_protocol status tcpinfo_rtt tcpinfo_rttvar tcpinfo_snd_cwnd tcpinfo_rcv_space time_iso8601 time_local
-    uri upstream_addr upstream_bytes_received upstream_bytes_sent upstream_cache_status upstream_connect_time
-    upstream_header_time upstream_queue_time upstream_response_length upstream_response_time upstream_status
-    ssl_cipher ssl_ciphers ssl_curves ssl_protocol ssl_server_name ssl_session_id ssl_session_reused
-    ssl_client_verify ssl_client_s_dn ssl_client_i_dn ssl_client_serial ssl_client_fingerprint ssl_early_data
-    realip_remote_addr realip_remote_port proxy_add_x_forwarded_for
-    proxy_upstream_name proxy_alternative_upstream_name req_id namespace ingress_name service_name location_path
-""".split()) | GEOIP2_VARIABLES  # ingress-nginx's $geoip2_*: empty unless use-geoip2 loads a database defining it
-# nginx's stream core, proxy and upstream variables, and $proxy_upstream_name ("tcp-NAMESPACE-SERVICE-PORT").
-_STREAM_KNOWN = frozenset("""
-    binary_remote_addr bytes_received bytes_sent connection hostname msec nginx_version pid protocol
-    proxy_protocol_addr proxy_protocol_port proxy_protocol_server_addr proxy_protocol_server_port remote_addr
-    remote_port server_addr server_port session_time status time_iso8601 time_local upstream_addr
-    upstream_bytes_received upstream_bytes_sent upstream_connect_time upstream_first_byte_time
-    upstream_session_time proxy_upstream_name
-""".split())
-_KNOWN_PREFIXES = ("arg_", "cookie_", "http_", "sent_http_", "sent_trailer_", "upstream_cookie_", "upstream_http_",
-                   "upstream_trailer_")
 _PARAMS = re.compile(r"(buffer=[0-9]{1,6}[kKmM]?|flush=[0-9]{1,6}(ms|s|m|h)?|gzip(=[1-9])?)")
 MAX_BUFFER = 4 * 1024**2
 _PATH = re.compile(r"/[A-Za-z0-9._/-]{0,250}")
@@ -55,23 +29,22 @@ def _log_format_of(known: frozenset[str], prefixes: tuple[str, ...], example: st
     def validate(value: str) -> str:
         if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
             raise InvalidValue(f"must be one line of text with nginx variables, such as '{example[:40]}...'")
-        unknown = sorted({name for braced, plain in _VARIABLE.findall(value) for name in [braced or plain]
-                          if name not in known and not name.startswith(prefixes)})
+        unknown = unknown_variables(value, known, prefixes)
         if unknown:
             raise InvalidValue(f"names variables nginx does not define here: {', '.join('$' + n for n in unknown)}; "
                                f"use nginx's variables ({ours})")
-        if "$" in _VARIABLE.sub("", value):
+        if has_stray_dollar(value):
             raise InvalidValue("has a $ that starts no variable name; variables are $name or ${name}")
         return value
     return validate
 
 
 # log-format-upstream: printable text whose variables nginx (or pyngress's nginx.conf) defines.
-log_format = _log_format_of(_KNOWN, _KNOWN_PREFIXES, UPSTREAMINFO_FORMAT,
+log_format = _log_format_of(HTTP_VARIABLES, HTTP_PREFIXES, UPSTREAMINFO_FORMAT,
                             "such as $remote_addr, $status, $request_time) or $proxy_upstream_name, $req_id, "
                             "$namespace, $ingress_name, $service_name, $location_path, $geoip2_city_country_code")
 # log-format-stream: the same for the TCP and UDP services' stream servers.
-stream_log_format = _log_format_of(_STREAM_KNOWN, (), STREAM_LOG_FORMAT,
+stream_log_format = _log_format_of(STREAM_VARIABLES, (), STREAM_LOG_FORMAT,
                                    "such as $remote_addr, $protocol, $status, $session_time) or $proxy_upstream_name")
 
 

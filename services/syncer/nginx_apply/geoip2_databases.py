@@ -11,13 +11,13 @@ no longer loaded (its variables are not defined, as in ingress-nginx when a file
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
 from services.common.settings import GeoIP2Settings
 from services.nginxconf.config import NginxConfig
+from services.nginxconf.variables import VARIABLE
 from services.nginxconf.geoip2 import EDITION_VARIABLES, VARIABLES, defined_variables, edition_ids, loaded
 from services.syncer.model.problems import Problem
 from services.syncer.model.types import Model
@@ -25,7 +25,6 @@ from services.syncer.model.types import Model
 # The spec's marker before the metadata, which sits in the file's last 128 KiB.
 METADATA_MARKER = b"\xab\xcd\xefMaxMind.com"
 _METADATA_MAX_BYTES = 128 * 1024
-_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 _HOW_TO_PROVIDE = "mount the file there from a volume, or run a sidecar such as geoipupdate that writes it"
 
 
@@ -102,13 +101,15 @@ class GeoIP2Databases:
         found = [(edition, *self._found[edition]) for edition in self.editions if edition in self._found]
         geoip2 = replace(config.geoip2, databases=loaded(found) if config.geoip2.enabled else ())
         defined = defined_variables(geoip2)
-        logged = {braced or plain for braced, plain in _VARIABLE.findall(config.access_log.format)} & VARIABLES
-        empty = tuple(sorted(logged - defined))
+        texts = (config.access_log.format,
+                 *(value for _, value in (*config.server.add_headers, *config.server.proxy_set_headers)))
+        named = {braced or plain for text in texts for braced, plain in VARIABLE.findall(text)} & VARIABLES
+        empty = tuple(sorted(named - defined))
         if empty:
             why = "no database of --maxmind-edition-ids defines them" if config.geoip2.enabled \
                 else 'use-geoip2 is not "true"'
-            problems.append(f"log-format-upstream names {', '.join('$' + name for name in empty)}, which are logged "
-                            f"empty: {why}")
+            problems.append(f"log-format-upstream, add-headers or proxy-set-headers name "
+                            f"{', '.join('$' + name for name in empty)}, which are empty: {why}")
         return replace(config, geoip2=replace(geoip2, empty_variables=empty)), problems
 
     def _path(self, edition: str) -> Path:

@@ -189,15 +189,17 @@ def test_headers_from_configmaps_to_clients_and_backends(stage: Stage) -> None:
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "to-clients", "namespace": namespace},
          "data": {"X-Served-By": "pyngress edge"}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "to-backends", "namespace": namespace},
-         "data": {"X-Team": "payments", "X-Forwarded-For": "1.2.3.4", "X-Var": "$remote_addr"}},
+         "data": {"X-Team": "payments", "X-Forwarded-For": "1.2.3.4", "X-Var": "ip=${remote_addr}",
+                  "X-Unknown": "$no_such_variable"}},
         configmap(**{"add-headers": f"{namespace}/to-clients", "proxy-set-headers": f"{namespace}/to-backends"}))
     # Each manifest is a file of its own: wait until the watcher has read all three.
     wait_for(lambda: (lambda r: r.headers.get("X-Served-By") == "pyngress edge" and
                       r.json()["headers"].get("x-team") == "payments")(get(stage)), 15, what="both headers")
     seen = get(stage).json()["headers"]
-    assert seen["x-forwarded-for"] == "127.0.0.1" and "x-var" not in seen  # refused entries
+    assert seen["x-forwarded-for"] == "127.0.0.1" and "x-unknown" not in seen  # refused entries
+    assert seen["x-var"] == "ip=127.0.0.1"  # nginx's variables are evaluated, as ingress-nginx's template lets them
     refusals = ("entry 'X-Forwarded-For': pyngress sets this header itself; skipped",
-                "entry 'X-Var': the value must be printable text without '$'")
+                "entry 'X-Unknown': names variables nginx does not define: $no_such_variable")
     # The status record follows the reload by a moment.
     wait_for(lambda: all(r in " ".join(status(stage)["problems"]) for r in refusals), 10, what="refusals reported")
 

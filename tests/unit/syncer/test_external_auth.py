@@ -181,19 +181,23 @@ def headers_configmap(cluster, data, *, name="auth-headers", ns="default"):
 
 @pytest.mark.parametrize("reference", ["auth-headers", "default/auth-headers"])
 def test_auth_proxy_set_headers_are_sent_to_the_auth_service(cluster, reference):
-    headers_configmap(cluster, {"X-Tenant": "team-a", "X-Scopes": "read write"})
+    headers_configmap(cluster, {"X-Tenant": "team-a", "X-Scopes": "read write", "X-Client": "${remote_addr}"})
     cluster.app(annotations={"auth-url": URL, "auth-proxy-set-headers": reference})
     model = cluster.build()
     assert cluster.rejections(model) == []
-    assert route_profile(model).external_auth.proxy_set_headers == (("X-Scopes", "read write"), ("X-Tenant", "team-a"))
+    assert route_profile(model).external_auth.proxy_set_headers == (
+        ("X-Client", "${remote_addr}"), ("X-Scopes", "read write"), ("X-Tenant", "team-a"))
     conf = render(model.config)
-    assert 'proxy_set_header "X-Scopes" "read write";\n            proxy_set_header "X-Tenant" "team-a";' in conf
+    # nginx evaluates the variables of these values, as ingress-nginx's template lets it.
+    assert ('proxy_set_header "X-Client" "${remote_addr}";\n            proxy_set_header "X-Scopes" "read write";\n'
+            '            proxy_set_header "X-Tenant" "team-a";') in conf
 
 
 @pytest.mark.parametrize("configmap, reference, problem", [
     (None, "auth-headers", "ConfigMap default/auth-headers not found (it must be in a namespace the controller "
                            "watches)"),
-    ({"X-Tenant": "a$host"}, "auth-headers", "entry 'X-Tenant': the value must be printable text without '$'"),
+    ({"X-Tenant": "a$no_such"}, "auth-headers", "entry 'X-Tenant': names variables nginx does not define: $no_such"),
+    ({"X-Tenant": "a$"}, "auth-headers", "entry 'X-Tenant': has a $ that starts no variable name"),
     ({"X-Tenant\n": "a"}, "auth-headers", "entry 'X-Tenant\\n': not a header name"),
     ({"X-Original-URL": "http://x/"}, "auth-headers", "entry 'X-Original-URL': pyngress sets this header itself"),
     ({"X-Tenant": "a"}, "other/auth-headers", "auth-proxy-set-headers other/auth-headers is in another namespace"),

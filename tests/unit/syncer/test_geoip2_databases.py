@@ -88,11 +88,12 @@ def test_a_variable_two_editions_define_comes_from_the_first(tmp_path):
 def test_logged_variables_no_database_defines_are_empty(tmp_path, enabled, why):
     write(tmp_path, "GeoLite2-City", "AU")
     logged = replace(CONFIG, geoip2=GeoIP2(enabled=enabled),
-                     access_log=AccessLog(format="$remote_addr ${geoip2_city} $geoip2_org $geoip2_city_country_code"))
+                     access_log=AccessLog(format="$remote_addr ${geoip2_city} $geoip2_org"),
+                     server=replace(CONFIG.server, proxy_set_headers=(("X-Country", "$geoip2_city_country_code"),)))
     config, problems = databases(tmp_path, "GeoLite2-City").complete(logged)
     assert config.geoip2.empty_variables == (("geoip2_org",) if enabled else
                                              ("geoip2_city", "geoip2_city_country_code", "geoip2_org"))
-    assert problems[-1].endswith(f"which are logged empty: {why}")
+    assert problems[-1].endswith(f"which are empty: {why}")
     assert bool(config.geoip2.databases) is enabled
 
 
