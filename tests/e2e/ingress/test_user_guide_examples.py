@@ -254,8 +254,12 @@ def test_custom_errors_with_a_custom_default_backend(stage):
     host = "custom-errors.example.com"
     stage.cluster.apply(*stage.backend("ERRORS", service="nginx-errors"))
     serve(stage, "errors-app", host, default_backend="nginx-errors", custom_http_errors="404,503")
-    wait_for(lambda: stage.served_by(host, "/missing?status=404") == "ERRORS", 15, what="the error backend asked")
-    seen = stage.controller.get("/missing?status=404", host).json()["headers"]
+    wait_for(lambda: stage.controller.get("/missing?status=404", host).json()["backend"] == "ERRORS", 15,
+             what="the error backend asked")
+    answer = stage.controller.get("/missing?status=404", host)
+    # It is asked on / with the query kept; the client gets its status (here the echo's, from that query) and body.
+    assert answer.status_code == 404
+    seen = answer.json()["headers"]
     assert {key: seen.get(key) for key in ("x-code", "x-original-uri", "x-namespace", "x-ingress-name",
                                            "x-service-name", "x-service-port")} == {
         "x-code": "404", "x-original-uri": "/missing?status=404", "x-namespace": "default",
