@@ -13,6 +13,7 @@ module creates is removed at the end.
 """
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import os
@@ -25,11 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import kubernetes.client
 import pytest
 import requests
 import yaml
 
+from services.tools import install_manifests
+from tests.e2e.tls.pki import TestCA
+from tests.kube_api import KubeApiServer
+from tests.support import k8s as factories
 from tests.support.ingress_nginx_deploy import CLOUD_DEPLOY_COMMAND, POD_ENV
+from tests.support.kube_cluster import ApiCluster
 from tests.support.net import free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
@@ -256,14 +263,16 @@ class Container:
     """One `podman run -d --network host` of the image, on free ports; `remove()` deletes it."""
 
     def __init__(self, image: str, manifests: Path, mode: RunMode = AS_ROOT,
-                 entrypoint_args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+                 entrypoint_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 source: tuple[str, ...] = ("--manifests=/manifests",), volumes: tuple[str, ...] = ()) -> None:
+        """`source`: where the objects come from; `volumes`: more podman --volume values."""
         self.name = f"pyngress-e2e-{uuid.uuid4().hex[:8]}"
         self.mode = mode
         self.http_port, self.https_port, self.healthz_port = free_port(), free_port(), free_port()
         podman("run", "--detach", "--name", self.name, "--network", "host", "--pull=never",
-               "--volume", f"{manifests}:/manifests:ro", *mode.run_args,
+               "--volume", f"{manifests}:/manifests:ro", *(f"--volume={v}" for v in volumes), *mode.run_args,
                *(f"--env={name}={value}" for name, value in (env or {}).items()), image, *entrypoint_args,
-               "--manifests=/manifests", f"--http-port={self.http_port}", f"--https-port={self.https_port}",
+               *source, f"--http-port={self.http_port}", f"--https-port={self.https_port}",
                f"--healthz-port={self.healthz_port}", f"--status-port={free_port()}",
                f"--ssl-passthrough-proxy-port={free_port()}")
 
@@ -475,3 +484,71 @@ def test_ingress_nginx_entrypoint_and_pre_stop_hook(image: str, manifests: Path,
         assert wrapped.state() == ("exited", 0)
     finally:
         wrapped.remove()
+
+
+def test_ingress_nginx_chart_defaults_run_the_webhook_the_api_server_calls(image: str, manifests: Path,
+                                                                          backends: Backends, tmp_path: Path) -> None:
+    """The chart's defaults (`/nginx-ingress-controller` with --validating-webhook=:8443 and the certificate of its
+    Secret at /usr/local/certificates), watching the API test server on the host: the API server calls the webhook
+    in the container with the configuration's caBundle; an Ingress is admitted and served, a snippet refused with
+    the webhook's message. The port is a free one instead of 8443 (host networking)."""
+    namespace, service = POD_ENV["POD_NAMESPACE"], "ingress-nginx-controller-admission"
+    port = free_port()
+    ca = TestCA(tmp_path)
+    pair = ca.issue(f"{service}.{namespace}.svc", (f"{service}.{namespace}.svc",))
+    certificates = tmp_path / "certificates"
+    certificates.mkdir()
+    (certificates / "cert").write_text(pair.cert)
+    (certificates / "key").write_text(pair.key)
+    with KubeApiServer() as api:
+        kube = tmp_path / "kube"
+        kube.mkdir()
+        api.write_kubeconfig(kube / "kubeconfig")
+        api_client = kubernetes.client.ApiClient(api.configuration())
+        cluster = ApiCluster(api_client)
+        cluster.apply(factories.ingress_class("nginx"),
+                      factories.service(service, 443, namespace=namespace, port_name="https-webhook"),
+                      factories.endpoint_slice(service, ["127.0.0.1"], port, namespace=namespace,
+                                               port_name="https-webhook"),
+                      factories.service("echo-a", 80),
+                      factories.endpoint_slice("echo-a", ["127.0.0.1"], backends.echo_ports["echo-a"]))
+        configuration = install_manifests.validating_webhook_configuration(install_manifests.Options(
+            namespace=namespace))
+        webhook = configuration["webhooks"][0]
+        webhook["clientConfig"]["service"]["name"] = service
+        webhook["clientConfig"]["caBundle"] = base64.b64encode(ca.cert_path.read_bytes()).decode()
+        kubernetes.client.AdmissionregistrationV1Api(api_client).create_validating_webhook_configuration(configuration)
+        wrapped = Container(image, manifests, entrypoint_args=(*CLOUD_DEPLOY_COMMAND, f"--validating-webhook=:{port}"),
+                            env=POD_ENV, source=("--kubeconfig=/kube/kubeconfig",),
+                            volumes=(f"{certificates}:/usr/local/certificates:ro", f"{kube}:/kube:ro"))
+        try:
+            wrapped.wait_healthy()
+            networking = kubernetes.client.NetworkingV1Api(api_client)
+            admitted = factories.ingress("admitted", [factories.rule("admitted.local", ("/", "Prefix", "echo-a", 80))])
+            wait_for(lambda: _created(networking, admitted), 30, what="the webhook admitting an Ingress")
+            wait_for(lambda: wrapped.served_by("admitted.local", "/") == "echo-a", 15, what="the Ingress served")
+            refused = factories.ingress("refused", [factories.rule("refused.local", ("/", "Prefix", "echo-a", 80))],
+                                        annotations={"nginx.ingress.kubernetes.io/server-snippet": "return 200;"})
+            with pytest.raises(kubernetes.client.ApiException) as denied:
+                networking.create_namespaced_ingress("default", refused)
+            message = json.loads(denied.value.body)["message"]
+            assert denied.value.status == 400, message
+            assert message.startswith('admission webhook "validate.nginx.ingress.kubernetes.io" denied the request: ')
+            assert "server-snippet" in message and api.admission_calls >= 2
+        except BaseException:
+            print(wrapped.logs())
+            raise
+        finally:
+            wrapped.remove()
+            api_client.close()
+
+
+def _created(networking: "kubernetes.client.NetworkingV1Api", ingress: dict) -> bool:
+    """Create `ingress`; False while the webhook does not answer yet (the API server's 500)."""
+    try:
+        networking.create_namespaced_ingress("default", ingress)
+    except kubernetes.client.ApiException as err:
+        if err.status != 500:
+            raise
+        return False
+    return True
