@@ -316,6 +316,7 @@ class ServerSettings:
     # bind-address: the addresses listened on instead of every address of their family ("": all of them).
     bind_ipv4: tuple[str, ...] = ()
     bind_ipv6: tuple[str, ...] = ()
+    enable_ocsp: bool = False  # OCSP responses stapled for the certificates served by SNI (ocsp_stapling.lua)
 
 
 @dataclass(frozen=True, kw_only=True)

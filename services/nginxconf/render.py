@@ -763,7 +763,8 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
                          if name in by_name],
         stream_snippets=[p.stream_snippet for p in profiles if p.stream_snippet],
         stream_servers=list(config.stream_servers), stream_js=str(BUILTIN_DIR / "njs" / "stream.js"),
-        resolvers=" ".join(system_resolvers()) if any(p.external_auth or p.mirror for p in profiles) else "",
+        resolvers=" ".join(system_resolvers()) if server.enable_ocsp or any(p.external_auth or p.mirror
+                                                                            for p in profiles) else "",
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),
         body_limits=body_limits(profiles, config.globals),
         access_log=config.access_log,

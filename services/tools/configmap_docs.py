@@ -137,6 +137,9 @@ MEANING: dict[str, str] = {
                     "family, for HTTP, HTTPS and the TCP and UDP services (with --enable-ssl-passthrough the HTTPS "
                     "port is the passthrough proxy's, on every address); a change restarts nginx, as a reload "
                     "cannot bind them. Each must be an address of the node.",
+    "enable-ocsp": "Staple the OCSP response of each certificate served (fetched from the responder its Authority "
+                   "Information Access names, through the node's DNS servers; tls.crt must hold the issuer after the "
+                   "certificate); a handshake before the first response arrives goes unstapled.",
     "disable-ipv6-dns": "The resolver of auth-url and mirror-target hosts asks for IPv4 addresses only.",
     "gzip-disable": "User agents (space-separated regular expressions, or `msie6`) that get no gzip (with use-gzip).",
     "ssl-session-ticket-key": "Base64 of 48 or 80 random bytes (`openssl rand 80 | openssl enc -A -base64`): the "

@@ -320,6 +320,7 @@ SERVER_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ssl-reject-handshake": ("ssl_reject_handshake", _flag),
     "limit-conn-zone-variable": ("limit_conn_zone_variable", configmap_server_keys.limit_conn_zone_variable),
     "disable-ipv6-dns": ("disable_ipv6_dns", _flag),
+    "enable-ocsp": ("enable_ocsp", _flag),
     **{key: (target, contained_snippet) for key, target in SNIPPET_KEYS.items()},
     **MODSECURITY_KEYS,
 }

@@ -33,5 +33,4 @@ UNSUPPORTED: dict[str, str] = {
     "proxy-ssl-location-only": "pyngress always applies the proxy-ssl-* annotations to their own Ingress's paths "
                                "only (as ingress-nginx with proxy-ssl-location-only: \"true\"): all hosts share "
                                "one server block, so there is no server-wide form to turn off",
-    "enable-ocsp": "not implemented yet",
 }

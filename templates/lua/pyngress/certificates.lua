@@ -29,6 +29,7 @@ local cjson = require("cjson.safe")
 local store = require("pyngress.store")
 local router = require("pyngress.router")
 local settings = require("pyngress.settings")
+local ocsp_stapling = require("pyngress.ocsp_stapling")
 local client_auth = require("pyngress.client_auth")  -- also declares ERR_clear_error, used here
 
 local C = ffi.C
@@ -176,7 +177,9 @@ local function parse(dict, id, digest)
         ngx.log(ngx.ERR, "private key of certificate ", id, " does not parse: ", err)
         return nil
     end
-    return { digest = digest, cert = cert, key = key }
+    -- The chain in DER for OCSP stapling (its request names the certificate and its issuer).
+    local der = settings.enable_ocsp and ssl.cert_pem_to_der(cert_pem) or nil
+    return { digest = digest, cert = cert, key = key, der = der }
 end
 
 local function certificate_for(index, dict, name)
@@ -237,6 +240,9 @@ function _M.serve()
     if not ok then
         ngx.log(ngx.ERR, "cannot serve certificate for ", tostring(ssl.server_name()), ": ", err)
         return ngx.exit(ngx.ERROR)
+    end
+    if entry.der then
+        ocsp_stapling.staple(entry.digest, entry.der)
     end
 end
 

@@ -26,6 +26,8 @@ local _M = {
     generate_request_id = true,
     -- ConfigMap ssl-reject-handshake: a TLS handshake for a name no Ingress serves is refused (certificates.lua).
     ssl_reject_handshake = false,
+    -- ConfigMap enable-ocsp: certificates served by SNI get their OCSP response stapled (ocsp_stapling.lua).
+    enable_ocsp = false,
 }
 
 function _M.set(values)
@@ -46,6 +48,7 @@ function _M.set(values)
     _M.http2_locations = values.http2_locations or {}
     _M.generate_request_id = values.generate_request_id
     _M.ssl_reject_handshake = values.ssl_reject_handshake == true
+    _M.enable_ocsp = values.enable_ocsp == true
 end
 
 return _M

@@ -8,6 +8,7 @@ import gzip
 import os
 import socket
 import ssl
+import subprocess
 import tempfile
 import threading
 import time
@@ -19,6 +20,7 @@ import pytest
 import requests
 
 from tests.e2e.ingress.scenarios import Stage
+from tests.e2e.tls.pki import Pair, TestCA, tls_secret
 from tests.support import k8s
 from tests.e2e.ingress.conftest import reachable
 from tests.support.net import free_port, wait_for
@@ -333,3 +335,48 @@ def test_bind_address_listens_on_the_given_address_only(stage: Stage) -> None:
         socket.create_connection(("127.0.0.2", stage.controller.https_port), timeout=5)
     stage.cluster.apply(configmap())
     wait_for(lambda: _status_at(stage, "127.0.0.2", port) == 200, 30, what="every address again")
+
+
+OCSP_HOST = "ocsp.example.com"
+
+
+@pytest.fixture
+def ocsp_responder(tmp_path) -> Iterator[tuple[TestCA, Pair]]:
+    """A CA, a certificate of OCSP_HOST naming its OCSP responder, and `openssl ocsp` answering that it is good."""
+    ca = TestCA(tmp_path)
+    port = free_port()
+    pair = ca.issue(OCSP_HOST, extensions=(f"authorityInfoAccess=OCSP;URI:http://127.0.0.1:{port}/",))
+    serial = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pair.cert.encode(), capture_output=True,
+                            check=True).stdout.decode().strip().partition("=")[2]
+    (tmp_path / "index.txt").write_text(f"V\t391231235959Z\t\t{serial}\tunknown\t/CN={OCSP_HOST}\n")
+    log = tmp_path / "responder.log"
+    with open(log, "wb") as output:
+        responder = subprocess.Popen(
+            ["openssl", "ocsp", "-index", str(tmp_path / "index.txt"), "-port", str(port), "-CA",
+             str(ca.cert_path), "-rsigner", str(ca.cert_path), "-rkey", str(tmp_path / "ca.key"), "-ignore_err"],
+            stdout=output, stderr=subprocess.STDOUT)
+    # Not by connecting: the responder serves one connection at a time, and one that sends nothing stalls it.
+    wait_for(lambda: b"waiting for OCSP client connections" in log.read_bytes(), 10, what="the OCSP responder")
+    yield ca, pair
+    responder.kill()
+    responder.wait()
+
+
+def _stapled_status(stage: Stage, host: str) -> str:
+    out = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{stage.controller.https_port}",
+                          "-servername", host, "-status"], input=b"", capture_output=True, timeout=10).stdout.decode()
+    return "good" if "Cert Status: good" in out else "none" if "OCSP response: no response sent" in out else out
+
+
+def test_enable_ocsp_staples_the_responders_answer(stage: Stage, ocsp_responder) -> None:
+    ca, pair = ocsp_responder
+    # The issuer follows the certificate in tls.crt: the OCSP request names both.
+    chain = Pair(pair.cert + ca.cert_path.read_text(), pair.key)
+    stage.cluster.apply(tls_secret("ocsp-tls", chain), k8s.ingress(
+        "ocsp", [k8s.rule(OCSP_HOST, ("/", "Prefix", "server-keys", 80))],
+        tls=[{"hosts": [OCSP_HOST], "secretName": "ocsp-tls"}]))
+    stage.expect(OCSP_HOST, "/", "308")  # served: plain HTTP goes to HTTPS
+    assert _stapled_status(stage, OCSP_HOST) == "none"  # not without the key
+    apply_and_wait(stage, {"enable-ocsp": "true"}, "lua_shared_dict pyngress_ocsp")
+    # The first handshake starts the fetch; a later one staples the answer.
+    wait_for(lambda: _stapled_status(stage, OCSP_HOST) == "good", 20, what="a stapled OCSP response, status good")

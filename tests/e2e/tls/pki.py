@@ -35,10 +35,14 @@ class TestCA:
         self._openssl("req", "-x509", *self._new_key(self._key_path), "-out", str(self.cert_path), "-days", "2",
                       "-subj", "/O=pyngress tests/CN=pyngress test CA")
 
-    def issue(self, common_name: str, dns_names: tuple[str, ...] = (), organization: str = "pyngress") -> Pair:
+    def issue(self, common_name: str, dns_names: tuple[str, ...] = (), organization: str = "pyngress",
+              extensions: tuple[str, ...] = ()) -> Pair:
+        """`extensions`: more X.509v3 extensions, as openssl's extension file writes them
+        ("authorityInfoAccess=OCSP;URI:http://127.0.0.1:8080")."""
         n = next(self._serial)
         key, csr, cert, ext = (self.directory / f"leaf-{n}.{suffix}" for suffix in ("key", "csr", "crt", "ext"))
-        ext.write_text("subjectAltName=" + ",".join(f"DNS:{name}" for name in dns_names or (common_name,)) + "\n")
+        ext.write_text("subjectAltName=" + ",".join(f"DNS:{name}" for name in dns_names or (common_name,)) + "\n"
+                       + "".join(f"{extension}\n" for extension in extensions))
         self._openssl("req", *self._new_key(key), "-out", str(csr), "-subj", f"/O={organization}/CN={common_name}")
         self._openssl("x509", "-req", "-in", str(csr), "-CA", str(self.cert_path), "-CAkey", str(self._key_path),
                       "-set_serial", str(n), "-days", "2", "-extfile", str(ext), "-out", str(cert))

@@ -123,6 +123,7 @@ CASES: dict[str, tuple[str, str, str, str]] = {
                              'must be "true" or "false"'),
     "ssl-reject-handshake": ("true", "ssl_reject_handshake = true,", "x", 'must be "true" or "false"'),
     "gzip-disable": ("msie6 Opera.*Mini", 'gzip_disable "msie6" "Opera.*Mini";', "(", "not a valid regular expression"),
+    "enable-ocsp": ("true", "lua_shared_dict pyngress_ocsp 4m;", "x", 'must be "true" or "false"'),
     "bind-address": ("127.0.0.1,::1", "listen 127.0.0.1:9000 proxy_protocol;", "10.0.0.0/8", "not networks"),
     # ModSecurity (tests/integration/nginx/test_modsecurity.py: what it does to requests).
     "enable-modsecurity": ("true", "load_module /usr/lib/nginx/modules/ngx_http_modsecurity_module.so;", "x",

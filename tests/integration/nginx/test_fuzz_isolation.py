@@ -330,7 +330,7 @@ CONFIGMAP_VALUES: dict[str, st.SearchStrategy[str]] = {
         min_size=1, max_size=6).map(" ".join),
     **{key: booleans for key in ("enable-syslog", "enable-multi-accept", "enable-aio-write", "allow-backend-server-header",
                                  "proxy-add-original-uri-header", "retry-non-idempotent", "ssl-reject-handshake",
-                                 "disable-ipv6-dns")},
+                                 "disable-ipv6-dns", "enable-ocsp")},
     # "true" would send the good Ingress to its Service's cluster IP, which the fuzzed Service has none of.
     "service-upstream": st.sampled_from(["false", "x", "true;"]),
     "syslog-host": st.sampled_from(["127.0.0.1", "::1", "syslog.example.com", "bad host", "10.0.0.0/8", "a;b"]),
