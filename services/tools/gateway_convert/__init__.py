@@ -177,10 +177,14 @@ def _routes(ingress: _Ingress, built: IngressRules, listeners: Listeners, option
                 to_https.append(host)
         key = json.dumps([host == ANY_HOST, sections, [r.to_json() for r in host_rules]], sort_keys=True)
         groups.setdefault(key, ([], sections, host_rules))[0].append(host)
+    # The Ingress's age is the routes': where two routes want the same host and path, the older wins, as the older
+    # Ingress did (an API server sets its own creationTimestamp; a manifests directory keeps this one).
+    created = (ingress.obj.get("metadata") or {}).get("creationTimestamp")
     routes = []
     for i, (hosts, sections, host_rules) in enumerate(groups.values()):
         name = built.name if i == 0 else f"{built.name}-{i + 1}"
-        routes.append(_route(name, built.namespace, hosts, sections, [r.to_json() for r in host_rules], options))
+        routes.append(_route(name, built.namespace, hosts, sections, [r.to_json() for r in host_rules], options,
+                             created))
     if to_https:
         redirect_rule = {"filters": [{"type": "RequestRedirect", "requestRedirect": {
             "scheme": "https", "statusCode": HTTPS_REDIRECT_CODE}}]}
@@ -189,12 +193,12 @@ def _routes(ingress: _Ingress, built: IngressRules, listeners: Listeners, option
             if hosts:
                 suffix = "-to-https" + ("-any-host" if any_host else "")
                 routes.append(_route(built.name + suffix, built.namespace, hosts, [HTTP_LISTENER], [redirect_rule],
-                                     options))
+                                     options, created))
     return routes
 
 
 def _route(name: str, namespace: str, hosts: list[str], sections: list[str], rules: list[dict[str, Any]],
-           options: GatewayOptions) -> dict[str, Any]:
+           options: GatewayOptions, created: Any) -> dict[str, Any]:
     parent: dict[str, Any] = {"name": options.name}
     if options.namespace != namespace:
         parent["namespace"] = options.namespace
@@ -202,5 +206,5 @@ def _route(name: str, namespace: str, hosts: list[str], sections: list[str], rul
     if ANY_HOST not in hosts:
         spec["hostnames"] = hosts
     spec["rules"] = rules
-    return {"apiVersion": GATEWAY_API_V1, "kind": "HTTPRoute", "metadata": {"name": name, "namespace": namespace},
-            "spec": spec}
+    meta = {"name": name, "namespace": namespace, **({"creationTimestamp": str(created)} if created else {})}
+    return {"apiVersion": GATEWAY_API_V1, "kind": "HTTPRoute", "metadata": meta, "spec": spec}
