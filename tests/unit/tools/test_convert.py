@@ -100,6 +100,10 @@ def test_the_oldest_ingress_keeps_a_tls_host_and_the_other_is_reported():
     assert gateway["spec"]["listeners"][1]["tls"]["certificateRefs"][0]["name"] == "one"
     assert any("Ingress default/newer: spec.tls host app.example.com: the listener already has Secret default/one"
                in line for line in conversion.report)
+    # Both routes claim the host's "/": each keeps its Ingress's age, so that the older still wins.
+    assert {r["metadata"]["name"]: r["metadata"]["creationTimestamp"] for r in _of(conversion.resources, "HTTPRoute")
+            if not r["metadata"]["name"].endswith("to-https")} == {"older": "2023-01-01T00:00:00Z",
+                                                                   "newer": "2024-01-01T00:00:00Z"}
 
 
 @pytest.mark.parametrize("path, target, match, rewrite", [
