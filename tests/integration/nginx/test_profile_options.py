@@ -169,5 +169,5 @@ def test_use_proxy_protocol_takes_the_client_address_from_the_proxy_header(nginx
 
 
 def test_a_backend_scheme_outside_the_contract_is_refused(shared_nginx):
-    with pytest.raises(RenderError, match=re.escape("the backend scheme must be http, https, grpc or grpcs, got 'ftp'")):
+    with pytest.raises(RenderError, match=re.escape("the backend scheme must be http, https, grpc, grpcs, fcgi or auto, got 'ftp'")):
         render(shared_nginx.config(profiles=[LocationProfile("bad", backend_scheme="ftp")]))
