@@ -145,6 +145,11 @@ def test_an_ingress_default_backend_and_custom_http_errors_of_its_own(stage):
     assert response.status_code == 418 and response.json()["backend"] == "OWN-ERRORS"
     assert response.json()["headers"]["x-code"] == "418"
     assert get("own.example.com", "/api/x?status=503").json()["backend"] == "APP"  # the ConfigMap's list is not its
+    # An Ingress list without 503 replaces the ConfigMap's there: its Service without endpoints gets nginx's own 503.
+    stage.cluster.apply(k8s.ingress("own-list", [k8s.rule("own-list.example.com", ("/", "Prefix", "gone", 80))],
+                                    annotations={f"{prefix}/custom-http-errors": "418"}))
+    wait_for(lambda: get("own-list.example.com", "/").status_code == 503, 15, what="the own list's 503")
+    assert "<title>503 Service Temporarily Unavailable</title>" in get("own-list.example.com", "/").text
     # disable-proxy-intercept-errors: the backend's own 418 passes.
     wait_for(lambda: get("passing.example.com", "/?status=418").status_code == 418, 15, what="the passing Ingress")
     assert get("passing.example.com", "/?status=418").json()["backend"] == "APP"
