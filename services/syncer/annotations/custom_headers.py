@@ -12,7 +12,8 @@ from .validators import configmap_name
 
 ANNOTATIONS = (
     Annotation("custom-headers", validate=configmap_name, risk=Risk.MEDIUM,
-               doc="A ConfigMap of headers sent with every answer (each allowed by the ConfigMap's "
+               doc="A ConfigMap of headers set on every answer, replacing the backend's of the same name; values "
+                   "are sent as written, `$` included (each header allowed by the ConfigMap's "
                    "global-allowed-response-headers)."),
 )
 
