@@ -89,7 +89,7 @@ class Webhook:
     def controller(self) -> Controller:
         return Controller(self.workdir, [f"--kubeconfig={self.kubeconfig}"], [
             f"--validating-webhook=127.0.0.1:{self.port}", f"--validating-webhook-certificate={self.cert_dir}/cert",
-            f"--validating-webhook-key={self.cert_dir}/key"])
+            f"--validating-webhook-key={self.cert_dir}/key", "--validating-webhook-processes=2"])
 
     def create(self, obj: dict[str, Any]) -> Any:
         """Create through the API: the raw response (its Warning headers), or ApiException when refused."""
@@ -155,6 +155,29 @@ def test_an_ignored_value_is_allowed_with_a_warning_kubectl_prints(webhook):
     warnings = response.headers.getlist("Warning")
     assert any("proxy-read-timeout" in w and "50k" in w for w in warnings), warnings
     stage.expect("lenient.example.com", "/", "ADMITTED")
+
+
+def test_an_ingress_of_another_class_is_allowed_untouched(webhook):
+    setup, _, _ = webhook
+    other = k8s.ingress("other-class", [k8s.rule("other.example.com", ("/", "Prefix", "admitted", 80))],
+                        class_name="other", annotations={f"{PREFIX}/configuration-snippet": "return 200;"})
+    response = setup.create(other)
+    assert response.status == 201 and response.headers.getlist("Warning") == []
+
+
+def test_two_webhook_processes_share_the_port(webhook):
+    setup, controller, _ = webhook
+    for pid in (controller.pid(f"webhook:webhook-{i}") for i in (0, 1)):
+        assert setup.port in tcp_ports_listened_by([pid])  # SO_REUSEPORT: each its own socket
+
+
+def test_the_certificate_job_run_again_changes_nothing(webhook):
+    setup, _, _ = webhook
+    job = generated("Job")["spec"]["template"]["spec"]["containers"][0]
+    args = [arg.replace("$(POD_NAMESPACE)", NAMESPACE) for arg in job["args"]]
+    again = subprocess.run([str(VENV_BIN / "pyngress"), "webhook-certificate", *args,
+                            f"--kubeconfig={setup.kubeconfig}"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "already trusts its CA" in again.stdout
 
 
 def test_an_update_is_reviewed_too(webhook):
@@ -235,17 +258,21 @@ def _served_issuer(port: int) -> str:
 
 
 def test_a_rotated_certificate_is_served_without_a_restart(webhook, tmp_path):
-    """Last in the module: the certificate changes for every test after it."""
+    """Last in the module: the certificate changes for every test after it. The CA changes too, so the caBundle
+    holds both during the change, as a rotation that changes its CA must publish them."""
     setup, controller, stage = webhook
-    pids = controller.pid("webhook:webhook-0")
+    pids = [controller.pid(f"webhook:webhook-{i}") for i in (0, 1)]
     rotated = TestCA(tmp_path)
     pair = rotated.issue(SERVER_NAME, (SERVER_NAME,))
+    configuration = setup.admission_api.read_validating_webhook_configuration(manifests.ADMISSION)
+    both = (setup.cert_dir / "ca.crt").read_bytes() + rotated.cert_path.read_bytes()
+    configuration.webhooks[0].client_config.ca_bundle = base64.b64encode(both).decode()
+    setup.admission_api.replace_validating_webhook_configuration(manifests.ADMISSION, configuration)
     setup.write("cert", pair.cert)
     setup.write("key", pair.key)
-    wait_for(lambda: "pyngress test CA" in _served_issuer(setup.port), 10, what="the rotated certificate served")
-    configuration = setup.admission_api.read_validating_webhook_configuration(manifests.ADMISSION)
-    configuration.webhooks[0].client_config.ca_bundle = base64.b64encode(rotated.cert_path.read_bytes()).decode()
-    setup.admission_api.replace_validating_webhook_configuration(manifests.ADMISSION, configuration)
+    # Every process serves it (each connection lands on either): ten new connections in a row.
+    wait_for(lambda: all("pyngress test CA" in _served_issuer(setup.port) for _ in range(10)), 10,
+             what="the rotated certificate served by every webhook process")
     assert setup.create(ingress("rotated", "rotated.example.com")).status == 201
     stage.expect("rotated.example.com", "/", "ADMITTED")
-    assert controller.pid("webhook:webhook-0") == pids
+    assert [controller.pid(f"webhook:webhook-{i}") for i in (0, 1)] == pids
