@@ -242,6 +242,8 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[str]] = {
                                      "modsecurity-snippet")},
     "enable-modsecurity": booleans, "enable-owasp-core-rules": booleans,
     "modsecurity-transaction-id": st.sampled_from(["$request_id", "$req_id", "$REQUEST_ID", "$hostname", "request_id"]),
+    "enable-opentelemetry": booleans, "opentelemetry-trust-incoming-span": booleans,
+    "opentelemetry-operation-name": st.one_of(st.sampled_from(["checkout", "a-b_c", "", "$uri", "a b"]), hostile),
 }
 
 header_patterns = st.one_of(
