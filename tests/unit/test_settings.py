@@ -59,3 +59,14 @@ def test_settings_are_frozen_and_unknown_flags_refused():
         settings.ports.http = 1  # type: ignore[misc]
     with pytest.raises(TypeError, match="unknown setting"):
         Settings.from_flags(no_such_flag=1)
+
+
+@pytest.mark.parametrize("text", [":8443", "127.0.0.1:8443", "[::1]:8443", "0.0.0.0:1"])
+def test_the_webhook_address_takes_ingress_nginx_spellings(text):
+    assert settings_mod.parse([f"--validating-webhook={text}"]).webhook.address == text
+
+
+@pytest.mark.parametrize("text", ["8443", ":0", ":http", "[::1:8443", "host:70000"])
+def test_a_webhook_address_without_a_port_is_refused(text):
+    with pytest.raises(SystemExit):
+        settings_mod.parse([f"--validating-webhook={text}"])
