@@ -21,10 +21,10 @@ from services.common.files import ensure_private_dir
 from services.common.logs import kv
 from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
-from services.syncer.admission.review import Reviewer
+from services.syncer.admission.review import Reviewer, Verdict
 from services.syncer.admission.server import AdmissionServer
 from services.syncer.admission.tls_files import CertificateError, ReloadingCertificate
-from services.syncer.admission.wire import Answer, BadReview, answer_body, decide, parse_review
+from services.syncer.admission.wire import BadReview, answer_body, decide, parse_review
 
 log = logging.getLogger("webhook")
 
@@ -52,9 +52,8 @@ class Webhook:
                 for key, value in event.items:
                     self.reviewer.apply_change(key, value)
 
-    def _review(self, ingress: Mapping[str, Any], operation: str) -> Answer:
-        verdict = self.reviewer.review(ingress, operation=operation)
-        return Answer(verdict.allowed, verdict.message, tuple(verdict.warnings))
+    def _review(self, ingress: Mapping[str, Any], operation: str) -> Verdict:
+        return self.reviewer.review(ingress, operation=operation)
 
     def handle(self, path: str, body: bytes) -> tuple[int, str, bytes]:
         try:
@@ -65,7 +64,7 @@ class Webhook:
             answer = decide(request, self._review)
         except Exception:  # noqa: BLE001 - one object must not stop the webhook; refused, never admitted unchecked
             log.exception("review failed", extra=kv(uid=request.uid))
-            answer = Answer(allowed=False, message=_FAILED)
+            answer = Verdict(allowed=False, message=_FAILED)
         if not answer.allowed:
             meta = (request.object or {}).get("metadata") or {}
             log.info("denied", extra=kv(uid=request.uid, ingress=f"{meta.get('namespace')}/{meta.get('name')}",

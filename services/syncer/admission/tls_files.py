@@ -45,7 +45,6 @@ class ReloadingCertificate:
         self._signature = self._stat()
         self._context = server_context(certificate, key)  # CertificateError at start: nothing to fall back on
         self._checked = time.monotonic()
-        self.loads = 1
 
     def _stat(self) -> _Signature:
         stats = []
@@ -70,6 +69,5 @@ class ReloadingCertificate:
                                 extra=kv(error=err))
                 else:
                     self._signature = signature
-                    self.loads += 1
                     log.info("certificate reloaded", extra=kv(certificate=self.certificate))
         return self._context

@@ -5,7 +5,7 @@ over 3 MiB itself); it must be JSON, an AdmissionReview of a version in VERSIONS
 Anything else is a `BadReview` (the server answers 400 and decides nothing).
 
 The answer is in the version asked (v1, or v1beta1 from an older API server), echoes request.uid, and carries
-`allowed`, the Verdict's warnings (kubectl prints them) and, when denied, a Status with the message, code 400
+`allowed`, the Verdict's (review.py) warnings (kubectl prints them) and, when denied, a Status with the message, code 400
 and reason BadRequest, as ingress-nginx's webhook answers (kubectl then prints "Error from server (BadRequest):
 admission webhook ... denied the request: <message>", the line its users know).
 """
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import orjson
+
+from services.syncer.admission.review import ALLOWED, Verdict
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
@@ -40,14 +42,6 @@ class ReviewRequest:
         return self.group == INGRESS_GROUP and self.kind == "Ingress"
 
 
-@dataclass(frozen=True)
-class Answer:
-    """What the webhook says: the Verdict's fields, without depending on the reviewer's module."""
-    allowed: bool
-    message: str = ""
-    warnings: tuple[str, ...] = ()
-
-
 def parse_review(body: bytes) -> ReviewRequest:
     if len(body) > MAX_BODY_BYTES:
         raise BadReview(f"the body is {len(body)} bytes, over the {MAX_BODY_BYTES} an AdmissionReview may have")
@@ -71,16 +65,16 @@ def parse_review(body: bytes) -> ReviewRequest:
                          object=obj if isinstance(obj, dict) else None)
 
 
-def decide(request: ReviewRequest, review: Callable[[Mapping[str, Any], str], Answer]) -> Answer:
+def decide(request: ReviewRequest, review: Callable[[Mapping[str, Any], str], Verdict]) -> Verdict:
     """Only a create or update of an Ingress is reviewed: a DELETE, another kind, a request without an object
     is allowed (the configuration may name this webhook for more than it decides). A dry run is answered as the
     real request would be."""
     if not request.is_ingress or request.operation not in ("CREATE", "UPDATE") or request.object is None:
-        return Answer(allowed=True)
+        return ALLOWED
     return review(request.object, request.operation)
 
 
-def answer_body(request: ReviewRequest, answer: Answer) -> bytes:
+def answer_body(request: ReviewRequest, answer: Verdict) -> bytes:
     response: dict[str, Any] = {"uid": request.uid, "allowed": answer.allowed}
     if not answer.allowed:
         response["status"] = {"status": "Failure", "code": DENIED_CODE, "reason": "BadRequest",

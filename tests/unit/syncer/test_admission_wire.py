@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from services.syncer.admission.wire import MAX_BODY_BYTES, Answer, BadReview, answer_body, decide, parse_review
+from services.syncer.admission.review import Verdict
+from services.syncer.admission.wire import MAX_BODY_BYTES, BadReview, answer_body, decide, parse_review
 
 
 def review(operation: str = "CREATE", kind: str = "Ingress", group: str = "networking.k8s.io",
@@ -17,8 +18,8 @@ def review(operation: str = "CREATE", kind: str = "Ingress", group: str = "netwo
         "object": {"metadata": {"name": "web"}} if obj is None else obj}}).encode()
 
 
-def deny_all(ingress: Any, operation: str) -> Answer:
-    return Answer(allowed=False, message=f"{operation} {ingress['metadata']['name']}: no", warnings=("careful",))
+def deny_all(ingress: Any, operation: str) -> Verdict:
+    return Verdict(allowed=False, message=f"{operation} {ingress['metadata']['name']}: no", warnings=("careful",))
 
 
 def answered(body: bytes, reviewer: Any = deny_all) -> dict[str, Any]:
@@ -35,7 +36,7 @@ def test_a_denial_echoes_the_uid_in_the_version_asked_with_ingress_nginxs_status
 
 
 def test_an_allowed_review_carries_its_warnings_and_no_status():
-    response = answered(review(operation="UPDATE"), lambda ingress, op: Answer(True, warnings=("ignored: x",)))
+    response = answered(review(operation="UPDATE"), lambda ingress, op: Verdict(True, warnings=("ignored: x",)))
     assert response["response"] == {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": True,
                                     "warnings": ["ignored: x"]}
 
