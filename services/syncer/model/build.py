@@ -33,7 +33,7 @@ from .configmap import ControllerConfig, load_controller_config
 from .configmap_server_keys import ticket_key_file
 from .creation import creation_order
 from .dh_param import dh_param
-from .gateway import build_gateway, with_gateway_routes
+from .gateway import GatewayObjects, build_gateway, with_gateway_routes
 from .ingress_class import IngressClassFilter
 from .problems import Problem
 from .stream_services import stream_services
@@ -737,20 +737,23 @@ def auth_resolver(config: ControllerConfig, secrets: Mapping[tuple[str, str], Ma
 def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, config: ControllerConfig,
                    secrets: Mapping[tuple[str, str], Mapping[str, Any]], resolver: BackendResolver,
                    merged: Merged, problems: Iterable[Problem], auth_files: Mapping[str, bytes],
-                   ssl_files: Mapping[str, bytes], changed: TableChanges = TableChanges()) -> Model:
+                   ssl_files: Mapping[str, bytes], changed: TableChanges = TableChanges(),
+                   gateway_inputs: Mapping[str, dict[str, Any]] | None = None) -> Model:
     """The Model of the merged Ingresses (`merged`'s problems come after `problems`), with what depends on the
     whole store: the default backend, TCP and UDP services, auth-keepalive upstreams, DH parameters,
     certificates. Problems are ordered by object (each object's in the order found), so that the order does
     not depend on how the Ingresses were grouped (incremental.py). `changed`: the hosts and backends of `merged`
-    that changed since the last model (TableChanges); the backends added here beside them are always counted."""
+    that changed since the last model (TableChanges); the backends added here beside them are always counted.
+    `gateway_inputs`: the Gateway API objects and Namespaces of `store` alone (None: found in `store`)."""
     problems = [*problems, *merged.problems]
     backends = dict(merged.backends)
     beside_routes: set[str] = set()  # the backends added here
     profiles = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE), **merged.profiles}
     default_certificate = settings.ingress.default_ssl_certificate
-    # Gateway API objects are few and any change to one rebuilds everything (incremental.py): made whole each time.
-    gateway = build_gateway(store, settings=settings, resolver=resolver,
-                            secrets=TlsSecrets(secrets, default_certificate))
+    # Gateway API objects are few and any change to one rebuilds everything (incremental.py): made whole each time,
+    # from `gateway_inputs` (the store's keys gateway.is_gateway_input takes) when the caller keeps them apart.
+    gateway = build_gateway(GatewayObjects.of(store if gateway_inputs is None else gateway_inputs), settings=settings,
+                            resolver=resolver, secrets=TlsSecrets(secrets, default_certificate))
     problems.extend(gateway.problems)
     profiles.update(gateway.profiles)
     backends.update(gateway.backends)

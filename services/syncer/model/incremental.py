@@ -11,7 +11,9 @@ step of random change sequences) by keeping:
   its plans changes or a Service, EndpointSlice or TLS Secret the merge read changes.
 What every read of the store goes through records the keys read, so these dependencies are exact. What
 depends on the whole cluster (the controller ConfigMap, IngressClasses, nginx's refused profiles) starts
-everything afresh when it changes; build.assemble_model() then joins the groups, each time.
+everything afresh when it changes; build.assemble_model() then joins the groups, each time. Gateway API objects
+(model/gateway/) start afresh too when they change; their part of the model is made whole at each update, from
+those objects alone, kept apart here (a scan of the store for them took 9 ms at 10,000 Ingresses).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from .backends import SERVICE_NAME_LABEL, BackendResolver
 from .build import (AnnotationParser, IngressPlan, Merged, annotation_parser, assemble_model, auth_resolver,
                     creation_order, merge_plans, plan_names, plan_one)
 from .configmap import ControllerConfig, load_controller_config
+from .gateway import is_gateway_input
 from .ingress_class import IngressClassFilter
 from .problems import Problem
 from .tls import TlsSecrets
@@ -248,6 +251,8 @@ class IncrementalModel:
         self._services: dict[tuple[str, str], dict[str, Any]] = {}
         self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self._slices: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        # The Gateway API objects and Namespaces, so that each model's Gateway part does not scan the whole store.
+        self._gateway_inputs: dict[str, dict[str, Any]] = {}
         self._plans: dict[str, _PlanEntry] = {}
         self._plans_reading = _Dependents()  # store key → plans whose planning read it
         self._by_name = _Dependents()  # host name → planned Ingresses naming it
@@ -339,6 +344,8 @@ class IncrementalModel:
         """Keep the by-kind indexes of `key`; returns what depends on it (store keys, EndpointSlices of a
         Service)."""
         kind, namespace, name = key.split("/", 2)
+        if is_gateway_input(key):
+            self._put(self._gateway_inputs, key, new)
         if kind == "Service":
             self._put(self._services, (namespace, name), new)
         elif kind == "Secret":
@@ -357,7 +364,7 @@ class IncrementalModel:
         return {key}
 
     @staticmethod
-    def _put(index: dict[tuple[str, str], dict[str, Any]], key: tuple[str, str], obj: dict[str, Any] | None) -> None:
+    def _put(index: dict[Any, dict[str, Any]], key: Any, obj: dict[str, Any] | None) -> None:
         if obj is None:
             index.pop(key, None)
         else:
@@ -476,6 +483,7 @@ class IncrementalModel:
                                    allow_external_name=not self.settings.ingress.disable_svc_external_name)
         model = assemble_model(store, settings=self.settings, config=self._cluster.config, secrets=self._secrets,
                                resolver=resolver, merged=self._totals.joined(group_problems), problems=problems,
-                               auth_files=auth_files, ssl_files=ssl_files, changed=changed)
+                               auth_files=auth_files, ssl_files=ssl_files, changed=changed,
+                               gateway_inputs=self._gateway_inputs)
         self._beside_routes = model.changed.beside_routes
         return model

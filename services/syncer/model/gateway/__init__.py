@@ -8,5 +8,6 @@ tables.py orders the rules by the spec's precedence, reference_grants.py says wh
 allowed, fields.py validates every value that reaches nginx or Lua. docs/gateway-api.md says what is supported.
 """
 from .build import GatewayModel, build_gateway, with_gateway_routes
+from .objects import GatewayObjects, is_gateway_input
 
-__all__ = ["GatewayModel", "build_gateway", "with_gateway_routes"]
+__all__ = ["GatewayModel", "GatewayObjects", "build_gateway", "is_gateway_input", "with_gateway_routes"]

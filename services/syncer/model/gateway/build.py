@@ -31,9 +31,9 @@ class GatewayModel:
     problems: list[Problem] = field(default_factory=list)
 
 
-def build_gateway(store: Mapping[str, dict[str, Any]], *, settings: Settings, resolver: BackendResolver,
+def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
                   secrets: TlsSecrets) -> GatewayModel:
-    objects = GatewayObjects.of(store)
+    """What the Gateway API objects of the store (GatewayObjects.of) add to the Model."""
     if not objects.gateways:
         return GatewayModel()
     problems: list[Problem] = []

@@ -9,6 +9,12 @@ from ..creation import creation_order
 
 GATEWAY_KINDS = ("GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant")
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+_INPUTS = frozenset({*GATEWAY_KINDS, "Namespace"})
+
+
+def is_gateway_input(key: str) -> bool:
+    """Whether the store key "Kind/namespace/name" is one GatewayObjects reads."""
+    return key.partition("/")[0] in _INPUTS
 
 
 @dataclass(kw_only=True)
@@ -24,7 +30,7 @@ class GatewayObjects:
         found = cls()
         for key, obj in store.items():
             kind, _, rest = key.partition("/")
-            if kind not in GATEWAY_KINDS and kind != "Namespace":
+            if kind not in _INPUTS:
                 continue
             namespace, _, name = rest.partition("/")
             if kind == "GatewayClass":
