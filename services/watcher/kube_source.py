@@ -175,7 +175,11 @@ class Gone(Exception):
 
 
 class NotInstalled(Exception):
-    """An optional kind (a CRD's) the cluster does not serve (404), or does not let us read (403)."""
+    """An optional kind (a CRD's) the cluster does not serve (404), or does not let us read (403: `forbidden`)."""
+
+    def __init__(self, message: str, *, forbidden: bool = False) -> None:
+        super().__init__(message)
+        self.forbidden = forbidden
 
 
 @dataclass
@@ -256,7 +260,7 @@ class KubeSource:
                     continue
                 delay = backoff.next_delay()  # a watch that ends at once, empty: do not spin on it
             except NotInstalled as missing:
-                await self._absent(target, state=state, store=store, why=str(missing))
+                await self._absent(target, state=state, store=store, missing=missing)
                 delay = self.recheck_missing
             except Gone:
                 log.info("resourceVersion expired; relisting", extra=kv(target=target, rv=state.resource_version))
@@ -275,17 +279,27 @@ class KubeSource:
                     target=target, error=self._failing[target], retry_in=f"{delay:.1f}s", attempt=backoff.failures))
             await asyncio.sleep(delay)
 
-    async def _absent(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter, why: str) -> None:
-        """An optional kind the cluster does not serve: it has no objects (any published before are gone), and
-        the watcher goes on without it; said once, not at every look."""
+    async def _absent(self, target: WatchTarget, *, state: _TargetState, store: StoreWriter,
+                      missing: NotInstalled) -> None:
+        """An optional kind the cluster does not serve (or let us read): it has no objects (any published before
+        are gone), and the watcher goes on without it; said once, not at every look. A refusal stays among the
+        errors (/healthz's detail), as the grant is missing; a kind not installed is no error."""
+        why = str(missing)
         if state.missing != why:
-            log.info("kind not available in this cluster; going on without it", extra=kv(
-                target=target, reason=why, checked_again_every=f"{self.recheck_missing:.0f}s"))
+            if missing.forbidden:
+                log.warning("Kubernetes API request failed; going on without this kind", extra=kv(
+                    target=target, error=why, checked_again_every=f"{self.recheck_missing:.0f}s"))
+            else:
+                log.info("kind not available in this cluster; going on without it", extra=kv(
+                    target=target, reason=why, checked_again_every=f"{self.recheck_missing:.0f}s"))
         state.missing, state.resource_version, state.version = why, None, None
         if state.keys:
             await self._set(store, [(key, None) for key in state.keys])
             state.keys = set()
-        self._failing.pop(target, None)
+        if missing.forbidden:
+            self._failing[target] = why
+        else:
+            self._failing.pop(target, None)
         self._first_list_done(target)
 
     def _first_list_done(self, target: WatchTarget) -> None:
@@ -380,8 +394,8 @@ class KubeSource:
                 if custom is not None and err.status == HTTP_NOT_FOUND:
                     continue
                 if custom is not None and err.status == HTTP_FORBIDDEN:
-                    raise NotInstalled(f"not permitted: {api_error_text(err)}; grant list and watch of "
-                                       f"{custom.plural}.{custom.group} to read them") from None
+                    raise NotInstalled(f"{api_error_text(err)}; grant list and watch of {custom.plural}.{custom.group} "
+                                       "to serve the Gateway API", forbidden=True) from None
                 raise
             if version is not None and state.missing is not None:
                 log.info("kind available in this cluster now", extra=kv(target=target, version=version))
