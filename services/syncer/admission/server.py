@@ -5,7 +5,9 @@ tls_files.py), a request head of at most MAX_HEAD_BYTES, the whole request (head
 REQUEST_SECONDS of its first byte, the answer written within WRITE_SECONDS, and IDLE_SECONDS between requests
 on a kept-alive connection (longer than the 90 s a Go client keeps an idle connection, so that the API server
 closes it first and never sends a POST onto a connection being closed). At most MAX_CONNECTIONS per process:
-past it a new connection is closed at once. A body is at most wire.MAX_BODY_BYTES: a longer Content-Length is
+past it the connection that has waited longest (in its handshake, or for its next request) is closed for the new
+one, so that connections held open by anyone who reaches the port cannot lock the API server out; when every one
+is inside a request (each bounded by REQUEST_SECONDS), the new one is closed. A body is at most wire.MAX_BODY_BYTES: a longer Content-Length is
 answered 400 without reading the body, as is a body without a Content-Length (the API server always sends one).
 
 Any path is served (ingress-nginx's webhook answers on every path too, so a configuration written for
@@ -74,6 +76,10 @@ class AdmissionServer:
         self.certificate = certificate
         self.handle = handle
         self.connections: set[asyncio.Task[None]] = set()
+        # The connections not inside a request (in their handshake, or waiting for one), with when they began to
+        # wait: past MAX_CONNECTIONS the one waiting longest is closed for a new one, so that idle connections
+        # held open by anyone who reaches the port cannot lock the API server out.
+        self._waiting: dict[asyncio.Task[None], float] = {}
         self.requests = 0
         self._listeners: list[socket.socket] = []
         self._accepting: list[asyncio.Task[None]] = []
@@ -115,14 +121,27 @@ class AdmissionServer:
                 log.warning("accept failed", extra=kv(error=err))
                 await asyncio.sleep(0.1)
                 continue
-            if len(self.connections) >= MAX_CONNECTIONS:
+            if len(self.connections) >= MAX_CONNECTIONS and not self._close_longest_waiting():
                 accepted.close()
                 continue
             # An answer is one write: sent at once, not held back for the ACK of the last one.
             accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = asyncio.create_task(self._connection(accepted))
             self.connections.add(task)
-            task.add_done_callback(self.connections.discard)
+            self._waiting[task] = loop.time()
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self.connections.discard(task)
+        self._waiting.pop(task, None)
+
+    def _close_longest_waiting(self) -> bool:
+        if not self._waiting:
+            return False  # every connection is inside a request, each bounded by REQUEST_SECONDS
+        oldest = min(self._waiting, key=self._waiting.__getitem__)
+        del self._waiting[oldest]
+        oldest.cancel()
+        return True
 
     async def _connection(self, accepted: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -148,8 +167,11 @@ class AdmissionServer:
     async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Read, handle and answer one request; whether the connection stays open for another."""
         lingering = False
+        task = asyncio.current_task()
+        assert task is not None
         async with asyncio.timeout(IDLE_SECONDS):
             first = await reader.readexactly(1)
+        self._waiting.pop(task, None)
         try:
             async with asyncio.timeout(REQUEST_SECONDS):
                 method, path, keep_alive, length = _read_head(first + await reader.readuntil(b"\r\n\r\n"))
@@ -170,6 +192,8 @@ class AdmissionServer:
             await writer.drain()
         if lingering:
             await _discard_unread(reader)
+        if keep_alive:
+            self._waiting[task] = asyncio.get_running_loop().time()
         return keep_alive
 
 

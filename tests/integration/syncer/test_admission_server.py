@@ -134,3 +134,18 @@ def test_a_new_certificate_is_served_to_new_connections(running, tmp_path):
         except ssl.SSLError:
             return False
     wait_for(served, 10, what="the new certificate served")
+
+
+def test_connections_held_open_cannot_lock_a_client_out(running, monkeypatch):
+    """Past MAX_CONNECTIONS the connection that waited longest is closed for the new one."""
+    monkeypatch.setattr(server_mod, "MAX_CONNECTIONS", 3)
+    monkeypatch.setattr(server_mod, "HANDSHAKE_SECONDS", 30.0)
+    held = [socket.create_connection(("127.0.0.1", running.port), timeout=10)]  # no handshake
+    held += [running.tls(), running.tls()]  # handshaken, no request
+    try:
+        with running.tls() as newcomer:
+            assert exchange(newcomer, post(b"{}")).startswith(b"HTTP/1.1 200")
+        assert held[0].recv(100) == b""  # the longest waiting, closed
+    finally:
+        for connection in held:
+            connection.close()
