@@ -63,8 +63,8 @@ def test_a_tenant_service_cannot_take_the_default_backends_place(stage):
 
 def test_without_endpoints_the_built_in_answers_come_back(stage):
     stage.cluster.delete(stage.fallback[1])
-    wait_for(lambda: answer(stage, "nobody.example.com") == (404, "default backend - 404"), 15,
-             what="the built-in 404")
+    wait_for(lambda: (lambda status, body: status == 404 and "<title>404 Not Found</title>" in body)(
+        *answer(stage, "nobody.example.com")), 15, what="the built-in 404")
     assert answer(stage, "empty.example.com")[0] == 503
     stage.cluster.apply(*stage.fallback)
     wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="the default backend back")
