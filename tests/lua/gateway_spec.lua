@@ -127,6 +127,18 @@ describe("gateway", function()
         assert.equals("any", request("x.layers.test", "/z"))
     end)
 
+    it("matches a Gateway wildcard host any number of labels deep, with its Gateway rules only", function()
+        assert.equals("wild", request("x.y.layers.test", "/w/1"))
+        tables.push("routes", { ["*.mixed.test"] = {
+            exact = {}, prefix = { { "/ingress", to("legacy") } },
+            gateway = { actions = { action("team/wild", "wild") }, layers = { { prefix = { { "/w", { match(1) } } } } } } },
+            ["*.plain.test"] = { exact = {}, prefix = { { "/", to("legacy") } } } })
+        assert.equals("legacy", request("x.mixed.test", "/ingress"))
+        assert.equals("wild", request("x.y.mixed.test", "/w"))
+        assert.equals("@pyngress_default_backend", request("x.y.mixed.test", "/ingress"))
+        assert.equals("@pyngress_default_backend", request("x.y.plain.test", "/"))  -- an Ingress wildcard: one label
+    end)
+
     it("answers 500 for a rule without a usable backend and picks backends by weight", function()
         local split = { backends = { { backend = "v1", weight = 3 }, { backend = "v2", weight = 1 },
                                      { backend = null, weight = 0 } }, route = "t/s", path = "/", profile = "default" }

@@ -27,7 +27,8 @@ With "regex": true (use-regex), the prefix paths are regular expressions matched
 URI, case-insensitively, in the listed order (rewrite.lua); a route's "rewrite" (rewrite-target) is then
 the URI sent to the backend. "app_root": "/" answers 302 to that path.
 
-<host> is a lowercase name, a wildcard "*.example.com" (exactly one more label) or "_" (any other host).
+<host> is a lowercase name, a wildcard "*.example.com" (exactly one more label; for its Gateway rules, any number)
+or "_" (any other host).
 Prefix paths carry no trailing slash (except "/") and match whole path elements: "/aaa" matches "/aaa",
 "/aaa/" and "/aaa/b", not "/aaab".
 
@@ -54,7 +55,7 @@ local cjson = require("cjson.safe")
 
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
 local null = cjson.null
-local SLASH = 47
+local SLASH, STAR = 47, 42
 -- The --default-backend-service backend (services/syncer/model/backends.py): in the backends table only when set.
 local DEFAULT_BACKEND = "upstream-default-backend"
 
@@ -188,6 +189,12 @@ local function host_of(raw, host)
         end
     end
     entry.default = route_of(raw.default, host .. " default", auths, host, "/")
+    if entry.gateway and byte(host, 1) == STAR then
+        -- A Gateway API wildcard matches any number of labels, an Ingress one only one: names deeper than one label
+        -- get this host's Gateway rules alone (find_host).
+        entry.deeper = { exact = {}, prefix = {}, longest_prefix = 0, gateway = entry.gateway, metric = entry.metric,
+                         redirect_code = entry.redirect_code, no_tls_redirect = {} }
+    end
     return entry
 end
 
@@ -319,6 +326,15 @@ local function find_host(hosts, host)
         entry = hosts["*" .. sub(host, dot)]
         if entry then
             return entry
+        end
+        -- Gateway API wildcards further up (entry.deeper: their Gateway rules only), the most specific first.
+        dot = find(host, ".", dot + 1, true)
+        while dot do
+            entry = hosts["*" .. sub(host, dot)]
+            if entry and entry.deeper then
+                return entry.deeper
+            end
+            dot = find(host, ".", dot + 1, true)
         end
     end
     return hosts["_"]

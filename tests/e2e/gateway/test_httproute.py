@@ -98,6 +98,7 @@ def test_listener_hostnames_and_hostname_intersection(stage):
     stage.expect_answer("foo.bar.com", "/", "GW-TWO")
     stage.expect_answer("baz.bar.com", "/", "GW-THREE")
     assert stage.answer("very.specific.bar.com", "/")["backend"] == "GW-THREE"
+    assert stage.answer("any.deeper.bar.com", "/")["backend"] == "GW-THREE"  # a wildcard covers any depth
     assert stage.answer("other.org", "/")["status"] == 404
 
 
