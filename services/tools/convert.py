@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Gateway's namespace (default default)")
     parser.add_argument("--http-port", type=int, default=80, help="the HTTP listener's port (default 80)")
     parser.add_argument("--https-port", type=int, default=443, help="the HTTPS listeners' port (default 443)")
+    parser.add_argument("--ingress-class", metavar="NAME",
+                        help="convert only the Ingresses of this class (spec.ingressClassName or the legacy "
+                        "kubernetes.io/ingress.class annotation); default: every Ingress given")
     parser.add_argument("--annotations-prefix", default="nginx.ingress.kubernetes.io",
                         help="the annotations' prefix (default nginx.ingress.kubernetes.io)")
     parser.add_argument("--report", metavar="FILE", help="write the report to FILE instead of stderr")
@@ -64,7 +67,7 @@ def run(namespace: argparse.Namespace) -> int:
     options = GatewayOptions(class_name=namespace.gateway_class, controller_name=namespace.gateway_controller_name,
                              name=namespace.gateway_name, namespace=namespace.gateway_namespace,
                              http_port=namespace.http_port, https_port=namespace.https_port)
-    conversion = convert(objects, options, prefix=namespace.annotations_prefix)
+    conversion = convert(objects, options, prefix=namespace.annotations_prefix, ingress_class=namespace.ingress_class)
     sys.stdout.write(to_yaml(conversion.resources))
     lines = [*unreadable, *conversion.report]
     text = "".join(f"{line}\n" for line in lines)

@@ -20,6 +20,7 @@ from .routes import ANY_HOST, Backend, IngressRules, Rule, add_canary, ingress_r
 
 __all__ = ["Conversion", "GatewayOptions", "convert"]
 DEFAULT_PREFIX = "nginx.ingress.kubernetes.io"
+LEGACY_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 # ingress-nginx's redirect to HTTPS (the ConfigMap's http-redirect-code, 308 by default).
 HTTPS_REDIRECT_CODE = 308
 
@@ -55,9 +56,10 @@ class _Ingress:
 
 
 def convert(objects: Iterable[Located], options: GatewayOptions | None = None, *,
-            prefix: str = DEFAULT_PREFIX) -> Conversion:
+            prefix: str = DEFAULT_PREFIX, ingress_class: str | None = None) -> Conversion:
     """The Gateway API resources for the Ingresses among `objects` (Services and ConfigMaps among them resolve
-    port names and custom-headers), and the report: one line per annotation or path not converted, and why."""
+    port names and custom-headers), and the report: one line per annotation or path not converted, and why.
+    `ingress_class`: only the Ingresses of that class (spec.ingressClassName, or the legacy annotation)."""
     from services.syncer.model.build import creation_order
 
     options = options or GatewayOptions()
@@ -67,7 +69,7 @@ def convert(objects: Iterable[Located], options: GatewayOptions | None = None, *
                (o.obj.get("metadata") or {}).get("name")): o.obj for o in located}
     ingresses = [_Ingress(o.where, o.obj, read_settings((o.obj.get("metadata") or {}).get("annotations") or {},
                                                         prefix=prefix))
-                 for o in located if o.obj.get("kind") == "Ingress"]
+                 for o in located if o.obj.get("kind") == "Ingress" and _of_class(o.obj, ingress_class)]
     ingresses.sort(key=lambda i: creation_order(i.obj, namespace=i.namespace, name=i.ref.split("/", 1)[1]))
 
     def report(ingress: _Ingress, message: str) -> None:
@@ -117,6 +119,14 @@ def convert(objects: Iterable[Located], options: GatewayOptions | None = None, *
     result.resources = [gateway_class(options), gateway(options, listeners, all_namespaces=all_namespaces),
                         *reference_grants(options, listeners, routes), *routes]
     return result
+
+
+def _of_class(ingress: dict[str, Any], ingress_class: str | None) -> bool:
+    if ingress_class is None:
+        return True
+    named = (ingress.get("spec") or {}).get("ingressClassName") or \
+        ((ingress.get("metadata") or {}).get("annotations") or {}).get(LEGACY_CLASS_ANNOTATION)
+    return bool(named == ingress_class)
 
 
 def _passthrough(ingress: _Ingress, prefix: str) -> bool:

@@ -15,8 +15,9 @@ PREFIX = "nginx.ingress.kubernetes.io"
 HOST = "app.example.com"
 
 
-def _convert(*objects: dict, options: GatewayOptions | None = None):
-    return convert([Located(f"in.yaml:{i + 1}", obj) for i, obj in enumerate(objects)], options)
+def _convert(*objects: dict, options: GatewayOptions | None = None, ingress_class: str | None = None):
+    return convert([Located(f"in.yaml:{i + 1}", obj) for i, obj in enumerate(objects)], options,
+                   ingress_class=ingress_class)
 
 
 def _app(annotations: dict[str, str] | None = None, *paths, name: str = "app", tls: list[dict] | None = None,
@@ -259,6 +260,15 @@ def test_default_backend_is_the_catch_all_or_the_hosts_unmatched_paths():
     assert _rules(conversion, "catch-all") == [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
                                                 "backendRefs": [{"name": "fallback", "port": 80}]}]
     assert [r["matches"][0]["path"]["value"] for r in _rules(conversion)] == ["/x", "/"]
+
+
+def test_ingress_class_keeps_only_that_classs_ingresses():
+    legacy = _app(name="legacy", class_name=None, host="legacy.example.com")
+    legacy["metadata"]["annotations"] = {"kubernetes.io/ingress.class": "nginx"}
+    other = _app(name="other", class_name="traefik", host="other.example.com")
+    routes = _of(_convert(_app(), legacy, other, ingress_class="nginx").resources, "HTTPRoute")
+    assert [r["metadata"]["name"] for r in routes] == ["app", "legacy"]
+    assert len(_of(_convert(_app(), legacy, other).resources, "HTTPRoute")) == 3
 
 
 def test_hosts_with_different_paths_get_routes_of_their_own():
