@@ -6,6 +6,7 @@ import base64
 import json
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
@@ -20,7 +21,8 @@ HOOK = "check.example.com"
 
 
 class FakeWebhook:
-    """Denies an Ingress annotated `deny`, warns for one annotated `warn`, answers a wrong uid for `wrong-uid`."""
+    """Denies an Ingress annotated `deny`, warns for one annotated `warn`, answers a wrong uid for `wrong-uid`,
+    takes `slow` seconds to answer."""
 
     def __init__(self, ca: TestCA) -> None:
         pair = ca.issue("hook.default.svc", ("hook.default.svc",))
@@ -37,6 +39,7 @@ class FakeWebhook:
                 hook.reviews.append({"path": self.path, **review})
                 request = review["request"]
                 annotations = (request["object"]["metadata"].get("annotations") or {})
+                time.sleep(float(annotations.get("slow", 0)))
                 response: dict[str, Any] = {"uid": "nope" if "wrong-uid" in annotations else request["uid"],
                                             "allowed": "deny" not in annotations}
                 if "deny" in annotations:
@@ -186,3 +189,12 @@ def test_an_answer_for_another_uid_is_a_failed_call(api, cluster, hook):
     with pytest.raises(client.ApiException) as failed:
         create_ingress(cluster, {"wrong-uid": ""})
     assert failed.value.status == 500 and "expected response.uid=" in json.loads(failed.value.body)["message"]
+
+
+def test_a_webhook_slower_than_its_timeout_is_a_failed_call(api, cluster, hook):
+    _, ca = hook
+    configure(cluster, ca, timeoutSeconds=1)
+    with pytest.raises(client.ApiException) as failed:
+        create_ingress(cluster, {"slow": "3"})
+    assert failed.value.status == 500 and "context deadline exceeded (1s)" in json.loads(failed.value.body)["message"]
+    assert api.objects("Ingress") == []
