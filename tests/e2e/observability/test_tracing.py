@@ -6,6 +6,7 @@ span; an Ingress that does not trust incoming spans starts a new trace; no span 
 a collector that is down changes nothing for clients while the tracer's queue stays bounded."""
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from typing import Iterator
@@ -24,6 +25,7 @@ CLIENT_TRACE, CLIENT_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b
 CLIENT_PARENT = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-(0[01])")
 QUEUE_SIZE = 100
+_applied = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,15 @@ def otel_configmap(receiver: OtlpReceiver, **data: str) -> dict:
         "enable-opentelemetry": "true", "otlp-collector-host": receiver.host, "otlp-collector-port": str(receiver.port),
         "otel-sampler": "AlwaysOn", "otel-schedule-delay-millis": "100", "otel-service-name": "edge",
         "otel-max-queuesize": str(QUEUE_SIZE), "otel-max-export-batch-size": "20", **data}, namespace="ingress")
+
+
+def reconfigure(stage: Stage, receiver: OtlpReceiver, **data: str) -> None:
+    """Apply the ConfigMap with `data` and wait until nginx serves it (each application names the service apart)."""
+    configmap = otel_configmap(receiver, **{"otel-service-name": f"edge-{next(_applied)}", **data})
+    stage.cluster.apply(configmap)
+    wait_for(lambda: f'"{configmap["data"]["otel-service-name"]}"'.encode() in stage.controller.nginx_conf(), 30,
+             what="the ConfigMap in nginx.conf")
+    stage.controller.settled_reloads()
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +154,7 @@ def test_an_invalid_traceparent_starts_a_new_trace(stage, receiver, bad):
 
 
 def test_parent_based_sampling_follows_the_clients_decision(stage, receiver):
-    stage.cluster.apply(otel_configmap(receiver, **{"otel-sampler": "AlwaysOff", "otel-sampler-parent-based": "true"}))
-    wait_for(lambda: sent_traceparent(stage, SHOP, "/api").endswith("-00"), 30, what="the sampler in nginx.conf")
+    reconfigure(stage, receiver, **{"otel-sampler": "AlwaysOff", "otel-sampler-parent-based": "true"})
     sampled = TRACEPARENT.fullmatch(sent_traceparent(stage, SHOP, "/api/p", {"traceparent": CLIENT_PARENT}))
     not_sampled = TRACEPARENT.fullmatch(sent_traceparent(stage, SHOP, "/api/q",
                                                          {"traceparent": CLIENT_PARENT[:-1] + "0"}))
@@ -157,9 +167,7 @@ def test_parent_based_sampling_follows_the_clients_decision(stage, receiver):
 @pytest.mark.parametrize("sampling", [{"otel-sampler": "TraceIdRatioBased", "otel-sampler-ratio": "0"},
                                       {"otel-sampler": "AlwaysOff"}], ids=["ratio-0", "always-off"])
 def test_nothing_sampled_sends_no_span(stage, receiver, sampling):
-    stage.cluster.apply(otel_configmap(receiver, **sampling))
-    wait_for(lambda: sent_traceparent(stage, SHOP, "/api").endswith("-00"), 30, what="the sampler in nginx.conf")
-    time.sleep(1)  # spans of requests sampled before the reload are exported by now
+    reconfigure(stage, receiver, **sampling)
     before = len(receiver.received())
     for i in range(20):
         assert TRACEPARENT.fullmatch(sent_traceparent(stage, SHOP, f"/api/{i}")).group(3) == "00"
@@ -169,15 +177,31 @@ def test_nothing_sampled_sends_no_span(stage, receiver, sampling):
 
 def test_a_dead_collector_changes_nothing_for_clients(stage, receiver):
     dead = receiver.host.rsplit(".", 1)[0] + ".1"  # the same /24 of loopback, where nothing listens
-    stage.cluster.apply(otel_configmap(receiver, **{"otlp-collector-host": dead}))
-    wait_for(lambda: sent_traceparent(stage, SHOP, "/api").endswith("-01"), 30, what="AlwaysOn in nginx.conf")
-    for i in range(400):
-        response = stage.controller.get(f"/api/{i}", SHOP)
-        assert response.status_code == 200 and response.json()["backend"] == "TRACED"
+    reconfigure(stage, receiver, **{"otlp-collector-host": dead})
 
     def lost() -> float:
         return (stage.controller.metric("pyngress_tracing_spans_total", outcome="failed")
                 + stage.controller.metric("pyngress_tracing_spans_total", outcome="dropped_queue_full"))
-    # All but what the queue holds and the batch the exporter is trying to send.
-    wait_for(lambda: lost() >= 400 - QUEUE_SIZE - 20, 15, interval=1, what="the spans counted as lost")
+    lost_before, sent = lost(), set()
+    for i in range(400):
+        response = stage.controller.get(f"/api/{i}", SHOP)
+        assert response.status_code == 200 and response.json()["backend"] == "TRACED"
+        sent.add(TRACEPARENT.fullmatch(response.json()["headers"]["traceparent"]).group(2))
+    # All but what the queue holds and the batch the exporter is trying to send, as their exports time out.
+    wait_for(lambda: lost() - lost_before >= 400 - QUEUE_SIZE - 20, 30, interval=1, what="the spans counted as lost")
     assert stage.controller.metric("pyngress_tracing_queued_spans") <= QUEUE_SIZE
+    # The exporter gives a batch up once its retries pass the export timeout (about 8 s here).
+    wait_for(lambda: stage.controller.metric("pyngress_tracing_spans_total", outcome="failed") > 0, 30, interval=1,
+             what="an export counted as failed")
+    assert not sent & {s.span_id for s in receiver.received()}
+
+
+def test_the_default_collector_port_speaks_otlp_over_grpc(stage):
+    grpc_receiver = OtlpReceiver(grpc_protocol=True).start()
+    try:
+        reconfigure(stage, grpc_receiver, **{"otlp-collector-port": "4317"})  # ingress-nginx's default
+        _, span_id, _ = TRACEPARENT.fullmatch(sent_traceparent(stage, SHOP, "/api/grpc")).groups()
+        [span] = spans_named(grpc_receiver, {span_id})
+        assert (span.name, span.attributes["http.route"]) == ("/api", "/api")
+    finally:
+        grpc_receiver.stop()
