@@ -6,9 +6,10 @@ allow (200, with X-Auth-Request-User and a Set-Cookie), allow-quietly (200 alone
 """
 from __future__ import annotations
 
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
+
+from tests.support.http_servers import serving
 
 
 class _AuthHandler(BaseHTTPRequestHandler):
@@ -35,8 +36,8 @@ class _AuthHandler(BaseHTTPRequestHandler):
 class AuthService(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _AuthHandler)
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
         self.seen: list[dict] = []
 
     @property
@@ -46,7 +47,6 @@ class AuthService(ThreadingHTTPServer):
 
 def running_auth_service() -> Iterator[AuthService]:
     """A started AuthService, shut down when the generator is closed (a fixture's body)."""
-    service = AuthService()
-    threading.Thread(target=service.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield service
-    service.shutdown()
+    with serving(_AuthHandler, server_class=AuthService) as service:
+        assert isinstance(service, AuthService)
+        yield service

@@ -3,16 +3,16 @@ robin half."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
 from tests.support.net import wait_for
+from tests.support.http_servers import serving
 
 PREFIX = "nginx.ingress.kubernetes.io"
 SLOW_IP = "127.0.21.2"
@@ -36,11 +36,8 @@ class _Slow(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def slow(echo):
-    server = ThreadingHTTPServer((SLOW_IP, echo.port), _Slow)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield
-    server.shutdown()
+    with serving(_Slow, (SLOW_IP, echo.port)):
+        yield
 
 
 def test_ewma_keeps_traffic_off_a_slow_endpoint(manifests_controller, echo, slow):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Iterator
 
@@ -15,6 +14,7 @@ import requests
 from tests.support import k8s
 from tests.support.controller import Controller, ManifestsCluster, start_manifests_controller
 from tests.support.net import wait_for
+from tests.support.http_servers import port_of, serving
 
 # HTTPS requests go to a self-signed certificate: what is checked is the answer, not the certificate.
 pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
@@ -41,12 +41,8 @@ class _HstsBackend(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def backend_port() -> Iterator[int]:
-    server = ThreadingHTTPServer((BACKEND_IP, 0), _HstsBackend)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving(_HstsBackend, (BACKEND_IP, 0)) as server:
+        yield port_of(server)
 
 
 def configmap(**data: str) -> dict:

@@ -15,9 +15,8 @@ import email.utils
 import json
 import re
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -32,6 +31,7 @@ from tests.support import k8s
 from tests.support.client_pki import Pki
 from tests.support.htpasswd import basic_auth_secret
 from tests.support.net import free_port, wait_for
+from tests.support.http_servers import port_of, serving
 
 PREFIX = "nginx.ingress.kubernetes.io"
 CONFIGMAP = "guide-config"
@@ -90,12 +90,8 @@ class _GuideServices(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def services() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GuideServices)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving(_GuideServices) as server:
+        yield port_of(server)
 
 
 @pytest.fixture(scope="module")

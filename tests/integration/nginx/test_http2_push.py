@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 
 import pytest
@@ -18,6 +17,7 @@ from services.syncer.annotations import parse_annotations
 from services.syncer.model.types import HostRoutes
 
 from .conftest import route
+from tests.support.http_servers import port_of, serving
 
 PREFIX = "nginx.ingress.kubernetes.io"
 PUSHING = parse_annotations({f"{PREFIX}/http2-push-preload": "true"}, prefix=PREFIX).profile
@@ -48,12 +48,8 @@ class _Page(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def page_backend() -> Iterator[str]:
     """A backend whose /page names /style.css in a preload Link header."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Page) as server:
+        yield f"127.0.0.1:{port_of(server)}"
 
 
 def _frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:

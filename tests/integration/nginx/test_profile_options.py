@@ -6,8 +6,7 @@ import json
 import re
 import socket
 import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -16,6 +15,7 @@ from services.nginxconf.render import RenderError, render
 from services.syncer.model.types import HostRoutes
 
 from .conftest import route
+from tests.support.http_servers import port_of, serving
 
 CORS = LocationProfile("cors", cors=CorsPolicy(
     allow_origin="https://app.example.com,https://*.example.org:8443", allow_methods="GET,PUT",
@@ -60,13 +60,8 @@ def tls_backend(make_certificate, tmp_path_factory):
         sock.server_hostname_seen = name
 
     context.sni_callback = remember_sni
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _TlsEcho)
-    server.daemon_threads = True
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_TlsEcho, tls=context) as server:
+        yield f"127.0.0.1:{port_of(server)}"
 
 
 def test_a_preflight_from_an_allowed_origin_is_answered_by_nginx(nginx, echo):

@@ -2,9 +2,10 @@
 endpoint, the backend's Location and Set-Cookie rewritten, the Connection header sent, response buffers."""
 from __future__ import annotations
 
+import contextlib
+
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 
 import pytest
@@ -13,6 +14,7 @@ from services.syncer.annotations import parse_annotations
 from services.syncer.model.types import HostRoutes
 
 from .conftest import route
+from tests.support.http_servers import port_of, serving
 
 PREFIX = "nginx.ingress.kubernetes.io"
 
@@ -64,16 +66,10 @@ class _Backend(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def backends() -> Iterator[dict[str, str]]:
-    servers = {}
-    for name in ("good", "bad"):
-        server = ThreadingHTTPServer(("127.0.0.1", 0), type(f"Backend_{name}", (_Backend,), {"name": name}))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        servers[name] = server
-    yield {name: f"127.0.0.1:{server.server_address[1]}" for name, server in servers.items()}
-    for server in servers.values():
-        server.shutdown()
-        server.server_close()
+    with contextlib.ExitStack() as stack:
+        servers = {name: stack.enter_context(serving(type(f"Backend_{name}", (_Backend,), {"name": name})))
+                   for name in ("good", "bad")}
+        yield {name: f"127.0.0.1:{port_of(server)}" for name, server in servers.items()}
 
 
 @pytest.fixture(scope="module")
