@@ -26,11 +26,11 @@ import requests
 from tests.e2e.ingress.conftest import reachable
 from tests.e2e.ingress.scenarios import Stage
 from tests.e2e.tls.pki import TestCA, https_get, served_certificate, tls_secret
-from tests.integration.proxy.harness import Nginx, http_temp_paths, wait_listening
 from tests.support import k8s
 from tests.support.client_pki import Pki
+from tests.support.h2c_backend import answer_fields, h2c_backend
 from tests.support.htpasswd import basic_auth_secret
-from tests.support.net import free_port, wait_for
+from tests.support.net import wait_for
 from tests.support.http_servers import port_of, serving
 
 PREFIX = "nginx.ingress.kubernetes.io"
@@ -338,21 +338,8 @@ def test_docker_registry(stage, pki):
 
 @pytest.fixture(scope="module")
 def grpc_backend(tmp_path_factory) -> Iterator[int]:
-    """A cleartext HTTP/2 server, as a gRPC server is, answering with the protocol it was spoken to in."""
-    directory = tmp_path_factory.mktemp("h2c")
-    port = free_port()
-    backend = Nginx(directory, f"""
-http {{
-    access_log off;
-    {http_temp_paths(directory)}
-    server {{
-        listen 127.0.0.1:{port} http2;
-        location / {{ return 200 "protocol=$server_protocol path=$uri content-type=$http_content_type\\n"; }}
-    }}
-}}""")
-    wait_listening(port)
-    yield port
-    backend.stop()
+    with h2c_backend(tmp_path_factory.mktemp("h2c")) as port:
+        yield port
 
 
 def test_grpc(stage, pki, grpc_backend):
@@ -371,8 +358,9 @@ def test_grpc(stage, pki, grpc_backend):
                                f"https://{host}:{stage.controller.https_port}/helloworld.Greeter/SayHello"],
                               capture_output=True, text=True, timeout=10).stdout
     wait_for(lambda: call().startswith("protocol="), 15, what="the gRPC call answered")
-    assert call().split() == ["protocol=HTTP/2.0", "path=/helloworld.Greeter/SayHello",
-                              "content-type=application/grpc"]
+    seen = answer_fields(call())
+    assert (seen["protocol"], seen["path"], seen["content-type"]) == (
+        "HTTP/2.0", "/helloworld.Greeter/SayHello", "application/grpc")
 
 
 def test_multi_tls(stage, pki):

@@ -10,8 +10,8 @@ import pytest
 from services.nginxconf.render import render
 from services.syncer.annotations import parse_annotations
 from services.syncer.model.types import HostRoutes
-from tests.integration.proxy.harness import Nginx as PlainNginx
-from tests.integration.proxy.harness import free_port, http_temp_paths, wait_listening
+from tests.support.h2c_backend import answer_fields
+from tests.support.h2c_backend import h2c_backend as running_h2c_backend
 
 from .conftest import route
 
@@ -22,23 +22,8 @@ GRPC = parse_annotations({f"{PREFIX}/backend-protocol": "GRPC", f"{PREFIX}/proxy
 
 @pytest.fixture(scope="module")
 def h2c_backend(tmp_path_factory) -> Iterator[str]:
-    """An nginx that speaks only HTTP/2 without TLS (as a gRPC server does) and answers with what it saw."""
-    directory = tmp_path_factory.mktemp("h2c")
-    port = free_port()
-    backend = PlainNginx(directory, f"""
-http {{
-    access_log off;
-    {http_temp_paths(directory)}
-    server {{
-        listen 127.0.0.1:{port} http2;
-        location / {{
-            return 200 "protocol=$server_protocol host=$http_host xff=$http_x_forwarded_for rid=$http_x_request_id te=$http_te\\n";
-        }}
-    }}
-}}""")
-    wait_listening(port)
-    yield f"127.0.0.1:{port}"
-    backend.stop()
+    with running_h2c_backend(tmp_path_factory.mktemp("h2c")) as port:
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +42,10 @@ def curl_http2(port: int, path: str) -> str:
 
 
 def test_a_grpc_route_reaches_its_backend_over_http2_with_the_forwarding_headers(nginx):
-    answer = curl_http2(nginx.https_port, "/helloworld.Greeter/SayHello")
-    assert answer.startswith("protocol=HTTP/2.0 host=grpc.test:"), answer
-    assert "xff=127.0.0.1" in answer and "te=trailers" in answer
-    assert "rid=" in answer and not answer.rstrip().endswith("rid=")  # a request id was sent
+    seen = answer_fields(curl_http2(nginx.https_port, "/helloworld.Greeter/SayHello"))
+    assert seen["protocol"] == "HTTP/2.0" and seen["host"].startswith("grpc.test:"), seen
+    assert (seen["xff"], seen["te"]) == ("127.0.0.1", "trailers")
+    assert seen["rid"]  # a request id was sent
 
 
 def test_the_grpc_location_uses_the_grpc_module_with_the_proxy_timeouts(nginx):
