@@ -153,6 +153,16 @@ def test_an_invalid_traceparent_starts_a_new_trace(stage, receiver, bad):
     assert span.parent_span_id == ""
 
 
+def test_the_configmaps_operation_name_takes_nginx_variables(stage, receiver):
+    reconfigure(stage, receiver, **{"opentelemetry-operation-name": "HTTP $request_method $uri"})
+    _, span_id, _ = TRACEPARENT.fullmatch(sent_traceparent(stage, SHOP, "/api/named?x=1")).groups()
+    [span] = spans_named(receiver, {span_id})
+    assert span.name == "HTTP GET /api/named"
+    # An Ingress's own opentelemetry-operation-name still wins.
+    _, span_id, _ = TRACEPARENT.fullmatch(sent_traceparent(stage, UNTRUSTED, "/pay")).groups()
+    assert [s.name for s in spans_named(receiver, {span_id})] == ["checkout"]
+
+
 def test_parent_based_sampling_follows_the_clients_decision(stage, receiver):
     reconfigure(stage, receiver, **{"otel-sampler": "AlwaysOff", "otel-sampler-parent-based": "true"})
     sampled = TRACEPARENT.fullmatch(sent_traceparent(stage, SHOP, "/api/p", {"traceparent": CLIENT_PARENT}))
