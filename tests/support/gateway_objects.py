@@ -15,7 +15,8 @@ def gateway_class(name: str = "pyngress", controller: str = CONTROLLER) -> dict[
 
 def listener(name: str = "http", *, port: int = 80, protocol: str = "HTTP", hostname: str | None = None,
              namespaces: dict[str, Any] | None = None, certificate: str | None = None,
-             certificate_namespace: str | None = None) -> dict[str, Any]:
+             certificate_namespace: str | None = None, passthrough: bool = False) -> dict[str, Any]:
+    """A listener; `passthrough`: protocol TLS in Passthrough mode, for TLSRoutes (port 443 unless given)."""
     found: dict[str, Any] = {"name": name, "port": port, "protocol": protocol}
     if hostname is not None:
         found["hostname"] = hostname
@@ -26,6 +27,8 @@ def listener(name: str = "http", *, port: int = 80, protocol: str = "HTTP", host
         if certificate_namespace is not None:
             ref["namespace"] = certificate_namespace
         found["tls"] = {"mode": "Terminate", "certificateRefs": [ref]}
+    if passthrough:
+        found.update(protocol="TLS", port=443 if port == 80 else port, tls={"mode": "Passthrough"})
     return found
 
 
@@ -83,6 +86,31 @@ def http_route(name: str, *, ns: str = "default", parents: Iterable[dict[str, An
     if hostnames:
         spec["hostnames"] = list(hostnames)
     return {"apiVersion": V1, "kind": "HTTPRoute", "metadata": meta, "spec": spec}
+
+
+def grpc_method(service: str | None = None, method: str | None = None, kind: str = "Exact", *,
+                headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """A GRPCRouteMatch: on the method (service and/or method name), and on headers."""
+    match: dict[str, Any] = {}
+    if service is not None or method is not None:
+        match["method"] = {"type": kind, **({"service": service} if service else {}),
+                           **({"method": method} if method else {})}
+    if headers:
+        match["headers"] = [{"name": k, "value": v} for k, v in headers.items()]
+    return match
+
+
+def grpc_route(name: str, **spec: Any) -> dict[str, Any]:
+    """A GRPCRoute: the fields of an HTTPRoute (http_route's arguments), its rules with GRPCRouteMatches."""
+    return {**http_route(name, **spec), "kind": "GRPCRoute"}
+
+
+def tls_route(name: str, *backends: dict[str, Any], ns: str = "default",
+              parents: Iterable[dict[str, Any]] = ({"name": "gw"},), hostnames: Iterable[str] = (),
+              version: str = V1, created: str | None = None) -> dict[str, Any]:
+    """A TLSRoute (v1, or v1alpha2 as older experimental CRDs serve it) with one rule of `backends`."""
+    return {**http_route(name, ns=ns, parents=parents, hostnames=hostnames, rules=[rule(*backends)], created=created),
+            "apiVersion": version, "kind": "TLSRoute"}
 
 
 def reference_grant(name: str, *, ns: str, from_namespace: str, to_kind: str = "Service",

@@ -34,6 +34,7 @@ from .configmap_server_keys import ticket_key_file
 from .creation import creation_order
 from .dh_param import dh_param
 from .gateway import GatewayObjects, build_gateway, with_gateway_routes
+from .gateway.tlsroutes import passthrough_beside
 from .ingress_class import IngressClassFilter
 from .problems import Problem
 from .stream_services import stream_services
@@ -761,6 +762,10 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     routes = with_gateway_routes(merged.routes, gateway.routes, redirect_code=config.server.redirect_code,
                                  no_tls_redirect=config.server.no_tls_redirect_locations)
     tls_secrets = {**gateway.tls_secrets, **merged.tls_secrets}  # a host's Ingress certificate first
+    # TLSRoutes pass through only hosts that no Ingress names and no HTTPS listener's route serves (docs/gateway-api.md)
+    tls_routes, passthrough_problems = passthrough_beside(gateway.passthrough, ingress_hosts=merged.routes.keys()
+                                                          | merged.passthrough.keys(), https_hosts=gateway.tls_secrets)
+    problems.extend(passthrough_problems)
     if default_certificate and (problem := TlsSecrets(secrets, default_certificate).problem(default_certificate)):
         problems.append(Problem.warning(f"--default-ssl-certificate {default_certificate}",
                                         f"{problem}; serving the generated fake certificate instead"))
@@ -809,7 +814,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
         configmap_accepted=config.accepted,
         routes=routes,
         backends=backends,
-        passthrough=dict(merged.passthrough),
+        passthrough={**tls_routes, **merged.passthrough},
         stream_endpoints=streams.endpoints,
         dh_param=dh,
         tls_secrets=dict(sorted(tls_secrets.items())),

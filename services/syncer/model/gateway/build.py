@@ -1,5 +1,6 @@
-"""The store's Gateway API objects → what they add to the Model: Gateway rules per host, backends, certificates,
-location profiles (timeouts) and problems. Pure: no I/O, the same store always gives the same result."""
+"""The store's Gateway API objects → what they add to the Model: Gateway rules per host (HTTPRoutes and GRPCRoutes),
+passthrough hosts (TLSRoutes), backends, certificates, location profiles (timeouts, gRPC) and problems. Pure: no
+I/O, the same store always gives the same result."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -15,11 +16,13 @@ from ..types import HostRoutes
 from .attachment import Attachment, attach
 from .classes import our_classes
 from .fields import RouteRejected
+from .grpcroutes import plan_grpc_route
 from .httproutes import RoutePlan, plan_route
 from .listeners import served_listeners
 from .objects import GatewayObjects
 from .reference_grants import ReferenceGrants
 from .tables import gateway_tables
+from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
 
 
 @dataclass
@@ -29,6 +32,7 @@ class GatewayModel:
     profiles: dict[str, LocationProfile] = field(default_factory=dict)
     tls_secrets: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    passthrough: TlsPassthrough = field(default_factory=TlsPassthrough)  # TLSRoutes' hosts, before the Ingresses'
 
 
 def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
@@ -45,23 +49,38 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                              if (gateway.get("spec") or {}).get("gatewayClassName") in classes)
     problems += listener_problems
     attached: list[tuple[RoutePlan, list[Attachment]]] = []
-    for order, namespace, name, route in objects.routes_oldest_first():
-        where = f"HTTPRoute {namespace}/{name}"
-        try:
-            plan = plan_route(route, namespace=namespace, name=name, order=order, grants=grants)
-        except RouteRejected as err:
-            problems.append(Problem.error(where, f"{err}; the route is not served"))
-            continue
-        attachments, refusals = attach(plan, listeners=listeners, our_gateways=our_gateways,
-                                       labels_of=objects.labels_of)
-        problems += [Problem.error(where, refusal) for refusal in refusals]
-        if attachments:
-            problems += [Problem.warning(where, warning) for warning in plan.warnings]
-            attached.append((plan, attachments))
+    attached_tls: list[tuple[TlsRoutePlan, list[Attachment]]] = []
+    for kind, routes in (("HTTPRoute", objects.routes), ("GRPCRoute", objects.grpc_routes),
+                         ("TLSRoute", objects.tls_routes)):
+        kind_listeners = [listener for listener in listeners if kind in listener.kinds]
+        for order, namespace, name, route in objects.routes_oldest_first(routes):
+            where = f"{kind} {namespace}/{name}"
+            try:
+                if kind == "TLSRoute":
+                    tls_plan = plan_tls_route(route, namespace=namespace, name=name, order=order, grants=grants)
+                    plan, warnings = tls_plan.route, tls_plan.warnings
+                else:
+                    plan = (plan_route if kind == "HTTPRoute" else plan_grpc_route)(
+                        route, namespace=namespace, name=name, order=order, grants=grants)
+                    warnings = plan.warnings
+            except RouteRejected as err:
+                problems.append(Problem.error(where, f"{err}; the route is not served"))
+                continue
+            attachments, refusals = attach(plan, listeners=kind_listeners, our_gateways=our_gateways,
+                                           labels_of=objects.labels_of)
+            problems += [Problem.error(where, refusal) for refusal in refusals]
+            if attachments:
+                problems += [Problem.warning(where, warning) for warning in warnings]
+                if kind == "TLSRoute":
+                    attached_tls.append((tls_plan, attachments))
+                else:
+                    attached.append((plan, attachments))
     tables = gateway_tables(attached, listeners=listeners, resolver=resolver)
-    problems += [Problem.warning(f"HTTPRoute {ref}", message) for ref, message in tables.warnings]
+    problems += [Problem.warning(ref, message) for ref, message in tables.warnings]
+    passthrough = tls_passthrough(attached_tls, resolver=resolver)
     return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,
-                        tls_secrets=tables.tls_secrets, problems=problems)
+                        tls_secrets=tables.tls_secrets, problems=problems + passthrough.problems,
+                        passthrough=passthrough)
 
 
 def with_gateway_routes(routes: Mapping[str, HostRoutes], gateway: Mapping[str, dict[str, Any]], *,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from services.nginxconf.config import BackendScheme
+
 from ..backends import ServiceRef
 from . import fields
 from .fields import RouteRejected
@@ -88,6 +90,7 @@ class Action:
     rewrite_path: PathChange | None = None
     timeout: str | None = None  # timeouts.backendRequest, else timeouts.request
     error: str | None = None  # why the rule answers 500 (an unsupported filter)
+    backend_scheme: BackendScheme = "http"  # "grpc": a GRPCRoute's rule (grpcroutes.py)
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class RoutePlan:
     hostnames: tuple[str, ...]
     rules: tuple[Rule, ...]
     warnings: tuple[str, ...] = ()
+    kind: str = "HTTPRoute"  # or GRPCRoute, TLSRoute: the same attachment and tables
 
 
 def plan_route(route: dict[str, Any], *, namespace: str, name: str, order: tuple[datetime, str],
@@ -197,21 +201,21 @@ def _value_matches(raw: Any, *, where: str, header: bool) -> tuple[ValueMatch, .
 
 
 def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,
-             warnings: list[str]) -> BackendChoice:
+             warnings: list[str], kind: str = "HTTPRoute") -> BackendChoice:
     weight = raw.get("weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
         raise RouteRejected(f"{where}: weight {weight!r} must be 0-{MAX_WEIGHT}")
     name = fields.object_name(raw.get("name"), where=where)
     if raw.get("filters"):
         raise RouteRejected(f"{where}: filters on a backendRef are not supported; put them on the rule")
-    group, kind = raw.get("group") or "", raw.get("kind") or "Service"
+    group, target_kind = raw.get("group") or "", raw.get("kind") or "Service"
     target_namespace = raw.get("namespace") or namespace
-    if (group, kind) != ("", "Service"):
-        problem = f"{where}: {kind} ({group or 'core'}) is not a kind pyngress routes to (reason InvalidKind); " \
-                  "its share of requests answers 500"
+    if (group, target_kind) != ("", "Service"):
+        problem = f"{where}: {target_kind} ({group or 'core'}) is not a kind pyngress routes to (reason " \
+                  "InvalidKind); its share of requests answers 500"
         warnings.append(problem)
         return BackendChoice(None, weight, problem)
-    if not grants.allows(source=(GATEWAY_GROUP, "HTTPRoute", namespace),
+    if not grants.allows(source=(GATEWAY_GROUP, kind, namespace),
                          target=("", "Service", target_namespace, name)):
         problem = (f"{where}: Service {target_namespace}/{name} is in another namespace and no ReferenceGrant in "
                    f"{target_namespace} allows it (reason RefNotPermitted); its share of requests answers 500")

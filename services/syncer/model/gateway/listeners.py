@@ -3,7 +3,9 @@
 An HTTP listener is served on the controller's HTTP port and an HTTPS listener on its HTTPS port: a listener's
 port must be that port (--http-port, --https-port) or the standard one (80, 443) that a Service in front maps
 to it. A listener on any other port is not accepted (the spec's reason PortUnavailable): nginx listens on no
-other port for routes. TLS, TCP and UDP listeners and HTTPS in Passthrough mode are not served yet.
+other port for routes. A TLS listener in Passthrough mode is served on the HTTPS port by the passthrough proxy (by
+SNI, for TLSRoutes: tlsroutes.py), and only with --enable-ssl-passthrough, which starts that proxy. TCP and UDP
+listeners, and TLS listeners in Terminate mode, are not served.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from .objects import GATEWAY_GROUP, GatewayObjects
 from .reference_grants import ReferenceGrants
 
 HTTP_ROUTE = (GATEWAY_GROUP, "HTTPRoute")
+# The route kinds each protocol takes (allowedRoutes.kinds narrows them; by default all of them).
+ROUTE_KINDS = {"HTTP": ("HTTPRoute", "GRPCRoute"), "HTTPS": ("HTTPRoute", "GRPCRoute"), "TLS": ("TLSRoute",)}
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,11 @@ class Listener:
     gateway_namespace: str
     name: str  # the sectionName routes name it by
     port: int
-    scheme: str  # "http" or "https"
+    scheme: str  # "http", "https" or "tls" (passthrough)
     hostname: str | None  # None: any host
     namespaces: NamespacePolicy
     certificate: str | None = None  # "namespace/name" of its TLS Secret (https)
+    kinds: tuple[str, ...] = ("HTTPRoute", "GRPCRoute")  # the route kinds it takes
 
     @property
     def where(self) -> str:
@@ -94,7 +99,7 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
     return listeners, problems
 
 
-_PORTS = {"HTTP": ("http", 80), "HTTPS": ("https", 443)}
+_PORTS = {"HTTP": ("http", 80), "HTTPS": ("https", 443), "TLS": ("tls", 443)}
 
 
 def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Settings, grants: ReferenceGrants,
@@ -105,7 +110,7 @@ def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Sett
     protocol = raw.get("protocol")
     if protocol not in _PORTS:
         raise RouteRejected(f"{where}: protocol {protocol!r} is not supported (reason UnsupportedProtocol); "
-                            "use HTTP or HTTPS")
+                            "use HTTP, HTTPS or TLS")
     scheme, standard = _PORTS[protocol]
     port = fields.port(raw.get("port"), where=where)
     ours = settings.ports.http if scheme == "http" else settings.ports.https
@@ -116,16 +121,22 @@ def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Sett
     host = fields.hostname(hostname, where=where) if hostname is not None else None
     allowed = fields.mapping(raw.get("allowedRoutes"), where=f"{where} allowedRoutes")
     kinds = fields.listing(allowed.get("kinds"), where=f"{where} allowedRoutes.kinds")
-    if kinds and not any(isinstance(k, dict) and (k.get("group") or GATEWAY_GROUP, k.get("kind")) == HTTP_ROUTE
-                         for k in kinds):
-        raise RouteRejected(f"{where}: allowedRoutes.kinds names no kind pyngress serves (reason "
-                            "InvalidRouteKinds); use HTTPRoute")
+    served_kinds = ROUTE_KINDS[protocol]
+    if kinds:
+        named = {k.get("kind") for k in kinds
+                 if isinstance(k, dict) and (k.get("group") or GATEWAY_GROUP) == GATEWAY_GROUP}
+        served_kinds = tuple(kind for kind in served_kinds if kind in named)
+    if not served_kinds:
+        raise RouteRejected(f"{where}: allowedRoutes.kinds names no kind pyngress serves on a {protocol} listener "
+                            f"(reason InvalidRouteKinds); use {' or '.join(ROUTE_KINDS[protocol])}")
     certificate = None
+    if scheme == "tls":
+        _passthrough(fields.mapping(raw.get("tls"), where=f"{where} tls"), where=where, settings=settings)
     if scheme == "https":
         certificate = _certificate(fields.mapping(raw.get("tls"), where=f"{where} tls"), namespace=namespace,
                                    where=where, grants=grants, secrets=secrets)
     return Listener(gateway=f"{namespace}/{name}", gateway_namespace=namespace, name=section, port=port,
-                    scheme=scheme, hostname=host, certificate=certificate,
+                    scheme=scheme, hostname=host, certificate=certificate, kinds=served_kinds,
                     namespaces=_namespaces(fields.mapping(allowed.get("namespaces"), where=where), where=where))
 
 
@@ -133,7 +144,8 @@ def _certificate(tls: dict[str, Any], *, namespace: str, where: str, grants: Ref
                  secrets: TlsSecrets) -> str:
     mode = tls.get("mode") or "Terminate"
     if mode != "Terminate":
-        raise RouteRejected(f"{where}: tls.mode {mode} is not served yet; use Terminate")
+        raise RouteRejected(f"{where}: an HTTPS listener terminates TLS; tls.mode {mode} needs protocol TLS (reason "
+                            "UnsupportedProtocol)")
     refs = fields.listing(tls.get("certificateRefs"), where=f"{where} tls.certificateRefs")
     if not refs:
         raise RouteRejected(f"{where}: an HTTPS listener needs tls.certificateRefs naming a TLS Secret")
@@ -150,6 +162,16 @@ def _certificate(tls: dict[str, Any], *, namespace: str, where: str, grants: Ref
     if problem := secrets.problem(secret):
         raise RouteRejected(f"{where}: TLS Secret {secret} {problem} (reason InvalidCertificateRef)")
     return secret
+
+
+def _passthrough(tls: dict[str, Any], *, where: str, settings: Settings) -> None:
+    mode = tls.get("mode") or "Terminate"
+    if mode != "Passthrough":
+        raise RouteRejected(f"{where}: a TLS listener in {mode} mode is not supported (reason UnsupportedProtocol); "
+                            "use tls.mode Passthrough, or protocol HTTPS to terminate TLS")
+    if not settings.ingress.enable_ssl_passthrough:
+        raise RouteRejected(f"{where}: TLS Passthrough needs the passthrough proxy, which the controller runs only "
+                            "with --enable-ssl-passthrough (reason UnsupportedProtocol); start it with that flag")
 
 
 def _namespaces(raw: dict[str, Any], *, where: str) -> NamespacePolicy:

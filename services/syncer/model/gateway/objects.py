@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from ..creation import creation_order
 
-GATEWAY_KINDS = ("GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant")
+GATEWAY_KINDS = ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant")
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 _INPUTS = frozenset({*GATEWAY_KINDS, "Namespace"})
 
@@ -22,6 +22,8 @@ class GatewayObjects:
     classes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → GatewayClass
     gateways: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → Gateway
     routes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → HTTPRoute
+    grpc_routes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → GRPCRoute
+    tls_routes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → TLSRoute
     grants: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (namespace, ReferenceGrant)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -39,6 +41,10 @@ class GatewayObjects:
                 found.gateways[namespace, name] = obj
             elif kind == "HTTPRoute":
                 found.routes[namespace, name] = obj
+            elif kind == "GRPCRoute":
+                found.grpc_routes[namespace, name] = obj
+            elif kind == "TLSRoute":
+                found.tls_routes[namespace, name] = obj
             elif kind == "ReferenceGrant":
                 found.grants.append((namespace, obj))
             else:
@@ -50,7 +56,10 @@ class GatewayObjects:
         """A namespace's labels, with the one the API server sets on every namespace."""
         return {**self.namespace_labels.get(namespace, {}), "kubernetes.io/metadata.name": namespace}
 
-    def routes_oldest_first(self) -> list[tuple[tuple[datetime, str], str, str, dict[str, Any]]]:
-        """(creation order, namespace, name, HTTPRoute), oldest first, then by "namespace/name"."""
+    def routes_oldest_first(self, routes: Mapping[tuple[str, str], dict[str, Any]] | None = None
+                            ) -> list[tuple[tuple[datetime, str], str, str, dict[str, Any]]]:
+        """(creation order, namespace, name, route) of `routes` (default: the HTTPRoutes), oldest first, then by
+        "namespace/name"."""
         return sorted(((creation_order(route, namespace=ns, name=name), ns, name, route)
-                       for (ns, name), route in self.routes.items()), key=lambda item: item[0])
+                       for (ns, name), route in (self.routes if routes is None else routes).items()),
+                      key=lambda item: item[0])

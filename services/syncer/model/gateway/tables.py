@@ -37,7 +37,7 @@ class GatewayTables:
     backends: dict[str, list[str]] = field(default_factory=dict)
     profiles: dict[str, LocationProfile] = field(default_factory=dict)
     tls_secrets: dict[str, str] = field(default_factory=dict)  # host → "namespace/name" of its listener's Secret
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (HTTPRoute "namespace/name", message)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # ("HTTPRoute namespace/name", message)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
                 layer_hosts.append(CATCH_ALL_HOST)
         best = {scheme: max((specificity(listener.hostname, host) for listener in listeners
                              if listener.scheme == scheme), default=-1) for scheme in ("http", "https")}
-        host_actions: dict[tuple[str, int], int] = {}
+        host_actions: dict[tuple[str, str, int], int] = {}
         action_list: list[dict[str, Any]] = []
         layers = []
         for layer_host in layer_hosts:
@@ -99,8 +99,8 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
     return tables
 
 
-def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, int], int], action_list: list[dict[str, Any]],
-           actions: _Actions) -> dict[str, Any]:
+def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, str, int], int],
+           action_list: list[dict[str, Any]], actions: _Actions) -> dict[str, Any]:
     by_path: dict[tuple[str, str], list[_Candidate]] = {}
     for candidate in candidates:
         by_path.setdefault((candidate.match.path_kind, candidate.match.path), []).append(candidate)
@@ -111,13 +111,13 @@ def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, int], int
         found.sort(key=_Candidate.precedence)
         matches: list[dict[str, Any]] = []
         for i, candidate in enumerate(found):
-            key = (candidate.plan.ref, candidate.rule)
+            key = (candidate.plan.kind, candidate.plan.ref, candidate.rule)
             if key not in host_actions:
                 action_list.append(actions.json(candidate.plan, candidate.rule))
                 host_actions[key] = len(action_list)
             scheme: str | None = candidate.listener.scheme
             twin = (found[i - 1] if i else None)
-            if twin is not None and (twin.plan.ref, twin.rule, twin.index) == (key + (candidate.index,)):
+            if twin is not None and (twin.plan.kind, twin.plan.ref, twin.rule, twin.index) == key + (candidate.index,):
                 if twin.listener.scheme != scheme:
                     matches[-1].pop("scheme", None)  # the same match on the HTTP and the HTTPS listener
                 continue
@@ -144,10 +144,10 @@ class _Actions:
 
     def __init__(self, tables: GatewayTables, resolver: BackendResolver) -> None:
         self._tables, self._resolver = tables, resolver
-        self._made: dict[tuple[str, int], dict[str, Any]] = {}
+        self._made: dict[tuple[str, str, int], dict[str, Any]] = {}
 
     def json(self, plan: RoutePlan, rule: int) -> dict[str, Any]:
-        key = (plan.ref, rule)
+        key = (plan.kind, plan.ref, rule)
         if key not in self._made:
             self._made[key] = self._action(plan, rule, plan.rules[rule].action)
         return self._made[key]
@@ -160,8 +160,9 @@ class _Actions:
                 if choice.service is not None:
                     resolved = self._resolver.resolve(choice.service)
                     if resolved.name is None or resolved.refused:
-                        self._tables.warnings.append((plan.ref, f"spec.rules[{rule}]: {resolved.problem}; its share "
-                                                                "of requests answers 500 (reason BackendNotFound)"))
+                        self._tables.warnings.append((f"{plan.kind} {plan.ref}", f"spec.rules[{rule}]: "
+                                                      f"{resolved.problem}; its share of requests answers 500 "
+                                                      "(reason BackendNotFound)"))
                     else:
                         name = resolved.name
                         self._tables.backends[name] = list(resolved.endpoints)
@@ -173,8 +174,8 @@ class _Actions:
             directives.append(RESPONSE_HEADERS)
         if action.timeout is not None:
             directives += [("proxy_read_timeout", action.timeout), ("proxy_send_timeout", action.timeout)]
-        if directives:
-            made = LocationProfile.of(directives=tuple(sorted(directives)))
+        if directives or action.backend_scheme != "http":
+            made = LocationProfile.of(directives=tuple(sorted(directives)), backend_scheme=action.backend_scheme)
             self._tables.profiles[made.name] = made
             profile = made.name
         redirect = action.redirect

@@ -1,0 +1,99 @@
+"""TLSRoute: TLS Passthrough listeners (only with --enable-ssl-passthrough), host names into the passthrough table
+by hostname intersection, one backend per host, references, and the hosts an Ingress or an HTTPS listener serves."""
+import pytest
+
+PASSTHROUGH = {"enable_ssl_passthrough": True}
+
+
+@pytest.fixture
+def tls(gw):
+    gw.service("secure", ports=(("https", 443),))
+    gw.endpoint_slice("secure", addresses=("10.0.0.5",), port_name="https", port=8443)
+    return gw
+
+
+def route(gw, name, *backends, **spec):
+    return gw.add(gw.objects.tls_route(name, *backends, created=gw.timestamp(), **spec))
+
+
+def test_a_tls_listener_needs_the_passthrough_proxy_and_passthrough_mode(tls):
+    o = tls.objects
+    tls.gateway(o.listener("tls", hostname="secure.example.com", passthrough=True),
+                {**o.listener("terminate", passthrough=True), "tls": {"mode": "Terminate"}})
+    route(tls, "secure", o.backend_ref("secure", 443), parents=[{"name": "gw", "sectionName": "tls"}])
+    model = tls.build()
+    assert model.passthrough == {}
+    problems = tls.rejections(model)
+    assert any("listener tls: TLS Passthrough needs" in p and "--enable-ssl-passthrough" in p for p in problems)
+    assert any("listener terminate: a TLS listener in Terminate mode is not supported" in p for p in problems)
+    assert tls.build(**PASSTHROUGH).passthrough == {"secure.example.com": ["10.0.0.5:8443"]}
+
+
+@pytest.mark.parametrize("version", ["gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1alpha2"])
+def test_hostnames_are_the_intersection_with_the_listener_and_exact_names_only(tls, version):
+    o = tls.objects
+    tls.gateway(o.listener("tls", hostname="*.example.com", passthrough=True))
+    tls.add(o.tls_route("secure", o.backend_ref("secure", 443), version=version,
+                        hostnames=["a.example.com", "b.example.org", "*.deep.example.com"]))
+    model = tls.build(**PASSTHROUGH)
+    assert model.passthrough == {"a.example.com": ["10.0.0.5:8443"]}
+    assert any("wildcard host *.deep.example.com is not served" in w for w in tls.warnings(model))
+
+
+def test_a_route_whose_hostnames_miss_the_listener_is_not_attached(tls):
+    o = tls.objects
+    tls.gateway(o.listener("tls", hostname="secure.example.com", passthrough=True))
+    route(tls, "elsewhere", o.backend_ref("secure", 443), hostnames=["other.example.com"])
+    model = tls.build(**PASSTHROUGH)
+    assert model.passthrough == {}
+    assert any("NoMatchingListenerHostname" in r for r in tls.rejections(model))
+
+
+def test_httproutes_do_not_attach_to_tls_listeners_nor_tlsroutes_to_http_ones(tls):
+    o = tls.objects
+    tls.gateway(o.listener("tls", hostname="secure.example.com", passthrough=True),
+                o.listener("http", hostname="web.example.com"))
+    route(tls, "secure", o.backend_ref("secure", 443), parents=[{"name": "gw", "sectionName": "http"}])
+    tls.route("web", parents=[{"name": "gw", "sectionName": "tls"}], rules=[o.rule(o.backend_ref("web"))])
+    model = tls.build(**PASSTHROUGH)
+    assert model.passthrough == {} and "secure.example.com" not in model.routes
+    assert {r.split(":")[0] for r in tls.rejections(model)} == {"TLSRoute default/secure", "HTTPRoute default/web"}
+
+
+def test_one_backend_per_host_and_the_oldest_route_keeps_its_host(tls):
+    o = tls.objects
+    tls.gateway(o.listener("tls", passthrough=True))
+    route(tls, "first", o.backend_ref("secure", 443, weight=0), o.backend_ref("secure", 443, weight=2),
+          o.backend_ref("web", 80, weight=1), hostnames=["a.example.com"])
+    route(tls, "second", o.backend_ref("web", 80), hostnames=["a.example.com", "b.example.com"])
+    model = tls.build(**PASSTHROUGH)
+    assert model.passthrough == {"a.example.com": ["10.0.0.5:8443"], "b.example.com": ["10.0.0.1:8080"]}
+    warnings = tls.warnings(model)
+    assert any("TLSRoute default/first" in w and "to one Service, the first of them" in w for w in warnings)
+    assert any("TLSRoute default/second" in w and "already passed through for TLSRoute default/first" in w
+               for w in warnings)
+
+
+def test_a_backend_in_another_namespace_needs_a_grant_from_tlsroutes(tls):
+    o = tls.objects
+    tls.app_service("vault", ns="secrets", address="10.0.0.9")
+    tls.gateway(o.listener("tls", passthrough=True))
+    route(tls, "vault", o.backend_ref("vault", 80, ns="secrets"), hostnames=["vault.example.com"])
+    model = tls.build(**PASSTHROUGH)
+    assert model.passthrough == {"vault.example.com": []}  # the proxy closes its connections
+    assert any("RefNotPermitted" in w for w in tls.warnings(model))
+    tls.add(o.reference_grant("tls", ns="secrets", from_namespace="default", from_kind="TLSRoute"))
+    assert tls.build(**PASSTHROUGH).passthrough == {"vault.example.com": ["10.0.0.9:8080"]}
+
+
+def test_an_ingress_host_comes_first(tls):
+    o = tls.objects
+    tls.ingress_class()
+    tls.ingress("web", host="taken.example.com")
+    tls.ingress("pt", host="pt.example.com", annotations={"nginx.ingress.kubernetes.io/ssl-passthrough": "true"})
+    tls.gateway(o.listener("tls", passthrough=True))
+    route(tls, "late", o.backend_ref("secure", 443), hostnames=["taken.example.com", "pt.example.com",
+                                                                 "free.example.com"])
+    model = tls.build(**PASSTHROUGH)
+    assert model.passthrough == {"pt.example.com": ["10.0.0.1:8080"], "free.example.com": ["10.0.0.5:8443"]}
+    assert sum("is served by an Ingress, which comes first" in w for w in tls.warnings(model)) == 2
