@@ -1,5 +1,6 @@
 """Ingress status in the syncer: campaign for the Lease, and while leading keep every served Ingress's
-status.loadBalancer right (services/syncer/ingress_status/leader.py, services/syncer/ingress_status/updater.py).
+status.loadBalancer right (services/syncer/ingress_status/leader.py, services/syncer/ingress_status/updater.py),
+and the Gateway API objects' status (services/syncer/ingress_status/gateway_status.py).
 
 Only with a Kubernetes API (--kubeconfig or in-cluster): a manifests directory has no status to write.
 With --update-status=false this task does not campaign at all: writing status is the only thing a
@@ -42,6 +43,7 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
 
     from services.common.kube import KubeConfigError, kube_configuration
 
+    from .gateway_status import GatewayStatusUpdater
     from .leader import LeaderElector
     from .updater import IngressStatusUpdater
 
@@ -54,16 +56,20 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
         return
     api_client = client.ApiClient(configuration)
     updater = IngressStatusUpdater(api_client, settings=settings, errors=errors)
+    gateways = GatewayStatusUpdater(api_client, settings=settings, addresses=updater.addresses, errors=errors)
     elector = LeaderElector.from_settings(settings, api_client, errors=errors)
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,
         lease_seconds=elector.lease_duration))
-    after_sync.append(updater.notify)
+    after_sync.extend((updater.notify, gateways.notify))
     leadership[elector.name] = lambda: elector.is_leader
+
+    async def while_leading() -> None:
+        await asyncio.gather(updater.run(current_store), gateways.run(current_store))
     try:
-        await elector.run(lambda: updater.run(current_store),
-                          before_release=lambda: updater.clear_on_shutdown(current_store()))
+        await elector.run(while_leading, before_release=lambda: updater.clear_on_shutdown(current_store()))
     finally:
         after_sync.remove(updater.notify)
+        after_sync.remove(gateways.notify)
         api_client.close()
 
