@@ -287,8 +287,8 @@ def test_the_oldest_server_snippet_of_a_host_wins(cluster):
     [first] = [p for p in model.config.profiles if p.server_snippet == "return 418;"]
     assert model.config.snippet_servers == (("app.example.com", first.name),)
     assert model.problem_lines() == ["warning: Ingress default/second: server-snippet is ignored for host "
-                                     "app.example.com: Ingress default/first (older) sets the server-snippet of that "
-                                     "host"]
+                                     "app.example.com: Ingress default/first (older) sets the server block settings "
+                                     "of that host (server-snippet)"]
     conf = render(model.config)
     assert conf.count("server_name \"app.example.com\";") == 1 and "return 418;" in conf and "return 419;" not in conf
     assert conf.count("listen 80 default_server;") == 1 and conf.count("listen 80;") == 1
