@@ -65,7 +65,7 @@ local sub = string.sub
 local _M = {}
 
 -- The tables' format this Lua reads: table_schema.py's SCHEMA_VERSION (tests/lua/test_schema_fields.py compares them).
-_M.SCHEMA_VERSION = 1
+_M.SCHEMA_VERSION = 2
 
 local tables = {}  -- name -> spec
 local cache = {}   -- this worker's decoded tables: name -> {pushes = ..., value = ...}
