@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
@@ -58,6 +58,8 @@ def exporter_for(config: dict[str, Any]) -> SpanExporter:
 class ExportQueue:
     """The queue and its export thread; `configure` follows the settings of the applied nginx.conf."""
     counts: Counts = field(default_factory=Counts)
+    # The exporter for the tracer settings (another one in tests that keep the spans in memory).
+    exporter_of: Callable[[dict[str, Any]], SpanExporter] = exporter_for
     _records: deque[list] = field(default_factory=deque)
     _config: dict[str, Any] = field(default_factory=dict)
     _exporter: SpanExporter | None = None
@@ -74,7 +76,7 @@ class ExportQueue:
             self._config = config
             self._resource = Resource.create({"service.name": config["service_name"]})
             if config["host"]:
-                self._exporter = exporter_for(config)
+                self._exporter = self.exporter_of(config)
             else:
                 log.warning("tracing is on but the ConfigMap names no otlp-collector-host: spans are not exported")
             if len(self._records) > config["max_queue_size"]:
