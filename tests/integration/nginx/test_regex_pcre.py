@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.syncer.model.types import HostRoutes
+from services.nginxconf.table_schema import SCHEMA_VERSION
 from tests.support.model_cluster import Cluster
 
 from .conftest import route
@@ -60,7 +61,7 @@ def regex_host(shared_nginx, echo):
         # Posted here rather than through TablePusher, which reads nginx's answer as text: a refusal quotes the
         # pattern from PCRE's byte offset on, which may start inside a UTF-8 character.
         answer = shared_nginx.api("POST", "/configuration/routes",
-                                  json.dumps({"version": host, "data": routes}).encode())
+                                  json.dumps({"version": host, "schema": SCHEMA_VERSION, "data": routes}).encode())
         assert answer.status in (201, 400), answer
         if answer.status == 400:
             return False

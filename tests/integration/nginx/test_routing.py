@@ -9,6 +9,7 @@ import pytest
 
 from services.nginxconf.config import LocationProfile
 from services.syncer.model.types import HostRoutes
+from services.nginxconf.table_schema import SCHEMA_VERSION
 from tests.support.net import free_port
 
 from .conftest import closed_endpoint, route
@@ -228,7 +229,8 @@ def test_a_malformed_entry_is_refused_and_its_last_good_value_keeps_serving(ngin
     # nginx holds the version pushed: nothing to push again until the model changes.
     assert nginx.run(nginx.pusher.needs_push()) is False
 
-    refused = nginx.api("POST", "/configuration/backends", b'{"version": "v", "data": {"A": ["not-an-address"]}}')
+    refused = nginx.api("POST", "/configuration/backends", json.dumps(
+        {"version": "v", "schema": SCHEMA_VERSION, "data": {"A": ["not-an-address"]}}).encode())
     assert refused.status == 201 and "not-an-address" in json.loads(refused.body)["refused"]["A"]
     assert nginx.get("/").backend == "A"
     not_json = nginx.api("POST", "/configuration/backends", b'{"version": "v3"')

@@ -7,6 +7,7 @@ import json
 
 from services.nginxconf.tables import TablePusher
 from services.syncer.model.types import HostRoutes
+from services.nginxconf.table_schema import SCHEMA_VERSION
 
 from .conftest import eventually, route
 
@@ -51,11 +52,12 @@ def test_a_delta_to_another_version_is_refused_and_the_whole_table_goes(nginx_fa
     app = echo("app")
     nginx.push(routes_for(3), {"app": [app.endpoint]})
     stale = nginx.api("POST", "/configuration/routes/delta",
-                      json.dumps({"base": "not-held", "version": "v2", "set": {}, "delete": ["h0.delta.test"]}).encode())
+                      json.dumps({"base": "not-held", "version": "v2", "schema": SCHEMA_VERSION, "set": {},
+                                  "delete": ["h0.delta.test"]}).encode())
     assert stale.status == 409 and "send the whole table" in json.loads(stale.body)["error"]
     assert served_by(nginx, "h0.delta.test") == {"app"}
     bad = nginx.api("POST", "/configuration/routes/delta", json.dumps(
-        {"base": nginx.run(nginx.pusher.versions())["routes"], "version": "v2",
+        {"base": nginx.run(nginx.pusher.versions())["routes"], "version": "v2", "schema": SCHEMA_VERSION,
          "set": {"h1.delta.test": {"prefix": [["no-slash", {"backend": "app"}]]}}, "delete": ["h0.delta.test"]}).encode())
     # The entry nginx refuses keeps its last good routes; the rest of the delta applies.
     assert bad.status == 201

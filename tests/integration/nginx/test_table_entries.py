@@ -18,6 +18,7 @@ from services.nginxconf.tables import TablePusher
 from services.syncer.model.types import HostRoutes, Model, Route
 from services.syncer.nginx_apply.applier import NginxApplier
 from services.syncer.observability.metrics import SyncerMetrics
+from services.nginxconf.table_schema import SCHEMA_VERSION
 
 from .conftest import route, trust
 
@@ -91,7 +92,7 @@ def test_a_regex_pcre_refuses_refuses_only_its_host(nginx, app, old, mode):
 
 def test_the_answer_names_each_refused_entry_and_why(nginx, app):
     push(nginx, TablePusher(nginx.paths), {}, {"app": [app.endpoint]})
-    body = json.dumps({"version": "answer-test", "data": {
+    body = json.dumps({"version": "answer-test", "schema": SCHEMA_VERSION, "data": {
         "good.entries.test": to("app"),
         "canary.entries.test": {"prefix": [["/", {"backend": "app", "canary": {"backend": "app",
                                                                                "header_pattern": "a{2,1}"}}]]},
@@ -111,7 +112,7 @@ def test_the_answer_names_each_refused_entry_and_why(nginx, app):
 
 def test_a_table_sent_as_a_list_is_refused_whole_and_empties_nothing(nginx, app):
     push(nginx, TablePusher(nginx.paths), {"kept.entries.test": to("app")}, {"app": [app.endpoint]})
-    body = json.dumps({"version": "a-list", "data": [to("app")]}).encode()
+    body = json.dumps({"version": "a-list", "schema": SCHEMA_VERSION, "data": [to("app")]}).encode()
     response = nginx.api("POST", "/configuration/routes", body)
 
     assert response.status == 400
