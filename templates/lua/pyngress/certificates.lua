@@ -21,9 +21,17 @@ had no entry. Only a certificate whose PEMs changed is parsed again.
 
 In the shared dictionary each certificate is kept under its own keys ("cert:<id>", "key:<id>") beside
 an index ({hosts, default, digests: id -> md5 of cert and key}), so that a worker decodes only the small
-index when the table changes and parses each certificate once, when a handshake first needs it.
+index when the table changes and parses a certificate when a handshake first needs it.
+
+Memory stays bounded at any number of certificates: the PEMs live once, in the shared dictionary (64 MiB,
+SHARED_DICT_SIZE in services/nginxconf/render.py, about 10 MiB for 10,000 EC certificates; a push that does not
+fit is refused), and each worker keeps at most PARSED_MAX parsed certificates (an LRU): past that, the least
+recently served is dropped (OpenSSL frees it with its cdata) and parsed again from the dictionary when next
+asked for. An entry is used only while its digest is the index's, so a rotated certificate is never served
+stale; one that left the index is no longer asked for and ages out.
 ]]
 local ffi = require("ffi")
+local lrucache = require("resty.lrucache")
 local ssl = require("ngx.ssl")
 local cjson = require("cjson.safe")
 local store = require("pyngress.store")
@@ -158,8 +166,12 @@ end
 
 store.define("certificates", { build = build, put = put, load = load })
 
-local parsed = {}        -- this worker's parsed certificates: id -> {digest, cert, key}
-local parsed_for = nil   -- the index `parsed` was last pruned against
+-- A parsed entry (X509 chain and key, the cache's node) takes about 8 KiB of a worker's memory with an EC P-256
+-- key, more with RSA; parsing one again costs about 0.5 ms (OpenSSL 3's PEM key decoders), a handshake's worth.
+-- Sized for the scale measured (bench_tls_scale.py: 10,000 certificates, SNI drawn at random, every one served
+-- from the cache once warm): at most about 80 MiB per worker with P-256 keys.
+local PARSED_MAX = 10000
+local parsed = assert(lrucache.new(PARSED_MAX))  -- this worker's parsed certificates: id -> {digest, cert, key, der}
 
 local function parse(dict, id, digest)
     local cert_pem, key_pem = dict:get("cert:" .. id), dict:get("key:" .. id)
@@ -197,25 +209,21 @@ local function certificate_for(index, dict, name)
         return nil
     end
     local digest = index.digests[id]
-    local entry = parsed[id]
+    local entry = parsed:get(id)
     if entry and entry.digest == digest then
         return entry
     end
     entry = parse(dict, id, digest)
-    parsed[id] = entry
+    if entry then
+        parsed:set(id, entry)
+    else
+        parsed:delete(id)
+    end
     return entry
 end
 
 function _M.serve()
     local index = store.get("certificates")
-    if parsed_for ~= index then
-        for id, entry in pairs(parsed) do
-            if index.digests[id] ~= entry.digest then
-                parsed[id] = nil
-            end
-        end
-        parsed_for = index
-    end
     local name = ssl.server_name()
     if settings.ssl_reject_handshake and not router.names_host(name) then
         -- ConfigMap ssl-reject-handshake: no certificate (not even the default one) for a name no Ingress serves.
