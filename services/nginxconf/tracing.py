@@ -32,8 +32,8 @@ SPAN_FIELDS = ("trace", "fields", "request_uri", "user_agent", "start", "end")
 FIELDS_SEPARATOR = "\t"
 # What the log phase reads in one variable ($pyngress_span_fields): none of them can hold a tab.
 JOINED_VARIABLES = ("status", "request_method", "scheme", "host", "pyngress_server_port", "server_protocol",
-                    "remote_addr", "realip_remote_addr", "remote_port", "upstream_addr", "bytes_sent",
-                    "request_length", "pyngress_metric")
+                    "remote_addr", "realip_remote_addr", "remote_port", "upstream_addr", "upstream_response_time",
+                    "bytes_sent", "request_length", "pyngress_metric")
 
 SAMPLERS = ("AlwaysOn", "AlwaysOff", "TraceIdRatioBased")
 # What becomes of a sampled span, as the tracer counts it (its status record; pyngress_tracing_spans_total).

@@ -88,6 +88,8 @@ def attributes(values: dict[str, str], request_uri: str, user_agent: str) -> dic
             attrs[name] = number
     if values["upstream_addr"] not in ("", "-"):
         attrs["pyngress.upstream.address"] = values["upstream_addr"]  # "a:80, b:80" when a retry went elsewhere
+        # nginx's $upstream_response_time: seconds with milliseconds, one per endpoint tried ("0.002, 0.010").
+        attrs["pyngress.upstream.response_time"] = values["upstream_response_time"]
     labels = dict(zip(_METRIC_LABELS, values["pyngress_metric"].split("\t")))
     if labels.get("path"):
         attrs["http.route"] = labels["path"]  # the Ingress path (a prefix or an exact path)

@@ -117,6 +117,7 @@ def test_each_sampled_request_is_one_span_whose_parent_is_the_clients(stage, rec
             "url.path": f"/api/items/{i}", "url.query": f"page={i}", "client.address": "127.0.0.1",
             "network.peer.address": "127.0.0.1", "pyngress.ingress": "default/shop"}
         assert attributes["pyngress.upstream.address"] == f"{stage.echo.ips['TRACED']}:{stage.echo.port}"
+        assert re.fullmatch(r"[0-9]+\.[0-9]{3}", attributes["pyngress.upstream.response_time"])
 
 
 def test_a_request_without_a_traceparent_starts_a_trace_the_backend_continues(stage, receiver):

@@ -17,6 +17,7 @@ def record(*, parent: str = PARENT, name: str = "/api", **fields: str) -> list:
     values = {"status": "200", "request_method": "GET", "scheme": "https", "host": "shop.example.com",
               "pyngress_server_port": "443", "server_protocol": "HTTP/2.0", "remote_addr": "203.0.113.9",
               "realip_remote_addr": "10.0.0.1", "remote_port": "51000", "upstream_addr": "10.1.2.3:8080",
+              "upstream_response_time": "0.004",
               "bytes_sent": "612", "request_length": "310",
               "pyngress_metric": "shop.example.com\tshop\tfront\tweb\t/api\t", **fields}
     return [TRACE + SPAN + parent + name, FIELDS_SEPARATOR.join(values[v] for v in JOINED_VARIABLES),
@@ -36,7 +37,8 @@ def test_a_record_is_a_server_span_with_the_semantic_conventions():
         "server.address": "shop.example.com", "server.port": 443, "client.address": "203.0.113.9",
         "network.peer.address": "10.0.0.1", "network.peer.port": 51000, "network.protocol.name": "http",
         "network.protocol.version": "2", "user_agent.original": "curl/8.0", "http.request.size": 310,
-        "http.response.size": 612, "pyngress.upstream.address": "10.1.2.3:8080", "pyngress.ingress": "shop/front",
+        "http.response.size": 612, "pyngress.upstream.address": "10.1.2.3:8080",
+        "pyngress.upstream.response_time": "0.004", "pyngress.ingress": "shop/front",
         "pyngress.service": "web"}
     assert span.status.status_code is StatusCode.UNSET
 
