@@ -317,6 +317,12 @@ GATEWAY_BACKEND = Record("gateway_backend", "gateway.lua (action_of)", (
     Field("service", STRING, "the metrics' service label", omit=(None, "")),
 ))
 
+GATEWAY_MIRROR = Record("gateway_mirror", "gateway.lua (action_of)", (
+    Field("backend", STRING, "the mirrored copies' backend"),
+    Field("numerator", INTEGER, "the share of requests copied: numerator/denominator", omit=(100,)),
+    Field("denominator", INTEGER, omit=(100,)),
+))
+
 GATEWAY_REDIRECT = Record("gateway_redirect", "gateway.lua (action_of)", (
     Field("scheme", OneOf(("http", "https")), omit=(None,)),
     Field("hostname", STRING, omit=(None,)),
@@ -337,6 +343,8 @@ GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("rewrite_prefix", BOOLEAN, "rewrite_path replaces the matched prefix", omit=(False,)),
     Field("request_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
     Field("response_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
+    Field("mirrors", ListOf(GATEWAY_MIRROR), "RequestMirror: copy i goes to the profile's mirror location i",
+          omit=((),)),
 ))
 
 GATEWAY_LAYER = Record("gateway_layer", "gateway.lua (layer_of)", (

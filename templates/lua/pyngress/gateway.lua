@@ -10,7 +10,8 @@ table_schema.GATEWAY_ROUTES declares it), tried by router.lua before the host's 
     <action> = {"route": "ns/name", "path": "<first path, the metrics' label>", "profile": "<profile>",
                 "backends": [{"backend": "<name>" | null, "weight": n, "service": "<name>"}],
                 "redirect": {"scheme", "hostname", "port", "path", "prefix", "code"},
-                "rewrite_host", "rewrite_path", "rewrite_prefix", "request_headers", "response_headers"}
+                "rewrite_host", "rewrite_path", "rewrite_prefix", "request_headers", "response_headers",
+                "mirrors": [{"backend": "<name>", "numerator": n, "denominator": d}]}
     header changes = {"set": [[name, value]], "add": [[name, value]], "remove": [name]}
 
 The layers are tried in order (the host's own routes, then wildcard hosts, then routes for any host). In a layer the
@@ -19,6 +20,7 @@ a path element boundary, longest first; a path's matches are in the spec's prece
 holds the next candidate path is tried. A request no match takes is left to the Ingress paths.
 ]==]
 local monitor = require("pyngress.monitor")
+local store = require("pyngress.store")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower, concat = string.byte, string.sub, string.find, string.lower, table.concat
@@ -139,6 +141,24 @@ local function redirect_of(raw, where)
              path = optional_string(raw.path), prefix = raw.prefix == true, code = code }
 end
 
+-- RequestMirror: copy i of a request goes to the profile's mirror location i (nginx.conf.j2), to mirrors[i].
+local MIRROR_LOCATION = "/_pyngress_gateway_mirror/"
+
+local function mirrors_of(raw, where)
+    local found = {}
+    for i, item in ipairs(list_of(raw, where)) do
+        if type(item) ~= "table" then
+            fail(where, "a mirror must be an object")
+        end
+        local numerator, denominator = tonumber(item.numerator) or 100, tonumber(item.denominator) or 100
+        if denominator < 1 then
+            fail(where, "a mirror's denominator must be at least 1")
+        end
+        found[i] = { backend = string_of(item.backend, where .. " backend"), share = numerator / denominator }
+    end
+    return #found > 0 and found or nil
+end
+
 local function action_of(raw, host, where)
     if type(raw) ~= "table" then
         fail(where, "an action must be an object")
@@ -165,6 +185,7 @@ local function action_of(raw, host, where)
              request_headers = changes_of(raw.request_headers, where .. " request_headers"),
              response_headers = response_headers,
              response_headers_json = response_headers and cjson.encode(response_headers),
+             mirrors = mirrors_of(raw.mirrors, where .. " mirrors"),
              metric = monitor.labels_of(host, route, nil, path) }
 end
 
@@ -469,6 +490,17 @@ function _M.change_request(action, uri, prefix)
         end
         ngx.req.set_uri(path, false)
     end
+    local mirrors = action.mirrors
+    if mirrors then
+        -- The backend of each copy, "-" for a copy this request does not make (the rule's percentage); the mirror
+        -- locations read it: a subrequest shares its request's variables.
+        local chosen = {}
+        for i = 1, #mirrors do
+            local mirror = mirrors[i]
+            chosen[i] = (mirror.share >= 1 or random() < mirror.share) and mirror.backend or "-"
+        end
+        ngx.var.pyngress_gateway_mirrors = concat(chosen, " ")
+    end
     if action.response_headers then
         -- For the header filter of the action's profile: a variable survives the jump to that location, ngx.ctx not.
         ngx.var.pyngress_gateway_response = action.response_headers_json
@@ -494,6 +526,30 @@ function _M.response_headers()
     if changes then
         apply_changes(changes, set_response_header, response_header, clear_response_header, false)
     end
+end
+
+-- In mirror location i (a background subrequest of the mirror module): the backend the router chose for copy i, for
+-- the balancer of upstream pyngress_gateway_mirror; a copy not chosen, or without endpoints, is not sent.
+function _M.mirror()
+    local index = tonumber(sub(ngx.var.uri, #MIRROR_LOCATION + 1))
+    local chosen = ngx.var.pyngress_gateway_mirrors or ""
+    local backend
+    local i = 0
+    for word in string.gmatch(chosen, "%S+") do
+        i = i + 1
+        if i == index then
+            backend = word
+            break
+        end
+    end
+    if not backend or backend == "-" then
+        return ngx.exit(204)
+    end
+    local peers = store.current("backends")[backend]
+    if not peers or #peers == 0 then
+        return ngx.exit(503)
+    end
+    ngx.ctx.pyngress_mirror = backend
 end
 
 return _M

@@ -17,12 +17,14 @@ from services.nginxconf.config import BackendScheme
 from ..backends import ServiceRef
 from . import fields
 from .fields import RouteRejected
+from .mirrors import MAX_MIRRORS, MirrorChoice, share
 from .objects import GATEWAY_GROUP
 from .reference_grants import ReferenceGrants
 
 MAX_WEIGHT = 1_000_000
 _REDIRECT_CODES = (301, 302, 303, 307, 308)
-_SUPPORTED_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite")
+_SUPPORTED_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite",
+                      "RequestMirror")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Action:
     rewrite_path: PathChange | None = None
     timeout: str | None = None  # timeouts.backendRequest, else timeouts.request
     error: str | None = None  # why the rule answers 500 (an unsupported filter)
+    mirrors: tuple[MirrorChoice, ...] = ()  # RequestMirror filters (mirrors.py)
     backend_scheme: BackendScheme = "http"  # "grpc": a GRPCRoute's rule (grpcroutes.py)
 
 
@@ -156,6 +159,14 @@ def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceG
             warnings.append(message)
             action = Action(error=message)
             break
+        if kind == "RequestMirror":  # the one filter a rule may hold several times
+            action = replace(action, mirrors=action.mirrors + (_mirror(
+                fields.mapping(raw_filter.get("requestMirror"), where=f"{where}.filters[{i}].requestMirror"),
+                namespace=namespace, where=f"{where}.filters[{i}].requestMirror", grants=grants,
+                warnings=warnings),))
+            if len(action.mirrors) > MAX_MIRRORS:
+                raise RouteRejected(f"{where}.filters: at most {MAX_MIRRORS} RequestMirror filters in a rule")
+            continue
         if kind in kinds:
             raise RouteRejected(f"{where}.filters[{i}]: filter {kind} is given twice")
         kinds.append(kind)
@@ -225,6 +236,20 @@ def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: Referen
         raise RouteRejected(f"{where}: a Service backendRef needs a port")
     port = fields.port(raw.get("port"), where=where)
     return BackendChoice(ServiceRef(namespace=target_namespace, service=name, port=port), weight)
+
+
+def _mirror(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,
+            warnings: list[str]) -> MirrorChoice:
+    numerator, denominator = share(raw, where=where)
+    ref = fields.mapping(raw.get("backendRef"), where=f"{where}.backendRef")
+    if "weight" in ref:
+        raise RouteRejected(f"{where}.backendRef: a mirror's backendRef has no weight")
+    refused: list[str] = []
+    choice = _backend(ref, namespace=namespace, where=f"{where}.backendRef", grants=grants, warnings=refused)
+    if choice.problem is not None:
+        # The mirror is left out; the rule's own backends still answer.
+        warnings.append(choice.problem.split("; its share")[0] + "; requests are not mirrored there")
+    return MirrorChoice(choice.service, numerator, denominator, choice.problem)
 
 
 def _timeout(raw: dict[str, Any], *, where: str) -> str | None:

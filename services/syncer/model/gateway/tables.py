@@ -24,6 +24,7 @@ from ..types import CATCH_ALL_HOST
 from .attachment import Attachment
 from .httproutes import Action, HeaderChanges, Match, RoutePlan
 from .listeners import Listener
+from .mirrors import mirror_locations
 
 
 # ResponseHeaderModifier: the rules that change response headers use a location profile whose header filter does it
@@ -168,8 +169,9 @@ class _Actions:
                         self._tables.backends[name] = list(resolved.endpoints)
                 backends.append(table_schema.GATEWAY_BACKEND.serialise(
                     backend=name, weight=choice.weight, service=choice.service.service if choice.service else None))
+        mirrors = self._mirrors(plan, rule, action) if action.error is None and action.redirect is None else ()
         profile = DEFAULT_PROFILE
-        directives = []
+        directives = list(mirror_locations(len(mirrors)))
         if action.response_headers is not None:
             directives.append(RESPONSE_HEADERS)
         if action.timeout is not None:
@@ -189,7 +191,24 @@ class _Actions:
             rewrite_host=action.rewrite_host,
             rewrite_path=action.rewrite_path.value if action.rewrite_path else None,
             rewrite_prefix=bool(action.rewrite_path and action.rewrite_path.prefix),
-            request_headers=_changes(action.request_headers), response_headers=_changes(action.response_headers))
+            request_headers=_changes(action.request_headers), response_headers=_changes(action.response_headers),
+            mirrors=mirrors)
+
+    def _mirrors(self, plan: RoutePlan, rule: int, action: Action) -> tuple[dict[str, Any], ...]:
+        """The rule's mirrors that can be served (the others are warned in the plan or here)."""
+        found = []
+        for mirror in action.mirrors:
+            if mirror.service is None:
+                continue
+            resolved = self._resolver.resolve(mirror.service)
+            if resolved.name is None or resolved.refused:
+                self._tables.warnings.append((f"{plan.kind} {plan.ref}", f"spec.rules[{rule}]: RequestMirror: "
+                                              f"{resolved.problem}; requests are not mirrored there"))
+                continue
+            self._tables.backends[resolved.name] = list(resolved.endpoints)
+            found.append(table_schema.GATEWAY_MIRROR.serialise(
+                backend=resolved.name, numerator=mirror.numerator, denominator=mirror.denominator))
+        return tuple(found)
 
 
 def _changes(changes: HeaderChanges | None) -> dict[str, Any] | None:

@@ -42,12 +42,12 @@ def test_a_bad_value_refuses_its_route_only(gw, rule_parts, says):
 def test_an_unsupported_filter_makes_its_rule_answer_500(gw):
     o = gw.objects
     gw.gateway(o.listener(hostname="app.example.com"))
-    gw.route("mirror", rules=[o.rule(o.backend_ref("web"), filters=[
-        {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "web", "port": 80}}}])])
+    gw.route("cors", rules=[o.rule(o.backend_ref("web"), filters=[
+        {"type": "CORS", "cors": {"allowOrigins": ["https://example.com"]}}])])
     model = gw.build()
     [action] = gw.gateway_of(model, "app.example.com")["actions"]
     assert "backends" not in action and "redirect" not in action
-    assert gw.warnings(model) == ["warning: HTTPRoute default/mirror: spec.rules[0].filters[0]: filter RequestMirror "
+    assert gw.warnings(model) == ["warning: HTTPRoute default/cors: spec.rules[0].filters[0]: filter CORS "
                                   "is not supported; the rule answers 500"]
 
 
