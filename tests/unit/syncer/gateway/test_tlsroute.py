@@ -2,6 +2,10 @@
 by hostname intersection, one backend per host, references, and the hosts an Ingress or an HTTPS listener serves."""
 import pytest
 
+from services.common.objects import object_key
+from services.syncer.model.build import build_model
+from services.syncer.model.incremental import IncrementalModel
+
 PASSTHROUGH = {"enable_ssl_passthrough": True}
 
 
@@ -97,3 +101,17 @@ def test_an_ingress_host_comes_first(tls):
     model = tls.build(**PASSTHROUGH)
     assert model.passthrough == {"pt.example.com": ["10.0.0.1:8080"], "free.example.com": ["10.0.0.5:8443"]}
     assert sum("is served by an Ingress, which comes first" in w for w in tls.warnings(model)) == 2
+
+
+def test_the_incremental_model_follows_routes_and_endpoints_into_the_passthrough_table(tls):
+    o = tls.objects
+    settings = tls.settings.replace_flags(**PASSTHROUGH)
+    tls.gateway(o.listener("tls", passthrough=True))
+    incremental = IncrementalModel(settings)
+    model = incremental.update(tls.store, None)
+    for step in (lambda: route(tls, "secure", o.backend_ref("secure", 443), hostnames=["a.example.com"]),
+                 lambda: tls.endpoint_slice("secure", name="more", addresses=("10.0.0.6",), port_name="https",
+                                            port=8443)):
+        model = incremental.update(tls.store, {object_key(step())})
+        assert model == build_model(tls.store, settings=settings)
+    assert sorted(model.passthrough["a.example.com"]) == ["10.0.0.5:8443", "10.0.0.6:8443"]
