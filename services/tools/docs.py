@@ -76,10 +76,12 @@ def annotations_markdown() -> str:
         "`nginx.conf` values become a location profile (a new combination of values reloads once), with the nginx "
         "directive named when the value is one, `Lua tables` values are pushed to nginx without a reload. "
         "*Default* is the value that applies without the annotation (the ConfigMap's key of the same name, where "
-        "there is one, changes it); blank where there is none or the meaning says it.",
+        "there is one, changes it); blank where there is none or the meaning says it. *Differs from ingress-nginx* is "
+        "what behaves otherwise there, and what to do about it; `pyngress lint` notes it for each Ingress that uses "
+        "the annotation.",
         "",
-        "| Annotation | Meaning | Default | Scope | Risk | Applied |",
-        "|---|---|---|---|---|---|",
+        "| Annotation | Meaning | Default | Scope | Risk | Applied | Differs from ingress-nginx |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name in sorted(ANNOTATIONS):
         annotation = ANNOTATIONS[name]
@@ -87,7 +89,7 @@ def annotations_markdown() -> str:
             f"nginx.conf: `{annotation.directive}`" if annotation.directive else "nginx.conf")
         default = f"`{_cell(annotation.default)}`" if annotation.default is not None else ""
         lines.append(f"| `{name}` | {_cell(annotation.doc)} | {default} | {annotation.scope.value} | "
-                     f"{annotation.risk.name.capitalize()} | {applied} |")
+                     f"{annotation.risk.name.capitalize()} | {applied} | {_cell(annotation.differs or '')} |")
     lines += ["", "## ingress-nginx annotations not implemented", "",
               "| Annotation | What pyngress does with it |", "|---|---|"]
     for name in NOT_IMPLEMENTED:

@@ -10,10 +10,16 @@ problem, on stdout:
     FILE:LINE: WARNING: Ingress NAMESPACE/NAME: what is ignored
 
 The controller ConfigMap (--configmap) gets the syncer's own lines: a key pyngress does not take is an ERROR with
-the reason (services/syncer/model/configmap_unsupported.py). Then the migration checklist: a NOTE for each
-annotation used that ingress-nginx reads and pyngress does not implement, or the reverse, from the tables the
-docs are generated from (services/tools/docs.py). The exit code is 1 when there is an ERROR, else 0 (2 when
-the input cannot be read at all).
+the reason (services/syncer/model/configmap_unsupported.py). Then the migration checklist, from the tables the
+docs are generated from, once per key per object:
+
+    FILE:LINE: NOTE: ConfigMap NAMESPACE/NAME: key KEY: how it differs from ingress-nginx
+    FILE:LINE: NOTE: Ingress NAMESPACE/NAME: annotation NAME: how it differs from ingress-nginx
+
+for each key the controller ConfigMap sets and each annotation an Ingress of ours uses whose behaviour differs:
+its `differs` text (services/tools/configmap_docs.py's DIFFERS, the annotation registry's entries), or an
+annotation ingress-nginx reads and pyngress does not implement, or the reverse (services/tools/docs.py). The exit
+code is 1 when there is an ERROR, else 0 (2 when the input cannot be read at all).
 
 Kept light to import: `pyngress` builds its parser from this module (services/cli.py).
 """
@@ -34,6 +40,8 @@ _DEFAULTS = IngressSettings()
 STDIN = "-"
 # Kinds read from a cluster with --kubeconfig: those a review reads (EndpointSlices decide nothing there).
 _CLUSTER_KINDS = ("IngressClass", "Service", "Secret", "ConfigMap", "Ingress")
+# With --watch-namespace-selector, the Namespaces too: their labels say whose Ingresses are served.
+_SELECTOR_KINDS = ("Namespace",)
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configmap", metavar="NS/NAME", help="the controller ConfigMap, among the objects read")
     parser.add_argument("--annotations-prefix", default=_DEFAULTS.annotations_prefix,
                         help=f"the annotations' prefix (default {_DEFAULTS.annotations_prefix})")
+    parser.add_argument("--watch-namespace", metavar="NAMESPACE",
+                        help="only the Ingresses of this namespace are the controller's")
+    parser.add_argument("--watch-namespace-selector", metavar="SELECTOR",
+                        help="only the Ingresses of the namespaces whose labels match are the controller's (the "
+                        "Namespace objects among the manifests, or the cluster's, carry the labels; an Ingress of a "
+                        "namespace without one is not served)")
 
 
 def run(namespace: argparse.Namespace) -> int:
@@ -76,7 +90,8 @@ def run(namespace: argparse.Namespace) -> int:
                                    controller_class=namespace.controller_class,
                                    watch_ingress_without_class=namespace.watch_ingress_without_class,
                                    configmap=namespace.configmap, annotations_prefix=namespace.annotations_prefix,
-                                   kubeconfig=namespace.kubeconfig)
+                                   kubeconfig=namespace.kubeconfig, watch_namespace=namespace.watch_namespace,
+                                   watch_namespace_selector=namespace.watch_namespace_selector)
     unreadable: list[str] = []
     try:
         if namespace.kubeconfig:
@@ -129,37 +144,47 @@ def lint(objects: Iterable[Located], settings: Settings, *, assume_class: bool) 
             name = f"Ingress {key.split('/', 1)[1]}"
             lines += [_line(item.where, "ERROR", name, error) for error in verdicts[key].errors]
             lines += [_line(item.where, "WARNING", name, warning) for warning in verdicts[key].warnings]
-    return lines + _checklist([located[key] for key in ingresses], settings)
+    ours = [item for key, item in located.items() if key in verdicts and reviewer.judges(item.obj)]
+    return lines + _configmap_checklist(configmap, settings) + _ingress_checklist(ours, settings)
 
 
 def _line(where: str, severity: str, obj: str, message: str) -> str:
     return f"{where}: {severity}: {obj}: {message}"
 
 
-def _checklist(ingresses: list[Located], settings: Settings) -> list[str]:
-    """A NOTE for each annotation used whose behaviour differs from ingress-nginx, where it is first used. (The
-    controller ConfigMap's keys that differ are the model's own problems above: each names the key and the reason
-    from configmap_unsupported.py.)"""
+def _configmap_checklist(configmap: Located | None, settings: Settings) -> list[str]:
+    """A NOTE for each key the controller ConfigMap sets whose behaviour differs from ingress-nginx's. (A key
+    pyngress does not take is the model's own ERROR above, with its reason.)"""
+    from services.tools.configmap_docs import DIFFERS
+
+    data = (configmap.obj.get("data") if configmap else None) or {}
+    return [_line(configmap.where, "NOTE", f"ConfigMap {settings.ingress.configmap}", f"key {key}: {DIFFERS[key]}")
+            for key in sorted(data) if key in DIFFERS and configmap]
+
+
+def _ingress_checklist(ingresses: list[Located], settings: Settings) -> list[str]:
+    """A NOTE for each annotation each of our Ingresses uses whose behaviour differs from ingress-nginx's."""
+    start = settings.ingress.annotations_prefix + "/"
+    notes = []
+    for item in ingresses:
+        meta = item.obj.get("metadata") or {}
+        obj = f"Ingress {meta.get('namespace') or 'default'}/{meta.get('name')}"
+        for full_name in sorted(meta.get("annotations") or {}):
+            if full_name.startswith(start) and (difference := _annotation_difference(full_name.removeprefix(start))):
+                notes.append(_line(item.where, "NOTE", obj, f"annotation {full_name}: {difference}"))
+    return notes
+
+
+def _annotation_difference(name: str) -> str | None:
+    """How the annotation `name` (without the prefix) behaves otherwise in ingress-nginx; None: the same."""
     from services.syncer.annotations import ANNOTATIONS
     from services.tools.docs import INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED, not_implemented_behaviour
 
-    start = settings.ingress.annotations_prefix + "/"
-    first_use: dict[str, str] = {}
-    for item in ingresses:
-        for full_name in sorted(((item.obj.get("metadata") or {}).get("annotations") or {})):
-            if full_name.startswith(start):
-                first_use.setdefault(full_name, item.where)
-    notes = []
-    for full_name, where in first_use.items():
-        name = full_name.removeprefix(start)
-        if name in NOT_IMPLEMENTED:
-            difference = f"not implemented by pyngress: {not_implemented_behaviour(name)}"
-        elif name in ANNOTATIONS and name not in INGRESS_NGINX_ANNOTATIONS:
-            difference = f"pyngress's own, which ingress-nginx does not read: {ANNOTATIONS[name].doc}"
-        else:
-            continue
-        notes.append(_line(where, "NOTE", f"annotation {full_name}", difference))
-    return notes
+    if name in NOT_IMPLEMENTED:
+        return f"not implemented by pyngress: {not_implemented_behaviour(name)}"
+    if name in ANNOTATIONS and name not in INGRESS_NGINX_ANNOTATIONS:
+        return f"pyngress's own, which ingress-nginx does not read: {ANNOTATIONS[name].doc}"
+    return ANNOTATIONS[name].differs if name in ANNOTATIONS else None
 
 
 def _manifest_objects(directory: str | None, files: list[str] | None) -> tuple[list[Located], list[str]]:
@@ -232,7 +257,7 @@ def _cluster_objects(settings: Settings) -> list[Located]:
     except KubeConfigError as err:
         raise InputError(str(err)) from None
     objects = []
-    for kind in _CLUSTER_KINDS:
+    for kind in _CLUSTER_KINDS + (_SELECTOR_KINDS if settings.source.watch_namespace_selector else ()):
         kind_api = KIND_APIS[kind]
         try:
             listed = read_json(getattr(kind_api.api_class(api_client), kind_api.list_all))

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap import FIELDS, SERVER_FIELDS
-from services.tools.configmap_docs import MEANING, configmap_markdown
+from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
+from services.tools.configmap_docs import DIFFERS, MEANING, configmap_keys, configmap_markdown
 from services.syncer.model.configmap_server_keys import ANNOTATION_DEFAULTS
 from services.tools.docs import INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED, annotations_markdown
 from services.tools.migrating_figures import figures_markdown, section_of
@@ -50,6 +51,21 @@ def test_every_annotation_is_listed_once_and_none_is_both_built_and_missing():
 
 def test_the_registry_names_only_ingress_nginx_annotations_but_the_hourly_limit_it_refuses():
     assert set(ANNOTATIONS) - INGRESS_NGINX_ANNOTATIONS == {"limit-rph"}
+
+
+def test_each_difference_from_ingress_nginx_is_shown_once_beside_its_key():
+    """The `differs` texts (the registry's, configmap_docs.DIFFERS) are the docs' last column, on their own row."""
+    annotations, configmap = annotations_markdown(), configmap_markdown()
+    differing = {name: a.differs for name, a in ANNOTATIONS.items() if a.differs}
+    assert {"satisfy", "auth-keepalive", "server-snippet", "fastcgi-params-configmap", "server-alias"} <= set(differing)
+    for name, text in differing.items():
+        assert re.search(rf"^\| `{re.escape(name)}` \|.*\| {re.escape(text)} \|$", annotations, re.M), name
+    assert set(DIFFERS) <= configmap_keys() | set(GLOBAL_AUTH_KEYS)
+    assert {"bind-address", "geoip2-autoreload-in-minutes", "block-cidrs", "access-log-params"} <= set(DIFFERS)
+    for key, text in DIFFERS.items():
+        assert text and configmap.count(text) == list(DIFFERS.values()).count(text), key  # shared texts: a row each
+        if key not in GLOBAL_AUTH_KEYS:
+            assert re.search(rf"^\| `{re.escape(key)}` \|.*\| {re.escape(text)} \|$", configmap, re.M), key
 
 
 def test_a_plain_directive_annotation_shows_its_default():

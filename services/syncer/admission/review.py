@@ -12,6 +12,9 @@ as ingress-nginx's webhook decides:
   inject configuration (the IngressNightmare family); so is a valid value (a regular expression, which the
   syncer pushes to Lua as data) holding a quote, ';' or a newline. Neither is ever rendered;
 - with --disable-catch-all an Ingress with a spec.defaultBackend is denied (the syncer would ignore it whole).
+An Ingress of another class, or of a namespace the controller does not serve (--watch-namespace, and
+--watch-namespace-selector when the store holds Namespace objects to match: `pyngress lint` reads them from the
+manifests or the cluster; the watcher publishes none, so the webhook cannot tell and judges it), is allowed untouched.
 Nothing is written and nothing is run: no nginx -t on what a client sent.
 
 Cost: the store's Ingresses are indexed once (replace_store) and kept by apply_change: which Ingresses name each
@@ -24,6 +27,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
+from services.common.label_selector import parse_label_selector
 from services.common.settings import Settings
 
 from ..annotations import ANNOTATIONS, InvalidAnnotation
@@ -97,6 +101,8 @@ class Reviewer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._prefix = settings.ingress.annotations_prefix + "/"
+        selector = settings.source.watch_namespace_selector
+        self._namespace_selector = parse_label_selector(selector) if selector else None
         self.replace_store({})
 
     # --- the store ------------------------------------------------------------------------------------
@@ -106,6 +112,7 @@ class Reviewer:
         self._store: dict[str, dict[str, Any]] = dict(store)
         self._services: dict[tuple[str, str], dict[str, Any]] = {}
         self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        self._namespaces: dict[str, dict[str, Any]] = {}  # Namespace objects, for --watch-namespace-selector
         for key, obj in self._store.items():
             self._index_kind(key, obj)
         self._reindex()
@@ -118,7 +125,7 @@ class Reviewer:
             self._store[key] = obj
         kind = key.partition("/")[0]
         self._index_kind(key, obj)
-        if kind == "IngressClass" or key == self._configmap_key:
+        if kind in ("IngressClass", "Namespace") or key == self._configmap_key:
             self._reindex()
         elif kind == "Ingress":
             self._plans.pop(key, None)
@@ -140,6 +147,12 @@ class Reviewer:
 
     def _index_kind(self, key: str, obj: dict[str, Any] | None) -> None:
         kind, namespace, name = key.split("/", 2)
+        if kind == "Namespace":
+            if obj is None:
+                self._namespaces.pop(name, None)
+            else:
+                self._namespaces[name] = obj
+            return
         table = self._services if kind == "Service" else self._secrets if kind == "Secret" else None
         if table is None:
             return
@@ -167,7 +180,7 @@ class Reviewer:
         _, namespace, name = key.split("/", 2)
         # The shape only: whether its Secrets are usable changes nothing of which hosts and paths it names.
         try:
-            if not self._cluster.accept.is_ours(ingress):
+            if not self.judges(ingress):
                 return
             annotations = self._cluster.parser.parse((ingress.get("metadata") or {}).get("annotations") or {})
             plan = plan_ingress(ingress, namespace=namespace, name=name, annotations=annotations,
@@ -194,6 +207,22 @@ class Reviewer:
 
     # --- a review -------------------------------------------------------------------------------------
 
+    def judges(self, ingress: Mapping[str, Any]) -> bool:
+        """Whether `ingress` is this controller's to judge: of its class, in a namespace it serves."""
+        meta = _mapping(ingress.get("metadata"))
+        return (self._serves_namespace(meta.get("namespace") or "default")
+                and self._cluster.accept.is_ours({**ingress, "metadata": meta}))
+
+    def _serves_namespace(self, namespace: str) -> bool:
+        watched = self.settings.source.watch_namespace
+        if watched and namespace != watched:
+            return False
+        if self._namespace_selector is None or not self._namespaces:
+            return True  # no selector, or no Namespace to match it against: cannot tell, so judged
+        # A namespace not among them is held back by the watcher, as ingress-nginx ignores its Ingresses.
+        labels = _mapping(_mapping(self._namespaces.get(namespace, {}).get("metadata")).get("labels"))
+        return namespace in self._namespaces and self._namespace_selector.matches(labels)
+
     def review(self, ingress: Mapping[str, Any], *, operation: str = "CREATE") -> Verdict:
         """What the syncer would do with `ingress` (as the API server would store it) next to the store's."""
         if operation == "DELETE":
@@ -202,8 +231,7 @@ class Reviewer:
         obj = {**ingress, "metadata": meta}
         namespace = meta.get("namespace") or "default"
         name = meta.get("name") or meta.get("generateName") or ""
-        watched = self.settings.source.watch_namespace
-        if (watched and namespace != watched) or not self._cluster.accept.is_ours(obj):
+        if not self.judges(obj):
             return ALLOWED  # not ours: another controller's to judge
         spec = obj.get("spec")
         if self.settings.ingress.disable_catch_all and isinstance(spec, dict) and spec.get("defaultBackend") is not None:

@@ -29,12 +29,16 @@ def _domain(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("affinity", validate=one_of("cookie"), risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
-               doc="Session affinity: only \"cookie\"."),
+               doc="Session affinity: only \"cookie\".",
+               differs="Without session-cookie-path, the cookie of a regular-expression path has Path=/ "
+                       "(ingress-nginx sends the expression as the path, where sessions never stick)."),
     Annotation("affinity-mode", validate=one_of("balanced", "persistent"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
                doc="balanced (default): the cookie holds a key that picks the endpoint by consistent hashing, so "
                    "endpoints added take a share of the sessions; persistent: the cookie names the endpoint, and a "
-                   "session keeps it while it exists."),
+                   "session keeps it while it exists.",
+               differs="Both modes keep a session on its endpoint while that endpoint exists (ingress-nginx's "
+                       "balanced mode moves some sessions when endpoints are added)."),
     Annotation("affinity-canary-behavior", validate=one_of("sticky", "legacy"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
                doc="On a canary Ingress (with or without affinity of its own): sticky (default) keeps a session the "

@@ -52,9 +52,15 @@ def _realm(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("auth-type", validate=_auth_type, risk=Risk.LOW,
-               doc="basic or digest: ask for a user and password checked against auth-secret."),
+               doc="basic or digest: ask for a user and password checked against auth-secret.",
+               differs="digest is checked in Lua (Debian's nginx has no digest module): MD5 with qop=auth, nonces "
+                       "that expire after 60 s (a right answer to an expired one gets stale=true), each "
+                       "Authorization header accepted once."),
     Annotation("auth-secret", validate=_secret_ref, risk=Risk.MEDIUM,
-               doc="The Opaque Secret (NAME or NAMESPACE/NAME) with the users and their password hashes."),
+               doc="The Opaque Secret (NAME or NAMESPACE/NAME) with the users and their password hashes.",
+               differs="Without auth-type the paths answer 503 (ingress-nginx serves them open); every line of the "
+                       "htpasswd Secret is checked, and a hash nginx could not check or a {PLAIN} password makes the"
+                       " paths answer 503 naming the user."),
     Annotation("auth-secret-type", validate=one_of("auth-file", "auth-map"), risk=Risk.LOW,
                doc="auth-file (default): an htpasswd (htdigest for digest) file in the key `auth`; auth-map: one "
                "key per user, its value the password hash (realm:HA1 for digest)."),

@@ -27,7 +27,8 @@ def _protocol(value: str) -> str:
 ANNOTATIONS = (
     Annotation("backend-protocol", validate=_protocol, risk=Risk.LOW, default="HTTP",
                doc="HTTP (default), HTTPS, GRPC, GRPCS, FCGI (FastCGI) or AUTO_HTTP (the client's scheme) to the "
-                   "backend."),
+                   "backend.",
+               differs="AJP refuses the Ingress: nginx here has no AJP module."),
 )
 
 

@@ -32,7 +32,9 @@ ANNOTATIONS = (
                scope=Scope.INGRESS, reloads=False,
                doc="round_robin, or ewma (the faster of two random endpoints, by their recent response times)."),
     Annotation("upstream-hash-by", validate=hash_key, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
-               doc="Consistent hashing of the endpoints on this key of nginx variables."),
+               doc="Consistent hashing of the endpoints on this key of nginx variables.",
+               differs="Request variables only, hashed with rendezvous hashing rather than ingress-nginx's "
+                       "consistent-hash ring: a key may reach another endpoint than under ingress-nginx."),
     Annotation("upstream-hash-by-subset", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
                doc="The key picks a subset of endpoints, a random one of which serves."),
     Annotation("upstream-hash-by-subset-size", validate=integer(1, 1000), risk=Risk.LOW,

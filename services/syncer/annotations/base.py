@@ -83,6 +83,19 @@ class Annotation:
     # change reloads nothing. True: part of a location profile in nginx.conf, so a new combination of values
     # reloads nginx once.
     reloads: bool = True
+    # How its behaviour differs from ingress-nginx's, and what to do about it if anything: one sentence, shown in
+    # docs/annotations.md and as a NOTE by `pyngress lint` wherever it is used. None: it behaves as there.
+    differs: str | None = None
+
+
+# The difference of the annotations that only the namespace owning a host may set (services/syncer/model/build.py).
+HOST_OWNER_ONLY = ("Taken only from Ingresses of the namespace that owns the host (its oldest Ingress's), ignored with a "
+                   "warning from others; ingress-nginx merges it from any namespace's Ingress.")
+# Of server-snippet, ssl-ciphers and ssl-prefer-server-ciphers, which give the Ingress's hosts a server block of their own.
+SERVER_BLOCK_OWNER = ("Its hosts get a server block of their own, and the oldest Ingress of the host's namespace that "
+                      "sets server-snippet, ssl-ciphers or ssl-prefer-server-ciphers gives all three, the others "
+                      "warned about (ingress-nginx takes each from the oldest Ingress that sets it, of any "
+                      "namespace).")
 
 
 def when_true(argument: str) -> Callable[[str], str | None]:

@@ -25,7 +25,8 @@ def header_pattern(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("canary", validate=boolean, risk=Risk.LOW, scope=Scope.INGRESS, reloads=False,
-               doc="This Ingress is the canary of the main Ingress with the same host and path."),
+               doc="This Ingress is the canary of the main Ingress with the same host and path.",
+               differs="A canary attaches only to a main Ingress of its own namespace."),
     Annotation("canary-by-header", validate=header_name, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,
                doc="Header that sends a request to the canary (\"always\") or keeps it off (\"never\")."),
     Annotation("canary-by-header-value", validate=header_value, risk=Risk.MEDIUM, scope=Scope.INGRESS, reloads=False,

@@ -49,17 +49,24 @@ def _match_cn(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("auth-tls-secret", reloads=False, validate=_secret_ref, risk=Risk.MEDIUM,
-               doc="namespace/name of a Secret (the Ingress's namespace) with ca.crt, optionally ca.crl."),
+               doc="namespace/name of a Secret (the Ingress's namespace) with ca.crt, optionally ca.crl.",
+               differs="Checked per request on this Ingress's paths only (ingress-nginx checks the whole host); the "
+                       "Secret must be in the Ingress's namespace (ingress-nginx takes any), and a missing or "
+                       "unusable one refuses the Ingress."),
     Annotation("auth-tls-verify-client", reloads=False, validate=one_of("on", "off", "optional", "optional_no_ca"),
-               risk=Risk.MEDIUM, default="on", doc="on (default), off, optional or optional_no_ca."),
+               risk=Risk.MEDIUM, default="on", doc="on (default), off, optional or optional_no_ca.",
+               differs="Plain HTTP carries no certificate: with on, a request over HTTP answers 400."),
     Annotation("auth-tls-verify-depth", reloads=False, validate=integer(0, MAX_DEPTH), risk=Risk.LOW, default="1",
                doc=f"Longest chain from the client certificate to the CA (default {DEFAULT_DEPTH})."),
     Annotation("auth-tls-error-page", reloads=False, validate=_error_page, risk=Risk.HIGH,
-               doc="Where a request whose certificate failed is redirected (default: 400)."),
+               doc="Where a request whose certificate failed is redirected (default: 400).",
+               differs="A URL or a path, not an @location."),
     Annotation("auth-tls-pass-certificate-to-upstream", reloads=False, validate=boolean, risk=Risk.LOW,
                doc="Send the client certificate (URL-encoded PEM) in the ssl-client-cert header."),
     Annotation("auth-tls-match-cn", reloads=False, validate=_match_cn, risk=Risk.HIGH,
-               doc='"CN=<regex>" the certificate subject must match, else 403.'),
+               doc='"CN=<regex>" the certificate subject must match, else 403.',
+               differs="A regular expression PCRE refuses makes the paths answer 503 with PCRE's message "
+                       "(ingress-nginx wrote it into nginx.conf, where nginx -t failed for every Ingress)."),
 )
 
 

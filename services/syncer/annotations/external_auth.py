@@ -110,15 +110,21 @@ def _redirect_param(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("auth-url", validate=_auth_url, risk=Risk.HIGH,
-               doc="Ask this HTTP service about every request: 2xx lets it through, 401/403 answer the client."),
+               doc="Ask this HTTP service about every request: 2xx lets it through, 401/403 answer the client.",
+               differs="It may hold only the variables $host, $http_host and $best_http_host (ingress-nginx takes "
+                       "any); its host is resolved per request with the node's DNS servers, and one that does not "
+                       "resolve answers 500 for this Ingress only."),
     Annotation("auth-method", validate=one_of(*_METHODS), risk=Risk.LOW,
                doc="HTTP method of the request to auth-url (default GET)."),
     Annotation("auth-signin", validate=_signin, risk=Risk.HIGH,
-               doc="Where a 401 from auth-url redirects, with rd= the original URL."),
+               doc="Where a 401 from auth-url redirects, with rd= the original URL.",
+               differs="It may hold only the variables $host, $http_host, $best_http_host, $scheme, "
+                       "$pass_access_scheme, $request_uri and $escaped_request_uri (ingress-nginx takes any)."),
     Annotation("auth-signin-redirect-param", validate=_redirect_param, risk=Risk.MEDIUM,
                doc="Name of auth-signin's parameter carrying the original URL (default rd)."),
     Annotation("auth-response-headers", validate=_response_headers, risk=Risk.MEDIUM,
-               doc="Headers copied from auth-url's answer to the request to the backend."),
+               doc="Headers copied from auth-url's answer to the request to the backend.",
+               differs="It may not name a header the controller sets itself (Host, X-Forwarded-*, ...)."),
     Annotation("auth-request-redirect", validate=_request_redirect, risk=Risk.MEDIUM,
                doc="X-Auth-Request-Redirect sent to auth-url (default: the request's URI)."),
     Annotation("auth-always-set-cookie", validate=boolean, risk=Risk.LOW,
@@ -126,11 +132,16 @@ ANNOTATIONS = (
     Annotation("enable-global-auth", validate=boolean, risk=Risk.LOW,
                doc="false: the ConfigMap's global-auth-url does not apply to this Ingress (default true)."),
     Annotation("auth-cache-key", validate=_cache_key, risk=Risk.MEDIUM,
-               doc="Cache auth-url's answers under this key (nginx variables such as $remote_user$http_authorization)."),
+               doc="Cache auth-url's answers under this key (nginx variables such as $remote_user$http_authorization).",
+               differs="It may hold only $http_*, $cookie_*, $arg_*, $remote_user, $remote_addr, $host, $uri, "
+                       "$request_uri, $scheme and $request_method."),
     Annotation("auth-cache-duration", validate=_cache_durations, risk=Risk.MEDIUM,
                doc=f"How long each answer is cached, by status (default \"{DEFAULT_CACHE_DURATION}\")."),
     Annotation("auth-keepalive", validate=integer(0, 10**6), risk=Risk.LOW,
-               doc="Idle connections to auth-url kept open per worker (default 0: none)."),
+               doc="Idle connections to auth-url kept open per worker (default 0: none).",
+               differs="Kept for HTTP/1.x clients while HTTP/2 is on (ingress-nginx turns it off whenever HTTP/2 is "
+                       "on, its default); any 2xx lets the request through (ingress-nginx's keepalive path takes "
+                       "only 200); ignored with a warning for an auth-url holding a variable."),
     Annotation("auth-keepalive-share-vars", validate=boolean, risk=Risk.LOW,
                doc="With auth-keepalive: the auth request shares the request's variables, so the same "
                    "X-Request-ID (default false)."),
@@ -139,7 +150,11 @@ ANNOTATIONS = (
     Annotation("auth-keepalive-timeout", validate=integer(0, 10**6), risk=Risk.LOW,
                doc="With auth-keepalive: seconds an idle connection stays open (default 60)."),
     Annotation("auth-proxy-set-headers", validate=configmap_name, risk=Risk.MEDIUM,
-               doc="A ConfigMap (NAME, or NAMESPACE/NAME) whose entries are headers sent to auth-url."),
+               doc="A ConfigMap (NAME, or NAMESPACE/NAME) whose entries are headers sent to auth-url.",
+               differs="The ConfigMap must be in the Ingress's namespace (another one needs "
+                       "allow-cross-namespace-resources) and its values' nginx variables are checked; an entry "
+                       "naming a header the auth request already carries, or a missing ConfigMap, makes the paths "
+                       "answer 503."),
 )
 
 # The controller ConfigMap's global-auth-* keys → the annotation whose validator and meaning they share.

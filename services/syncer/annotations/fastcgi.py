@@ -33,10 +33,16 @@ def _configmap(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("fastcgi-index", validate=_file_name, risk=Risk.MEDIUM, directive="fastcgi_index",
-               doc="With backend-protocol FCGI: the file appended to a URI ending in / (fastcgi_index)."),
+               doc="With backend-protocol FCGI: the file appended to a URI ending in / (fastcgi_index).",
+               differs="Without backend-protocol: FCGI it is ignored with a warning (ingress-nginx writes it into a "
+                       "proxy location, where it does nothing)."),
     Annotation("fastcgi-params-configmap", validate=_configmap, risk=Risk.MEDIUM,
                doc="With backend-protocol FCGI: a ConfigMap (NAME or NAMESPACE/NAME) whose entries are FastCGI "
-                   "parameters; values may hold nginx's FastCGI variables such as $document_root."),
+                   "parameters; values may hold nginx's FastCGI variables such as $document_root.",
+               differs="Values may hold only nginx's FastCGI variables (FASTCGI_VARIABLES in "
+                       "services/nginxconf/render.py; ingress-nginx takes any), and a missing ConfigMap or another "
+                       "variable makes the paths answer 503; without backend-protocol: FCGI it is ignored with a "
+                       "warning."),
 )
 
 

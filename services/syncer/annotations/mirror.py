@@ -32,7 +32,10 @@ def _target(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("mirror-target", validate=_target, risk=Risk.HIGH, scope=Scope.INGRESS,
-               doc="Also send every request to this URL (the answer is ignored)."),
+               doc="Also send every request to this URL (the answer is ignored).",
+               differs="It may hold only the variables $request_uri, $uri, $args, $is_args, $host and $scheme; its "
+                       "host is resolved per request with the node's DNS servers, so a name that does not resolve "
+                       "loses the mirrored copies only."),
     Annotation("mirror-host", validate=host_and_port, risk=Risk.HIGH, scope=Scope.INGRESS,
                doc="Host header of the mirrored requests (default: the target's host)."),
     Annotation("mirror-request-body", validate=one_of("on", "off"), risk=Risk.LOW, scope=Scope.INGRESS,

@@ -32,7 +32,10 @@ ANNOTATIONS = (
     Annotation("enable-modsecurity", validate=boolean, risk=Risk.LOW, default="false",
                doc="ModSecurity on this Ingress (\"true\") or not (\"false\", also when the ConfigMap enables it "
                    "everywhere); alone it loads ModSecurity's recommended rules in detection-only mode: attacks "
-                   "are logged to /var/log/modsec_audit.log, not blocked."),
+                   "are logged to /var/log/modsec_audit.log, not blocked.",
+               differs="Debian's ModSecurity writes its audit log Serial to /var/log/modsec_audit.log "
+                       "(ingress-nginx's, Concurrent files under /var/log/audit/), and requests no Ingress takes "
+                       "(the default backend's 404) are not inspected."),
     Annotation("enable-owasp-core-rules", validate=boolean, risk=Risk.LOW, default="false",
                doc="Also load the OWASP Core Rule Set (Debian's modsecurity-crs, paranoia level 1, anomaly "
                    "scoring), with enable-modsecurity; it blocks only where SecRuleEngine is On."),
@@ -43,7 +46,10 @@ ANNOTATIONS = (
                doc="ModSecurity directives for this Ingress, in place of the recommended rules (SecRuleEngine On "
                    "blocks; Include takes only ingress-nginx's two rule files); needs allow-snippet-annotations "
                    "and annotations-risk-level Critical; directives that read files, fetch rules or run "
-                   "programs are refused (the Ingress's paths answer 503)."),
+                   "programs are refused (the Ingress's paths answer 503).",
+               differs="Checked line by line: Include takes only ingress-nginx's two rule files, and directives or "
+                       "operators that read files or run programs, SecAuditLogType Concurrent and audit logs outside"
+                       " /var/log/ are refused (the paths answer 503)."),
 )
 _NAMES = tuple(annotation.name for annotation in ANNOTATIONS)
 

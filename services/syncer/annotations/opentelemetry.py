@@ -22,7 +22,10 @@ class RouteTracing:
 ANNOTATIONS = (
     Annotation("enable-opentelemetry", validate=boolean, risk=Risk.LOW, default="false", reloads=False,
                doc="Trace this Ingress's requests (\"true\") or not (\"false\"), whatever the ConfigMap's "
-                   "enable-opentelemetry says; the spans go to the ConfigMap's otlp-collector-host."),
+                   "enable-opentelemetry says; the spans go to the ConfigMap's otlp-collector-host.",
+               differs="Takes effect once the ConfigMap names otlp-collector-host; W3C Trace Context only (no B3), "
+                       "and spans carry the stable HTTP semantic-convention attribute names (http.request.method, "
+                       "url.path, ...) instead of the module's older ones."),
     Annotation("opentelemetry-trust-incoming-span", validate=boolean, risk=Risk.LOW, default="true", reloads=False,
                doc="Continue the trace of a client's traceparent header (\"false\": start a new trace). Read only "
                    "with enable-opentelemetry: \"true\"."),

@@ -27,11 +27,13 @@ def _url(value: str) -> str:
 
 ANNOTATIONS = (
     Annotation("permanent-redirect", validate=_url, risk=Risk.MEDIUM,
-               doc="Redirect every request to this URL (301 by default)."),
+               doc="Redirect every request to this URL (301 by default).",
+               differs="The URL may hold only the variables $request_uri, $uri, $args, $is_args, $host and $scheme."),
     Annotation("permanent-redirect-code", validate=integer(300, 308), risk=Risk.LOW, default="301",
                doc="Status code for permanent-redirect."),
     Annotation("temporal-redirect", validate=_url, risk=Risk.MEDIUM,
-               doc="Redirect every request to this URL (302 by default)."),
+               doc="Redirect every request to this URL (302 by default).",
+               differs="The URL may hold only the variables $request_uri, $uri, $args, $is_args, $host and $scheme."),
     Annotation("temporal-redirect-code", validate=integer(300, 308), risk=Risk.LOW, default="302",
                doc="Status code for temporal-redirect."),
     Annotation("relative-redirects", validate=boolean, risk=Risk.LOW, default="false",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk, Scope
+from .base import Annotation, HOST_OWNER_ONLY, IngressAnnotations, InvalidValue, Risk, Scope
 from .validators import boolean, is_true
 
 # Characters of a URI path (RFC 3986 pchar and "/"), and $1..$9 for the capture groups.
@@ -44,11 +44,13 @@ def forwarded_prefix(value: str) -> str:
 ANNOTATIONS = (
     Annotation("use-regex", reloads=False, validate=boolean, risk=Risk.LOW, default="false", scope=Scope.HOST,
                doc="ImplementationSpecific paths are regular expressions; every path of the host is then matched "
-                   "as a case-insensitive regular expression."),
+                   "as a case-insensitive regular expression.",
+               differs=HOST_OWNER_ONLY),
     Annotation("rewrite-target", reloads=False, validate=rewrite_target, risk=Risk.MEDIUM,
                doc="The URI sent to the backend, with $1..$9 from the path's capture groups (implies use-regex)."),
     Annotation("app-root", reloads=False, validate=app_root, risk=Risk.LOW, scope=Scope.HOST,
-               doc="Redirect (302) requests for / to this path."),
+               doc="Redirect (302) requests for / to this path.",
+               differs=HOST_OWNER_ONLY),
     Annotation("x-forwarded-prefix", validate=forwarded_prefix, risk=Risk.LOW,
                doc="The X-Forwarded-Prefix header sent to the backend (none when empty)."),
     Annotation("preserve-trailing-slash", reloads=False, validate=boolean, risk=Risk.LOW,

@@ -22,5 +22,9 @@ def _satisfy(value: str) -> str:
 ANNOTATIONS = (
     Annotation("satisfy", validate=_satisfy, risk=Risk.LOW, default="all", directive="satisfy",
                doc="all (default): a request must pass every access check of the paths (allow- and deny-lists, "
-                   "authentication); any: one of them is enough."),
+                   "authentication); any: one of them is enough.",
+               differs="An invalid value makes the paths answer 503, as any access-control annotation's "
+                       "(ingress-nginx ignores it and nginx's all applies); with any, digest authentication and "
+                       "auth-url with auth-keepalive are one Lua check, in that order, so a refused digest answer "
+                       "ends it."),
 )

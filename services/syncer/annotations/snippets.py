@@ -16,7 +16,7 @@ from typing import Mapping
 
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
 
-from .base import Annotation, IngressAnnotations, InvalidValue, Risk
+from .base import Annotation, IngressAnnotations, InvalidValue, Risk, SERVER_BLOCK_OWNER
 
 # Snippets are whole blocks of configuration; this bounds what one Ingress adds to every nginx -t and reload.
 MAX_SNIPPET = 16 * 1024
@@ -38,10 +38,13 @@ def _configuration_snippet(value: str) -> str:
 ANNOTATIONS = (
     Annotation("configuration-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
                doc="Raw nginx configuration added to the Ingress's location; needs allow-snippet-annotations "
-               "and annotations-risk-level Critical."),
+               "and annotations-risk-level Critical.",
+               differs="Lua *_by_lua_block blocks are refused (use the quoted *_by_lua forms); a snippet that opens "
+                       "a block it does not close, or that nginx -t refuses, rejects only its Ingress."),
     Annotation("server-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
                doc="Raw nginx configuration added to the server block of the Ingress's hosts; needs "
-               "allow-snippet-annotations and annotations-risk-level Critical."),
+               "allow-snippet-annotations and annotations-risk-level Critical.",
+               differs=SERVER_BLOCK_OWNER),
     Annotation("auth-snippet", validate=_configuration_snippet, risk=Risk.CRITICAL,
                doc="Raw nginx configuration added to the location of the auth-url request; needs "
                "allow-snippet-annotations and annotations-risk-level Critical."),

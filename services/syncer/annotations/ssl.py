@@ -11,25 +11,29 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, Risk, Scope
+from .base import Annotation, HOST_OWNER_ONLY, IngressAnnotations, Risk, SERVER_BLOCK_OWNER, Scope
 from .validators import boolean, is_true, ssl_ciphers
 
 
 ANNOTATIONS = (
     Annotation("ssl-redirect", reloads=False, validate=boolean, risk=Risk.LOW, default="true",
                doc="Redirect http to https (308) when the host has a certificate; default from the ConfigMap (true).",
-               scope=Scope.HOST),
+               scope=Scope.HOST,
+               differs=HOST_OWNER_ONLY),
     Annotation("force-ssl-redirect", reloads=False, validate=boolean, risk=Risk.LOW, default="false",
-               doc="Redirect http to https even when the host has no certificate of its own.", scope=Scope.HOST),
+               doc="Redirect http to https even when the host has no certificate of its own.", scope=Scope.HOST,
+               differs=HOST_OWNER_ONLY),
     Annotation("ssl-passthrough", reloads=False, validate=boolean, risk=Risk.MEDIUM, default="false",
                doc="Pass TLS connections for the Ingress's hosts untouched to the backend, chosen by SNI "
                "(needs --enable-ssl-passthrough).", scope=Scope.HOST),
     Annotation("ssl-ciphers", validate=ssl_ciphers, risk=Risk.LOW,
                doc="The TLS 1.2 ciphers (an OpenSSL list) of the Ingress's hosts; default: the ConfigMap's "
-                   "ssl-ciphers.", scope=Scope.HOST),
+                   "ssl-ciphers.", scope=Scope.HOST,
+               differs=SERVER_BLOCK_OWNER),
     Annotation("ssl-prefer-server-ciphers", validate=boolean, risk=Risk.LOW,
                doc="true: the server's cipher order wins on the Ingress's hosts; false: the client's; default: "
-                   "the ConfigMap's.", scope=Scope.HOST),
+                   "the ConfigMap's.", scope=Scope.HOST,
+               differs=SERVER_BLOCK_OWNER),
 )
 
 

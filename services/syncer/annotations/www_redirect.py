@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .base import Annotation, IngressAnnotations, Risk, Scope
+from .base import Annotation, HOST_OWNER_ONLY, IngressAnnotations, Risk, Scope
 from .validators import boolean, is_true
 
 ANNOTATIONS = (
     Annotation("from-to-www-redirect", reloads=False, validate=boolean, risk=Risk.LOW, scope=Scope.HOST,
                default="false",
-               doc="Redirect (308) www.<host> to <host>, or <host> to www.<host> when the Ingress names the www one."),
+               doc="Redirect (308) www.<host> to <host>, or <host> to www.<host> when the Ingress names the www one.",
+               differs=HOST_OWNER_ONLY),
 )
 
 

@@ -9,6 +9,7 @@ from kubernetes import client
 
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap_unsupported import UNSUPPORTED
+from services.tools.configmap_docs import DIFFERS
 from services.tools.docs import not_implemented_behaviour
 from tests.e2e.ingress import scenarios
 from tests.e2e.ingress.scenarios import Stage
@@ -20,6 +21,16 @@ from tests.support.kube_cluster import ApiCluster
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = "tests/e2e/ingress/lint_manifests"
 PREFIX = "nginx.ingress.kubernetes.io"
+
+
+def differs(where: str, ingress: str, *names: str) -> list[str]:
+    """The checklist's lines for the annotations `names` of one Ingress, each with its registry entry's text."""
+    return [f"{where}: NOTE: Ingress {ingress}: annotation {PREFIX}/{name}: {ANNOTATIONS[name].differs}"
+            for name in names]
+
+
+GOOD_NOTES = [*differs(f"{FIXTURES}/good.yaml:2", "team-a/shop", "ssl-redirect"),
+              *differs(f"{FIXTURES}/good.yaml:19", "team-a/shop-canary", "canary")]
 
 
 def lint(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -65,19 +76,57 @@ def test_good_and_bad_ingresses_get_a_line_per_problem_and_a_checklist():
         "link-local address); point it at a host outside the node",
         f"{bad}:92: ERROR: Ingress team-b/regex: host regex.example.com path '/api/(v1': '/api/(v1' is not a valid "
         "regular expression: PCRE (nginx's Lua, libpcre.so.3) says \"missing )\"",
-        # The migration checklist, from the tables docs/annotations.md is generated from.
-        f"{bad}:48: NOTE: annotation {PREFIX}/session-cookie-partitioned: not implemented by pyngress: "
-        f"{not_implemented_behaviour('session-cookie-partitioned')}",
-        f"{bad}:64: NOTE: annotation {PREFIX}/limit-rph: pyngress's own, which ingress-nginx does not read: "
-        f"{ANNOTATIONS['limit-rph'].doc}",
+        # The migration checklist, from the tables docs/configmap.md and docs/annotations.md are generated from:
+        # once per key per object, the keys the ConfigMap sets, then the annotations each of our Ingresses uses.
+        f"{FIXTURES}/configmap.yaml:1: NOTE: ConfigMap ingress-nginx/ingress-nginx-controller: key block-cidrs: "
+        f"{DIFFERS['block-cidrs']}",
+        *differs(f"{bad}:16", "team-b/snippet", "configuration-snippet"),
+        *differs(f"{bad}:32", "team-b/nightmare", "auth-url", "mirror-target"),
+        f"{bad}:48: NOTE: Ingress team-b/lenient: annotation {PREFIX}/session-cookie-partitioned: not implemented by "
+        f"pyngress: {not_implemented_behaviour('session-cookie-partitioned')}",
+        f"{bad}:64: NOTE: Ingress team-b/refused: annotation {PREFIX}/limit-rph: pyngress's own, which ingress-nginx "
+        f"does not read: {ANNOTATIONS['limit-rph'].doc}",
+        *differs(f"{bad}:92", "team-b/regex", "use-regex"),
+        *GOOD_NOTES,
     ]
     assert out.returncode == 1
     assert out.stderr == "pyngress lint: 9 error(s), 4 warning(s)\n"
 
 
-def test_good_ingresses_alone_pass():
+def test_good_ingresses_alone_pass_with_the_checklist_only():
     out = lint("-f", f"{FIXTURES}/services.yaml", "-f", f"{FIXTURES}/good.yaml")
-    assert (out.returncode, out.stdout) == (0, ""), out.stderr
+    assert (out.returncode, out.stdout.splitlines()) == (0, GOOD_NOTES), out.stderr
+    assert out.stderr == "pyngress lint: 0 error(s), 0 warning(s)\n"
+
+
+def test_the_checklist_names_each_object_that_uses_a_key_once():
+    ingress = ("apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: team-c\n"
+               "  annotations:\n    nginx.ingress.kubernetes.io/satisfy: any\n"
+               "    nginx.ingress.kubernetes.io/auth-keepalive: '10'\n"
+               "spec:\n  ingressClassName: nginx\n  defaultBackend:\n    service: {{name: web, port: {{number: 80}}}}\n")
+    configmap = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: controller, namespace: ingress}\n"
+                 "data: {bind-address: 10.0.0.5, geoip2-autoreload-in-minutes: '30', proxy-body-size: 8m}\n")
+    out = lint("-f", "-", "--configmap=ingress/controller",
+               stdin="---\n".join([configmap, ingress.format(name="one"), ingress.format(name="two")]))
+    notes = [line for line in out.stdout.splitlines() if ": NOTE: " in line]
+    assert notes == [
+        f"<stdin>:1: NOTE: ConfigMap ingress/controller: key {key}: {DIFFERS[key]}"
+        for key in ("bind-address", "geoip2-autoreload-in-minutes")
+    ] + [
+        *differs("<stdin>:6", "team-c/one", "auth-keepalive", "satisfy"),
+        *differs("<stdin>:19", "team-c/two", "auth-keepalive", "satisfy"),
+    ]
+
+
+def test_the_namespace_flags_choose_whose_ingresses_are_judged():
+    snippet = (ROOT / FIXTURES / "bad.yaml").read_text().split("---")[1]  # the Ingress "snippet", in team-b
+    namespaces = "".join(f"---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{team: {team}}}}}\n"
+                         for name, team in (("team-a", "a"), ("team-b", "b")))
+    judged = lint("-f", "-", "--watch-namespace-selector=team=b", stdin=snippet + namespaces)
+    assert judged.returncode == 1 and ": ERROR: Ingress team-b/snippet: " in judged.stdout
+    for flag in ("--watch-namespace-selector=team=a", "--watch-namespace=team-a"):
+        out = lint("-f", "-", flag, stdin=snippet + namespaces)
+        assert (out.returncode, out.stdout) == (0, ""), out.stderr
 
 
 def test_stdin_is_read_with_a_dash_and_the_class_flags_choose_what_is_judged():

@@ -56,6 +56,29 @@ def test_an_ingress_of_another_class_is_allowed_untouched(web, how):
     assert verdict.allowed and not verdict.warnings and not verdict.message
 
 
+def test_an_ingress_of_a_namespace_the_controller_does_not_serve_is_allowed_untouched(web):
+    web.app("taken", host="app.example.com")
+    snippet = {"configuration-snippet": "return 200;"}  # refused, and on a path "taken" defines
+    assert not review(web, ns="team-b", annotations=snippet, settings={"watch_namespace": "team-a"}).message
+    assert denied(review(web, ns="team-a", annotations=snippet, settings={"watch_namespace": "team-a"}))
+    # --watch-namespace-selector, against the Namespace objects of the store (as `pyngress lint` reads them).
+    for name, labels in (("team-a", {"team": "a"}), ("team-b", {"team": "b"})):
+        web.store[f"Namespace//{name}"] = {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": name, "labels": labels}}
+    selector = {"watch_namespace_selector": "team=a"}
+    for unserved in ("team-b", "team-c"):  # labels that do not match, and a namespace not known
+        verdict = review(web, ns=unserved, annotations=snippet, settings=selector)
+        assert verdict.allowed and not verdict.warnings and not verdict.message
+    assert denied(review(web, ns="team-a", annotations=snippet, settings=selector))
+    # Without the selector the Namespaces mean nothing: every namespace is served.
+    assert denied(review(web, ns="team-b", annotations=snippet))
+
+
+def test_without_namespace_objects_the_selector_cannot_tell_and_the_ingress_is_judged(web):
+    assert denied(review(web, ns="team-b", annotations={"configuration-snippet": "return 200;"},
+                         settings={"watch_namespace_selector": "team=a"}))
+
+
 def test_a_delete_is_allowed(web):
     web.app("taken")
     assert review(web, operation="DELETE", annotations={"configuration-snippet": "x"}).allowed
