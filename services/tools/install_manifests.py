@@ -20,8 +20,8 @@ externalTrafficPolicy Local, the leader Lease named by resourceNames):
   net.ipv4.ip_unprivileged_port_start=0 ("safe" since Kubernetes 1.22, allowed by the Pod Security
   "baseline" level, which these capabilities also fit). The root filesystem is read-only: the run dir,
   state dir and /tmp are emptyDirs.
-- Ingress status is written with a merge PATCH (services/syncer/ingress_status/updater.py): the verb is `patch`
-  on ingresses/status, not `update`.
+- Ingress and Gateway API status are written with a merge PATCH (services/syncer/ingress_status/): the verb is `patch`
+  on ingresses/status and the Gateway API kinds' status, not `update`.
 - No `events` permission: pyngress creates no Events. No `nodes` permission for the controller: Nodes
   are read only with --node-name, which the Deployment does not pass (--publish-service gives status).
 - With --validating-webhook, the admission webhook (`pyngress webhook`, on WEBHOOK_PORT) is on, behind its own
@@ -157,6 +157,9 @@ CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
       for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "tlsroutes")),
     Permission("networking.k8s.io", "ingresses/status", ("patch",),
                "services/syncer/ingress_status/updater.py: the leader's merge patch of status.loadBalancer"),
+    *(Permission("gateway.networking.k8s.io", f"{plural}/status", ("patch",),
+                 "services/syncer/ingress_status/gateway_status.py: the leader's merge patch of the Gateway API status")
+      for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes")),
 )
 
 

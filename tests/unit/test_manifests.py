@@ -145,7 +145,9 @@ def test_list_and_watch_grants_are_exactly_the_watchers_targets(options):
 def test_the_other_grants_are_status_the_publish_service_and_the_lease():
     documents = docs()
     others = lambda grants: {g for g in grants if g[2] not in ("list", "watch")}  # noqa: E731
-    assert others(_granted(documents, "ClusterRole")) == {("networking.k8s.io", "ingresses/status", "patch", ())}
+    assert others(_granted(documents, "ClusterRole")) == {("networking.k8s.io", "ingresses/status", "patch", ())} | {
+        ("gateway.networking.k8s.io", f"{plural}/status", "patch", ())
+        for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes")}
     assert others(_granted(documents, "Role")) == {
         ("", "services", "get", (m.CONTROLLER,)),
         ("coordination.k8s.io", "leases", "create", ()),

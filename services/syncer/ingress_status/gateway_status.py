@@ -103,6 +103,9 @@ class GatewayStatusUpdater:
         # While the store still shows that resourceVersion, it has not caught up with our write yet.
         self._written: dict[str, tuple[str, str]] = {}
         self._our_gateways: set[str] = set()  # the Gateways whose status this process wrote (store keys)
+        # What the API refused this round (a 403 on one kind, a 409 racing another writer): the other objects are
+        # written all the same, and update() raises the first refusal at the end.
+        self._refusals: list[client.ApiException] = []
 
     def notify(self) -> None:
         """The store changed: compare again soon."""
@@ -124,7 +127,9 @@ class GatewayStatusUpdater:
                 pass
 
     async def update(self, store: Mapping[str, Any]) -> int:
-        """Write every status that differs from what pyngress would write; returns how many were written."""
+        """Write every status that differs from what pyngress would write; returns how many were written. Raises the
+        API's first refusal, once every other object has been written."""
+        self._refusals = []
         objects = GatewayObjects.of(store)
         if not (objects.classes or objects.gateways or any(routes for _, routes in route_kinds(objects))):
             return 0
@@ -151,6 +156,8 @@ class GatewayStatusUpdater:
             for (namespace, name), route in routes.items():
                 written += await self._write_parents(kind, namespace, name, route,
                                                      wanted.routes.get((kind, namespace, name), []), now)
+        if self._refusals:
+            raise self._refusals[0]
         return written
 
     def _forget_missing(self, store: Mapping[str, Any]) -> None:
@@ -197,9 +204,9 @@ class GatewayStatusUpdater:
             await asyncio.to_thread(read_json, *call, request_timeout=REQUEST_TIMEOUT_SECONDS,
                                     _content_type=MERGE_PATCH)
         except client.ApiException as err:
-            if err.status == 404:
-                return 0  # deleted meanwhile
-            raise
+            if err.status != 404:  # 404: deleted meanwhile
+                self._refusals.append(err)
+            return 0
         self._written[key] = (version, fingerprint)
         log.info("Gateway API status updated", extra=kv(object=f"{kind} {namespace + '/' if namespace else ''}{name}"))
         return 1

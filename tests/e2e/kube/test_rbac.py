@@ -24,6 +24,7 @@ from tests.e2e.ingress.scenarios import Stage
 from tests.e2e.kube.helpers import api_controller
 from tests.kube_api import KubeApiServer
 from tests.kube_api.resources import RESOURCE_TYPES
+from tests.support import gateway_objects as gw
 from tests.support import k8s
 from tests.support.controller import Controller
 from tests.support.kube_cluster import ApiCluster
@@ -36,6 +37,17 @@ HOST = "rbac.example.com"
 APP_NAMESPACE = "shop"
 LOG_WAIT_SECONDS = 15.0
 HEALTHZ_WAIT_SECONDS = 5.0
+# One object of each Gateway API kind whose status pyngress writes, by the plural its status permission names.
+GATEWAY_OBJECTS = {
+    "gatewayclasses": gw.gateway_class(),
+    "gateways": gw.gateway("rbac-gw", ns=APP_NAMESPACE),
+    "httproutes": gw.http_route("rbac-http", ns=APP_NAMESPACE, parents=[{"name": "rbac-gw"}],
+                                hostnames=["http.gw.rbac.example.com"], rules=[gw.rule(gw.backend_ref("rbac"))]),
+    "grpcroutes": gw.grpc_route("rbac-grpc", ns=APP_NAMESPACE, parents=[{"name": "rbac-gw"}],
+                                hostnames=["grpc.gw.rbac.example.com"], rules=[gw.rule(gw.backend_ref("rbac"))]),
+    "tlsroutes": gw.tls_route("rbac-tls", gw.backend_ref("rbac", 443), ns=APP_NAMESPACE, parents=[{"name": "rbac-gw"}],
+                              hostnames=["tls.gw.rbac.example.com"]),
+}
 @dataclass(frozen=True)
 class Case:
     role_kind: str   # "ClusterRole" or "Role"
@@ -63,6 +75,8 @@ def expected_log(case: Case) -> tuple[str, ...]:
         return "lease request failed", f"lease={NS}/{m.ELECTION_ID}", "403"
     if case.resource == "ingresses/status":
         return "Ingress status update failed", "403", 'cannot patch resource "ingresses/status"'
+    if case.resource.endswith("/status"):  # the Gateway API kinds'
+        return "Gateway API status update failed", "403", f'cannot patch resource "{case.resource}"'
     if case.verb == "get":  # the --publish-service Service
         return "Ingress status update failed", "403", f'services "{m.CONTROLLER}" is forbidden'
     # The watcher names its target: the kind (and the namespace when it watches one in particular).
@@ -107,6 +121,9 @@ class Installation:
         # What a cloud's load balancer controller would write: the address Ingress status must show.
         client.CoreV1Api(self.api_client).patch_namespaced_service_status(
             m.CONTROLLER, NS, {"status": {"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP}]}}})
+        self.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APP_NAMESPACE}})
+        for obj in GATEWAY_OBJECTS.values():
+            self.resource(obj["kind"], obj["apiVersion"]).create(body=obj, namespace=obj["metadata"].get("namespace"))
 
     def token(self) -> str:
         answer = client.CoreV1Api(self.api_client).create_namespaced_service_account_token(m.NAME, NS, {"spec": {}})
@@ -149,10 +166,30 @@ class Installation:
             coordination.create_namespaced_lease(NS, {"metadata": {"name": m.ELECTION_ID}, "spec": {}})
         if case.resource == "ingresses/status":
             self.clear_status()
+        if case.resource.removesuffix("/status") in GATEWAY_OBJECTS:
+            self.clear_gateway_status(case.resource.removesuffix("/status"))
 
     def clear_status(self) -> None:
         client.NetworkingV1Api(self.api_client).patch_namespaced_ingress_status(
             "rbac", APP_NAMESPACE, {"status": {"loadBalancer": {"ingress": None}}})
+
+    def clear_gateway_status(self, plural: str) -> None:
+        """The status of that kind's object as pyngress has not written it yet."""
+        obj = GATEWAY_OBJECTS[plural]
+        status = {"parents": []} if plural.endswith("routes") else {"conditions": []}
+        self.resource(obj["kind"], obj["apiVersion"]).status.patch(
+            body={"metadata": {"name": obj["metadata"]["name"]}, "status": status}, name=obj["metadata"]["name"],
+            namespace=obj["metadata"].get("namespace"), content_type="application/merge-patch+json")
+
+    def gateway_status_written(self) -> bool:
+        """Whether each Gateway API object shows a status pyngress wrote."""
+        found = {plural: self.resource(obj["kind"], obj["apiVersion"]).get(
+            name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace")).to_dict()
+            for plural, obj in GATEWAY_OBJECTS.items()}
+        return all(any(p.get("controllerName") == gw.CONTROLLER for p in (found[plural].get("status") or {}).get(
+            "parents") or ()) for plural in ("httproutes", "grpcroutes", "tlsroutes")) and all(
+            "observedGeneration" in ((found[plural].get("status") or {}).get("conditions") or [{}])[0]
+            for plural in ("gatewayclasses", "gateways"))
 
     def published(self) -> list[str]:
         [ingress] = [o for o in self.api.objects("Ingress") if o["metadata"]["name"] == "rbac"]
@@ -239,6 +276,7 @@ def refusal_shown(answer: tuple[int, dict[str, Any]] | None, case: Case) -> bool
 def test_everything_works_with_exactly_the_manifests_permissions(controller, installation, echo):
     Stage(controller, installation.cluster, echo).expect(HOST, "/", "RBAC")
     wait_for(lambda: installation.published() == [LOAD_BALANCER_IP], 15, what="Ingress status written")
+    wait_for(installation.gateway_status_written, 15, what="Gateway API status written")
     lease = installation.lease()
     assert lease is not None and lease["spec"]["holderIdentity"] == POD_NAME
     assert controller.health().status_code == 200
