@@ -13,8 +13,8 @@ from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap_directives import GLOBAL_DIRECTIVES, on_off
 from services.syncer.model.configmap_server_keys import ANNOTATION_DEFAULTS
 from services.syncer.model.configmap_modsecurity import MODSECURITY_MEANING
-from services.syncer.model.configmap_tracing import TRACING_MEANING
-from services.syncer.model.configmap_geoip2 import GEOIP2_MEANING
+from services.syncer.model.configmap_tracing import TRACING_DIFFERS, TRACING_MEANING
+from services.syncer.model.configmap_geoip2 import GEOIP2_DIFFERS, GEOIP2_MEANING
 
 # What the keys that are not one nginx directive do.
 MEANING: dict[str, str] = {
@@ -176,18 +176,14 @@ DIFFERS: dict[str, str] = {
     **dict.fromkeys(("add-headers", "proxy-set-headers"),
                     "Each nginx variable in a value must be one nginx defines, and the headers pyngress sets for every "
                     "backend (Host, X-Forwarded-*, X-Request-ID, ...) cannot be replaced."),
-    "geoip2-autoreload-in-minutes": "Accepted and has no effect: a replaced database file is served within seconds "
-                                    "(checked, copied, one reload).",
-    "use-geoip2": "pyngress downloads nothing (--maxmind-license-key is ignored): mount the .mmdb files at "
-                  "--maxmind-mmdb-dir, or run MaxMind's geoipupdate as a sidecar writing there.",
-    "otlp-collector-port": "Port 4318 speaks OTLP over HTTP/protobuf, any other port OTLP over gRPC (ingress-nginx's "
-                           "module spoke gRPC only).",
-    "opentelemetry-config": "Accepted and has no effect: the spans are made in nginx's Lua, with no module file to "
-                            "name.",
+    "annotation-value-word-blocklist": "Empty items are dropped (ingress-nginx lets an empty word block every "
+                                       "value).",
     "global-auth-url": "A bad global-auth-* value makes the Ingresses it covers answer 503 until it is fixed, rather "
                        "than serving them without authentication.",
     **{key: ANNOTATIONS[key].differs or "" for key in ("enable-modsecurity", "modsecurity-snippet",
                                                         "enable-opentelemetry")},
+    **TRACING_DIFFERS,
+    **GEOIP2_DIFFERS,
 }
 # Keys whose value is pushed to nginx's Lua with the routes: a change never reloads nginx.
 PUSHED = frozenset({"ssl-redirect", "force-ssl-redirect", "hsts", "hsts-max-age", "hsts-include-subdomains",

@@ -36,9 +36,7 @@ ANNOTATIONS = (
                scope=Scope.INGRESS, reloads=False,
                doc="balanced (default): the cookie holds a key that picks the endpoint by consistent hashing, so "
                    "endpoints added take a share of the sessions; persistent: the cookie names the endpoint, and a "
-                   "session keeps it while it exists.",
-               differs="Both modes keep a session on its endpoint while that endpoint exists (ingress-nginx's "
-                       "balanced mode moves some sessions when endpoints are added)."),
+                   "session keeps it while it exists."),
     Annotation("affinity-canary-behavior", validate=one_of("sticky", "legacy"), risk=Risk.LOW,
                scope=Scope.INGRESS, reloads=False,
                doc="On a canary Ingress (with or without affinity of its own): sticky (default) keeps a session the "

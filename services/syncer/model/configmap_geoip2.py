@@ -32,13 +32,18 @@ def autoreload_minutes(value: str) -> int:
 GEOIP2_MEANING: dict[str, str] = {
     "use-geoip2": "Load Debian's nginx GeoIP2 module with the MaxMind databases `<edition>.mmdb` of "
                   "--maxmind-edition-ids (default GeoLite2-City,GeoLite2-ASN) found in --maxmind-mmdb-dir (default "
-                  "/etc/ingress-controller/geoip; pyngress downloads nothing: a volume or a sidecar such as "
-                  "geoipupdate provides them). Defines ingress-nginx's `$geoip2_*` variables (client: `$remote_addr` "
+                  "/etc/ingress-controller/geoip). Defines ingress-nginx's `$geoip2_*` variables (client: `$remote_addr` "
                   "after the real-ip rules) for log-format-upstream and snippets. A missing file is reported; a "
                   "replaced one is checked, copied and served within seconds (one reload); one cut short is "
                   "reported and the last good copy keeps serving.",
-    "geoip2-autoreload-in-minutes": "Accepted (0 to 10080) for ingress-nginx compatibility: pyngress reloads a "
-                                    "replaced database itself, within seconds, after checking it.",
+    "geoip2-autoreload-in-minutes": "How often ingress-nginx reloads the databases, in minutes (0 to 10080).",
+}
+# How those keys differ from ingress-nginx's (docs/configmap.md, `pyngress lint`).
+GEOIP2_DIFFERS: dict[str, str] = {
+    "use-geoip2": "pyngress downloads nothing (--maxmind-license-key is ignored): mount the .mmdb files at "
+                  "--maxmind-mmdb-dir, or run MaxMind's geoipupdate as a sidecar writing there.",
+    "geoip2-autoreload-in-minutes": "Accepted and has no effect: a replaced database file is checked and served "
+                                    "within seconds (one reload).",
 }
 
 # ConfigMap key → (ControllerConfig field, parser to its type).

@@ -109,8 +109,8 @@ TRACING_MEANING: dict[str, str] = {
     "otel-service-name": "The spans' service.name.",
     "otlp-collector-host": "The OTLP collector's address. Set without enable-opentelemetry, Ingresses turn tracing on "
                            "with their annotation (no reload).",
-    "otlp-collector-port": f"The collector's port: {OTLP_HTTP_PORT} speaks OTLP over HTTP/protobuf, any other OTLP over gRPC "
-                           "(ingress-nginx's module spoke gRPC only).",
+    "otlp-collector-port": f"The collector's port: {OTLP_HTTP_PORT} speaks OTLP over HTTP/protobuf, any other OTLP over "
+                           "gRPC.",
     "otel-max-queuesize": "Spans waiting in the tracer for their export; more are dropped and counted "
                           "(pyngress_tracing_spans_total{outcome=\"dropped_queue_full\"}).",
     "otel-schedule-delay-millis": "The longest a span waits for its batch to be exported.",
@@ -118,6 +118,13 @@ TRACING_MEANING: dict[str, str] = {
     "otel-sampler": "AlwaysOn, AlwaysOff or TraceIdRatioBased (the OpenTelemetry SDKs' rule on the trace id).",
     "otel-sampler-ratio": "The share of traces TraceIdRatioBased samples, 0 to 1.",
     "otel-sampler-parent-based": "Follow a trusted parent's sampled flag instead of the sampler.",
-    "opentelemetry-config": "Accepted with no effect: ingress-nginx's path of its module's own file, which it wrote "
-                            "from the keys above.",
+    "opentelemetry-config": "The path of ingress-nginx's OpenTelemetry module file, which it wrote from the keys "
+                            "above.",
+}
+# How those keys differ from ingress-nginx's (docs/configmap.md, `pyngress lint`).
+TRACING_DIFFERS: dict[str, str] = {
+    "otlp-collector-port": f"ingress-nginx's module spoke gRPC on any port: a collector on {OTLP_HTTP_PORT} is spoken "
+                           "to over HTTP/protobuf here, as OTLP assigns that port; others keep gRPC.",
+    "opentelemetry-config": "Accepted and has no effect: the spans are made in nginx's Lua, with no module file to "
+                            "name.",
 }
