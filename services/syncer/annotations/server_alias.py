@@ -29,9 +29,9 @@ def _aliases(value: str) -> str:
 ANNOTATIONS = (
     Annotation("server-alias", validate=_aliases, risk=Risk.HIGH, scope=Scope.HOST, reloads=False,
                doc="More host names (comma-separated) served with the routes of the Ingress's first host.",
-               differs="nginx regular-expression names are ignored with a warning (exact and wildcard names only); a"
-                       " name another namespace's host or a passthrough host uses is refused; taken only from the "
-                       "namespace that owns the host (ingress-nginx merges it from any)."),
+               differs="nginx regular-expression names are ignored with a warning (exact and wildcard names only), and "
+                       "an alias is taken only from the namespace that owns the host (ingress-nginx merges it from "
+                       "any)."),
 )
 
 
