@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from services.common.settings import IngressSettings
+from services.common.settings import IngressSettings, parse_selector
 
 if TYPE_CHECKING:
     from services.common.settings import Settings
@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the annotations' prefix (default {_DEFAULTS.annotations_prefix})")
     parser.add_argument("--watch-namespace", metavar="NAMESPACE",
                         help="only the Ingresses of this namespace are the controller's")
-    parser.add_argument("--watch-namespace-selector", metavar="SELECTOR",
+    parser.add_argument("--watch-namespace-selector", metavar="SELECTOR", type=parse_selector,
                         help="only the Ingresses of the namespaces whose labels match are the controller's (the "
                         "Namespace objects among the manifests, or the cluster's, carry the labels; an Ingress of a "
                         "namespace without one is not served)")
