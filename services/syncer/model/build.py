@@ -402,7 +402,7 @@ class _Merger:
         owner = self.host_owner.get(host)
         if owner is None:
             self.host_owner[host] = plan
-            self.routes[host] = HostRoutes(ssl_redirect=ssl_redirect, force_ssl_redirect=force)
+            self.routes[host] = HostRoutes(ssl_redirect=ssl_redirect, force_ssl_redirect=force, owner=plan.namespace)
         elif owner is not plan and self._ssl_flags(owner) != (ssl_redirect, force):
             self.warn(plan, f"ssl-redirect/force-ssl-redirect for host {host} come from the older Ingress "
                             f"{owner.ref}; this Ingress's differ and are ignored")
@@ -431,7 +431,7 @@ class _Merger:
                     self.warn(plan, f"from-to-www-redirect: {alias} is routed by Ingress "
                                     f"{owner.ref if owner else 'another Ingress'}; not redirected to {host}")
                 continue
-            self.routes[alias] = HostRoutes(redirect_host=host)
+            self.routes[alias] = HostRoutes(redirect_host=host, owner=plan.namespace)
             self.host_owner[alias] = plan
             added[host] = alias
         return added
@@ -754,7 +754,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     # Gateway API objects are few and any change to one rebuilds everything (incremental.py): made whole each time,
     # from `gateway_inputs` (the store's keys gateway.is_gateway_input takes) when the caller keeps them apart.
     gateway = build_gateway(GatewayObjects.of(store if gateway_inputs is None else gateway_inputs), settings=settings,
-                            resolver=resolver, secrets=TlsSecrets(secrets, default_certificate))
+                            resolver=resolver, secrets=TlsSecrets(secrets, default_certificate),
+                            ingress_owners={host: r.owner for host, r in merged.routes.items() if r.owner})
     problems.extend(gateway.problems)
     profiles.update(gateway.profiles)
     backends.update(gateway.backends)

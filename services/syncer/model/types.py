@@ -118,6 +118,9 @@ class HostRoutes:
     # Gateway API: the host's HTTPRoute rules (table_schema.GATEWAY_ROUTES, made by model/gateway/), tried before
     # the Ingress paths above.
     gateway: dict[str, Any] | None = None
+    # The namespace of the host's oldest Ingress, which owns it: Gateway API routes of other namespaces do not serve
+    # the host (model/gateway/tables.py). Not pushed.
+    owner: str = ""
 
     def to_json(self) -> dict[str, Any]:
         redirects = bool(self.redirect_host or self.tls or self.force_ssl_redirect)

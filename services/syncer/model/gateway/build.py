@@ -36,8 +36,9 @@ class GatewayModel:
 
 
 def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
-                  secrets: TlsSecrets) -> GatewayModel:
-    """What the Gateway API objects of the store (GatewayObjects.of) add to the Model."""
+                  secrets: TlsSecrets, ingress_owners: Mapping[str, str] | None = None) -> GatewayModel:
+    """What the Gateway API objects of the store (GatewayObjects.of) add to the Model. `ingress_owners`: host → the
+    namespace whose Ingress owns it (the oldest); routes of other namespaces do not serve that host."""
     if not objects.gateways:
         return GatewayModel()
     problems: list[Problem] = []
@@ -75,7 +76,7 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                     attached_tls.append((tls_plan, attachments))
                 else:
                     attached.append((plan, attachments))
-    tables = gateway_tables(attached, listeners=listeners, resolver=resolver)
+    tables = gateway_tables(attached, listeners=listeners, resolver=resolver, ingress_owners=ingress_owners or {})
     problems += [Problem.warning(ref, message) for ref, message in tables.warnings]
     passthrough = tls_passthrough(attached_tls, resolver=resolver)
     return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,

@@ -135,9 +135,12 @@ def mapping(value: Any, *, where: str) -> dict[str, Any]:
     return value
 
 
-def listing(value: Any, *, where: str) -> list[Any]:
+def listing(value: Any, *, where: str, most: int | None = None) -> list[Any]:
+    """A list; `most`: its longest, the CRD's maxItems (an API server refuses longer ones, manifests mode here)."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise RouteRejected(f"{where} must be a list")
+    if most is not None and len(value) > most:
+        raise RouteRejected(f"{where}: {len(value)} items, the Gateway API allows at most {most}")
     return value

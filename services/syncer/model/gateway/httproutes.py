@@ -17,7 +17,7 @@ from services.nginxconf.config import BackendScheme
 from ..backends import ServiceRef
 from . import fields
 from .fields import RouteRejected
-from .mirrors import MAX_MIRRORS, MirrorChoice, share
+from .mirrors import MirrorChoice, share
 from .objects import GATEWAY_GROUP
 from .reference_grants import ReferenceGrants
 
@@ -119,10 +119,10 @@ def plan_route(route: dict[str, Any], *, namespace: str, name: str, order: tuple
     """Validate an HTTPRoute; raise RouteRejected saying what to change."""
     spec = fields.mapping(route.get("spec"), where="spec")
     parents = tuple(_parent(p, namespace=namespace, index=i)
-                    for i, p in enumerate(fields.listing(spec.get("parentRefs"), where="spec.parentRefs")))
+                    for i, p in enumerate(fields.listing(spec.get("parentRefs"), where="spec.parentRefs", most=32)))
     hostnames = tuple(dict.fromkeys(fields.hostname(h, where="spec.hostnames")
-                                    for h in fields.listing(spec.get("hostnames"), where="spec.hostnames")))
-    raw_rules = fields.listing(spec.get("rules"), where="spec.rules") or [{}]
+                                    for h in fields.listing(spec.get("hostnames"), where="spec.hostnames", most=16)))
+    raw_rules = fields.listing(spec.get("rules"), where="spec.rules", most=16) or [{}]
     warnings: list[str] = []
     rules = tuple(_rule(fields.mapping(rule, where=f"spec.rules[{i}]"), namespace=namespace, where=f"spec.rules[{i}]",
                         grants=grants, warnings=warnings) for i, rule in enumerate(raw_rules))
@@ -144,14 +144,14 @@ def _parent(raw: Any, *, namespace: str, index: int) -> ParentRef:
 
 def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants, warnings: list[str]) -> Rule:
     matches = tuple(_match(fields.mapping(m, where=f"{where}.matches[{i}]"), where=f"{where}.matches[{i}]")
-                    for i, m in enumerate(fields.listing(raw.get("matches"), where=f"{where}.matches") or [{}]))
+                    for i, m in enumerate(fields.listing(raw.get("matches"), where=f"{where}.matches", most=64) or [{}]))
     action = Action(backends=tuple(_backend(fields.mapping(b, where=f"{where}.backendRefs[{i}]"), namespace=namespace,
                                             where=f"{where}.backendRefs[{i}]", grants=grants, warnings=warnings)
                                    for i, b in enumerate(fields.listing(raw.get("backendRefs"),
-                                                                        where=f"{where}.backendRefs"))),
+                                                                        where=f"{where}.backendRefs", most=16))),
                     timeout=_timeout(fields.mapping(raw.get("timeouts"), where=f"{where}.timeouts"), where=where))
     kinds: list[str] = []
-    for i, raw_filter in enumerate(fields.listing(raw.get("filters"), where=f"{where}.filters")):
+    for i, raw_filter in enumerate(fields.listing(raw.get("filters"), where=f"{where}.filters", most=16)):
         raw_filter = fields.mapping(raw_filter, where=f"{where}.filters[{i}]")
         kind = raw_filter.get("type")
         if kind not in _SUPPORTED_FILTERS:
@@ -164,8 +164,6 @@ def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceG
                 fields.mapping(raw_filter.get("requestMirror"), where=f"{where}.filters[{i}].requestMirror"),
                 namespace=namespace, where=f"{where}.filters[{i}].requestMirror", grants=grants,
                 warnings=warnings),))
-            if len(action.mirrors) > MAX_MIRRORS:
-                raise RouteRejected(f"{where}.filters: at most {MAX_MIRRORS} RequestMirror filters in a rule")
             continue
         if kind in kinds:
             raise RouteRejected(f"{where}.filters[{i}]: filter {kind} is given twice")
@@ -196,7 +194,7 @@ def _match(raw: dict[str, Any], *, where: str) -> Match:
 
 def _value_matches(raw: Any, *, where: str, header: bool) -> tuple[ValueMatch, ...]:
     found: dict[str, ValueMatch] = {}
-    for i, item in enumerate(fields.listing(raw, where=where)):
+    for i, item in enumerate(fields.listing(raw, where=where, most=16)):
         item = fields.mapping(item, where=f"{where}[{i}]")
         kind = item.get("type") or "Exact"
         if kind not in ("Exact", "RegularExpression"):
@@ -263,11 +261,11 @@ def _timeout(raw: dict[str, Any], *, where: str) -> str | None:
 
 def _header_changes(raw: dict[str, Any], *, where: str) -> HeaderChanges:
     def pairs(key: str) -> tuple[tuple[str, str], ...]:
-        items = fields.listing(raw.get(key), where=f"{where}.{key}")
+        items = fields.listing(raw.get(key), where=f"{where}.{key}", most=16)
         return tuple((fields.changeable_header(fields.mapping(h, where=where).get("name"), where=f"{where}.{key}"),
                       fields.header_value(h.get("value"), where=f"{where}.{key}")) for h in items)
     remove = tuple(fields.changeable_header(h, where=f"{where}.remove")
-                   for h in fields.listing(raw.get("remove"), where=f"{where}.remove"))
+                   for h in fields.listing(raw.get("remove"), where=f"{where}.remove", most=16))
     return HeaderChanges(set=pairs("set"), add=pairs("add"), remove=remove)
 
 

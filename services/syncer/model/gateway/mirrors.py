@@ -15,7 +15,6 @@ from .fields import RouteRejected
 
 # The internal location prefix of the mirrored copies (nginx.conf.j2); the copy i of a request goes to <prefix>i.
 MIRROR_LOCATION = "/_pyngress_gateway_mirror/"
-MAX_MIRRORS = 16  # the spec's limit of filters in a rule
 
 
 @dataclass(frozen=True)

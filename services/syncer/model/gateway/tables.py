@@ -14,7 +14,7 @@ the most specific listener.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from services.nginxconf import table_schema
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile
@@ -66,12 +66,19 @@ def specificity(listener_host: str | None, host: str) -> int:
 
 
 def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, listeners: list[Listener],
-                   resolver: BackendResolver) -> GatewayTables:
+                   resolver: BackendResolver, ingress_owners: Mapping[str, str]) -> GatewayTables:
+    """`ingress_owners`: host → the namespace whose Ingress owns it; only that namespace's routes serve the host (as
+    an Ingress of another namespace cannot take its certificate or redirects, a route cannot take its paths)."""
     tables = GatewayTables()
     by_host: dict[str, list[_Candidate]] = {}
     for plan, attachments in attached:
         for attachment in attachments:
             for host in attachment.hosts:
+                owner = ingress_owners.get(host)
+                if owner is not None and owner != plan.namespace and host != CATCH_ALL_HOST:
+                    tables.warnings.append((f"{plan.kind} {plan.ref}", f"host {host} belongs to namespace {owner}, "
+                                            "whose Ingress names it; this route does not serve it"))
+                    continue
                 if attachment.listener.certificate and host != CATCH_ALL_HOST:
                     tables.tls_secrets.setdefault(host, attachment.listener.certificate)
                 by_host.setdefault(host, []).extend(
@@ -90,9 +97,12 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
         host_actions: dict[tuple[str, str, int], int] = {}
         action_list: list[dict[str, Any]] = []
         layers = []
+        owner = ingress_owners.get(host) if host != CATCH_ALL_HOST else None
         for layer_host in layer_hosts:
+            # A wildcard's or any host's routes of another namespace do not serve an owned host either.
             candidates = [c for c in by_host[layer_host]
-                          if specificity(c.listener.hostname, host) == best[c.listener.scheme]]
+                          if specificity(c.listener.hostname, host) == best[c.listener.scheme]
+                          and (owner is None or c.plan.namespace == owner)]
             if candidates:
                 layers.append(_layer(candidates, host_actions, action_list, actions))
         if layers:
