@@ -257,3 +257,14 @@ def test_other_controllers_entries_are_kept_and_ours_cleared_when_no_longer_ours
         return (stage.cluster.read("HTTPRoute", "shared").get("status") or {}).get("parents") == [theirs]
     wait_for(only_theirs, 15, what="our entry cleared, the other controller's kept")
     assert "listeners" not in (stage.cluster.read("Gateway", "theirs").get("status") or {}), "not ours to write"
+
+
+def test_a_gateway_whose_class_stops_being_ours_has_its_status_cleared(stage):
+    stage.cluster.apply(gw.gateway_class("elsewhere", controller=OTHER_CONTROLLER), gw.gateway("moving"))
+    gateway_status(stage, "moving")
+    stage.cluster.apply(gw.gateway("moving", class_name="elsewhere"))
+
+    def cleared() -> bool:
+        status = stage.cluster.read("Gateway", "moving").get("status") or {}
+        return not status.get("conditions") and not status.get("listeners") and not status.get("addresses")
+    wait_for(cleared, 15, what="the status of a Gateway pyngress no longer serves cleared")
