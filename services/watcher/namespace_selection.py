@@ -6,8 +6,9 @@ Ingress whose namespace is not known (yet) is held back, as ingress-nginx ignore
 
 Unlike ingress-nginx, which notices a namespace's new labels only at its next resync of the Ingress, a change
 of labels takes effect at once: the namespace's Ingresses appear in the store or leave it. For that every
-Ingress is remembered here, published or held back; Namespace objects themselves are not published (the
-syncer does not read them).
+Ingress is remembered here, published or held back. The Namespace objects are published too: the admission
+webhook reads their labels to leave alone the Ingresses of namespaces the controller does not serve, and the
+Gateway API's allowedRoutes namespace selectors match them.
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class NamespaceSelection:
-    """A StoreWriter in front of the store: passes everything on but Namespaces, and Ingresses of the namespaces
-    the selector does not match."""
+    """A StoreWriter in front of the store: passes everything on but the Ingresses of the namespaces the selector
+    does not match."""
 
     def __init__(self, store: StoreWriter, selector: LabelSelector) -> None:
         self._store = store
@@ -40,7 +41,7 @@ class NamespaceSelection:
         for key, obj in changes:
             kind, namespace, name = split_key(key)
             if kind == "Namespace":
-                passed += self._namespace_changed(name, obj)
+                passed += [*self._namespace_changed(name, obj), (key, obj)]
             elif kind == "Ingress":
                 passed.append((key, self._ingress_changed(key, namespace, obj)))
             else:

@@ -13,8 +13,8 @@ as ingress-nginx's webhook decides:
   syncer pushes to Lua as data) holding a quote, ';' or a newline. Neither is ever rendered;
 - with --disable-catch-all an Ingress with a spec.defaultBackend is denied (the syncer would ignore it whole).
 An Ingress of another class, or of a namespace the controller does not serve (--watch-namespace, and
---watch-namespace-selector when the store holds Namespace objects to match: `pyngress lint` reads them from the
-manifests or the cluster; the watcher publishes none, so the webhook cannot tell and judges it), is allowed untouched.
+--watch-namespace-selector, matched against the store's Namespace objects: the watcher publishes them with that
+flag, `pyngress lint` reads them from the manifests or the cluster), is allowed untouched.
 Nothing is written and nothing is run: no nginx -t on what a client sent.
 
 Cost: the store's Ingresses are indexed once (replace_store) and kept by apply_change: which Ingresses name each

@@ -73,14 +73,15 @@ def test_ingresses_follow_their_namespace_labels_whatever_comes_first():
     write(ingress("a", "web"), ingress("b", "other"), service)
     assert set(store.objects) == {"Service/other/svc"}  # namespaces not known yet: held back
     write(("Namespace//web", namespace("web", team="web")), ("Namespace//other", namespace("other", team="x")))
-    assert set(store.objects) == {"Service/other/svc", "Ingress/web/a"}  # Namespaces are not published
+    namespaces = {"Namespace//web", "Namespace//other"}  # published, with their labels
+    assert set(store.objects) == {"Service/other/svc", "Ingress/web/a", *namespaces}
     write(("Namespace//other", namespace("other", team="web")))
-    assert set(store.objects) == {"Service/other/svc", "Ingress/web/a", "Ingress/other/b"}
+    assert set(store.objects) == {"Service/other/svc", "Ingress/web/a", "Ingress/other/b", *namespaces}
     write(("Namespace//web", None))
-    assert set(store.objects) == {"Service/other/svc", "Ingress/other/b"}
+    assert set(store.objects) == {"Service/other/svc", "Ingress/other/b", "Namespace//other"}
     write(("Ingress/other/b", None))
     write(("Namespace//other", namespace("other", team="x")), ("Namespace//other", namespace("other", team="web")))
-    assert set(store.objects) == {"Service/other/svc"}  # a deleted Ingress does not come back
+    assert set(store.objects) == {"Service/other/svc", "Namespace//other"}  # a deleted Ingress does not come back
 
 
 def test_disable_catch_all_drops_every_ingress_with_a_default_backend():
@@ -117,4 +118,4 @@ metadata: {name: b, namespace: no-namespace-object}
     assert published is not None and "Namespace//web" in published
     store = DictStore()
     asyncio.run(NamespaceSelection(store, parse_label_selector("team=web")).set_many(published.items()))
-    assert set(store.objects) == {"Ingress/web/a"}
+    assert set(store.objects) == {"Ingress/web/a", "Namespace//web"}
