@@ -72,7 +72,10 @@ class ClonePublisher:
         self._router.setsockopt(zmq.SNDHWM, 0)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.MAXMSGSIZE, CLONE_REQUEST_MAX_MESSAGE_BYTES)
+        # A send to a requester that is gone fails instead of vanishing: see _send_snapshot.
+        self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         bind_private(self._router, snapshot_endpoint)
+        self.snapshots_sent = 0  # whole snapshots sent; one asked for by a requester that left is not counted
 
     def __len__(self) -> int:
         return len(self._packed)
@@ -146,8 +149,19 @@ class ClonePublisher:
         # The state as it is now, with its sequence: changes made while the parts go out are updates after it.
         items, seq = list(self._packed.items()), self.seq
         for message in snapshot_messages(self.epoch, seq, items, max_message_bytes=self.max_message_bytes):
-            await self._router.send_multipart([identity, message])
+            try:
+                await self._router.send_multipart([identity, message])
+            except zmq.ZMQError as err:
+                if err.errno != zmq.EHOSTUNREACH:
+                    raise
+                # The requester gave up and left (a subscriber asks again every SNAPSHOT_TIMEOUT_SECONDS until the
+                # store is synced, each time from a new socket, and every request waits in the queue): the rest of
+                # its snapshot is not built. Otherwise a first listing of 100,000 objects that took a minute
+                # would be followed by a whole snapshot for each of the dozens of requests queued meanwhile,
+                # before the one a subscriber still waits for.
+                return
             await asyncio.sleep(0)  # other tasks get a turn between parts
+        self.snapshots_sent += 1
 
     async def _heartbeat(self) -> None:
         while True:

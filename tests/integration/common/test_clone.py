@@ -3,7 +3,7 @@ import asyncio
 
 import zmq.asyncio
 
-from proto import decode, endpoints
+from proto import decode, encode, endpoints
 from services.common.clone import LARGE_MESSAGE_BYTES, ClonePublisher, CloneSubscriber, Snapshot, Update
 from tests.support.clone import published
 
@@ -166,4 +166,36 @@ def test_other_tasks_run_while_a_long_burst_is_read(tmp_path):
             await asyncio.wait_for(read_all(), 10)
             ticking.cancel()
             assert ticks >= 10  # a turn after each thousand updates (DRAIN_BATCH) at least
+    asyncio.run(scenario())
+
+
+def test_snapshot_requests_of_subscribers_that_left_are_not_answered_in_full(tmp_path):
+    """Until the watcher's first listing is complete, nobody is served a snapshot, and each subscriber asks
+    again every few seconds from a new socket: all those requests wait in the queue. Only the one whose asker is
+    still there gets a whole snapshot (the others' cost one part, not one snapshot each)."""
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        ups, snap = endpoints.watcher_updates(tmp_path), endpoints.watcher_snapshot(tmp_path)
+        pub = ClonePublisher(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
+        await pub.set_many((f"k{i}", "x" * 1000) for i in range(20_000))  # 20 MB: parts of 8 MiB
+        for _ in range(10):  # subscribers that asked and left, as a waiting one does every SNAPSHOT_TIMEOUT_SECONDS
+            gone = ctx.socket(zmq.DEALER)
+            gone.setsockopt(zmq.LINGER, 0)
+            gone.connect(snap)
+            await gone.send(encode("clone.snapshot_request", {}))
+            await asyncio.sleep(0.01)
+            gone.close()
+        sub = CloneSubscriber(ctx, updates_endpoint=ups, snapshot_endpoint=snap)
+        first = asyncio.create_task(anext(sub.events()))
+        await asyncio.sleep(0.2)  # its request queued behind the others
+        serve = asyncio.create_task(pub.serve())
+        try:
+            snapshot = await asyncio.wait_for(first, 30)
+            assert isinstance(snapshot, Snapshot) and len(snapshot.state) == 20_000
+            assert pub.snapshots_sent == 1
+        finally:
+            serve.cancel()
+            sub.close()
+            pub.close()
+            ctx.term()
     asyncio.run(scenario())
