@@ -169,6 +169,11 @@ def test_a_listener_on_a_port_not_served_is_not_accepted(stage):
     assert conditions(status) == {"Accepted": ("False", "ListenersNotValid"), "Programmed": ("False", "Invalid")}
     assert conditions(listener(status, "http"))["Accepted"] == ("False", "PortUnavailable")
     assert listener(status, "http")["attachedRoutes"] == 0
+    # Moved to a served port: a new generation, observed by every condition (gateway_status waits for that).
+    stage.cluster.apply(gw.gateway("unserved-port", listeners=[gw.listener("http", port=80)]))
+    wait_for(lambda: conditions(gateway_status(stage, "unserved-port"))["Accepted"] == ("True", "Accepted"), 15,
+             what="the Gateway accepted at its next generation")
+    assert stage.cluster.read("Gateway", "unserved-port")["metadata"]["generation"] == 2
 
 
 def test_an_attached_route_is_accepted_and_counted_on_its_listeners(stage, edge):
