@@ -14,13 +14,19 @@ certificate; wrk keeps its 32 connections, so this is the cost per request of TL
 per-request work for a TLS host such as the HSTS header; wrk sends no SNI, so both serve their default
 certificate, the Ingress's one for the static servers). --scenario routes: one host with 1,000 Prefix paths
 (/r0/ ... /r999/; the static servers have a location for each), wrk asks for a path under the last one.
-Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S] [--scenario plain|tls|routes]
-     [--controller-arg FLAG ...]
+--scenario h2: the TLS scenario over HTTP/2 (the static servers listen with `http2` too), loaded by h2load
+(2 threads, 32 connections, 10 streams each); h2load gives no percentiles, so the latency shown is its mean.
+--scenario websocket: the backend is a WebSocket echo server (bench/websocket_echo.py, Python, one process),
+the load 2 client processes x 16 upgraded connections each sending a 64-byte text frame and waiting for its echo:
+round trips per second and their p99. Both static servers pass the upgrade on (Upgrade and Connection headers).
+Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S]
+     [--scenario plain|tls|routes|h2|websocket] [--controller-arg FLAG ...]
 """
 from __future__ import annotations
 
 import argparse
 import base64
+from concurrent.futures import ProcessPoolExecutor
 import os
 import random
 import re
@@ -39,13 +45,20 @@ from tests.support.controller import Controller, ManifestsCluster  # noqa: E402
 from tests.integration.proxy.harness import Pki  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import websocket_echo  # noqa: E402
+
 HOST = "bench.dataplane.test"
 NO_ACCESS_LOG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "quiet", "namespace": "ingress"},
                  "data": {"disable-access-log": "true"}}
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 ROUTES = 1000
 DESCRIPTIONS = {"plain": "one plain Ingress", "tls": "one TLS Ingress (HTTPS, keep-alive)",
-                "routes": f"one host with {ROUTES} Prefix paths (the last one asked)"}
+                "routes": f"one host with {ROUTES} Prefix paths (the last one asked)",
+                "h2": "one TLS Ingress over HTTP/2 (h2load -t2 -c32 -m10)",
+                "websocket": "one Ingress to a WebSocket echo backend (2 x 16 connections, 64-byte round trips)"}
+WEBSOCKET_CLIENTS, WEBSOCKET_CONNECTIONS = 2, 16
+H2_REQUESTS = 30000  # per h2load run: under 1,000 per connection, nginx's keepalive_requests
 
 
 def start_nginx(directory: Path, *, workers: str, body: str) -> subprocess.Popen:
@@ -85,6 +98,8 @@ def plain_ingress_cluster(directory: Path, backend_port: int) -> ManifestsCluste
 
 # The static baseline's headers: the Host, and an empty Connection header for upstream keepalive.
 PLAIN_HEADERS = {"Host": "$host", "Connection": '""'}
+# The least that passes a WebSocket upgrade on.
+UPGRADE_HEADERS = {"Host": "$host", "Upgrade": "$http_upgrade", "Connection": "$bench_connection"}
 # What ingress-nginx (and pyngress) sends every backend: the request id (the client's, else a new one),
 # X-Real-IP, the X-Forwarded-* headers, X-Scheme, the websocket upgrade and an empty Proxy header. What pyngress
 # costs beyond a static nginx sending these is its routing in Lua and its metrics.
@@ -100,7 +115,7 @@ def static_proxy(port: int, backend_port: int, headers: dict[str, str], scenario
     listen = f"listen 127.0.0.1:{port} backlog=4096"
     if scenario.certificate:
         crt, key = scenario.certificate
-        listen += f" ssl; ssl_certificate {crt}; ssl_certificate_key {key}"
+        listen += f" ssl{' http2' if scenario.http2 else ''}; ssl_certificate {crt}; ssl_certificate_key {key}"
     return (f'map $http_x_request_id $bench_request_id {{ default $http_x_request_id; "" $request_id; }} '
             f'map $http_upgrade $bench_connection {{ default upgrade; "" ""; }} '
             f"upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 32; }} "
@@ -112,14 +127,18 @@ def static_proxy(port: int, backend_port: int, headers: dict[str, str], scenario
 
 class Scenario:
     """What the Ingress and the static servers route: `plain` (one Ingress, "/"), `tls` (the same over HTTPS, a
-    certificate for HOST from a Secret), `routes` (one host with ROUTES Prefix paths; wrk asks for the last)."""
+    certificate for HOST from a Secret), `routes` (one host with ROUTES Prefix paths; wrk asks for the last),
+    `h2` (`tls` over HTTP/2, h2load), `websocket` (`plain` to a WebSocket echo backend)."""
 
     def __init__(self, name: str, work: Path) -> None:
         self.name = name
         self.certificate: tuple[Path, Path] | None = None
         self.paths = [f"/r{i}/" for i in range(ROUTES)] if name == "routes" else ["/"]
         self.request_path = f"/r{ROUTES - 1}/x" if name == "routes" else "/"
-        if name == "tls":
+        self.http2 = name == "h2"
+        self.websocket = name == "websocket"
+        self.plain_headers = UPGRADE_HEADERS if self.websocket else PLAIN_HEADERS
+        if name in ("tls", "h2"):
             (work / "pki").mkdir()
             self.certificate = Pki(work / "pki").issue("dataplane", [HOST])
 
@@ -157,12 +176,43 @@ def wrk(url: str, seconds: float, headers: dict[str, str] | None = None) -> tupl
     return rate, float(value) * _UNITS[unit]
 
 
+def h2load(url: str, seconds: float) -> tuple[float, float]:
+    """(requests per second, mean latency in seconds) over HTTP/2: 2 threads, 32 connections, 10 streams each, a
+    number of requests rather than a duration. nginx closes an HTTP/2 connection after keepalive_requests (1000
+    here) and h2load's timed mode does not open another, so a timed run measures the time to that cap; each
+    connection takes fewer than 1000 of H2_REQUESTS, repeated for about `seconds`."""
+    rates, means = [], []
+    deadline = time.monotonic() + seconds
+    while not rates or time.monotonic() < deadline:
+        out = subprocess.run(["h2load", "-t2", "-c32", "-m10", "-n", str(H2_REQUESTS), "-H", f":authority: {HOST}",
+                              url], capture_output=True, text=True, check=True).stdout
+        if re.search(rf"{H2_REQUESTS} succeeded, 0 failed", out) is None or \
+                re.search(r"status codes: \d+ 2xx, 0 3xx, 0 4xx, 0 5xx", out) is None:
+            raise SystemExit(f"failed or non-2xx answers during the load:\n{out}")
+        rates.append(float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)[1]))
+        value, unit = re.search(r"time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out).groups()
+        means.append(float(value) * _UNITS[unit])
+    return statistics.mean(rates), statistics.mean(means)
+
+
+def websocket_round_trips(pool: ProcessPoolExecutor, port: int, seconds: float) -> tuple[float, float]:
+    """(echo round trips per second, their p99 in seconds) through `port`."""
+    start = time.perf_counter()
+    futures = [pool.submit(websocket_echo.round_trips, port, HOST, seconds, WEBSOCKET_CONNECTIONS)
+               for _ in range(WEBSOCKET_CLIENTS)]
+    results = [f.result() for f in futures]
+    elapsed = time.perf_counter() - start
+    latencies = sorted(x for _, each in results for x in each)
+    return sum(n for n, _ in results) / elapsed, latencies[int(len(latencies) * 0.99)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--scenario", choices=("plain", "tls", "routes"), default="plain",
-                        help=f"plain: one Ingress; tls: the same over HTTPS; routes: one host with {ROUTES} paths")
+    parser.add_argument("--scenario", choices=tuple(DESCRIPTIONS), default="plain",
+                        help=f"plain: one Ingress; tls: the same over HTTPS; routes: one host with {ROUTES} paths; "
+                        "h2: tls over HTTP/2; websocket: echo round trips")
     parser.add_argument("--controller-arg", action="append", default=[],
                         help="one more flag for the controller, written --controller-arg=--enable-metrics=false (repeatable)")
     args = parser.parse_args()
@@ -171,38 +221,60 @@ def main() -> None:
         os.chmod(work, 0o755)
         scenario = Scenario(args.scenario, work)
         backend_port, static_port, headers_port = free_port(), free_port(), free_port()
-        backend = start_ok_backend(work / "backend", backend_port)
+        if scenario.websocket:
+            backend = subprocess.Popen([sys.executable, websocket_echo.__file__, str(backend_port)],
+                                       start_new_session=True)
+        else:
+            backend = start_ok_backend(work / "backend", backend_port)
         static = start_nginx(work / "static", workers="auto",
-                             body=static_proxy(static_port, backend_port, PLAIN_HEADERS, scenario))
+                             body=static_proxy(static_port, backend_port, scenario.plain_headers, scenario))
         static_headers = start_nginx(work / "static-headers", workers="auto",
                                      body=static_proxy(headers_port, backend_port, FORWARDED_HEADERS, scenario))
         cluster = scenario_cluster(work / "manifests", backend_port, scenario)
         (work / "pyngress").mkdir()
         controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning",
                                                     "--configmap=ingress/quiet", *args.controller_arg])
+        pool = ProcessPoolExecutor(WEBSOCKET_CLIENTS) if scenario.websocket else None
         try:
             controller.start()
             pyngress_port = controller.https_port if scenario.certificate else controller.http_port
-            urls = {"pyngress": scenario.url(pyngress_port), "static": scenario.url(static_port),
-                    "static+headers": scenario.url(headers_port)}
-            wait_for(lambda: all(answers(url) for url in urls.values()), 30, what="every server answering 200")
-            for url in urls.values():
-                wrk(url, 1)  # warm each: Lua code cache, upstream keepalive connections
+            ports = {"pyngress": pyngress_port, "static": static_port, "static+headers": headers_port}
+            urls = {name: scenario.url(port) for name, port in ports.items()}
+
+            def load(name: str, seconds: float) -> tuple[float, float]:
+                if pool is not None:
+                    return websocket_round_trips(pool, ports[name], seconds)
+                return (h2load if scenario.http2 else wrk)(urls[name], seconds)
+
+            if scenario.websocket:
+                wait_for(lambda: all(upgrades(port) for port in ports.values()), 30, what="every server upgrading")
+            else:
+                wait_for(lambda: all(answers(url) for url in urls.values()), 30, what="every server answering 200")
+            for name in urls:
+                load(name, 1)  # warm each: Lua code cache, upstream keepalive connections
             runs: dict[str, list[tuple[float, float]]] = {name: [] for name in urls}
             order = random.Random(0)  # the same orders in every run of the bench
             for _ in range(args.rounds):
                 # A new order each round, so that no server always runs first, or right after the same one.
                 for name in order.sample(list(urls), len(urls)):
-                    runs[name].append(wrk(urls[name], args.seconds))
+                    runs[name].append(load(name, args.seconds))
                 time.sleep(0.5)
         finally:
+            if pool is not None:
+                pool.shutdown()
             controller.stop()
             stop_nginx(static)
             stop_nginx(static_headers)
-            stop_nginx(backend)
-    print(f"{DESCRIPTIONS[args.scenario]} vs static nginx proxy_pass, wrk -t2 -c32, {args.rounds} rounds of "
+            if scenario.websocket:
+                backend.kill()
+                backend.wait()
+            else:
+                stop_nginx(backend)
+    tool = {"h2": "h2load -t2 -c32 -m10", "websocket": "echo round trips"}.get(args.scenario, "wrk -t2 -c32")
+    latency = "mean (median)" if scenario.http2 else "p99 (median)"
+    print(f"{DESCRIPTIONS[args.scenario]} vs static nginx proxy_pass, {tool}, {args.rounds} rounds of "
           f"{args.seconds} s")
-    print(f"{'':15} {'req/s (median)':>15} {'p99 (median)':>13}")
+    print(f"{'':15} {'req/s (median)':>15} {latency:>13}")
     for name, measured in runs.items():
         print(f"{name:15} {statistics.median(r for r, _ in measured):>15.0f} "
               f"{statistics.median(p for _, p in measured) * 1000:>11.2f}ms")
@@ -210,9 +282,18 @@ def main() -> None:
         rate_ratios = [o[0] / b[0] for o, b in zip(runs["pyngress"], runs[baseline])]
         p99_ratios = [o[1] / b[1] for o, b in zip(runs["pyngress"], runs[baseline])]
         print(f"vs {baseline}: req/s ratio (median of rounds) {statistics.median(rate_ratios):.2f}x "
-              f"(rounds: {', '.join(f'{r:.2f}' for r in rate_ratios)}); p99 ratio "
+              f"(rounds: {', '.join(f'{r:.2f}' for r in rate_ratios)}); {latency.split()[0]} ratio "
               f"{statistics.median(p99_ratios):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in p99_ratios)})")
     print("targets: req/s >= 0.9x static, p99 <= 1.2x static")
+
+
+def upgrades(port: int) -> bool:
+    """Whether `port` passes a WebSocket upgrade for HOST on to the echo backend."""
+    try:
+        websocket_echo.round_trips(port, HOST, 0.0, 1)
+        return True
+    except (OSError, RuntimeError):
+        return False
 
 
 def answers(url: str) -> bool:
