@@ -37,7 +37,14 @@ from services.watcher.source import StoreWriter
 log = logging.getLogger(__name__)
 
 GATEWAY_API = "gateway.networking.k8s.io"
+# Objects per list request. A kind whose objects are small (a few hundred bytes to a few KiB: Ingress, Service,
+# EndpointSlice) is read in pages of SMALL_OBJECTS_PAGE_SIZE: a first list of 100,000 EndpointSlices is then 20
+# requests, not 200 (each a round trip, and for a server that reads a page from its store, one read more of it:
+# 30 s against 11 s in pages of 5,000 from the API test server). Kinds whose objects are often large (Secrets
+# and ConfigMaps of up to 1 MiB: Helm keeps releases in them) keep client-go's pages of LIST_PAGE_SIZE, so that
+# one response stays a few hundred MiB at worst.
 LIST_PAGE_SIZE = 500
+SMALL_OBJECTS_PAGE_SIZE = 5000
 # How often a kind whose CRD is not installed (or not permitted) is looked for again.
 NOT_INSTALLED_RECHECK_SECONDS = 60.0
 # A watch with no bytes for this long after its own timeoutSeconds is dead (a peer gone without a FIN).
@@ -65,6 +72,7 @@ class KindApi:
     api_class: type
     list_all: str
     list_namespaced: str | None = None
+    page_size: int = LIST_PAGE_SIZE
     custom: CustomResource | None = None
 
 
@@ -77,13 +85,16 @@ def _gateway_api(kind: str, plural: str, *, versions: tuple[str, ...] = ("v1",),
 
 KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
     KindApi("Ingress", api_version="networking.k8s.io/v1", api_class=client.NetworkingV1Api,
-            list_all="list_ingress_for_all_namespaces", list_namespaced="list_namespaced_ingress"),
+            list_all="list_ingress_for_all_namespaces", list_namespaced="list_namespaced_ingress",
+            page_size=SMALL_OBJECTS_PAGE_SIZE),
     KindApi("IngressClass", api_version="networking.k8s.io/v1", api_class=client.NetworkingV1Api,
             list_all="list_ingress_class"),
     KindApi("Service", api_version="v1", api_class=client.CoreV1Api,
-            list_all="list_service_for_all_namespaces", list_namespaced="list_namespaced_service"),
+            list_all="list_service_for_all_namespaces", list_namespaced="list_namespaced_service",
+            page_size=SMALL_OBJECTS_PAGE_SIZE),
     KindApi("EndpointSlice", api_version="discovery.k8s.io/v1", api_class=client.DiscoveryV1Api,
-            list_all="list_endpoint_slice_for_all_namespaces", list_namespaced="list_namespaced_endpoint_slice"),
+            list_all="list_endpoint_slice_for_all_namespaces", list_namespaced="list_namespaced_endpoint_slice",
+            page_size=SMALL_OBJECTS_PAGE_SIZE),
     KindApi("Secret", api_version="v1", api_class=client.CoreV1Api,
             list_all="list_secret_for_all_namespaces", list_namespaced="list_namespaced_secret"),
     KindApi("ConfigMap", api_version="v1", api_class=client.CoreV1Api,
@@ -366,7 +377,7 @@ class KubeSource:
         token: str | None = None
         while True:
             try:
-                page = await self._in_thread(self._read_list, target, token=token, limit=LIST_PAGE_SIZE)
+                page = await self._in_thread(self._read_list, target, token=token, limit=KIND_APIS[target.kind].page_size)
             except Gone:
                 if token is None:
                     raise

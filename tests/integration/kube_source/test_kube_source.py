@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from services.common.settings import Settings
 from services.common.kube import KubeConfigError, kube_configuration
-from services.watcher.kube_source import WatchTarget, watch_targets
+from services.watcher.kube_source import KubeSource, WatchTarget, watch_targets
 
 TLS = {"tls.crt": base64.b64encode(b"cert").decode(), "tls.key": base64.b64encode(b"key").decode()}
 
@@ -243,3 +245,36 @@ def test_no_reachable_configuration_is_a_clear_error(run_dir):
     for settings in (Settings.from_flags(kubeconfig=str(run_dir / "missing")), Settings()):
         with pytest.raises(KubeConfigError, match="--kubeconfig"):
             kube_configuration(settings)
+
+
+class _CountingSource(KubeSource):
+    """A KubeSource that counts its list requests, by kind."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.list_requests: Counter[str] = Counter()
+
+    def _read_list(self, target: WatchTarget, *, token: str | None, limit: int | None) -> dict[str, Any]:
+        self.list_requests[target.kind] += 1
+        return super()._read_list(target, token=token, limit=limit)
+
+
+def test_a_first_list_of_many_small_objects_takes_few_requests(api, settings, harness):
+    """EndpointSlices (Ingresses, Services) are small: 1,200 come in one page, not three of client-go's 500 (a first
+    list of 100,000 in 20 requests, not 200); Secrets, often large, keep pages of 500."""
+    async def scenario():
+        h = harness()
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: h.discovery.create_namespaced_endpoint_slice("default", {
+                "metadata": {"name": f"s{i}", "labels": {"kubernetes.io/service-name": f"s{i}"}},
+                "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"]}]}), range(1200)))
+            list(pool.map(lambda i: h.core.create_namespaced_secret("default", {
+                "metadata": {"name": f"tls{i}"}, "type": "kubernetes.io/tls", "data": TLS}), range(600)))
+        h.source = _CountingSource(settings)
+        async with h:
+            await asyncio.wait_for(h.source.synced.wait(), 30)
+            await h.converged()
+        assert sum(1 for key in h.mirror if key.startswith("EndpointSlice/")) == 1200
+        assert h.source.list_requests["EndpointSlice"] == 1
+        assert h.source.list_requests["Secret"] == 2
+    asyncio.run(scenario())
