@@ -167,9 +167,14 @@ class TablePusher:
         return True
 
     async def needs_push(self) -> bool:
-        """True when nginx holds other tables than the last push (or nothing was pushed yet)."""
-        held = await self.versions()
-        return not self._pushed or any(held.get(name) != version for name, version in self._pushed.items())
+        """True when nginx holds other tables than the last push (or nothing was pushed yet).
+
+        Once a push under way is over: halfway through one, nginx holds some of its tables and not yet the others
+        (before the first, none), and the syncer's check for a restarted nginx would push everything once more
+        (at 100,000 Ingresses, the first push of tens of MB again)."""
+        async with self._lock:
+            held = await self.versions()
+            return not self._pushed or any(held.get(name) != version for name, version in self._pushed.items())
 
     async def versions(self) -> dict[str, str | None]:
         """The version of each table nginx holds (None for a table it has not received)."""

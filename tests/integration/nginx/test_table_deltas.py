@@ -3,6 +3,7 @@ every worker catches up (by the logged keys, or the whole table when far behind)
 longer holds is refused and the whole table goes instead, and the state files follow for a fresh master."""
 from __future__ import annotations
 
+import asyncio
 import json
 
 from services.nginxconf.tables import TablePusher
@@ -199,3 +200,21 @@ def test_only_the_keys_marked_changed_are_compared(nginx_factory, echo):
                                 backends=backends, certificates={},
                                 changed={"routes": frozenset(), "backends": frozenset()}))
     assert served_by(nginx, "h2.delta.test") == {"app"}
+
+
+def test_a_check_for_lost_tables_during_a_push_waits_for_it(nginx_factory, echo):
+    """The syncer asks every half second whether nginx still holds what was pushed (it forgets on a restart);
+    asked while the first push is under way, the answer must be the push's, not "nothing pushed yet": that pushed
+    every table a second time."""
+    nginx = nginx_factory()
+    app = echo("app")
+    routes = {h: r.to_json() for h, r in routes_for(2000).items()}
+
+    async def check_during_push() -> bool:
+        push = asyncio.create_task(nginx.pusher.push(routes=routes, backends={"app": [app.endpoint]}, certificates={}))
+        await asyncio.sleep(0)  # the push has begun
+        needed = await nginx.pusher.needs_push()
+        await push
+        return needed
+    assert nginx.run(check_during_push()) is False
+    assert served_by(nginx, "h1999.delta.test") == {"app"}
