@@ -16,7 +16,9 @@ Against pyngress each connection names a host drawn at random from the N, so alm
 certificate other than the last (and, past a worker's cache of parsed certificates, one parsed again); against
 the static nginx every connection names its one host. Rounds alternate between the two (a new order each
 round); handshakes per second, and the p99 of a connection's whole request (connect, handshake, GET, answer).
-Memory: the RSS of pyngress's nginx workers before and after the rounds, and the certificates' shared dictionary.
+Before the rounds, passes over every host (their rates printed) let each worker parse each certificate once, as
+a running controller will have: the rounds measure the steady state. Memory: the RSS of pyngress's nginx workers
+before any handshake, after those passes and after the rounds.
 Run: .venv/bin/python bench/bench_tls_scale.py [--certificates N] [--rounds R] [--seconds S]
 """
 from __future__ import annotations
@@ -217,7 +219,7 @@ def main() -> None:
             for name, port in ports.items():  # warm up: the clients' imports, the Lua code cache
                 handshakes(pool, port, str(ca), names[name], 1.0, args.processes, args.threads, 0)
             # Each worker parses a certificate at its first handshake for it; the kernel spreads connections over
-            # the workers, so each host is asked for twice per worker, in two passes over all of them.
+            # the workers, so each host is asked for about twice per worker.
             cold = [walk_all(pool, controller.https_port, str(ca), hosts, args.processes, args.threads)
                     for _ in range(2 * len(workers))]
             rss_warm = rss_kib(workers)
