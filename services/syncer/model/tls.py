@@ -181,9 +181,17 @@ def certificates_table(secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, 
     certs = {}
     for ref in sorted(refs):
         data = secrets[_secret_key(ref)]["data"]
-        certs[ref] = {"cert": base64.b64decode(data["tls.crt"]).decode("ascii", "replace"),
-                      "key": base64.b64decode(data["tls.key"]).decode("ascii", "replace")}
+        certs[ref] = _pems(data["tls.crt"], data["tls.key"])
     return {"certs": certs, "hosts": dict(sorted(tls_secrets.items())), "default": default}
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _pems(cert_base64: str, key_base64: str) -> dict[str, str]:
+    """A Secret's certificate and key as the certificates table holds them. Kept: the table is made again at every
+    change, and decoding every Secret's PEMs each time cost 0.1 s a change at 3,000 TLS Secrets. The same entry
+    object each time also lets the pusher see an unchanged table by identity. Bounded: 131,072 Secrets."""
+    return {"cert": base64.b64decode(cert_base64).decode("ascii", "replace"),
+            "key": base64.b64decode(key_base64).decode("ascii", "replace")}
 
 
 def _secret_key(ref: str) -> tuple[str, str]:
