@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale_certificates  # noqa: E402
-from bench_api import memory_kib, wait_answered  # noqa: E402
+from bench_api import memory_kib  # noqa: E402
 from bench_metrics_scrape import healthz_times, scrape  # noqa: E402
 from bench_webhook_review import connect, kinds, percentile, timed  # noqa: E402
 from proto.limits import CLONE_MAX_MESSAGE_BYTES  # noqa: E402
@@ -78,7 +78,10 @@ def host(i: int) -> str:
 
 def scale_objects(i: int, ip: str, port: int, certs: dict[str, Any]) -> list[dict]:
     tls = None
-    objects = [k8s.service(f"svc-{i}"), k8s.endpoint_slice(f"svc-{i}", [ip], port)]
+    service = k8s.service(f"svc-{i}")
+    # Addresses of a cluster's usual /12 (10.96.0.0/12): the API test server allocates from a /16 only.
+    service["spec"]["clusterIP"] = f"10.{100 + i // 65536}.{i // 256 % 256}.{i % 256}"
+    objects = [service, k8s.endpoint_slice(f"svc-{i}", [ip], port)]
     if i % TLS_EVERY == 0:
         objects.append(k8s.secret(f"tls-{i}", {"tls.crt": certs["certs"][host(i)], "tls.key": certs["key"]},
                                   "kubernetes.io/tls"))
@@ -106,6 +109,17 @@ def answers(session: requests.Session, port: int, name: str, want: str) -> bool:
     except requests.RequestException:
         return False
     return resp.status_code == 200 and resp.json().get("backend") == want
+
+
+def wait_answered(session: requests.Session, controller: Controller, name: str, want: str,
+                  timeout: float = 120.0) -> None:
+    """Until `want` answers for `name`. A kept-alive connection an old worker closes during a reload fails the
+    request sent on it at that moment (as with any HTTP server; clients retry such a request): polled again."""
+    deadline = time.monotonic() + timeout
+    while not answers(session, controller.http_port, name, want):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name} not answered by {want} within {timeout} s (log: {controller.log_path})")
+        time.sleep(0.002)
 
 
 def tls_answers(port: int, name: str, ca: Path) -> bool:
