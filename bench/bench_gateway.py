@@ -12,6 +12,10 @@ Route created → served: a controller in manifests mode with one Gateway and N 
 file), all served; then 20 new HTTPRoutes, one file each, written one after another; the clock of each runs from
 its file's rename into place to the first 200 for its host (polled every 5 ms). In the same controller, 20 new
 Ingresses the same way: the baseline.
+
+Instructions (--instructions, needs valgrind): the same two hosts in a controller's rendered nginx.conf run as one
+process under callgrind (bench_request_cost.py), per request after a warm-up: all user-space instructions, and the
+router's (rewrite_by_lua until its jump to the profile's location).
 Run: .venv/bin/python bench/bench_gateway.py [--rounds 5] [--seconds 4] [--sizes 1000,10000] [--skip-dataplane]
 """
 from __future__ import annotations
@@ -19,8 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,14 +35,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_dataplane import start_ok_backend, stop_nginx  # noqa: E402
 from bench.bench_ingress_scale import wait_served  # noqa: E402
-from bench.bench_ratelimit import spread, start_backend  # noqa: E402
-from tests.integration.nginx.conftest import Nginx  # noqa: E402
+from bench.bench_ratelimit import alternate_hosts, spread  # noqa: E402
+from bench.bench_request_cost import count_instructions, inclusive, total  # noqa: E402
 from tests.support import gateway_objects as gw  # noqa: E402
 from tests.support import k8s  # noqa: E402
 from tests.support.controller import Controller, EchoBackends, ManifestsCluster  # noqa: E402
 from tests.support.model_cluster import Cluster  # noqa: E402
-from tests.support.net import wait_for  # noqa: E402
+from tests.support.net import free_port  # noqa: E402
 
 HEADERS = {"X-Version": "2", "X-Tenant": "bench"}
 PER_FILE = 100
@@ -71,41 +74,51 @@ def wrk(port: int, host: str, seconds: int) -> tuple[float, float]:
 
 
 def data_plane(rounds: int, seconds: int) -> dict[str, list[tuple[float, float]]]:
-    if not shutil.which("wrk"):
-        sys.exit("wrk is not installed (apt-get install wrk)")
-    base = Path(tempfile.mkdtemp(prefix="bench-gateway-", dir="/tmp"))
-    os.chmod(base, 0o711)
-    backend, backend_port = start_backend(base)
-    (base / "pyngress").mkdir(mode=0o711)
-    nginx = Nginx(base / "pyngress")
+    """Host → (req/s, p99 ms) of each round, through the model's tables for both hosts."""
     cluster = Cluster()
     cluster.ingress_class()
     cluster.add(gw.gateway_class())
     cluster.add(gw.gateway("bench", listeners=[gw.listener("http", namespaces={"from": "All"})]))
     for service in ("app", "app-b"):
         cluster.service(service)
-        cluster.endpoint_slice(service, addresses=("127.0.0.1",), port=backend_port)
+        cluster.endpoint_slice(service)  # alternate_hosts pushes its own endpoints for these backends
     cluster.ingress("plain", host="plain.bench", paths=(("/", "Prefix", "app", 80),))
     cluster.add(bench_route("weighted", "gw.bench", "app", weighted="app-b"))
     model = cluster.build()
     assert model.routes["plain.bench"].prefix and model.routes["gw.bench"].gateway, model.problems
-    try:
-        nginx.start()
-        assert nginx.apply(nginx.config(list(model.config.profiles)))
-        nginx.push(model.routes, model.backends)
-        for host in ("plain.bench", "gw.bench"):
-            wait_for(lambda: nginx.get("/", host=host).status == 200, 10, what=f"{host} served")
-        results: dict[str, list[tuple[float, float]]] = {"plain.bench": [], "gw.bench": []}
-        for _ in range(rounds):
-            for host in results:
-                results[host].append(wrk(nginx.http_port, host, seconds))
-                time.sleep(0.5)
-        return results
-    finally:
-        nginx.close()
-        backend.send_signal(signal.SIGQUIT)
-        backend.wait(timeout=10)
-        shutil.rmtree(base, ignore_errors=True)
+    return alternate_hosts({host: model.routes[host] for host in ("plain.bench", "gw.bench")},
+                           {name: 1 for name in model.backends}, profiles=list(model.config.profiles),
+                           rounds=rounds, seconds=seconds, measure=wrk)
+
+
+def instructions(warm: int, count: int) -> dict[str, tuple[float, float]]:
+    """Host → instructions per request: nginx's in all, and the router's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        os.chmod(work, 0o755)
+        backend_port = free_port()
+        backend = start_ok_backend(work / "backend", backend_port)
+        cluster = ManifestsCluster(work / "manifests")
+        cluster.apply(k8s.ingress_class("nginx"), gw.gateway_class(),
+                      gw.gateway("bench", listeners=[gw.listener("http", namespaces={"from": "All"})]),
+                      *(item for service in ("app", "app-b") for item in (
+                          k8s.service(service), k8s.endpoint_slice(service, ["127.0.0.1"], backend_port))),
+                      k8s.ingress("plain", [k8s.rule("plain.bench", ("/", "Prefix", "app", 80))]),
+                      bench_route("weighted", "gw.bench", "app", weighted="app-b"))
+        (work / "pyngress").mkdir()
+        controller = Controller(work / "pyngress", [f"--manifests={cluster.directory}", "--log-level=warning"])
+        try:
+            controller.start()
+            wait_served(controller.http_port, ["plain.bench", "gw.bench"], time.monotonic() + 60)
+            conf = controller.nginx_conf().decode()
+            headers = "".join(f"{name}: {value}\r\n" for name, value in HEADERS.items())
+            profiles = {host: count_instructions(host, conf, work, warm, count, False, host, headers)
+                        for host in ("plain.bench", "gw.bench")}
+        finally:
+            controller.stop()
+            stop_nginx(backend)
+        return {host: (total(profile) / count, inclusive(profile).get("ngx_http_lua_rewrite_handler", 0) / count)
+                for host, profile in profiles.items()}
 
 
 def place(cluster: ManifestsCluster, name: str, docs: list[dict]) -> None:
@@ -171,7 +184,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--skip-dataplane", action="store_true")
+    parser.add_argument("--instructions", action="store_true", help="only the callgrind counts")
     args = parser.parse_args()
+    if args.instructions:
+        counted = instructions(warm=4000, count=3000)
+        for host, (all_of_nginx, router) in counted.items():
+            print(f"{host}: {all_of_nginx:,.0f} instructions per request, of which the router {router:,.0f}")
+        (plain, plain_router), (routed, routed_router) = counted["plain.bench"], counted["gw.bench"]
+        print(f"HTTPRoute - Ingress: {routed - plain:+,.0f} in all, {routed_router - plain_router:+,.0f} in the router")
+        return
     if not args.skip_dataplane:
         results = data_plane(args.rounds, args.seconds)
         plain, routed = results["plain.bench"], results["gw.bench"]
@@ -185,7 +206,7 @@ def main() -> None:
     echo = EchoBackends()
     ip = echo.start("GATEWAY")
     try:
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in (int(s) for s in args.sizes.split(",") if s):
             routes, ingresses, full, reloads = created_to_served(n, echo, ip)
             print(f"## {n} HTTPRoutes in place (served {full:.1f} s after their files landed): {NEW} new ones, "
                   f"file in place → served")

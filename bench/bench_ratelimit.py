@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, Mapping, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,6 +40,7 @@ http {{
 """
 LIMITED = LocationProfile.of(rate_limit=RateLimit(zone="bench_limited", rps=1_000_000, connections=65535))
 HOSTS = {"plain.bench": "default", "limited.bench": LIMITED.name}
+T = TypeVar("T")
 
 
 def start_backend(directory: Path) -> tuple[subprocess.Popen, int]:
@@ -62,11 +64,12 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):,.0f} req/s ({min(values):,.0f}-{max(values):,.0f})"
 
 
-def alternate_hosts(routes: dict[str, Route], backends: dict[str, int], *, profiles: list[LocationProfile],
-                    rounds: int, seconds: int) -> dict[str, list[float]]:
-    """Requests/s through each host of `routes` (host → route), wrk alternating between them in `rounds`, on
-    pyngress's nginx with `profiles`; each backend of `backends` (name → how many endpoints) is the same plain
-    nginx answering 200."""
+def alternate_hosts(routes: Mapping[str, Route | HostRoutes], backends: dict[str, int], *,
+                    profiles: list[LocationProfile], rounds: int, seconds: int,
+                    measure: Callable[[int, str, int], T] = wrk) -> dict[str, list[T]]:
+    """Requests/s (or what `measure(port, host, seconds)` gives) through each host of `routes` (host → its "/" route,
+    or its whole HostRoutes), wrk alternating between them in `rounds`, on pyngress's nginx with `profiles`; each
+    backend of `backends` (name → how many endpoints) is the same plain nginx answering 200."""
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (apt-get install wrk)")
     base = Path(tempfile.mkdtemp(prefix="bench-hosts-", dir="/tmp"))
@@ -77,14 +80,14 @@ def alternate_hosts(routes: dict[str, Route], backends: dict[str, int], *, profi
     try:
         nginx.start()
         assert nginx.apply(nginx.config(profiles))
-        nginx.push({host: HostRoutes(prefix={"/": r}) for host, r in routes.items()},
+        nginx.push({host: r if isinstance(r, HostRoutes) else HostRoutes(prefix={"/": r}) for host, r in routes.items()},
                    {name: [f"127.0.0.1:{backend_port}"] * count for name, count in backends.items()})
         for host in routes:
             wait_for(lambda: nginx.get("/", host=host).status == 200, 10, what=f"{host} served")
-        results: dict[str, list[float]] = {host: [] for host in routes}
+        results: dict[str, list[T]] = {host: [] for host in routes}
         for _ in range(rounds):
             for host in routes:
-                results[host].append(wrk(nginx.http_port, host, seconds))
+                results[host].append(measure(nginx.http_port, host, seconds))
                 time.sleep(0.5)
         return results
     finally:

@@ -51,7 +51,8 @@ def single_process(conf: str, port: int, directory: Path, tls: bool) -> str:
     conf = re.sub(r"daemon off; worker_processes \w+; pid [^;]*; error_log [^;]*;", "", conf)
     # pyngress's public server listens on inherited sockets, HTTP and HTTPS; the static ones on one address
     # (followed by "ssl" and their certificate over TLS).
-    conf = re.sub(r"listen \d+ default_server;\s*listen \d+ ssl http2 default_server;",
+    conf = re.sub(r"(?m)^\s*listen \[::\]:\d+[^;]*;$", "", conf)  # the IPv6 sockets the holder would pass
+    conf = re.sub(r"listen \d+ default_server;(?:\s*#[^\n]*)*\s*listen \d+ ssl http2 default_server;",
                   f"listen 127.0.0.1:{port}{' ssl' if tls else ''} default_server;", conf)
     conf = re.sub(r"listen 127\.0\.0\.1:\d+ backlog=4096", f"listen 127.0.0.1:{port}", conf)
     conf = re.sub(r'listen "unix:[^"]*";', f'listen "unix:{directory}/config.sock";', conf)
@@ -59,16 +60,16 @@ def single_process(conf: str, port: int, directory: Path, tls: bool) -> str:
             f"error_log {directory}/error.log error;\n{conf}")
 
 
-def send_requests(port: int, count: int, tls: bool) -> None:
-    """`count` GET requests for HOST on keep-alive connections (with `tls`, HTTPS with SNI), each answered 200
-    with a Content-Length."""
-    request = f"GET / HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+def send_requests(port: int, count: int, tls: bool, host: str = HOST, headers: str = "") -> None:
+    """`count` GET requests for `host` on keep-alive connections (with `tls`, HTTPS with SNI), each answered 200
+    with a Content-Length; `headers`: more header lines, each ending with CRLF."""
+    request = f"GET / HTTP/1.1\r\nHost: {host}\r\n{headers}\r\n".encode()
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     while count > 0:
         batch = min(count, REQUESTS_PER_CONNECTION)
         with socket.create_connection(("127.0.0.1", port)) as plain, \
-                (context.wrap_socket(plain, server_hostname=HOST) if tls else plain) as connection:
+                (context.wrap_socket(plain, server_hostname=host) if tls else plain) as connection:
             buffered = b""
             for _ in range(batch):
                 connection.sendall(request)
@@ -87,8 +88,10 @@ def send_requests(port: int, count: int, tls: bool) -> None:
         count -= batch
 
 
-def count_instructions(name: str, conf: str, work: Path, warm: int, requests: int, tls: bool) -> Path:
-    """Runs `conf` under callgrind; returns the profile of `requests` requests after `warm` others."""
+def count_instructions(name: str, conf: str, work: Path, warm: int, requests: int, tls: bool, host: str = HOST,
+                       headers: str = "") -> Path:
+    """Runs `conf` under callgrind; returns the profile of `requests` requests (send_requests: `host`, `headers`)
+    after `warm` others."""
     directory = work / f"callgrind-{name}"
     directory.mkdir()
     os.chmod(directory, 0o755)
@@ -100,9 +103,9 @@ def count_instructions(name: str, conf: str, work: Path, warm: int, requests: in
                                 str(directory / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port, 120)  # valgrind starts nginx slowly
-        send_requests(port, warm, tls)
+        send_requests(port, warm, tls, host, headers)
         subprocess.run(["callgrind_control", "--zero", str(process.pid)], check=True, capture_output=True)
-        send_requests(port, requests, tls)
+        send_requests(port, requests, tls, host, headers)
         subprocess.run(["callgrind_control", "--dump", str(process.pid)], check=True, capture_output=True)
     finally:
         process.terminate()
