@@ -63,3 +63,23 @@ def test_only_the_hosts_a_model_marks_changed_are_looked_at(tmp_path):
     # A model built afresh (changed None) is compared whole.
     gone = {host: r for host, r in moved.items() if host != "h0.example"}
     assert list(routes_table(applier, model(tmp_path, gone))) == ["h1.example", "h2.example"]
+
+
+def test_a_profile_loaded_by_a_reload_remakes_only_the_hosts_that_use_it(tmp_path, monkeypatch):
+    settings = Settings.from_flags(state_dir=str(tmp_path / "state"), run_dir=str(tmp_path / "run"))
+    applier = NginxApplier(settings, SyncerMetrics(settings))
+    applier.applied_profiles = {DEFAULT_PROFILE}
+    routes = {f"h{i}.example": HostRoutes(prefix={"/": Route(f"b{i}")}) for i in range(50)}
+    routes["late.example"] = HostRoutes(prefix={"/": Route("b0", profile="slow-reads")})
+    first = routes_table(applier, model(tmp_path, routes))
+    # Its profile is not loaded yet: no route is served with other settings.
+    assert orjson.loads(canonical_json(first["late.example"]))["prefix"] == []
+
+    made = []
+    real_to_json = HostRoutes.to_json
+    monkeypatch.setattr(HostRoutes, "to_json", lambda self: made.append(self) or real_to_json(self))
+    applier.applied_profiles = {DEFAULT_PROFILE, "slow-reads"}  # the reload that loads it is done
+    second = routes_table(applier, model(tmp_path, routes, TableChanges(frozenset(), frozenset())))
+    assert made == [routes["late.example"]]  # one host made again, not 51
+    assert orjson.loads(canonical_json(second["late.example"]))["prefix"][0][1]["profile"] == "slow-reads"
+    assert all(second[host] is first[host] for host in routes if host != "late.example")
