@@ -47,7 +47,16 @@ class _StaleBase(NginxPushError):
 
 
 KEYED_TABLES = frozenset({"routes", "backends"})
+# nginx's Lua takes a whole table in entry by entry before it answers: the routes of 100,000 hosts (tens of MB)
+# took longer than the configuration API's 30 s, and a push that always times out is retried forever, serving
+# nothing. A POST may take 30 s plus this long per MB of its body.
+POST_SECONDS_PER_MB = 2.0
 _MISSING = object()
+
+
+def post_timeout(body_bytes: int) -> float:
+    """Seconds a POST of `body_bytes` to the configuration API may take."""
+    return config_api.HTTP_TIMEOUT_SECONDS + POST_SECONDS_PER_MB * body_bytes / 1e6
 
 
 def table_delta(last: dict[str, Any], new: dict[str, Any], keys: Iterable[str] | None = None) -> dict[str, Any] | None:
@@ -197,7 +206,7 @@ class TablePusher:
         """POST a table or a delta; the entries of that table nginx refuses (key → its reason)."""
         name = path.split("/")[2]
         try:
-            async with session.post(path, data=body,
+            async with session.post(path, data=body, timeout=aiohttp.ClientTimeout(total=post_timeout(len(body))),
                                     headers={"Content-Type": "application/json"}) as response:
                 # nginx's messages quote PCRE's from a byte offset on, which may start inside a UTF-8 character.
                 text = (await response.read()).decode("utf-8", "replace")
