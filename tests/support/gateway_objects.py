@@ -15,13 +15,17 @@ def gateway_class(name: str = "pyngress", controller: str = CONTROLLER) -> dict[
 
 def listener(name: str = "http", *, port: int = 80, protocol: str = "HTTP", hostname: str | None = None,
              namespaces: dict[str, Any] | None = None, certificate: str | None = None,
-             certificate_namespace: str | None = None, passthrough: bool = False) -> dict[str, Any]:
-    """A listener; `passthrough`: protocol TLS in Passthrough mode, for TLSRoutes (port 443 unless given)."""
+             certificate_namespace: str | None = None, passthrough: bool = False,
+             kinds: Iterable[str] | None = None) -> dict[str, Any]:
+    """A listener; `passthrough`: protocol TLS in Passthrough mode, for TLSRoutes (port 443 unless given); `kinds`:
+    the route kinds it allows (allowedRoutes.kinds, in the Gateway API group)."""
     found: dict[str, Any] = {"name": name, "port": port, "protocol": protocol}
     if hostname is not None:
         found["hostname"] = hostname
     if namespaces is not None:
         found["allowedRoutes"] = {"namespaces": namespaces}
+    if kinds is not None:
+        found.setdefault("allowedRoutes", {})["kinds"] = [{"group": GROUP, "kind": kind} for kind in kinds]
     if certificate is not None:
         ref = {"kind": "Secret", "name": certificate}
         if certificate_namespace is not None:
@@ -114,7 +118,8 @@ def tls_route(name: str, *backends: dict[str, Any], ns: str = "default",
 
 
 def reference_grant(name: str, *, ns: str, from_namespace: str, to_kind: str = "Service",
-                    from_kind: str = "HTTPRoute", version: str = V1) -> dict[str, Any]:
+                    from_kind: str = "HTTPRoute", version: str = V1, to_name: str | None = None) -> dict[str, Any]:
+    """A ReferenceGrant in `ns` to every object of `to_kind` there (or only `to_name`)."""
+    to: dict[str, Any] = {"group": "", "kind": to_kind, **({"name": to_name} if to_name else {})}
     return {"apiVersion": version, "kind": "ReferenceGrant", "metadata": {"name": name, "namespace": ns},
-            "spec": {"from": [{"group": GROUP, "kind": from_kind, "namespace": from_namespace}],
-                     "to": [{"group": "", "kind": to_kind}]}}
+            "spec": {"from": [{"group": GROUP, "kind": from_kind, "namespace": from_namespace}], "to": [to]}}

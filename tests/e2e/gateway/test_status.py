@@ -20,7 +20,7 @@ from tests.support.net import wait_for
 
 GROUP, VERSION = gw.GROUP, "v1"
 PLURALS = {"GatewayClass": "gatewayclasses", "Gateway": "gateways", "HTTPRoute": "httproutes",
-           "ReferenceGrant": "referencegrants"}
+           "ReferenceGrant": "referencegrants", "GRPCRoute": "grpcroutes", "TLSRoute": "tlsroutes"}
 ADDRESS = "192.0.2.10"
 OTHER_CONTROLLER = "example.com/other-controller"
 TIMESTAMP_RESOLUTION_SECONDS = 1.1  # lastTransitionTime is in whole seconds

@@ -107,9 +107,11 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     attached: dict[tuple[str, str], set[str]] = {}  # (gateway "namespace/name", listener) → routes attached
     for kind, routes in route_kinds(objects):
         kind_listeners = [listener for listener in listeners if kind in listener.kinds]
+        other_listeners = [listener for listener in listeners if kind not in listener.kinds]
         for order, namespace, name, route in objects.routes_oldest_first(routes):
             parents = _route_parents(kind, route, namespace=namespace, name=name, order=order, ours=our_gateways,
-                                     controller=controller, grants=grants, listeners=kind_listeners,
+                                     controller=controller, grants=grants,
+                                     listeners=(kind_listeners, other_listeners),
                                      objects=objects, resolver=resolver, attached=attached)
             if parents:
                 found.routes[kind, namespace, name] = parents
@@ -216,9 +218,11 @@ def _planned(kind: str, route: dict[str, Any], *, namespace: str, name: str, ord
 
 
 def _route_parents(kind: str, route: dict[str, Any], *, namespace: str, name: str, order: Any, ours: frozenset[str],
-                   controller: str, grants: ReferenceGrants, listeners: list[Listener], objects: GatewayObjects,
-                   resolver: BackendResolver, attached: dict[tuple[str, str], set[str]]) -> list[dict[str, Any]]:
-    """The route's status.parents entries for the parentRefs naming one of our Gateways."""
+                   controller: str, grants: ReferenceGrants, listeners: tuple[list[Listener], list[Listener]],
+                   objects: GatewayObjects, resolver: BackendResolver,
+                   attached: dict[tuple[str, str], set[str]]) -> list[dict[str, Any]]:
+    """The route's status.parents entries for the parentRefs naming one of our Gateways; `listeners`: the served
+    listeners that take the route's kind, and those that do not."""
     raw_parents = [(i, p) for i, p in enumerate(_listing((route.get("spec") or {}).get("parentRefs")))
                    if isinstance(p, dict) and (p.get("group") or GATEWAY_GROUP, p.get("kind") or "Gateway")
                    == (GATEWAY_GROUP, "Gateway") and f"{p.get('namespace') or namespace}/{p.get('name')}" in ours]
@@ -244,11 +248,16 @@ def _route_parents(kind: str, route: dict[str, Any], *, namespace: str, name: st
     return entries
 
 
-def _accepted(plan: RoutePlan, index: int, *, listeners: list[Listener], ours: frozenset[str],
-              objects: GatewayObjects, attached: dict[tuple[str, str], set[str]], generation: int) -> Condition:
-    parent = plan.parents[index]
-    attachments, refusals = attach(replace(plan, parents=(parent,)), listeners=listeners, our_gateways=ours,
-                                   labels_of=objects.labels_of)
+def _accepted(plan: RoutePlan, index: int, *, listeners: tuple[list[Listener], list[Listener]],
+              ours: frozenset[str], objects: GatewayObjects, attached: dict[tuple[str, str], set[str]],
+              generation: int) -> Condition:
+    parent = replace(plan, parents=(plan.parents[index],))
+    taking, others = listeners
+    attachments, refusals = attach(parent, listeners=taking, our_gateways=ours, labels_of=objects.labels_of)
+    if not attachments and attach(parent, listeners=others, our_gateways=ours, labels_of=objects.labels_of)[0]:
+        # The spec's reason when only the route's kind keeps it off the listeners it names.
+        return condition("Accepted", False, "NotAllowedByListeners", "no listener it names allows its kind",
+                         generation=generation)
     if attachments:
         for attachment in attachments:
             attached.setdefault((attachment.listener.gateway, attachment.listener.name), set()).add(plan.ref)

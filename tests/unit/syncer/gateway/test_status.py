@@ -167,6 +167,8 @@ def test_a_backend_in_another_namespace_with_a_reference_grant_resolves(gw):
     ({"name": "gw", "namespace": "infra"}, {}, "NotAllowedByListeners"),
     ({"name": "gw", "namespace": "infra"}, {"hostname": "other.example.com", "namespaces": {"from": "All"}},
      "NoMatchingListenerHostname"),
+    ({"name": "gw", "namespace": "infra"}, {"namespaces": {"from": "All"}, "kinds": ["GRPCRoute"]},
+     "NotAllowedByListeners"),  # only the route's kind keeps it off
 ])
 def test_a_route_attached_to_no_listener_of_our_gateway_is_not_accepted(gw, parent, listener, reason):
     o = gw.objects
