@@ -29,7 +29,6 @@ Cases covered by the other e2e files:
 - HTTPRouteHTTPSListener → test_https_listener.py
 - HTTPRouteRequestMirror, HTTPRouteRequestMultipleMirrors, HTTPRouteRequestPercentageMirror →
   test_request_mirror.py
-- GatewayHTTPListenerIsolation → test_route_isolation.py
 - GRPCExactMethodMatching, GRPCRouteHeaderMatching, GRPCRouteRequestHeaderModifier (set) →
   test_grpcroute.py::test_exact_method_and_header_matches_reach_their_h2c_backends
 - GRPCRouteWeight → test_grpcroute.py::test_weights_split_calls_between_backends
@@ -518,3 +517,22 @@ def test_grpcroute_named_rule(grpc_stage):  # noqa: F811 - the fixture imported 
         gw.rule(gw.backend_ref("grpc-two", 50051), matches=[gw.grpc_method("unnamed.Service")])]))
     wait_for(lambda: call(grpc_stage, "/named.Service/Call").get("backend") == "grpc-one", 15, what="the named rule")
     assert call(grpc_stage, "/unnamed.Service/Call")["backend"] == "grpc-two"
+
+
+def test_gateway_http_listener_isolation(stage):
+    """GatewayHTTPListenerIsolation: a request belongs to the most specific listener that takes its host, and only
+    that listener's routes serve it."""
+    ns = "conf-isolation"
+    listeners = {"empty-hostname": None, "wildcard-isolation": "*.isolation.test",
+                 "wildcard-foo-isolation": "*.foo.isolation.test", "abc-foo-isolation": "abc.foo.isolation.test"}
+    stage.cluster.apply(*stage.backend("GW-CONF-ISOLATION", "isolation-app", namespace=ns))
+    stage.cluster.apply(gw.gateway("isolation", ns=ns, listeners=[
+        gw.listener(name, hostname=hostname) for name, hostname in listeners.items()]))
+    stage.cluster.apply(*[gw.http_route(name, ns=ns, parents=[{"name": "isolation", "sectionName": name}], rules=[
+        gw.rule(gw.backend_ref("isolation-app"), matches=[gw.path_match(f"/{name}")])]) for name in listeners])
+    hosts = {"empty-hostname": "isolation-empty.test", "wildcard-isolation": "bar.isolation.test",
+             "wildcard-foo-isolation": "bar.foo.isolation.test", "abc-foo-isolation": "abc.foo.isolation.test"}
+    for owner, host in hosts.items():
+        stage.expect_answer(host, f"/{owner}", "GW-CONF-ISOLATION")
+        for other in listeners.keys() - {owner}:
+            assert stage.answer(host, f"/{other}")["status"] == 404, (host, other)
