@@ -33,7 +33,7 @@ from .configmap import ControllerConfig, load_controller_config
 from .configmap_server_keys import ticket_key_file
 from .creation import creation_order
 from .dh_param import dh_param
-from .gateway import GatewayObjects, build_gateway, with_gateway_routes
+from .gateway import GatewayModel, GatewayObjects, build_gateway, with_gateway_routes
 from .gateway.tlsroutes import passthrough_beside
 from .ingress_class import IngressClassFilter
 from .problems import Problem
@@ -739,23 +739,26 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
                    secrets: Mapping[tuple[str, str], Mapping[str, Any]], resolver: BackendResolver,
                    merged: Merged, problems: Iterable[Problem], auth_files: Mapping[str, bytes],
                    ssl_files: Mapping[str, bytes], changed: TableChanges = TableChanges(),
-                   gateway_inputs: Mapping[str, dict[str, Any]] | None = None) -> Model:
+                   gateway_inputs: Mapping[str, dict[str, Any]] | None = None,
+                   gateway: GatewayModel | None = None) -> Model:
     """The Model of the merged Ingresses (`merged`'s problems come after `problems`), with what depends on the
     whole store: the default backend, TCP and UDP services, auth-keepalive upstreams, DH parameters,
     certificates. Problems are ordered by object (each object's in the order found), so that the order does
     not depend on how the Ingresses were grouped (incremental.py). `changed`: the hosts and backends of `merged`
     that changed since the last model (TableChanges); the backends added here beside them are always counted.
-    `gateway_inputs`: the Gateway API objects and Namespaces of `store` alone (None: found in `store`)."""
+    `gateway_inputs`: the Gateway API objects and Namespaces of `store` alone (None: found in `store`). `gateway`: their
+    part of the model when the caller keeps it (incremental.py), else built here."""
     problems = [*problems, *merged.problems]
     backends = dict(merged.backends)
     beside_routes: set[str] = set()  # the backends added here
     profiles = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE), **merged.profiles}
     default_certificate = settings.ingress.default_ssl_certificate
-    # Gateway API objects are few and any change to one rebuilds everything (incremental.py): made whole each time,
-    # from `gateway_inputs` (the store's keys gateway.is_gateway_input takes) when the caller keeps them apart.
-    gateway = build_gateway(GatewayObjects.of(store if gateway_inputs is None else gateway_inputs), settings=settings,
-                            resolver=resolver, secrets=TlsSecrets(secrets, default_certificate),
-                            ingress_owners=_IngressOwners(merged.routes))
+    # Made whole here unless the caller keeps it (incremental.py keeps it while nothing it read changes), from
+    # `gateway_inputs` (the store's keys gateway.is_gateway_input takes) when the caller keeps them apart.
+    if gateway is None:
+        gateway = build_gateway(GatewayObjects.of(store if gateway_inputs is None else gateway_inputs),
+                                settings=settings, resolver=resolver, secrets=TlsSecrets(secrets, default_certificate),
+                                ingress_owners=IngressOwners(merged.routes))
     problems.extend(gateway.problems)
     profiles.update(gateway.profiles)
     backends.update(gateway.backends)
@@ -832,7 +835,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     )
 
 
-class _IngressOwners(Mapping[str, str]):
+class IngressOwners(Mapping[str, str]):
     """Host → the namespace of the Ingress that owns it, read from the routes when asked: made whole, this cost
     every change a pass over every host (0.1 s at 30,000 Ingresses) for the few a Gateway API route names."""
 

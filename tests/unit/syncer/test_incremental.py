@@ -17,6 +17,7 @@ from services.common.settings import Settings
 from services.nginxconf.prefix import make_self_signed
 from services.syncer.model.build import build_model
 from services.syncer.model.incremental import IncrementalModel
+from tests.support import gateway_objects
 from tests.support.htpasswd import basic_auth_secret
 
 PREFIX = "nginx.ingress.kubernetes.io"
@@ -197,6 +198,86 @@ def test_the_incremental_model_equals_the_full_build_after_every_step(first, ste
         model = incremental.update(store, changed)
         assert model == expected, sorted(changed)
         # What the tables are pushed by: every host and backend that differs from the last model is marked changed.
+        for table, marked in (("routes", model.changed.routes), ("backends", model.changed.backends)):
+            before, after = getattr(previous, table), getattr(model, table)
+            if marked is not None:
+                assert {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)} <= marked
+        previous = model
+
+
+# --- Gateway API objects beside the Ingresses ---------------------------------------------------------------------
+
+_PARENT = {"name": "gw", "namespace": "a"}
+
+
+def _listener(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    hostname = draw(st.sampled_from(["y.test", "*.y.test", "x.test", None]))
+    namespaces = draw(st.sampled_from([None, {"from": "All"}, {"from": "Same"},
+                                       {"from": "Selector", "selector": {"matchLabels": {"team": "blue"}}}]))
+    kind = draw(st.sampled_from(["http", "http", "https", "passthrough"]))
+    name = f"l{index}"
+    if kind == "https":
+        return gateway_objects.listener(name, port=443, protocol="HTTPS", hostname=hostname, namespaces=namespaces,
+                                        certificate="tls-x", certificate_namespace=draw(st.sampled_from([None, "b"])))
+    return gateway_objects.listener(name, hostname=hostname, namespaces=namespaces, passthrough=kind == "passthrough")
+
+
+@st.composite
+def gateway_api_objects(draw: st.DrawFn) -> dict[str, Any]:
+    """A GatewayClass, the Gateway, an HTTPRoute, a TLSRoute, a ReferenceGrant or a Namespace's labels."""
+    namespace = draw(st.sampled_from(NAMESPACES))
+    other = "b" if namespace == "a" else "a"
+    created = f"2024-01-01T00:00:0{draw(st.integers(0, 3))}Z"
+    hostnames = draw(st.lists(st.sampled_from(["x.test", "y.test", "z.y.test", "*.y.test"]), max_size=2, unique=True))
+    which = draw(st.sampled_from(["class", "gateway", "route", "route", "route", "tls", "grant", "namespace"]))
+    if which == "class":
+        return gateway_objects.gateway_class(controller=draw(st.sampled_from([gateway_objects.CONTROLLER] * 3
+                                                                               + ["example.com/other"])))
+    if which == "gateway":
+        count = draw(st.integers(1, 3))
+        return gateway_objects.gateway(ns="a", listeners=[_listener(draw, i) for i in range(count)])
+    if which == "route":
+        rules = [gateway_objects.rule(
+            gateway_objects.backend_ref(draw(st.sampled_from(SERVICES)), ns=draw(st.sampled_from([None, other])),
+                                        weight=draw(st.sampled_from([None, 0, 3]))),
+            matches=[gateway_objects.path_match(draw(st.sampled_from(["/", "/api", "/new"])),
+                                                draw(st.sampled_from(["PathPrefix", "Exact"])))])
+            for _ in range(draw(st.integers(1, 2)))]
+        return gateway_objects.http_route(draw(st.sampled_from(["r1", "r2", "r3"])), ns=namespace, parents=[_PARENT],
+                                          hostnames=hostnames, rules=rules, created=created)
+    if which == "tls":
+        return gateway_objects.tls_route("t1", gateway_objects.backend_ref(draw(st.sampled_from(SERVICES))),
+                                         ns=namespace, parents=[_PARENT], hostnames=hostnames, created=created)
+    if which == "grant":
+        return gateway_objects.reference_grant(draw(st.sampled_from(["g1", "g2"])), ns=namespace,
+                                               from_namespace=other, to_kind=draw(st.sampled_from(["Service", "Secret"])))
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": draw(st.sampled_from([{}, {"team": "blue"}]))}}
+
+
+_gateway_writes = st.one_of(*[st.tuples(gateway_api_objects(), _keep)] * 4, _writes)
+
+
+@settings(deadline=None, max_examples=200, derandomize=True, database=None)
+@given(first=st.lists(gateway_api_objects(), min_size=3, max_size=10),
+       steps=st.lists(st.lists(_gateway_writes, min_size=1, max_size=3), min_size=5, max_size=25))
+def test_the_incremental_model_with_gateway_api_objects_equals_the_full_build(first, steps):
+    store = populated()
+    store.update((object_key(obj), obj) for obj in [gateway_objects.gateway_class(), *first])
+    incremental = IncrementalModel(SETTINGS)
+    previous = incremental.update(store, None)
+    assert previous == build_model(store, settings=SETTINGS)
+    for step in steps:
+        changed = set()
+        for obj, keep in step:
+            key = object_key(obj)
+            if keep:
+                store[key] = obj
+            else:
+                store.pop(key, None)
+            changed.add(key)
+        model = incremental.update(store, changed)
+        assert model == build_model(store, settings=SETTINGS), sorted(changed)
         for table, marked in (("routes", model.changed.routes), ("backends", model.changed.backends)):
             before, after = getattr(previous, table), getattr(model, table)
             if marked is not None:

@@ -21,6 +21,7 @@ from .httproutes import RoutePlan, plan_route
 from .listeners import served_listeners
 from .objects import GatewayObjects
 from .reference_grants import ReferenceGrants
+from .route_plans import RoutePlans
 from .tables import gateway_tables
 from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
 
@@ -36,10 +37,14 @@ class GatewayModel:
 
 
 def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
-                  secrets: TlsSecrets, ingress_owners: Mapping[str, str] | None = None) -> GatewayModel:
+                  secrets: TlsSecrets, ingress_owners: Mapping[str, str] | None = None,
+                  plans: RoutePlans | None = None) -> GatewayModel:
     """What the Gateway API objects of the store (GatewayObjects.of) add to the Model. `ingress_owners`: host → the
-    namespace whose Ingress owns it (the oldest); routes of other namespaces do not serve that host."""
+    namespace whose Ingress owns it (the oldest); routes of other namespaces do not serve that host. `plans`: the
+    route plans kept from the last build (route_plans.py), none kept when not given."""
+    plans = RoutePlans() if plans is None else plans
     if not objects.gateways:
+        plans.forget_unseen()
         return GatewayModel()
     problems: list[Problem] = []
     grants = ReferenceGrants(objects.grants)
@@ -58,11 +63,12 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
             where = f"{kind} {namespace}/{name}"
             try:
                 if kind == "TLSRoute":
-                    tls_plan = plan_tls_route(route, namespace=namespace, name=name, order=order, grants=grants)
+                    tls_plan = plans.plan(plan_tls_route, route, kind=kind, namespace=namespace, name=name,
+                                          order=order, grants=grants)
                     plan, warnings = tls_plan.route, tls_plan.warnings
                 else:
-                    plan = (plan_route if kind == "HTTPRoute" else plan_grpc_route)(
-                        route, namespace=namespace, name=name, order=order, grants=grants)
+                    plan = plans.plan(plan_route if kind == "HTTPRoute" else plan_grpc_route, route, kind=kind,
+                                      namespace=namespace, name=name, order=order, grants=grants)
                     warnings = plan.warnings
             except RouteRejected as err:
                 problems.append(Problem.error(where, f"{err}; the route is not served"))
@@ -76,6 +82,7 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                     attached_tls.append((tls_plan, attachments))
                 else:
                     attached.append((plan, attachments))
+    plans.forget_unseen()
     tables = gateway_tables(attached, listeners=listeners, resolver=resolver, ingress_owners=ingress_owners or {})
     problems += [Problem.warning(ref, message) for ref, message in tables.warnings]
     passthrough = tls_passthrough(attached_tls, resolver=resolver)

@@ -19,6 +19,8 @@ class _Grant:
 class ReferenceGrants:
     def __init__(self, grants: Iterable[tuple[str, dict[str, Any]]]) -> None:
         self._grants: list[_Grant] = []
+        # The target namespaces asked about, when recorded (recording()): a route's plan depends on their grants.
+        self._asked: set[str] | None = None
         for namespace, obj in grants:
             spec = obj.get("spec") or {}
             sources = frozenset((f.get("group") or "", f.get("kind") or "", f.get("namespace") or "")
@@ -33,6 +35,19 @@ class ReferenceGrants:
         group, kind, namespace, name = target
         if source[2] == namespace:
             return True
+        if self._asked is not None:
+            self._asked.add(namespace)
         return any(grant.namespace == namespace and source in grant.sources
                    and ((group, kind, None) in grant.targets or (group, kind, name) in grant.targets)
                    for grant in self._grants)
+
+    def in_namespace(self, namespace: str) -> tuple[_Grant, ...]:
+        """The grants of one target namespace, as read: equal tuples allow the same references."""
+        return tuple(grant for grant in self._grants if grant.namespace == namespace)
+
+    def recording(self, asked: set[str]) -> ReferenceGrants:
+        """These grants, adding each target namespace asked about (in another namespace than the source's) to
+        `asked`."""
+        view = ReferenceGrants(())
+        view._grants, view._asked = self._grants, asked
+        return view
