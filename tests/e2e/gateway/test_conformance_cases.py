@@ -14,8 +14,8 @@ Cases covered by the other e2e files:
 - HTTPRouteWeight → test_httproute.py::test_weights_split_traffic_within_tolerance
 - HTTPRouteRequestHeaderModifier, HTTPRouteResponseHeaderModifier →
   test_httproute.py::test_request_and_response_header_modifiers
-- HTTPRouteRedirectScheme, HTTPRouteRedirectHostAndStatus, HTTPRouteRedirectPath, HTTPRouteRedirectPort,
-  HTTPRouteRedirectPortAndScheme → test_httproute.py::test_redirects
+- HTTPRouteRedirectScheme, HTTPRouteRedirectHostAndStatus, HTTPRouteRedirectPath, HTTPRouteRedirectPort →
+  test_httproute.py::test_redirects
 - HTTPRouteRewriteHost, HTTPRouteRewritePath → test_httproute.py::test_url_rewrite_of_host_and_path
 - HTTPRouteReferenceGrant, HTTPRouteInvalidNonExistentBackendRef, HTTPRouteInvalidCrossNamespaceBackendRef →
   test_httproute.py::test_cross_namespace_backends_need_a_reference_grant_and_bad_refs_answer_500 (traffic) and
@@ -536,3 +536,21 @@ def test_gateway_http_listener_isolation(stage):
         stage.expect_answer(host, f"/{owner}", "GW-CONF-ISOLATION")
         for other in listeners.keys() - {owner}:
             assert stage.answer(host, f"/{other}")["status"] == 404, (host, other)
+
+
+def test_httproute_redirect_port_and_scheme(stage):
+    """HTTPRouteRedirectPortAndScheme: a redirect's port is left out when it is the scheme's well-known one, kept
+    otherwise (the cases whose Location depends on the listener's own port 80 are left out: ours is another)."""
+    ns, host = "conf-port-scheme", "port-scheme.conformance.example.com"
+    infra_gateway(stage, "port-scheme", ns)
+    combos = {"/scheme-nil-and-port-8083": ({"port": 8083}, "http://example.org:8083"),
+              "/scheme-https-and-port-nil": ({"scheme": "https"}, "https://example.org"),
+              "/scheme-https-and-port-443": ({"scheme": "https", "port": 443}, "https://example.org"),
+              "/scheme-https-and-port-8443": ({"scheme": "https", "port": 8443}, "https://example.org:8443"),
+              "/scheme-http-and-port-80": ({"scheme": "http", "port": 80}, "http://example.org")}
+    stage.cluster.apply(gw.http_route("port-scheme", ns=ns, parents=[{"name": "port-scheme"}], hostnames=[host], rules=[
+        gw.rule(matches=[gw.path_match(path)], filters=[{"type": "RequestRedirect", "requestRedirect": {
+            "hostname": "example.org", **spec}}]) for path, (spec, _) in combos.items()]))
+    stage.expect_answer(host, "/scheme-nil-and-port-8083", 302)
+    for path, (_, origin) in combos.items():
+        assert stage.answer(host, path)["response"].headers["Location"] == origin + path, path
