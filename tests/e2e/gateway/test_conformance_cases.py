@@ -25,7 +25,6 @@ Cases covered by the other e2e files:
   test_status.py::test_a_parent_ref_to_a_missing_listener_is_no_matching_parent
 - HTTPRouteObservedGenerationBump → test_status.py::test_observed_generation_follows_a_spec_change_with_one_status_write
 - GatewayObservedGenerationBump → test_status.py::test_a_listener_on_a_port_not_served_is_not_accepted
-- GatewayWithAttachedRoutes → test_status.py::test_an_attached_route_is_accepted_and_counted_on_its_listeners
 - HTTPRouteHTTPSListener → test_https_listener.py
 - HTTPRouteRequestMirror, HTTPRouteRequestMultipleMirrors, HTTPRouteRequestPercentageMirror →
   test_request_mirror.py
@@ -35,6 +34,10 @@ Cases covered by the other e2e files:
 - TLSRouteSimpleSameNamespace, TLSRouteHostnameIntersection, TLSRouteInvalidReferenceGrant → test_tlsroute.py
 
 Cases that cannot pass, for a missing feature:
+- GatewayWithAttachedRoutes, its part "AttachedRoutes set even when the Gateway has unresolved refs": an HTTPS
+  listener whose certificate Secret is missing is not served, so routes do not attach to it (attachedRoutes 0, the
+  route NoMatchingParent); the rest of the case is test_gateway_with_attached_routes.
+- GatewayWithAttachedRoutesWithPort8080: port 8080 is not served (below).
 - HTTPRouteListenerPortMatching, GatewayPort8080 cases: listeners on 8080/8090 are not served (PortUnavailable).
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
   the same host and path cannot answer differently per Gateway address.
@@ -283,6 +286,29 @@ def test_gateway_modify_listeners(api):
     assert conditions(listener_status(added, "other"))["Accepted"] == ACCEPTED
     assert conditions(added)["Accepted"] == ACCEPTED
     assert [item["name"] for item in gateway_status(api, "remove-listener", ns)["listeners"]] == ["http"]
+
+
+def test_gateway_with_attached_routes(api):
+    """GatewayWithAttachedRoutes (but its unresolved-certificate part, see the module docstring): a listener counts
+    the routes attached to it (one, two), not a route whose hostname it does not take (NoMatchingListenerHostname)."""
+    ns = "conf-attached"
+    selector = {"from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+
+    def attached_route(name: str, gateway: str, *hostnames: str) -> dict[str, Any]:
+        return gw.http_route(name, ns=ns, parents=[{"name": gateway}], hostnames=hostnames,
+                             rules=[gw.rule(gw.backend_ref("attached-app"))])
+    api.cluster.apply(
+        *api.backend("GW-CONF-ATTACHED", "attached-app", namespace=ns),
+        gw.gateway("one-route", ns=ns, listeners=[gw.listener("http", namespaces=selector, kinds=["HTTPRoute"])]),
+        gw.gateway("two-routes", ns=ns, listeners=[gw.listener("http", hostname="foo.attached.example.com",
+                                                               namespaces=selector, kinds=["HTTPRoute"])]),
+        attached_route("route-1", "one-route", "one.attached.example.com"), attached_route("route-2", "two-routes"),
+        attached_route("route-3", "two-routes"), attached_route("not-accepted", "two-routes", "bar.example.org"))
+    route_parents(api, "HTTPRoute", "not-accepted", ns, {"Accepted": ("False", "NoMatchingListenerHostname"),
+                                                         "ResolvedRefs": RESOLVED})
+    for gateway, count in (("one-route", 1), ("two-routes", 2)):
+        wait_for(lambda: listener_status(gateway_status(api, gateway, ns), "http")["attachedRoutes"] == count, 15,
+                 what=f"{count} routes attached to Gateway {gateway}")
 
 
 def test_httproute_disallowed_kind(api):
