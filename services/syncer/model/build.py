@@ -747,7 +747,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     not depend on how the Ingresses were grouped (incremental.py). `changed`: the hosts and backends of `merged`
     that changed since the last model (TableChanges); the backends added here beside them are always counted.
     `gateway_inputs`: the Gateway API objects and Namespaces of `store` alone (None: found in `store`). `gateway`: their
-    part of the model when the caller keeps it (incremental.py), else built here."""
+    part of the model when the caller keeps it (incremental.py), which then marks in `changed` the hosts whose Gateway
+    rules changed; else built here, and all its hosts marked changed."""
     problems = [*problems, *merged.problems]
     backends = dict(merged.backends)
     beside_routes: set[str] = set()  # the backends added here
@@ -755,10 +756,12 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     default_certificate = settings.ingress.default_ssl_certificate
     # Made whole here unless the caller keeps it (incremental.py keeps it while nothing it read changes), from
     # `gateway_inputs` (the store's keys gateway.is_gateway_input takes) when the caller keeps them apart.
+    gateway_hosts: frozenset[str] = frozenset()  # marked changed
     if gateway is None:
         gateway = build_gateway(GatewayObjects.of(store if gateway_inputs is None else gateway_inputs),
                                 settings=settings, resolver=resolver, secrets=TlsSecrets(secrets, default_certificate),
                                 ingress_owners=IngressOwners(merged.routes))
+        gateway_hosts = frozenset(gateway.routes)
     problems.extend(gateway.problems)
     profiles.update(gateway.profiles)
     backends.update(gateway.backends)
@@ -830,7 +833,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
                                         default_certificate=default_certificate),
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
-        changed=TableChanges(None if changed.routes is None else changed.routes | frozenset(gateway.routes), None if changed.backends is None else changed.backends | beside_routes,
+        changed=TableChanges(None if changed.routes is None else changed.routes | gateway_hosts, None if changed.backends is None else changed.backends | beside_routes,
                              frozenset(beside_routes)),
     )
 
