@@ -211,7 +211,7 @@ def nginx_workers(controller: Controller) -> list[int]:
     return [int(p) for p in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
 
 
-def new_profile(cluster: ApiCluster, controller: Controller, n: int) -> dict[str, float]:
+def new_profile(cluster: ApiCluster, controller: Controller, n: int) -> dict[str, Any]:
     """One Ingress whose annotation needs a new location profile: apply → served, the syncer's reload time, and
     the requests a client looping on another host saw fail meanwhile."""
     stop = threading.Event()
