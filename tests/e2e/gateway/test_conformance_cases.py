@@ -38,17 +38,19 @@ Cases that cannot pass, for a missing feature:
   listener whose certificate Secret is missing is not served, so routes do not attach to it (attachedRoutes 0, the
   route NoMatchingParent); the rest of the case is test_gateway_with_attached_routes.
 - GatewayWithAttachedRoutesWithPort8080: port 8080 is not served (below).
-- HTTPRouteListenerPortMatching, GatewayPort8080 cases: listeners on 8080/8090 are not served (PortUnavailable).
+- HTTPRouteListenerPortMatching: listeners on 8080/8090 are not served (PortUnavailable).
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
   the same host and path cannot answer differently per Gateway address.
-- HTTPRouteRequestHeaderModifierBackendWeights, HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite: filters
-  on a backendRef are not supported (the route is refused).
+- HTTPRouteRequestHeaderModifierBackendWeights, HTTPRouteBackendRequestHeaderModifier,
+  HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite: filters on a backendRef are not supported (the route is
+  refused).
 - HTTPRouteCORS, HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError: no CORS or retry filters.
 - HTTPRouteHTTPSListenerDetectMisdirectedRequests: no 421 when the Host differs from the SNI's listener.
 - HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket: a Service port's appProtocol is not read.
 - GatewayStaticAddresses, GatewayOptionalAddressValue: spec.addresses is ignored.
 - GatewayInfrastructure, GatewayInvalidParametersRef: no per-Gateway infrastructure or parametersRef.
-- GatewayWithClientCertificateValidation (and its insecure-fallback, invalid and default-frontend variants),
+- GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
+  GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
   GatewayInvalidTLSBackendConfiguration, GatewayTLSBackendClientCertificate, BackendTLSPolicy*: no frontend client
   certificate validation, no BackendTLSPolicy.
 - TLSRouteTerminateSimpleSameNamespace, TLSRouteListenerTerminateSupportedKinds,
@@ -163,6 +165,13 @@ def test_gatewayclass_observed_generation_bump(api):
     api.cluster.apply({**gw.gateway_class(name), "spec": {"controllerName": gw.CONTROLLER,
                                                            "description": "a new generation"}})
     wait_for(lambda: accepted_at(2), 15, what="the class accepted at generation 2")
+
+
+def test_gateway_name_maximum_length(api):
+    """GatewayNameMaximumLength: a Gateway with a name of 253 characters gets its conditions for its generation."""
+    name = "g" * 253
+    api.cluster.apply(gw.gateway(name, ns="conf-long-name", listeners=[gw.listener("http")]))
+    assert conditions(gateway_status(api, name, "conf-long-name"))["Accepted"] == ACCEPTED
 
 
 def test_gateway_listener_unsupported_protocol(api):
@@ -468,10 +477,8 @@ def infra_gateway(stage: GatewayStage, name: str, ns: str, **listener: Any) -> N
     stage.cluster.apply(gw.gateway(name, ns=ns, listeners=[gw.listener("http", **listener)]))
 
 
-@pytest.mark.parametrize("code", [303, 307, 308])
-def test_httproute_redirect_status_codes(stage, code):
-    """HTTPRoute303RedirectStatusCode, HTTPRoute307RedirectStatusCode, HTTPRoute308RedirectStatusCode: a
-    RequestRedirect's statusCode is the answer's."""
+def redirected_with(stage: GatewayStage, code: int) -> None:
+    """A RequestRedirect's statusCode is the answer's."""
     host = f"redirect-{code}.conformance.example.com"
     infra_gateway(stage, "redirects", "conf-redirects")
     stage.cluster.apply(gw.http_route(f"redirect-{code}", ns="conf-redirects", parents=[{"name": "redirects"}],
@@ -480,6 +487,21 @@ def test_httproute_redirect_status_codes(stage, code):
                                           "requestRedirect": {"hostname": "example.org", "statusCode": code}}])]))
     response = stage.expect_answer(host, "/x", code)["response"]
     assert response.headers["Location"] == f"http://example.org:{stage.controller.http_port}/x"
+
+
+def test_httproute_303_redirect(stage):
+    """HTTPRoute303Redirect: a redirect with statusCode 303."""
+    redirected_with(stage, 303)
+
+
+def test_httproute_307_redirect(stage):
+    """HTTPRoute307Redirect: a redirect with statusCode 307."""
+    redirected_with(stage, 307)
+
+
+def test_httproute_308_redirect(stage):
+    """HTTPRoute308Redirect: a redirect with statusCode 308."""
+    redirected_with(stage, 308)
 
 
 def test_httproute_named_rule(stage):
@@ -494,8 +516,8 @@ def test_httproute_named_rule(stage):
     assert stage.answer(host, "/unnamed")["backend"] == "GW-CONF-NAMED"
 
 
-def test_httproute_omitted_backendrefs(stage):
-    """HTTPRouteOmittedBackendRefs: a rule without backendRefs, or with an empty list, answers 500."""
+def test_httproute_no_backend_refs(stage):
+    """HTTPRouteNoBackendRefs (httproute-omitted-backendrefs): a rule without backendRefs, or with an empty list, answers 500."""
     ns, host = "conf-omitted", "omitted.conformance.example.com"
     infra_gateway(stage, "omitted", ns)
     stage.cluster.apply(*stage.backend("GW-CONF-OMITTED", "omitted-app", namespace=ns))
