@@ -83,7 +83,9 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                 else:
                     attached.append((plan, attachments))
     plans.forget_unseen()
-    tables = gateway_tables(attached, listeners=listeners, resolver=resolver, ingress_owners=ingress_owners or {})
+    # Not `ingress_owners or {}`: its truth would count every host the Ingresses own.
+    tables = gateway_tables(attached, listeners=listeners, resolver=resolver,
+                            ingress_owners={} if ingress_owners is None else ingress_owners)
     problems += [Problem.warning(ref, message) for ref, message in tables.warnings]
     passthrough = tls_passthrough(attached_tls, resolver=resolver)
     return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,
