@@ -1,8 +1,9 @@
 """IncrementalModel against the full build: random sequences of creates, updates and deletes of Ingresses,
 Services, EndpointSlices, Secrets, ConfigMaps and IngressClasses, over a few shared host names (conflicts,
 canaries, www redirects, server aliases, passthrough, TLS, authentication Secrets, header ConfigMaps, hosts
-owned by another namespace and the ConfigMap's strict-host-ownership), and
-after every step the Model kept up to date equals build_model() (model/build.py) of the same store."""
+owned by another namespace and the ConfigMap's strict-host-ownership), then with Gateway API objects beside them
+(GatewayClass, Gateway, HTTPRoutes, TLSRoutes, ReferenceGrants, Namespace labels), and after every step the Model
+kept up to date equals build_model() (model/build.py) of the same store."""
 from __future__ import annotations
 
 import base64
@@ -182,6 +183,11 @@ def populated() -> dict[str, dict[str, Any]]:
 def test_the_incremental_model_equals_the_full_build_after_every_step(first, steps):
     store = populated()
     store.update((object_key(ingress), ingress) for ingress in first)
+    follow_and_compare(store, steps)
+
+
+def follow_and_compare(store: dict[str, dict[str, Any]], steps: list[list[tuple[dict[str, Any], bool]]]) -> None:
+    """Write (or delete) each step's objects in `store`; after each, the incremental model equals the full build."""
     incremental = IncrementalModel(SETTINGS)
     previous = incremental.update(store, None)
     assert previous == build_model(store, settings=SETTINGS)
@@ -264,22 +270,4 @@ _gateway_writes = st.one_of(*[st.tuples(gateway_api_objects(), _keep)] * 4, _wri
 def test_the_incremental_model_with_gateway_api_objects_equals_the_full_build(first, steps):
     store = populated()
     store.update((object_key(obj), obj) for obj in [gateway_objects.gateway_class(), *first])
-    incremental = IncrementalModel(SETTINGS)
-    previous = incremental.update(store, None)
-    assert previous == build_model(store, settings=SETTINGS)
-    for step in steps:
-        changed = set()
-        for obj, keep in step:
-            key = object_key(obj)
-            if keep:
-                store[key] = obj
-            else:
-                store.pop(key, None)
-            changed.add(key)
-        model = incremental.update(store, changed)
-        assert model == build_model(store, settings=SETTINGS), sorted(changed)
-        for table, marked in (("routes", model.changed.routes), ("backends", model.changed.backends)):
-            before, after = getattr(previous, table), getattr(model, table)
-            if marked is not None:
-                assert {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)} <= marked
-        previous = model
+    follow_and_compare(store, steps)

@@ -1,5 +1,6 @@
-"""The incremental model with Gateway API objects: equal to the full build after each change, and every Gateway
-host and backend marked changed so that endpoint changes reach the pushed tables."""
+"""The incremental model with Gateway API objects: equal to the full build after each change, every Gateway host and
+backend that changed marked so that endpoint changes reach the pushed tables, and no more route plans made per change
+than the change touches."""
 from services.common.objects import object_key
 from services.syncer.model.build import build_model
 from services.syncer.model.incremental import IncrementalModel
