@@ -16,7 +16,8 @@ everything afresh when it changes; build.assemble_model() then joins the groups,
 here: a scan of the store for them took 9 ms at 10,000 Ingresses), the Services, EndpointSlices and Secrets it
 resolved, and the owners of the hosts it asked about (Ingress hosts). When only EndpointSlices it read change, only
 its backends' endpoints are resolved again; else it is built again, each route's plan kept while its route and
-grants are unchanged (gateway/route_plans.py): 1.7 s at 10,000 HTTPRoutes for any change, when planned afresh.
+grants are unchanged (gateway/route_plans.py), each rule's action and host entry while what made it is
+(gateway/tables.py): 1.7 s at 10,000 HTTPRoutes for any change, when all is made afresh.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from .backends import SERVICE_NAME_LABEL, BackendResolver, ResolvedBackend, Serv
 from .build import (AnnotationParser, IngressOwners, IngressPlan, Merged, annotation_parser, assemble_model,
                     auth_resolver, creation_order, merge_plans, plan_names, plan_one)
 from .configmap import ControllerConfig, load_controller_config
-from .gateway import GatewayModel, GatewayObjects, RoutePlans, build_gateway, is_gateway_input
+from .gateway import GatewayModel, GatewayObjects, RoutePlans, TablesKept, build_gateway, is_gateway_input
 from .gateway.objects import GATEWAY_KINDS
 from .ingress_class import IngressClassFilter
 from .problems import Problem
@@ -272,6 +273,7 @@ class IncrementalModel:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._route_plans = RoutePlans()  # kept even afresh: a plan reads only its route and ReferenceGrants
+        self._gateway_tables = TablesKept()  # likewise: each action and host entry is checked before it is kept
         self.gateway_builds = 0  # how many times the Gateway API part was built (not kept)
         self._clear()
 
@@ -594,7 +596,8 @@ class IncrementalModel:
                              self.settings.ingress.default_ssl_certificate)
         owners = _Recording(IngressOwners(self._totals.merged.routes), hosts, str)
         model = build_gateway(GatewayObjects.of(self._gateway_inputs), settings=self.settings, resolver=resolver,
-                              secrets=secrets, ingress_owners=owners, plans=self._route_plans)
+                              secrets=secrets, ingress_owners=owners, plans=self._route_plans,
+                              tables_kept=self._gateway_tables)
         return _GatewayPart(model=model, reads=reads, hosts=hosts, resolved=resolver.resolved)
 
     @property

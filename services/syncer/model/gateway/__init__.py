@@ -10,5 +10,7 @@ allowed, fields.py validates every value that reaches nginx or Lua. docs/gateway
 from .build import GatewayModel, build_gateway, with_gateway_routes
 from .objects import GatewayObjects, is_gateway_input
 from .route_plans import RoutePlans
+from .tables import TablesKept
 
-__all__ = ["GatewayModel", "GatewayObjects", "build_gateway", "RoutePlans", "is_gateway_input", "with_gateway_routes"]
+__all__ = ["GatewayModel", "GatewayObjects", "build_gateway", "RoutePlans", "TablesKept", "is_gateway_input",
+           "with_gateway_routes"]

@@ -22,7 +22,7 @@ from .listeners import served_listeners
 from .objects import GatewayObjects
 from .reference_grants import ReferenceGrants
 from .route_plans import RoutePlans
-from .tables import gateway_tables
+from .tables import TablesKept, gateway_tables
 from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
 
 
@@ -38,10 +38,11 @@ class GatewayModel:
 
 def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
                   secrets: TlsSecrets, ingress_owners: Mapping[str, str] | None = None,
-                  plans: RoutePlans | None = None) -> GatewayModel:
+                  plans: RoutePlans | None = None, tables_kept: TablesKept | None = None) -> GatewayModel:
     """What the Gateway API objects of the store (GatewayObjects.of) add to the Model. `ingress_owners`: host → the
     namespace whose Ingress owns it (the oldest); routes of other namespaces do not serve that host. `plans`: the
-    route plans kept from the last build (route_plans.py), none kept when not given."""
+    route plans kept from the last build (route_plans.py), `tables_kept` its actions and host entries (tables.py); none
+    kept when not given."""
     plans = RoutePlans() if plans is None else plans
     if not objects.gateways:
         plans.forget_unseen()
@@ -85,7 +86,7 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
     plans.forget_unseen()
     # Not `ingress_owners or {}`: its truth would count every host the Ingresses own.
     tables = gateway_tables(attached, listeners=listeners, resolver=resolver,
-                            ingress_owners={} if ingress_owners is None else ingress_owners)
+                            ingress_owners={} if ingress_owners is None else ingress_owners, kept=tables_kept)
     problems += [Problem.warning(ref, message) for ref, message in tables.warnings]
     passthrough = tls_passthrough(attached_tls, resolver=resolver)
     return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,
