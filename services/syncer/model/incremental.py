@@ -492,16 +492,21 @@ class IncrementalModel:
             pending -= members
             self._merge_group(members)
 
+    def _recorded(self, reads: set[str]) -> tuple[_LoggedResolver, TlsSecrets]:
+        """A resolver and TLS Secrets that add the store keys they read (and EndpointSlices of a Service) to
+        `reads`."""
+        resolver = _LoggedResolver(_Recording(self._services, reads, _kind_key("Service")),
+                                   slices=_Recording(_SlicesByService(self._slices), reads,
+                                                     lambda key: _slices_of(*key)),
+                                   allow_external_name=not self.settings.ingress.disable_svc_external_name)
+        return resolver, TlsSecrets(_Recording(self._secrets, reads, _kind_key("Secret")),
+                                    self.settings.ingress.default_ssl_certificate)
+
     def _merge_group(self, keys: set[str]) -> None:
         assert self._cluster is not None
         reads: set[str] = set()
         plans = [entry.plan for entry in sorted((self._plans[key] for key in keys), key=lambda e: e.order)]
-        resolver = BackendResolver(_Recording(self._services, reads, _kind_key("Service")),
-                                   slices=_Recording(_SlicesByService(self._slices), reads,
-                                                     lambda key: _slices_of(*key)),
-                                   allow_external_name=not self.settings.ingress.disable_svc_external_name)
-        secrets = TlsSecrets(_Recording(self._secrets, reads, _kind_key("Secret")),
-                             self.settings.ingress.default_ssl_certificate)
+        resolver, secrets = self._recorded(reads)
         merged = merge_plans([plan for plan in plans if plan is not None], config=self._cluster.config,
                              settings=self.settings, resolver=resolver, secrets=secrets)
         group = self._next_group
@@ -588,12 +593,7 @@ class IncrementalModel:
         self.gateway_builds += 1
         reads: set[str] = set()
         hosts: set[str] = set()
-        resolver = _LoggedResolver(_Recording(self._services, reads, _kind_key("Service")),
-                                   slices=_Recording(_SlicesByService(self._slices), reads,
-                                                     lambda key: _slices_of(*key)),
-                                   allow_external_name=not self.settings.ingress.disable_svc_external_name)
-        secrets = TlsSecrets(_Recording(self._secrets, reads, _kind_key("Secret")),
-                             self.settings.ingress.default_ssl_certificate)
+        resolver, secrets = self._recorded(reads)
         owners = _Recording(IngressOwners(self._totals.merged.routes), hosts, str)
         model = build_gateway(GatewayObjects.of(self._gateway_inputs), settings=self.settings, resolver=resolver,
                               secrets=secrets, ingress_owners=owners, plans=self._route_plans,
