@@ -9,11 +9,11 @@ APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core
 BENCH_PACKAGES := wrk
 PYTEST_ARGS ?=
 # The suite waits (on nginx reloads, process starts, timeouts) far more than it computes: test files run in
-# TEST_WORKERS processes. --dist loadfile keeps a file's tests in one worker, so that its module fixtures (an
+# TEST_WORKERS processes (three on two cores: most of a worker's time is spent waiting). --dist loadfile keeps a file's tests in one worker, so that its module fixtures (an
 # nginx, a controller) start once; each worker draws its ports from its own range (tests/support/net.py).
 # Files are handed out in collection order (not xdist's most-tests-first), which tests/conftest.py makes the
 # files that take minutes first and the many short unit files last, so that no long file starts at the end.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 
 .PHONY: setup run test bench clean hooks
 

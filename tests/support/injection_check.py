@@ -133,12 +133,16 @@ def _is_auth_cache(directive: Directive) -> bool:
     return directive.name == "proxy_cache_path" and AUTH_CACHE_ZONE in directive.args
 
 
-def _without_values(block: list[Directive], settings: set[str], *, in_http: bool) -> list[tuple]:
-    """`block` as comparable tuples, less the profile locations, the typed fields' directives and (directly
-    in http) the settings; the Lua of init_by_lua_block (it lists the profiles) only by name."""
+def _without_values(block: list[Directive], settings: set[str], *, in_http: bool,
+                    host_servers: frozenset[str] = frozenset()) -> list[tuple]:
+    """`block` as comparable tuples, less the profile locations, the typed fields' directives, (directly in http)
+    the settings and the server blocks of `host_servers` (checked by _assert_host_servers); the Lua of
+    init_by_lua_block (it lists the profiles) only by name."""
     kept = []
     for d in block:
         if (_profile_location(d) not in (None, DEFAULT_PROFILE)) or (in_http and d.name in settings) or _typed(d):
+            continue
+        if in_http and d.name == "server" and _server_name(d) in host_servers:
             continue
         if in_http and d.name == "more_clear_headers" and d.args == ["Server"]:
             continue  # what server-tokens "false" adds
@@ -149,7 +153,8 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
         if _ERROR_LOCATION.fullmatch(" ".join(d.args)) and d.name == "location":
             continue  # one per status of custom-http-errors (ConfigMap or profiles): checked by _assert_error_locations
         lua = None if d.name == "init_by_lua_block" else d.lua
-        inner = _without_values(d.block, settings, in_http=d.name == "http") if d.block is not None else None
+        inner = (_without_values(d.block, settings, in_http=d.name == "http", host_servers=host_servers)
+                 if d.block is not None else None)
         kept.append((d.name, tuple(d.args), lua, inner))
     return kept
 
@@ -158,9 +163,10 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
     tree = parse(text)
     base = parse(render(dataclasses.replace(config, profiles=[], globals={}, blocked=BlockLists())))
     settings = http_level_settings(config)
-    assert _without_values(tree, set(settings), in_http=False) == _without_values(base, set(settings),
-                                                                                  in_http=False), \
-        "a value changed nginx.conf outside its own directives"
+    hosts = frozenset(host for host, _ in config.snippet_servers)
+    assert _without_values(tree, set(settings), in_http=False, host_servers=hosts) == \
+        _without_values(base, set(settings), in_http=False), "a value changed nginx.conf outside its own directives"
+    _assert_host_servers(config, _http(tree), _http(base))
 
     http_blocks, server_blocks = _block_lists(config.blocked)
     expected = Counter([*http_blocks, *server_blocks])
@@ -193,6 +199,29 @@ def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
             assert not own - actual, f"profile {name}: {sorted(own - actual)} not written as their own arguments"
     _assert_auth_locations([http, *servers], profiles)
     _assert_error_locations(servers)
+
+
+def _server_name(server: Directive) -> str | None:
+    names = [d.args for d in server.block or [] if d.name == "server_name"]
+    return names[0][0] if names and names[0] else None
+
+
+def _assert_host_servers(config: NginxConfig, http: Directive, base: Directive) -> None:
+    """The server block of a host whose Ingress sets server-snippet, ssl-ciphers or ssl-prefer-server-ciphers
+    (config.snippet_servers) is the catch-all server's, with the host's name and its TLS settings each one argument
+    (its snippet is checked by the snippet tests)."""
+    profiles = {p.name: p for p in config.profiles}
+    catch_all = next(d for d in base.find("server") if _server_name(d) == "_")  # the first: the Ingresses' own
+    shape = {d.name for d in catch_all.block or [] if _profile_location(d) is None}
+    for host, name in config.snippet_servers:
+        profile = profiles[name]
+        [server] = [d for d in http.find("server") if _server_name(d) == host]
+        own = {"ssl_ciphers": profile.ssl_ciphers, "ssl_prefer_server_ciphers": profile.ssl_prefer_server_ciphers}
+        for d in server.block or []:
+            if d.name in own:
+                assert d.args == [own[d.name]], f"server {host}: {d.name} {d.args}"
+            elif profile.server_snippet is None and _profile_location(d) is None:
+                assert d.name in shape, f"server {host}: {d.name} added"
 
 
 def _written_arguments(name: str, value: str) -> tuple[str, ...]:

@@ -447,7 +447,7 @@ def check_isolation(cluster: Cluster, nginx_check: NginxCheck) -> Model:
 
 @pytest.mark.parametrize("name", sorted(ANNOTATIONS))
 def test_one_annotation_never_breaks_the_configuration(name, nginx_check):
-    @settings(FUZZ, max_examples=50)
+    @settings(FUZZ, max_examples=25)
     @given(value=annotation_values(name))
     def check(value: str) -> None:
         cluster = cluster_with_good_ingress()
