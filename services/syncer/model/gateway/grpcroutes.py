@@ -15,7 +15,7 @@ from typing import Any
 
 from . import fields
 from .fields import RouteRejected
-from .httproutes import (Action, Match, RoutePlan, Rule, _backend, _parent, _value_matches,
+from .httproutes import (Action, Match, RoutePlan, Rule, _backend, _value_matches, parents_and_hostnames,
                          _with_filter)
 from .reference_grants import ReferenceGrants
 
@@ -31,10 +31,7 @@ def plan_grpc_route(route: dict[str, Any], *, namespace: str, name: str, order: 
                     grants: ReferenceGrants) -> RoutePlan:
     """Validate a GRPCRoute into the rules of an HTTPRoute; raise RouteRejected saying what to change."""
     spec = fields.mapping(route.get("spec"), where="spec")
-    parents = tuple(_parent(p, namespace=namespace, index=i)
-                    for i, p in enumerate(fields.listing(spec.get("parentRefs"), where="spec.parentRefs")))
-    hostnames = tuple(dict.fromkeys(fields.hostname(h, where="spec.hostnames")
-                                    for h in fields.listing(spec.get("hostnames"), where="spec.hostnames")))
+    parents, hostnames = parents_and_hostnames(spec, namespace=namespace)
     warnings: list[str] = []
     rules = tuple(_rule(fields.mapping(rule, where=f"spec.rules[{i}]"), namespace=namespace, where=f"spec.rules[{i}]",
                         grants=grants, warnings=warnings)

@@ -118,16 +118,23 @@ def plan_route(route: dict[str, Any], *, namespace: str, name: str, order: tuple
                grants: ReferenceGrants) -> RoutePlan:
     """Validate an HTTPRoute; raise RouteRejected saying what to change."""
     spec = fields.mapping(route.get("spec"), where="spec")
-    parents = tuple(_parent(p, namespace=namespace, index=i)
-                    for i, p in enumerate(fields.listing(spec.get("parentRefs"), where="spec.parentRefs", most=32)))
-    hostnames = tuple(dict.fromkeys(fields.hostname(h, where="spec.hostnames")
-                                    for h in fields.listing(spec.get("hostnames"), where="spec.hostnames", most=16)))
+    parents, hostnames = parents_and_hostnames(spec, namespace=namespace)
     raw_rules = fields.listing(spec.get("rules"), where="spec.rules", most=16) or [{}]
     warnings: list[str] = []
     rules = tuple(_rule(fields.mapping(rule, where=f"spec.rules[{i}]"), namespace=namespace, where=f"spec.rules[{i}]",
                         grants=grants, warnings=warnings) for i, rule in enumerate(raw_rules))
     return RoutePlan(ref=f"{namespace}/{name}", namespace=namespace, order=order, parents=parents,
                      hostnames=hostnames, rules=rules, warnings=tuple(warnings))
+
+
+def parents_and_hostnames(spec: dict[str, Any], *, namespace: str) -> tuple[tuple[ParentRef, ...], tuple[str, ...]]:
+    """A route's spec.parentRefs and spec.hostnames (every route kind has both, with the CRDs' bounds: 32 parents,
+    16 hostnames), the hostnames without repeats."""
+    parents = tuple(_parent(p, namespace=namespace, index=i)
+                    for i, p in enumerate(fields.listing(spec.get("parentRefs"), where="spec.parentRefs", most=32)))
+    hostnames = tuple(dict.fromkeys(fields.hostname(h, where="spec.hostnames")
+                                    for h in fields.listing(spec.get("hostnames"), where="spec.hostnames", most=16)))
+    return parents, hostnames
 
 
 def _parent(raw: Any, *, namespace: str, index: int) -> ParentRef:

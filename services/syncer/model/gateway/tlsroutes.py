@@ -26,7 +26,7 @@ from ..problems import Problem
 from ..types import CATCH_ALL_HOST
 from . import fields
 from .attachment import Attachment
-from .httproutes import BackendChoice, RoutePlan, _backend, _parent
+from .httproutes import BackendChoice, RoutePlan, _backend, parents_and_hostnames
 from .reference_grants import ReferenceGrants
 
 TLS_ROUTE = "TLSRoute"
@@ -55,10 +55,7 @@ def plan_tls_route(route: dict[str, Any], *, namespace: str, name: str, order: t
                    grants: ReferenceGrants) -> TlsRoutePlan:
     """Validate a TLSRoute (v1alpha2 or v1: the same fields); raise RouteRejected saying what to change."""
     spec = fields.mapping(route.get("spec"), where="spec")
-    parents = tuple(_parent(p, namespace=namespace, index=i)
-                    for i, p in enumerate(fields.listing(spec.get("parentRefs"), where="spec.parentRefs")))
-    hostnames = tuple(dict.fromkeys(fields.hostname(h, where="spec.hostnames")
-                                    for h in fields.listing(spec.get("hostnames"), where="spec.hostnames")))
+    parents, hostnames = parents_and_hostnames(spec, namespace=namespace)
     warnings: list[str] = []
     choices: list[BackendChoice] = []
     for i, rule in enumerate(fields.listing(spec.get("rules"), where="spec.rules")):
