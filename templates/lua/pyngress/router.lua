@@ -378,6 +378,28 @@ end
 
 -- A request an HTTPRoute rule takes (gateway.lua): its redirect, or its backend chosen by weight; 500 when the rule
 -- has no usable backend (an unresolved reference, an unsupported filter), as the Gateway API asks.
+-- The status a request of location profile `profile` is refused with before it is served, if any; `...` names the
+-- route in the log.
+local function profile_refusal(profile, ...)
+    if not settings.profiles[profile] then
+        -- Pushed before the reload that adds it: serving with other settings could skip an access rule.
+        ngx.log(ngx.ERR, table.concat({ ... }), " uses location profile ", profile,
+                " which this nginx.conf does not define yet")
+        return 503
+    end
+    -- nginx checks Content-Length when it picks a location; ngx.exec to a named location skips that step.
+    -- ($content_length is the header's value: an indexed variable, where $http_content_length would search the
+    -- request's headers by name.)
+    local limit = settings.body_limits[profile]
+    if limit then
+        local length = tonumber(ngx.var.content_length)
+        if length and length > limit then
+            return 413
+        end
+    end
+    return nil
+end
+
 local function serve_gateway(action, uri, prefix)
     local var = ngx.var
     var.pyngress_metric = action.metric
@@ -398,17 +420,9 @@ local function serve_gateway(action, uri, prefix)
     if not peers or #peers == 0 then
         return ngx.exit(503)
     end
-    if not settings.profiles[action.profile] then
-        ngx.log(ngx.ERR, "HTTPRoute ", action.route, " uses location profile ", action.profile,
-                " which this nginx.conf does not define yet")
-        return ngx.exit(503)
-    end
-    local limit = settings.body_limits[action.profile]
-    if limit then
-        local length = tonumber(var.content_length)
-        if length and length > limit then
-            return ngx.exit(413)
-        end
+    local refused = profile_refusal(action.profile, "HTTPRoute ", action.route)
+    if refused then
+        return ngx.exit(refused)
     end
     gateway.change_request(action, uri, prefix)
     var.pyngress_balance = backend
@@ -526,21 +540,9 @@ function _M.route()
         var.proxy_upstream_name, var.proxy_alternative_upstream_name = fallback, ""
         tell_default_backend(route)
     end
-    if not settings.profiles[route.profile] then
-        -- Pushed before the reload that adds it: serving with other settings could skip an access rule.
-        ngx.log(ngx.ERR, "route for ", host, uri, " uses location profile ", route.profile,
-                " which this nginx.conf does not define yet")
-        return ngx.exit(503)
-    end
-    -- nginx checks Content-Length when it picks a location; ngx.exec to a named location skips that step.
-    -- ($content_length is the header's value: an indexed variable, where $http_content_length would search the
-    -- request's headers by name.)
-    local limit = settings.body_limits[route.profile]
-    if limit then
-        local length = tonumber(var.content_length)
-        if length and length > limit then
-            return ngx.exit(413)
-        end
+    local refused = profile_refusal(route.profile, "route for ", host, uri)
+    if refused then
+        return ngx.exit(refused)
     end
     -- The balancer's choice (balancer.lua): the backend, and the endpoint when the route picks it here.
     local index
