@@ -42,7 +42,8 @@ def test_unknown_hosts_and_paths_go_to_the_default_backend(stage):
     wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="an unknown host")
     assert answer(stage, "app.example.com", "/other") == (200, "FALLBACK")  # a path no rule takes
     # A Service without endpoints answers 503, as ingress-nginx's balancer does: the default backend is not asked.
-    assert answer(stage, "empty.example.com")[0] == 503
+    # Its Ingress is a file of its own, which the watcher may read a scan later.
+    wait_for(lambda: answer(stage, "empty.example.com")[0] == 503, 15, what="the Service without endpoints: 503")
     assert answer(stage, "app.example.com", "/api/x") == (200, "APP")
     seen = requests.get(f"http://127.0.0.1:{stage.controller.http_port}/some/page",
                         headers={"Host": "nobody.example.com"}, timeout=5).json()
@@ -65,7 +66,8 @@ def test_without_endpoints_the_built_in_answers_come_back(stage):
     stage.cluster.delete(stage.fallback[1])
     wait_for(lambda: (lambda status, body: status == 404 and "<title>404 Not Found</title>" in body)(
         *answer(stage, "nobody.example.com")), 15, what="the built-in 404")
-    assert answer(stage, "empty.example.com")[0] == 503
+    # Its Ingress is a file of its own, which the watcher may read a scan later.
+    wait_for(lambda: answer(stage, "empty.example.com")[0] == 503, 15, what="the Service without endpoints: 503")
     stage.cluster.apply(*stage.fallback)
     wait_for(lambda: answer(stage, "nobody.example.com") == (200, "FALLBACK"), 15, what="the default backend back")
 
