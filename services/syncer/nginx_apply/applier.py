@@ -94,6 +94,7 @@ class NginxApplier:
         """Bring nginx to `model`. Returns the new location profiles that `nginx -t` refused (name → nginx's
         message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
         self._unseen = self._unseen.then(model.changed)
+        self.metrics.note_routes(model)  # before the push: the first requests of a new Ingress are counted
         model = self._without_refused_snippets(model)
         create_missing_logs(log_files(model.config))  # before nginx -t opens them
         conf, template = self.templates.render(model.config)

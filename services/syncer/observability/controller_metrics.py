@@ -42,7 +42,9 @@ class CertificateFacts:
         return f"{self.issuer_serial}-{self.serial}"
 
 
-@functools.lru_cache(maxsize=4096)
+# Bounded as the certificates table's PEMs are (model/tls.py): at 10,000 certificates a smaller cache parsed every
+# one of them again at each scrape, in the event loop.
+@functools.lru_cache(maxsize=1 << 17)
 def certificate_facts(cert_pem: str) -> CertificateFacts | None:
     """The first certificate of a PEM bundle; None when it cannot be read."""
     begin = cert_pem.find("-----BEGIN CERTIFICATE-----")
@@ -86,19 +88,6 @@ def certificate_lines(model: Model, controller_class: str) -> list[str]:
                               "time_seconds < (time() + (10 * 24 * 3600))\"", "gauge", expiry)
             + exposition.family(PREFIX + "ssl_certificate_info", "Hold all labels associated to a certificate",
                                 "gauge", info))
-
-
-def orphaned_ingresses(model: Model) -> set[tuple[str, str]]:
-    """(Ingress "namespace/name", "no-service" or "no-endpoint") for each route that cannot be served."""
-    found = set()
-    for route in model.all_routes():
-        if not route.ingress:
-            continue
-        if route.backend is None:
-            found.add((route.ingress, "no-service"))
-        elif not model.backends.get(route.backend):
-            found.add((route.ingress, "no-endpoint"))
-    return found
 
 
 def orphan_lines(current: set[tuple[str, str]], ever: set[tuple[str, str]],

@@ -30,9 +30,10 @@ from services.syncer.model.problems import Problem
 from services.syncer.model.types import Model
 
 from . import exposition
-from .controller_metrics import certificate_lines, orphan_lines, orphaned_ingresses
+from .controller_metrics import certificate_lines, orphan_lines
 from .nginx_process_metrics import process_lines, process_totals, stub_status_lines
 from .request_collector import RequestTotals
+from .routed_ingresses import RoutedIngresses
 from .tracing_metrics import tracer_lines
 
 # How often request metrics are collected from nginx between scrapes.
@@ -66,13 +67,12 @@ class SyncerMetrics:
                              "controller_namespace": os.environ.get("POD_NAMESPACE", ""),
                              "controller_pod": os.environ.get("POD_NAME") or socket.gethostname()}
         layout = layout_of(settings.metrics)
-        self.requests = RequestTotals(layout, report_status_classes=settings.metrics.report_status_classes) \
-            if layout else None
+        self.routed = RoutedIngresses()
+        # Request series of Ingresses no route names are not kept (as ingress-nginx drops them).
+        self.requests = RequestTotals(layout, report_status_classes=settings.metrics.report_status_classes,
+                                      present=self.routed.ingresses) if layout else None
         self._collect_lock = asyncio.Lock()
         self.model: Model | None = None
-        self._model_noted = True
-        self.orphans: set[tuple[str, str]] = set()       # of the applied model
-        self.orphans_ever: set[tuple[str, str]] = set()  # reported 0 once they are served again
         # Lease name → whether this process holds it now (set by the status task while it campaigns).
         self.leadership: dict[str, Callable[[], bool]] = {}
         self.registry = CollectorRegistry()
@@ -95,29 +95,26 @@ class SyncerMetrics:
                                      registry=self.registry)
 
     def applied(self, model: Model) -> None:
-        """The model now serving (read at the next scrape or collection)."""
+        """The model now serving (its certificates are read at the next scrape)."""
         self.model = model
-        self._model_noted = False
 
-    def _note_model(self) -> None:
-        """The applied model's orphans and Ingresses (series of deleted ones go), once per model: visiting every
-        route at every sync cost 46 ms at 30,000 Ingresses, so it waits for a scrape or a collection."""
-        if self._model_noted or self.model is None:
-            return
-        self._model_noted = True
-        if self.requests is not None:
-            self.requests.keep_ingresses({route.ingress for route in self.model.all_routes() if route.ingress})
-        self.orphans = orphaned_ingresses(self.model)
-        self.orphans_ever |= self.orphans
+    def note_routes(self, model: Model) -> None:
+        """A model about to be applied: its Ingresses and orphans, from the hosts and backends it changed (every
+        model the applier takes, so that no change is missed). Series of Ingresses now gone go."""
+        self.routed.note(model)
+        gone = self.routed.take_gone()
+        if gone and self.requests is not None:
+            self.requests.drop_ingresses(gone)
 
     async def collect_requests(self) -> None:
         """Add the request metrics nginx recorded since the last collection (nothing when nginx is down)."""
         if self.requests is None:
             return
         async with self._collect_lock:  # a batch is handed out once: never two collections at a time
-            self._note_model()
             try:
-                self.requests.add_batches(await config_api.get(self.paths, "/configuration/metrics"))
+                text = await config_api.get(self.paths, "/configuration/metrics")
+                # Parsed beside the event loop: the batches of 10,000 Ingresses with traffic are megabytes of JSON.
+                self.requests.add_batches(await asyncio.to_thread(RequestTotals.parse, text))
             except NginxUnavailableError:
                 pass
 
@@ -148,10 +145,9 @@ class SyncerMetrics:
                                    "leader. 'name' is the string used to identify the lease", "gauge",
                                    [({**labels, "name": name}, int(leading())) for name, leading in
                                     sorted(self.leadership.items())])
-        self._note_model()
         if self.model is not None:
             lines += certificate_lines(self.model, self.stats.controller_class)
-            lines += orphan_lines(self.orphans, self.orphans_ever, labels)
+            lines += orphan_lines(self.routed.current_orphans(), self.routed.orphans_ever, labels)
         lines += stub_status_lines(stub_status, labels) + process_lines(process, labels)
         records = await asyncio.to_thread(component_state.read_all, self.run_dir)
         lines += _process_exit_lines(records) + _passthrough_lines(records) + tracer_lines(records)

@@ -20,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping
 
 from services.common import logs
 from services.nginxconf.request_metrics import KEY_LABELS, KNOWN_METHODS, OTHER_METHOD, PREFIX, REQUESTS, \
@@ -38,7 +38,7 @@ _QUANTILES = (0.5, 0.9, 0.99)
 _CONNECT = "connect_duration_seconds"
 
 # Places in a batch key (KEY_LABELS order).
-_HOST, _INGRESS, _STATUS, _METHOD = 0, 2, 6, 7
+_HOST, _NAMESPACE, _INGRESS, _STATUS, _METHOD = 0, 1, 2, 6, 7
 UNDEFINED_HOSTS_KEPT = 1000
 OTHER_HOST = "_other"
 # Series written per chunk: a chunk of one histogram family is about 3 ms of the event loop.
@@ -58,18 +58,28 @@ class RequestTotals:
     totals: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
     dropped: int = 0  # label sets of batches that did not have the layout's width or bounded values
     undefined_hosts: set[str] = field(default_factory=set)  # with --metrics-per-undefined-host
+    # The Ingresses ("namespace/name") whose requests are counted (None: all): a batch may still carry one that is
+    # gone, and its series would never go again.
+    present: Container[str] | None = None
+    # Ingress → its label sets, so that the series of one that goes are found without a pass over all of them.
+    _series_of: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
 
     @property
     def label_names(self) -> tuple[str, ...]:
         return KEY_LABELS if self.layout.per_host else KEY_LABELS[1:]
 
-    def add_batches(self, text: bytes) -> None:
-        """Add nginx's answer to GET /configuration/metrics: a JSON array of batches."""
+    @staticmethod
+    def parse(text: bytes) -> Any:
+        """nginx's answer to GET /configuration/metrics (a JSON array of batches); None when it is not JSON."""
         try:
-            batches = json.loads(text)
+            return json.loads(text)
         except ValueError as err:
             log.warning("request metrics from nginx are not JSON; dropped", extra=logs.kv(error=err))
-            return
+            return None
+
+    def add_batches(self, text: bytes | Any) -> None:
+        """Add nginx's answer to GET /configuration/metrics, as it came or parsed (`parse`)."""
+        batches = self.parse(text) if isinstance(text, bytes) else text
         width = self.layout.width
         for batch in batches if isinstance(batches, list) else []:
             for key, numbers in batch.items() if isinstance(batch, dict) else ():
@@ -88,8 +98,14 @@ class RequestTotals:
             values[_HOST] = self._undefined_host(values[_HOST])
         labels = tuple(values) if self.layout.per_host else tuple(values[1:])
         totals = self.totals.get(labels)
-        self.totals[labels] = [float(n) for n in numbers] if totals is None else \
-            [total + n for total, n in zip(totals, numbers)]
+        if totals is None:
+            ingress = f"{values[_NAMESPACE]}/{values[_INGRESS]}" if values[_INGRESS] else ""
+            if ingress and self.present is not None and ingress not in self.present:
+                return
+            self._series_of.setdefault(ingress, set()).add(labels)
+            self.totals[labels] = [float(n) for n in numbers]
+        else:
+            self.totals[labels] = [total + n for total, n in zip(totals, numbers)]
 
     def _undefined_host(self, host: str) -> str:
         """`host` while fewer than UNDEFINED_HOSTS_KEPT hosts have a series of their own, else OTHER_HOST (a
@@ -101,12 +117,11 @@ class RequestTotals:
         self.undefined_hosts.add(host)
         return host
 
-    def keep_ingresses(self, present: set[str]) -> None:
-        """Drop the series of Ingresses ("namespace/name") that are gone; unclaimed requests stay."""
-        at = self.label_names.index("namespace")
-        for labels in [labels for labels in self.totals if labels[at + 1]]:
-            if f"{labels[at]}/{labels[at + 1]}" not in present:
-                del self.totals[labels]
+    def drop_ingresses(self, gone: Iterable[str]) -> None:
+        """Drop the series of these Ingresses ("namespace/name"); unclaimed requests stay."""
+        for ingress in gone:
+            for labels in self._series_of.pop(ingress, ()) if ingress else ():
+                self.totals.pop(labels, None)
 
     def chunks(self, const_labels: Mapping[str, str]) -> Iterator[str]:
         """The exposition text of the request metrics in pieces of at most CHUNK_SERIES series, each ending with a
