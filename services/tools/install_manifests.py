@@ -394,6 +394,23 @@ def admission_service(options: Options) -> dict[str, Any]:
     }
 
 
+def _gateway_api_rules() -> list[dict[str, Any]]:
+    """A rule per version for the Gateway API kinds the webhook reviews, in the versions the watcher reads each in
+    (matchPolicy Equivalent sends a request in another served version too, converted)."""
+    from services.syncer.admission.gateway_review import REVIEWED_KINDS
+    from services.watcher.kube_source import KIND_APIS
+
+    by_version: dict[str, list[str]] = {}
+    for kind in REVIEWED_KINDS:
+        custom = KIND_APIS[kind].custom
+        assert custom is not None, kind
+        for version in custom.versions:
+            by_version.setdefault(version, []).append(custom.plural)
+    group = KIND_APIS[REVIEWED_KINDS[0]].api_version.split("/")[0]
+    return [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE", "UPDATE"], "resources": plurals}
+            for version, plurals in by_version.items()]
+
+
 def validating_webhook_configuration(options: Options) -> dict[str, Any]:
     """caBundle is left out: the certificate Job writes it."""
     return {
@@ -403,7 +420,7 @@ def validating_webhook_configuration(options: Options) -> dict[str, Any]:
             "name": WEBHOOK_NAME,
             "matchPolicy": "Equivalent",
             "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                       "resources": ["ingresses"]}],
+                       "resources": ["ingresses"]}, *_gateway_api_rules()],
             "failurePolicy": "Fail",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],

@@ -67,8 +67,8 @@ class Webhook:
             answer = Verdict(allowed=False, message=_FAILED)
         if not answer.allowed:
             meta = (request.object or {}).get("metadata") or {}
-            log.info("denied", extra=kv(uid=request.uid, ingress=f"{meta.get('namespace')}/{meta.get('name')}",
-                                        message=answer.message))
+            log.info("denied", extra=kv(uid=request.uid, kind=request.kind,
+                                        object=f"{meta.get('namespace')}/{meta.get('name')}", message=answer.message))
         return 200, "application/json", answer_body(request, answer)
 
 

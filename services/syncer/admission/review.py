@@ -17,6 +17,9 @@ An Ingress of another class, or of a namespace the controller does not serve (--
 flag, `pyngress lint` reads them from the manifests or the cluster), is allowed untouched.
 Nothing is written and nothing is run: no nginx -t on what a client sent.
 
+Gateway API objects (HTTPRoute, GRPCRoute, TLSRoute, Gateway) are judged by gateway_review.py, with the
+syncer's gateway model, beside their parent Gateways and the routes sharing their host names.
+
 Cost: the store's Ingresses are indexed once (replace_store) and kept by apply_change: which Ingresses name each
 host, and which define each host + path. A review plans the reviewed Ingress and the few that share its host
 names (their plans cached until they, a Secret or a ConfigMap change), never the whole model.
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from services.common.label_selector import parse_label_selector
 from services.common.settings import Settings
@@ -38,9 +41,12 @@ from ..model.backends import BackendResolver
 from ..model.build import (AnnotationParser, IngressPlan, IngressRejected, PathRule, annotation_parser,
                            auth_resolver, creation_order, merge_plans, plan_ingress, plan_names, plan_one)
 from ..model.configmap import ControllerConfig, load_controller_config
+from ..model.gateway import is_gateway_input
+from ..model.gateway.objects import GATEWAY_GROUP
 from ..model.ingress_class import IngressClassFilter
 from ..model.problems import Problem
 from ..model.tls import TlsSecrets
+from .gateway_review import REVIEWED_KINDS, GatewayContext, GatewayIndex, review_gateway_object
 
 # What lets a value break out of the nginx argument it is written into: a quote, a brace, ';', '#' (a comment
 # to the end of the line), a newline or another control character.
@@ -113,8 +119,11 @@ class Reviewer:
         self._services: dict[tuple[str, str], dict[str, Any]] = {}
         self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self._namespaces: dict[str, dict[str, Any]] = {}  # Namespace objects, for --watch-namespace-selector
+        self._gateway = GatewayIndex()
         for key, obj in self._store.items():
             self._index_kind(key, obj)
+            if is_gateway_input(key):
+                self._gateway.apply_change(key, obj)
         self._reindex()
 
     def apply_change(self, key: str, obj: dict[str, Any] | None) -> None:
@@ -125,6 +134,8 @@ class Reviewer:
             self._store[key] = obj
         kind = key.partition("/")[0]
         self._index_kind(key, obj)
+        if is_gateway_input(key):
+            self._gateway.apply_change(key, obj)
         if kind in ("IngressClass", "Namespace") or key == self._configmap_key:
             self._reindex()
         elif kind == "Ingress":
@@ -231,6 +242,8 @@ class Reviewer:
         obj = {**ingress, "metadata": meta}
         namespace = meta.get("namespace") or "default"
         name = meta.get("name") or meta.get("generateName") or ""
+        if is_gateway_object(obj):
+            return self._review_gateway(obj, namespace=namespace, name=name)
         if not self.judges(obj):
             return ALLOWED  # not ours: another controller's to judge
         spec = obj.get("spec")
@@ -256,6 +269,24 @@ class Reviewer:
             elif not problem.message.startswith(tuple(injections)):  # set aside, and denied above
                 warnings.append(problem.message)
         return Verdict.of(errors, warnings)
+
+    def _review_gateway(self, obj: Mapping[str, Any], *, namespace: str, name: str) -> Verdict:
+        """A route or Gateway: what the syncer's gateway model says about it (gateway_review.py)."""
+        if not self._serves_namespace(namespace):
+            return ALLOWED
+        context = GatewayContext(services=self._services, secrets=self._secrets, ingress_owners=_IngressOwners(self),
+                                 ingress_hosts=lambda host: host in self._by_name)
+        decision = review_gateway_object(obj, kind=str(obj.get("kind")), namespace=namespace, name=name,
+                                         index=self._gateway, settings=self.settings, context=context)
+        if decision is None:
+            return ALLOWED  # not ours: another controller's to judge
+        return Verdict.of([p.message for p in decision.problems if p.is_error],
+                          [p.message for p in decision.problems if not p.is_error])
+
+    def ingress_owner(self, host: str) -> str | None:
+        """The namespace of the oldest of our Ingresses naming `host` (it owns the host), or None."""
+        named = self._by_name.get(host)
+        return min(named, key=self._order).split("/")[1] if named else None
 
     def _plan(self, namespace: str, name: str, ingress: Mapping[str, Any],
               parser: AnnotationParser) -> tuple[IngressPlan | None, list[Problem]]:
@@ -332,6 +363,31 @@ class Reviewer:
     def _order(self, key: str) -> tuple[Any, str]:
         _, namespace, name = key.split("/", 2)
         return creation_order(self._store[key], namespace=namespace, name=name)
+
+
+def is_gateway_object(obj: Mapping[str, Any]) -> bool:
+    """Whether `obj` is a Gateway API kind this review judges (by its apiVersion's group and kind)."""
+    group = str(obj.get("apiVersion") or "").partition("/")[0]
+    return group == GATEWAY_GROUP and obj.get("kind") in REVIEWED_KINDS
+
+
+class _IngressOwners(Mapping[str, str]):
+    """Host → the namespace whose Ingress owns it, read when asked (a review asks about a route's few hosts)."""
+
+    def __init__(self, reviewer: Reviewer) -> None:
+        self._reviewer = reviewer
+
+    def __getitem__(self, host: str) -> str:
+        owner = self._reviewer.ingress_owner(host)
+        if owner is None:
+            raise KeyError(host)
+        return owner
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("the owners are read host by host, never listed")
+
+    def __len__(self) -> int:
+        raise TypeError("the owners are read host by host, never counted")
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -16,11 +16,13 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
+from services.syncer.admission.gateway_review import REVIEWED_KINDS
 from services.syncer.admission.review import ALLOWED, Verdict
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 INGRESS_GROUP = "networking.k8s.io"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
 DENIED_CODE = 400
 
 
@@ -38,8 +40,10 @@ class ReviewRequest:
     object: Mapping[str, Any] | None
 
     @property
-    def is_ingress(self) -> bool:
-        return self.group == INGRESS_GROUP and self.kind == "Ingress"
+    def is_reviewed(self) -> bool:
+        """An Ingress, or a Gateway API kind review.py judges (routes and Gateways)."""
+        return ((self.group, self.kind) == (INGRESS_GROUP, "Ingress")
+                or self.group == GATEWAY_GROUP and self.kind in REVIEWED_KINDS)
 
 
 def parse_review(body: bytes) -> ReviewRequest:
@@ -66,10 +70,11 @@ def parse_review(body: bytes) -> ReviewRequest:
 
 
 def decide(request: ReviewRequest, review: Callable[[Mapping[str, Any], str], Verdict]) -> Verdict:
-    """Only a create or update of an Ingress is reviewed: a DELETE, another kind, a request without an object
-    is allowed (the configuration may name this webhook for more than it decides). A dry run is answered as the
-    real request would be."""
-    if not request.is_ingress or request.operation not in ("CREATE", "UPDATE") or request.object is None:
+    """Only a create or update of an Ingress, a route or a Gateway is reviewed: a DELETE, another kind, a request
+    without an object is allowed (the configuration may name this webhook for more than it decides). A dry run is
+    answered as the real request would be. The review tells the kinds apart by the object's own apiVersion and kind,
+    which the API server always sends."""
+    if not request.is_reviewed or request.operation not in ("CREATE", "UPDATE") or request.object is None:
         return ALLOWED
     return review(request.object, request.operation)
 
