@@ -1,6 +1,7 @@
 """`pyngress convert`: ingress-nginx Ingresses in, Gateway API resources out (YAML on stdout), with a report.
 
-The input is read as `pyngress lint` reads it (the watcher's manifest parser); the conversion itself is
+The input is read as `pyngress lint` reads it (services/tools/inputs.py: manifests, or a cluster's Ingresses,
+Services and ConfigMaps with --kubeconfig); the conversion itself is
 services/tools/gateway_convert/. The report (stderr, or --report FILE) has one line per annotation, path or
 Ingress not converted, and why:
 
@@ -16,17 +17,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_DEFAULT_CONTROLLER = "pyngress.io/gateway-controller"
+from services.common.settings import IngressSettings
+from services.tools.inputs import InputError, add_source_arguments, read_objects
+
+_DEFAULT_CONTROLLER = IngressSettings().gateway_controller_name
+# What the conversion reads from a cluster: the Ingresses, and the Services and ConfigMaps they name.
+_CLUSTER_KINDS = ("Ingress", "Service", "ConfigMap")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Print the Gateway API resources (GatewayClass, Gateway, ReferenceGrants, HTTPRoutes) that "
                           "serve what the given ingress-nginx Ingresses serve, and report each annotation or path "
                           "that does not convert; exit code 1 when the report is not empty.")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--manifests", metavar="DIR", help="every *.yaml, *.yml and *.json file in DIR")
-    source.add_argument("-f", "--filename", dest="files", metavar="FILE", action="append",
-                        help="a manifest file ('-' for stdin); may be repeated")
+    add_source_arguments(parser)
     parser.add_argument("--gateway-class", default="pyngress", metavar="NAME",
                         help="the GatewayClass to create and use (default pyngress)")
     parser.add_argument("--gateway-controller-name", default=_DEFAULT_CONTROLLER, metavar="NAME",
@@ -57,10 +60,9 @@ def to_yaml(resources: list[dict[str, Any]]) -> str:
 
 def run(namespace: argparse.Namespace) -> int:
     from services.tools.gateway_convert import GatewayOptions, convert
-    from services.tools.lint import InputError, _manifest_objects
 
     try:
-        objects, unreadable = _manifest_objects(namespace.manifests, namespace.files)
+        objects, unreadable = read_objects(namespace, cluster_kinds=_CLUSTER_KINDS)
     except InputError as err:
         print(f"pyngress convert: {err}", file=sys.stderr)
         return 2

@@ -1,13 +1,13 @@
 """`pyngress lint`: the admission webhook's decisions offline, over manifests or a cluster, before the move.
 
-Every object is read as the watcher reads it (services/watcher/manifest_parser.py and manifest_objects.py; with
---kubeconfig, listed from the API), and every Ingress of this controller's class is judged by the webhook's own
-Reviewer (services/syncer/admission/review.py), oldest first as the syncer takes them, each one against the
-objects and the Ingresses admitted before it: what `kubectl apply` of the whole input would meet. One line per
-problem, on stdout:
+Every object is read as the watcher reads it (services/tools/inputs.py: the watcher's manifest parser; with
+--kubeconfig, listed from the API), and every Ingress of this controller's class, then every Gateway and route
+(HTTPRoute, GRPCRoute, TLSRoute) of its GatewayClasses, is judged by the webhook's own Reviewer
+(services/syncer/admission/review.py), oldest first as the syncer takes them, each one against the objects and the
+ones admitted before it: what `kubectl apply` of the whole input would meet. One line per problem, on stdout:
 
     FILE:LINE: ERROR: Ingress NAMESPACE/NAME: what is wrong and what to change
-    FILE:LINE: WARNING: Ingress NAMESPACE/NAME: what is ignored
+    FILE:LINE: WARNING: HTTPRoute NAMESPACE/NAME: what is ignored
 
 The controller ConfigMap (--configmap) gets the syncer's own lines: a key pyngress does not take is an ERROR with
 the reason (services/syncer/model/configmap_unsupported.py). Then the migration checklist, from the tables the
@@ -27,49 +27,39 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from services.common.settings import IngressSettings, parse_selector
+from services.tools.inputs import InputError, Located, add_source_arguments, problem_line, read_objects
 
 if TYPE_CHECKING:
     from services.common.settings import Settings
 
+__all__ = ["Located", "lint", "run"]
+
 _DEFAULTS = IngressSettings()
-STDIN = "-"
-# Kinds read from a cluster with --kubeconfig: those a review reads (EndpointSlices decide nothing there).
-_CLUSTER_KINDS = ("IngressClass", "Service", "Secret", "ConfigMap", "Ingress")
-# With --watch-namespace-selector, the Namespaces too: their labels say whose Ingresses are served.
-_SELECTOR_KINDS = ("Namespace",)
-
-
-@dataclass(frozen=True)
-class Located:
-    """An object and where it was read: "FILE:LINE", or "cluster"."""
-    where: str
-    obj: dict[str, Any]
-
-
-class InputError(RuntimeError):
-    """The input cannot be read at all (a missing directory or file, an unreachable cluster)."""
+# Kinds read from a cluster with --kubeconfig: those a review reads (EndpointSlices decide nothing there), and the
+# Namespaces (--watch-namespace-selector, allowedRoutes selectors). A Gateway API kind without its CRD lists none.
+_CLUSTER_KINDS = ("IngressClass", "Service", "Secret", "ConfigMap", "Ingress", "Namespace", "GatewayClass",
+                  "Gateway", "ReferenceGrant", "HTTPRoute", "GRPCRoute", "TLSRoute")
+# Judged after the Ingresses, in this order (a route meets the Gateways admitted before it), each kind oldest first.
+_JUDGED_GATEWAY_KINDS = (("Gateway",), ("HTTPRoute", "GRPCRoute", "TLSRoute"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Judge every Ingress of this controller's class as the admission webhook would, and list "
-                          "what differs from ingress-nginx in the annotations and ConfigMap keys used; exit code 1 "
-                          "on an error.")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--manifests", metavar="DIR", help="every *.yaml, *.yml and *.json file in DIR")
-    source.add_argument("-f", "--filename", dest="files", metavar="FILE", action="append",
-                        help="a manifest file ('-' for stdin); may be repeated")
-    source.add_argument("--kubeconfig", metavar="PATH", help="the objects of the cluster this kubeconfig reaches")
+    parser.description = ("Judge every Ingress of this controller's class, and every Gateway and route of its "
+                          "GatewayClasses, as the admission webhook would, and list what differs from ingress-nginx "
+                          "in the annotations and ConfigMap keys used; exit code 1 on an error.")
+    add_source_arguments(parser)
     parser.add_argument("--ingress-class", default=_DEFAULTS.ingress_class,
                         help=f"the legacy kubernetes.io/ingress.class value that is ours (default "
                         f"{_DEFAULTS.ingress_class}); without an IngressClass of that name in the manifests, one "
                         "with --controller-class is assumed, as the install creates it")
     parser.add_argument("--controller-class", default=_DEFAULTS.controller_class,
                         help=f"the IngressClass spec.controller that is ours (default {_DEFAULTS.controller_class})")
+    parser.add_argument("--gateway-controller-name", default=_DEFAULTS.gateway_controller_name, metavar="NAME",
+                        help=f"the GatewayClass controllerName that is ours (default "
+                        f"{_DEFAULTS.gateway_controller_name})")
     parser.add_argument("--watch-ingress-without-class", action="store_true",
                         help="Ingresses without a class are ours too")
     parser.add_argument("--configmap", metavar="NS/NAME", help="the controller ConfigMap, among the objects read")
@@ -88,16 +78,13 @@ def run(namespace: argparse.Namespace) -> int:
 
     settings = Settings.from_flags(ingress_class=namespace.ingress_class,
                                    controller_class=namespace.controller_class,
+                                   gateway_controller_name=namespace.gateway_controller_name,
                                    watch_ingress_without_class=namespace.watch_ingress_without_class,
                                    configmap=namespace.configmap, annotations_prefix=namespace.annotations_prefix,
                                    kubeconfig=namespace.kubeconfig, watch_namespace=namespace.watch_namespace,
                                    watch_namespace_selector=namespace.watch_namespace_selector)
-    unreadable: list[str] = []
     try:
-        if namespace.kubeconfig:
-            objects = _cluster_objects(settings)
-        else:
-            objects, unreadable = _manifest_objects(namespace.manifests, namespace.files)
+        objects, unreadable = read_objects(namespace, cluster_kinds=_CLUSTER_KINDS)
     except InputError as err:
         print(f"pyngress lint: {err}", file=sys.stderr)
         return 2
@@ -118,21 +105,25 @@ def lint(objects: Iterable[Located], settings: Settings, *, assume_class: bool) 
 
     located = {object_key(item.obj): item for item in objects}
     class_key = f"IngressClass//{settings.ingress.ingress_class}"
-    store = {key: item.obj for key, item in located.items() if not key.startswith("Ingress/")}
+    judged_kinds = ("Ingress", *(kind for kinds in _JUDGED_GATEWAY_KINDS for kind in kinds))
+    store = {key: item.obj for key, item in located.items() if key.partition("/")[0] not in judged_kinds}
     if assume_class and class_key not in store:
         store[class_key] = {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
                             "metadata": {"name": settings.ingress.ingress_class},
                             "spec": {"controller": settings.ingress.controller_class}}
     reviewer = Reviewer(settings)
     reviewer.replace_store(store)
-    ingresses = sorted((key for key in located if key.startswith("Ingress/")),
-                       key=lambda key: creation_order(located[key].obj, namespace=key.split("/")[1],
-                                                      name=key.split("/", 2)[2]))
+
+    def oldest_first(kinds: tuple[str, ...]) -> list[str]:
+        return sorted((key for key in located if key.partition("/")[0] in kinds),
+                      key=lambda key: creation_order(located[key].obj, namespace=key.split("/")[1],
+                                                     name=key.split("/", 2)[2]))
     verdicts = {}
-    for key in ingresses:
-        verdicts[key] = verdict = reviewer.review(located[key].obj)
-        if verdict.allowed:
-            reviewer.apply_change(key, located[key].obj)  # admitted: the next ones meet it
+    for kinds in (("Ingress",), *_JUDGED_GATEWAY_KINDS):
+        for key in oldest_first(kinds):
+            verdicts[key] = verdict = reviewer.review(located[key].obj)
+            if verdict.allowed:
+                reviewer.apply_change(key, located[key].obj)  # admitted: the next ones meet it
 
     lines = []
     configmap = located.get(f"ConfigMap/{settings.ingress.configmap}")
@@ -141,15 +132,16 @@ def lint(objects: Iterable[Located], settings: Settings, *, assume_class: bool) 
                            else "WARNING", problem.object, problem.message))
     for key, item in located.items():  # in the input's order
         if key in verdicts:
-            name = f"Ingress {key.split('/', 1)[1]}"
+            kind, _, ref = key.partition("/")
+            name = f"{kind} {ref}"
             lines += [_line(item.where, "ERROR", name, error) for error in verdicts[key].errors]
             lines += [_line(item.where, "WARNING", name, warning) for warning in verdicts[key].warnings]
-    ours = [item for key, item in located.items() if key in verdicts and reviewer.judges(item.obj)]
+    ours = [item for key, item in located.items()
+            if key in verdicts and key.startswith("Ingress/") and reviewer.judges(item.obj)]
     return lines + _configmap_checklist(configmap, settings) + _ingress_checklist(ours, settings)
 
 
-def _line(where: str, severity: str, obj: str, message: str) -> str:
-    return f"{where}: {severity}: {obj}: {message}"
+_line = problem_line
 
 
 def _configmap_checklist(configmap: Located | None, settings: Settings) -> list[str]:
@@ -185,84 +177,3 @@ def _annotation_difference(name: str) -> str | None:
     if name in ANNOTATIONS and name not in INGRESS_NGINX_ANNOTATIONS:
         return f"pyngress's own, which ingress-nginx does not read: {ANNOTATIONS[name].doc}"
     return ANNOTATIONS[name].differs if name in ANNOTATIONS else None
-
-
-def _manifest_objects(directory: str | None, files: list[str] | None) -> tuple[list[Located], list[str]]:
-    """The objects of the manifest files (a directory's as the watcher lists them), and a line for each part
-    that cannot be read."""
-    from services.watcher.manifest_parser import MANIFEST_SUFFIXES
-
-    if directory is not None:
-        folder = Path(directory)
-        if not folder.is_dir():
-            raise InputError(f"{directory} is not a directory; give --manifests an existing directory")
-        paths = [str(folder / p.name) for p in sorted(folder.iterdir())
-                 if p.name.endswith(MANIFEST_SUFFIXES) and not p.name.startswith(".") and p.is_file()]
-    else:
-        paths = list(files or ())
-    objects: list[Located] = []
-    unreadable: list[str] = []
-    for path in paths:
-        if path == STDIN:
-            data = sys.stdin.buffer.read()
-        else:
-            try:
-                data = Path(path).read_bytes()
-            except OSError as err:
-                raise InputError(f"cannot read {path}: {err.strerror}") from None
-        found, problems = _file_objects(path, data)
-        objects += found
-        unreadable += problems
-    return objects, unreadable
-
-
-def _file_objects(path: str, data: bytes) -> tuple[list[Located], list[str]]:
-    """One file's objects of the kinds pyngress reads, each with its line; a line for each part not read.
-    Objects of other kinds (Deployments, ...) are no concern of lint's."""
-    from services.watcher.manifest_objects import ACCEPTED_KINDS, objects_of
-    from services.watcher.manifest_parser import Document, ManifestSyntaxError, parse_manifest
-
-    name = "stdin.yaml" if path == STDIN else path
-    shown = "<stdin>" if path == STDIN else path
-    try:
-        documents = parse_manifest(name, data)
-    except ManifestSyntaxError as err:
-        return [], [_line(f"{shown}:{err.line}", "ERROR", "file", f"{err.message}; nothing in it was read")]
-    found, problems = [], []
-    for document in documents:
-        data_ = document.data
-        is_list = isinstance(data_, dict) and isinstance(data_.get("items"), list) \
-            and str(data_.get("kind", "")).endswith("List")
-        items = data_["items"] if is_list else [data_]
-        lines = document.item_lines if is_list else [document.line]
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or item.get("kind") not in ACCEPTED_KINDS:
-                continue
-            line = lines[i] if i < len(lines) else document.line
-            accepted, rejected = objects_of(Document(index=document.index, line=line, data=item), shown)
-            found += [Located(f"{shown}:{line}", obj) for obj in accepted]
-            problems += [_line(f"{shown}:{line}", "ERROR", str(item.get("kind")), p.message) for p in rejected]
-    return found, problems
-
-
-def _cluster_objects(settings: Settings) -> list[Located]:
-    """The objects of the cluster --kubeconfig reaches, listed once."""
-    from kubernetes import client
-
-    from services.common.kube import KubeConfigError, api_error_text, kube_configuration, read_json
-    from services.watcher.kube_source import KIND_APIS
-
-    try:
-        api_client = client.ApiClient(kube_configuration(settings))
-    except KubeConfigError as err:
-        raise InputError(str(err)) from None
-    objects = []
-    for kind in _CLUSTER_KINDS + (_SELECTOR_KINDS if settings.source.watch_namespace_selector else ()):
-        kind_api = KIND_APIS[kind]
-        try:
-            listed = read_json(getattr(kind_api.api_class(api_client), kind_api.list_all))
-        except Exception as err:  # any failure of the API or the connection: the report would be wrong
-            raise InputError(f"cannot list {kind} objects: {api_error_text(err)}") from None
-        for obj in listed.get("items") or ():
-            objects.append(Located("cluster", {"kind": kind, "apiVersion": kind_api.api_version, **obj}))
-    return objects

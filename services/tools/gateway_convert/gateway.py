@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.common.settings import IngressSettings
+
 GATEWAY_API = "gateway.networking.k8s.io"
 GATEWAY_API_V1 = f"{GATEWAY_API}/v1"
 # v1beta1 is served by every Gateway API release that has ReferenceGrant (v1 only by recent ones).
@@ -21,7 +23,7 @@ MAX_LISTENERS = 64  # the Gateway CRD's limit
 @dataclass(frozen=True)
 class GatewayOptions:
     class_name: str = "pyngress"
-    controller_name: str = "pyngress.io/gateway-controller"
+    controller_name: str = IngressSettings().gateway_controller_name  # --gateway-controller-name's default
     name: str = "pyngress"
     namespace: str = "default"
     http_port: int = 80
