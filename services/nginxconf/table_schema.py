@@ -332,6 +332,38 @@ GATEWAY_REDIRECT = Record("gateway_redirect", "gateway.lua (action_of)", (
     Field("code", OneOf((301, 302, 303, 307, 308))),
 ))
 
+GATEWAY_BACKEND_FILTERS = Record("gateway_backend_filters", "gateway.lua (backend_filters_of)", (
+    Field("redirect", GATEWAY_REDIRECT, omit=(None,)),
+    Field("rewrite_host", STRING, omit=(None,)),
+    Field("rewrite_path", PATH, omit=(None,)),
+    Field("rewrite_prefix", BOOLEAN, "rewrite_path replaces the matched prefix", omit=(False,)),
+    Field("request_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
+    Field("response_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
+))
+
+GATEWAY_BACKEND = Record("gateway_backend", "gateway.lua (action_of)", (
+    Field("backend", Nullable(STRING), "null: its share of the requests answers 500"),
+    Field("weight", INTEGER),
+    Field("service", STRING, "the metrics' service label", omit=(None, "")),
+    Field("filters", GATEWAY_BACKEND_FILTERS, "the backendRef's filters, after the rule's", omit=(None,)),
+))
+
+GATEWAY_CORS_ORIGIN = Record("gateway_cors_origin", "gateway.lua (cors_of)", (
+    Field("scheme", OneOf(("http", "https"))),
+    Field("host", STRING, 'a lower-case name, "*.<suffix>" (any labels before it) or "*"'),
+    Field("port", INTEGER, "the scheme's own when the origin names none"),
+))
+
+GATEWAY_CORS = Record("gateway_cors", "gateway.lua (cors_of)", (
+    Field("any_origin", BOOLEAN, 'allowOrigins "*"', omit=(False,)),
+    Field("origins", ListOf(GATEWAY_CORS_ORIGIN), omit=((),)),
+    Field("methods", ListOf(STRING), '["*"]: the requested method', omit=((),)),
+    Field("headers", ListOf(STRING), '["*"]: the requested headers', omit=((),)),
+    Field("expose", ListOf(STRING), omit=((),)),
+    Field("credentials", BOOLEAN, omit=(False,)),
+    Field("max_age", INTEGER, "seconds"),
+))
+
 GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("route", STRING, '"namespace/name" of the HTTPRoute'),
     Field("path", STRING, "the metrics' path label: the rule's first path"),
@@ -345,6 +377,7 @@ GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("response_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
     Field("mirrors", ListOf(GATEWAY_MIRROR), "RequestMirror: copy i goes to the profile's mirror location i",
           omit=((),)),
+    Field("cors", GATEWAY_CORS, "the CORS filter: preflights answered, response headers added", omit=(None,)),
 ))
 
 GATEWAY_LAYER = Record("gateway_layer", "gateway.lua (layer_of)", (

@@ -8,10 +8,12 @@ table_schema.GATEWAY_ROUTES declares it), tried by router.lua before the host's 
     <match> = {"action": <1-based index into actions>, "scheme": "http" | "https", "method": "GET",
                "headers": [{"name": "<lower case>", "value": "...", "regex": true}], "query": [...]}
     <action> = {"route": "ns/name", "path": "<first path, the metrics' label>", "profile": "<profile>",
-                "backends": [{"backend": "<name>" | null, "weight": n, "service": "<name>"}],
+                "backends": [{"backend": "<name>" | null, "weight": n, "service": "<name>", "filters": <filters>}],
                 "redirect": {"scheme", "hostname", "port", "path", "prefix", "code"},
                 "rewrite_host", "rewrite_path", "rewrite_prefix", "request_headers", "response_headers",
-                "mirrors": [{"backend": "<name>", "numerator": n, "denominator": d}]}
+                "mirrors": [{"backend": "<name>", "numerator": n, "denominator": d}], "cors": <gateway_cors.lua>}
+    <filters> = {"redirect", "rewrite_host", "rewrite_path", "rewrite_prefix", "request_headers", "response_headers"}
+                (a backendRef's own: applied after the rule's, to the requests that backend gets)
     header changes = {"set": [[name, value]], "add": [[name, value]], "remove": [name]}
 
 The layers are tried in order (the host's own routes, then wildcard hosts, then routes for any host). In a layer the
@@ -20,6 +22,7 @@ a path element boundary, longest first; a path's matches are in the spec's prece
 holds the next candidate path is tried. A request no match takes is left to the Ingress paths.
 ]==]
 local monitor = require("pyngress.monitor")
+local gateway_cors = require("pyngress.gateway_cors")
 local store = require("pyngress.store")
 local cjson = require("cjson.safe")
 
@@ -159,6 +162,54 @@ local function mirrors_of(raw, where)
     return #found > 0 and found or nil
 end
 
+-- What a rule's action and a backendRef's filters both hold: redirect, rewrites, header changes.
+local function filters_of(raw, where)
+    return { redirect = redirect_of(raw.redirect, where), rewrite_host = optional_string(raw.rewrite_host),
+             rewrite_path = optional_string(raw.rewrite_path), rewrite_prefix = raw.rewrite_prefix == true,
+             request_headers = changes_of(raw.request_headers, where .. " request_headers"),
+             response_headers = changes_of(raw.response_headers, where .. " response_headers") }
+end
+
+local function backend_filters_of(raw, where)
+    if raw == nil or raw == null then
+        return nil
+    end
+    if type(raw) ~= "table" then
+        fail(where, "a backend's filters must be an object")
+    end
+    return filters_of(raw, where)
+end
+
+local function strings_of(raw, where)
+    local found = list_of(raw, where)
+    for i = 1, #found do
+        string_of(found[i], where)
+    end
+    return found
+end
+
+local function cors_of(raw, where)
+    if raw == nil or raw == null then
+        return nil
+    end
+    if type(raw) ~= "table" then
+        fail(where, "cors must be an object")
+    end
+    local origins = {}
+    for i, item in ipairs(list_of(raw.origins, where .. " origins")) do
+        if type(item) ~= "table" or (item.scheme ~= "http" and item.scheme ~= "https") then
+            fail(where, "an origin must be an object with scheme http or https")
+        end
+        origins[i] = { scheme = item.scheme, host = string_of(item.host, where .. " origin host"),
+                       port = tonumber(item.port) or fail(where, "an origin needs a port") }
+    end
+    return gateway_cors.prepare({
+        any_origin = raw.any_origin == true, origins = origins, credentials = raw.credentials == true,
+        methods = strings_of(raw.methods, where .. " methods"), headers = strings_of(raw.headers, where .. " headers"),
+        expose = strings_of(raw.expose, where .. " expose"),
+        max_age = tostring(tonumber(raw.max_age) or fail(where, "cors needs max_age")) })
+end
+
 local function action_of(raw, host, where)
     if type(raw) ~= "table" then
         fail(where, "an action must be an object")
@@ -174,19 +225,18 @@ local function action_of(raw, host, where)
         local backend = optional_string(item.backend)
         local weight = tonumber(item.weight) or 0
         backends[i] = { backend = backend or false, weight = weight,
+                        filters = backend_filters_of(item.filters, where .. " backend " .. i),
                         metric = monitor.labels_of(host, route, optional_string(item.service), path) }
         total = total + weight
     end
-    local response_headers = changes_of(raw.response_headers, where .. " response_headers")
-    return { route = route, profile = profile, location = "@profile_" .. profile, backends = backends,
-             total_weight = total, redirect = redirect_of(raw.redirect, where),
-             rewrite_host = optional_string(raw.rewrite_host), rewrite_path = optional_string(raw.rewrite_path),
-             rewrite_prefix = raw.rewrite_prefix == true,
-             request_headers = changes_of(raw.request_headers, where .. " request_headers"),
-             response_headers = response_headers,
-             response_headers_json = response_headers and cjson.encode(response_headers),
-             mirrors = mirrors_of(raw.mirrors, where .. " mirrors"),
-             metric = monitor.labels_of(host, route, nil, path) }
+    local action = filters_of(raw, where)
+    action.route, action.profile, action.location = route, profile, "@profile_" .. profile
+    action.backends, action.total_weight = backends, total
+    action.response_headers_json = action.response_headers and cjson.encode({ action.response_headers })
+    action.mirrors = mirrors_of(raw.mirrors, where .. " mirrors")
+    action.cors = cors_of(raw.cors, where .. " cors")
+    action.metric = monitor.labels_of(host, route, nil, path)
+    return action
 end
 
 local function layer_of(raw, where, actions)
@@ -473,22 +523,33 @@ local function request_header(name)
     return ngx.req.get_headers(MAX_HEADERS)[lower(name)]
 end
 
--- What the action changes in the request before it is proxied: headers, Host, path; and the response headers
--- to change later (response_headers, from the header filter of the action's location profile).
-function _M.change_request(action, uri, prefix)
-    local changes = action.request_headers
+-- Request headers, Host and path as a rule's or a backendRef's filters change them (`uri` and `prefix`: as the
+-- request came, what ReplacePrefixMatch replaces).
+local function change_with(filters, uri, prefix)
+    local changes = filters.request_headers
     if changes then
         apply_changes(changes, ngx.req.set_header, request_header, ngx.req.clear_header, true)
     end
-    if action.rewrite_host then
-        ngx.var.pyngress_best_http_host = action.rewrite_host  -- the Host header the backend gets
+    if filters.rewrite_host then
+        ngx.var.pyngress_best_http_host = filters.rewrite_host  -- the Host header the backend gets
     end
-    local path = action.rewrite_path
+    local path = filters.rewrite_path
     if path then
-        if action.rewrite_prefix and prefix then
+        if filters.rewrite_prefix and prefix then
             path = _M.replace_prefix(uri, prefix, path)
         end
         ngx.req.set_uri(path, false)
+    end
+end
+
+-- What the action, then the filters of its `chosen` backend, change in the request before it is proxied: headers,
+-- Host, path; and the response headers to change later (response_headers, from the header filter of the action's
+-- location profile), the CORS headers last.
+function _M.change_request(action, uri, prefix, chosen)
+    change_with(action, uri, prefix)
+    local backend_filters = chosen and chosen.filters
+    if backend_filters then
+        change_with(backend_filters, uri, prefix)
     end
     local mirrors = action.mirrors
     if mirrors then
@@ -501,9 +562,20 @@ function _M.change_request(action, uri, prefix)
         end
         ngx.var.pyngress_gateway_mirrors = concat(chosen, " ")
     end
-    if action.response_headers then
+    local response = action.response_headers_json
+    local backend_changes = backend_filters and backend_filters.response_headers
+    local cors_changes = action.cors and gateway_cors.response_changes(action.cors)
+    if backend_changes or cors_changes then
+        local all = { action.response_headers, backend_changes, cors_changes }
+        local present = {}
+        for i = 1, 3 do
+            present[#present + 1] = all[i]
+        end
+        response = cjson.encode(present)
+    end
+    if response then
         -- For the header filter of the action's profile: a variable survives the jump to that location, ngx.ctx not.
-        ngx.var.pyngress_gateway_response = action.response_headers_json
+        ngx.var.pyngress_gateway_response = response
     end
 end
 
@@ -519,12 +591,15 @@ local function clear_response_header(name)
     ngx.header[name] = nil
 end
 
--- ResponseHeaderModifier, in the header filter of the location profile its rules use.
+-- ResponseHeaderModifier (the rule's, then the chosen backend's) and CORS, in the header filter of the location
+-- profile their rules use: a list of header changes, applied in order.
 function _M.response_headers()
     local encoded = ngx.var.pyngress_gateway_response
-    local changes = encoded and encoded ~= "" and cjson.decode(encoded)
-    if changes then
-        apply_changes(changes, set_response_header, response_header, clear_response_header, false)
+    local all = encoded and encoded ~= "" and cjson.decode(encoded)
+    if all then
+        for i = 1, #all do
+            apply_changes(all[i], set_response_header, response_header, clear_response_header, false)
+        end
     end
 end
 

@@ -51,6 +51,7 @@ local monitor = require("pyngress.monitor")
 local request_id = require("pyngress.request_id")
 local tracing = require("pyngress.tracing")
 local gateway = require("pyngress.gateway")
+local gateway_cors = require("pyngress.gateway_cors")
 local cjson = require("cjson.safe")
 
 local byte, sub, find, lower, match = string.byte, string.sub, string.find, string.lower, string.match
@@ -406,10 +407,17 @@ local function serve_gateway(action, uri, prefix)
     if settings.tracing then
         tracing.start(nil)
     end
+    if action.cors and gateway_cors.is_preflight() then
+        return gateway_cors.preflight(action.cors)  -- answered here, whatever the backends
+    end
     if action.redirect then
         return gateway.redirect(action.redirect, uri, prefix)
     end
     local chosen = gateway.pick(action)
+    local redirect = chosen and chosen.filters and chosen.filters.redirect  -- the chosen backendRef's own
+    if redirect then
+        return gateway.redirect(redirect, uri, prefix)
+    end
     local backend = chosen and chosen.backend
     if not backend then
         return ngx.exit(500)
@@ -424,7 +432,7 @@ local function serve_gateway(action, uri, prefix)
     if refused then
         return ngx.exit(refused)
     end
-    gateway.change_request(action, uri, prefix)
+    gateway.change_request(action, uri, prefix, chosen)
     var.pyngress_balance = backend
     return ngx.exec(action.location)
 end

@@ -16,6 +16,7 @@ from services.nginxconf.config import BackendScheme
 
 from ..backends import ServiceRef
 from . import fields
+from .cors import CorsPolicy, cors_policy
 from .fields import RouteRejected
 from .mirrors import MirrorChoice, share
 from .objects import GATEWAY_GROUP
@@ -24,7 +25,9 @@ from .reference_grants import ReferenceGrants
 MAX_WEIGHT = 1_000_000
 _REDIRECT_CODES = (301, 302, 303, 307, 308)
 _SUPPORTED_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite",
-                      "RequestMirror")
+                      "RequestMirror", "CORS")
+# On a backendRef: the filters that change the request sent to that backend, or its answer.
+_BACKEND_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite")
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,12 @@ class Redirect:
 
 @dataclass(frozen=True)
 class BackendChoice:
-    """One backendRef: its Service, or None when it answers 500 (`problem` says why), and its weight."""
+    """One backendRef: its Service, or None when it answers 500 (`problem` says why), and its weight; `filters`: its
+    own filters, applied after the rule's to the requests sent to it (an Action without backends)."""
     service: ServiceRef | None
     weight: int
     problem: str | None = None
+    filters: Action | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class Action:
     error: str | None = None  # why the rule answers 500 (an unsupported filter)
     mirrors: tuple[MirrorChoice, ...] = ()  # RequestMirror filters (mirrors.py)
     backend_scheme: BackendScheme = "http"  # "grpc": a GRPCRoute's rule (grpcroutes.py)
+    cors: CorsPolicy | None = None  # the CORS filter (cors.py)
 
 
 @dataclass(frozen=True)
@@ -153,19 +159,28 @@ def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceG
     matches = tuple(_match(fields.mapping(m, where=f"{where}.matches[{i}]"), where=f"{where}.matches[{i}]")
                     for i, m in enumerate(fields.listing(raw.get("matches"), where=f"{where}.matches", most=64) or [{}]))
     action = Action(backends=tuple(_backend(fields.mapping(b, where=f"{where}.backendRefs[{i}]"), namespace=namespace,
-                                            where=f"{where}.backendRefs[{i}]", grants=grants, warnings=warnings)
+                                            where=f"{where}.backendRefs[{i}]", grants=grants, warnings=warnings,
+                                            matches=matches)
                                    for i, b in enumerate(fields.listing(raw.get("backendRefs"),
                                                                         where=f"{where}.backendRefs", most=16))),
                     timeout=_timeout(fields.mapping(raw.get("timeouts"), where=f"{where}.timeouts"), where=where))
+    return Rule(matches=matches, action=_filtered(action, raw.get("filters"), where=where, matches=matches,
+                                                  namespace=namespace, grants=grants, warnings=warnings))
+
+
+def _filtered(action: Action, raw_filters: Any, *, where: str, matches: tuple[Match, ...], namespace: str,
+              grants: ReferenceGrants, warnings: list[str], supported: tuple[str, ...] = _SUPPORTED_FILTERS,
+              refusal: str = "the rule answers 500") -> Action:
+    """`action` with the filters of a rule (or of a backendRef: `supported`) applied in order; one not supported
+    gives an Action whose `error` says so and what `refusal` follows."""
     kinds: list[str] = []
-    for i, raw_filter in enumerate(fields.listing(raw.get("filters"), where=f"{where}.filters", most=16)):
+    for i, raw_filter in enumerate(fields.listing(raw_filters, where=f"{where}.filters", most=16)):
         raw_filter = fields.mapping(raw_filter, where=f"{where}.filters[{i}]")
         kind = raw_filter.get("type")
-        if kind not in _SUPPORTED_FILTERS:
-            message = f"{where}.filters[{i}]: filter {kind} is not supported; the rule answers 500"
+        if kind not in supported:
+            message = f"{where}.filters[{i}]: filter {kind} is not supported; {refusal}"
             warnings.append(message)
-            action = Action(error=message)
-            break
+            return Action(error=message)
         if kind == "RequestMirror":  # the one filter a rule may hold several times
             action = replace(action, mirrors=action.mirrors + (_mirror(
                 fields.mapping(raw_filter.get("requestMirror"), where=f"{where}.filters[{i}].requestMirror"),
@@ -177,8 +192,8 @@ def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceG
         kinds.append(kind)
         action = _with_filter(action, kind, raw_filter, where=f"{where}.filters[{i}]", matches=matches)
     if action.redirect is not None and (action.rewrite_path is not None or action.rewrite_host is not None):
-        raise RouteRejected(f"{where}: RequestRedirect and URLRewrite cannot be in one rule")
-    return Rule(matches=matches, action=action)
+        raise RouteRejected(f"{where}: RequestRedirect and URLRewrite cannot be in one list of filters")
+    return action
 
 
 def _match(raw: dict[str, Any], *, where: str) -> Match:
@@ -217,13 +232,20 @@ def _value_matches(raw: Any, *, where: str, header: bool) -> tuple[ValueMatch, .
 
 
 def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,
-             warnings: list[str], kind: str = "HTTPRoute") -> BackendChoice:
+             warnings: list[str], kind: str = "HTTPRoute", matches: tuple[Match, ...] = ()) -> BackendChoice:
     weight = raw.get("weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
         raise RouteRejected(f"{where}: weight {weight!r} must be 0-{MAX_WEIGHT}")
     name = fields.object_name(raw.get("name"), where=where)
+    filters = None
+    if raw.get("filters") and kind != "HTTPRoute":
+        raise RouteRejected(f"{where}: filters on a {kind} backendRef are not supported; put them on the rule")
     if raw.get("filters"):
-        raise RouteRejected(f"{where}: filters on a backendRef are not supported; put them on the rule")
+        filters = _filtered(Action(), raw.get("filters"), where=where, matches=matches, namespace=namespace,
+                            grants=grants, warnings=warnings, supported=_BACKEND_FILTERS,
+                            refusal="its share of requests answers 500")
+        if filters.error is not None:
+            return BackendChoice(None, weight, filters.error)
     group, target_kind = raw.get("group") or "", raw.get("kind") or "Service"
     target_namespace = raw.get("namespace") or namespace
     if (group, target_kind) != ("", "Service"):
@@ -240,7 +262,7 @@ def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: Referen
     if raw.get("port") is None:
         raise RouteRejected(f"{where}: a Service backendRef needs a port")
     port = fields.port(raw.get("port"), where=where)
-    return BackendChoice(ServiceRef(namespace=target_namespace, service=name, port=port), weight)
+    return BackendChoice(ServiceRef(namespace=target_namespace, service=name, port=port), weight, filters=filters)
 
 
 def _mirror(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,
@@ -296,6 +318,8 @@ def _with_filter(action: Action, kind: str, raw: dict[str, Any], *, where: str, 
     if kind == "ResponseHeaderModifier":
         return replace(action, response_headers=_header_changes(
             fields.mapping(raw.get("responseHeaderModifier"), where=where), where=where))
+    if kind == "CORS":
+        return replace(action, cors=cors_policy(fields.mapping(raw.get("cors"), where=where), where=f"{where}.cors"))
     if kind == "RequestRedirect":
         spec = fields.mapping(raw.get("requestRedirect"), where=where)
         scheme, host, port = spec.get("scheme"), spec.get("hostname"), spec.get("port")

@@ -27,7 +27,8 @@ from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile
 from ..backends import BackendResolver, ResolvedBackend, ServiceRef
 from ..types import CATCH_ALL_HOST
 from .attachment import Attachment
-from .httproutes import Action, HeaderChanges, Match, RoutePlan
+from .cors import cors_json
+from .httproutes import Action, HeaderChanges, Match, Redirect, RoutePlan
 from .listeners import Listener
 from .mirrors import mirror_locations
 
@@ -251,11 +252,14 @@ class _Actions:
                     else:
                         name = resolved.name
                 backends.append(table_schema.GATEWAY_BACKEND.serialise(
-                    backend=name, weight=choice.weight, service=choice.service.service if choice.service else None))
+                    backend=name, weight=choice.weight, service=choice.service.service if choice.service else None,
+                    filters=_backend_filters(choice.filters)))
         mirrors = self._mirrors(made, action) if action.error is None and action.redirect is None else ()
         profile = DEFAULT_PROFILE
         directives = list(mirror_locations(len(mirrors)))
-        if action.response_headers is not None:
+        if action.response_headers is not None or action.cors is not None or any(
+                choice.filters is not None and choice.filters.response_headers is not None
+                for choice in action.backends):
             directives.append(RESPONSE_HEADERS)
         if action.timeout is not None:
             directives += [("proxy_read_timeout", action.timeout), ("proxy_send_timeout", action.timeout)]
@@ -263,19 +267,10 @@ class _Actions:
             profile_made = LocationProfile.of(directives=tuple(sorted(directives)), backend_scheme=action.backend_scheme)
             made.profiles[profile_made.name] = profile_made
             profile = profile_made.name
-        redirect = action.redirect
         matches = plan.rules[rule].matches
         return table_schema.GATEWAY_ACTION.serialise(
-            route=plan.ref, path=matches[0].path, profile=profile, backends=tuple(backends),
-            redirect=table_schema.GATEWAY_REDIRECT.serialise(
-                scheme=redirect.scheme, hostname=redirect.hostname, port=redirect.port,
-                path=redirect.path.value if redirect.path else None,
-                prefix=bool(redirect.path and redirect.path.prefix), code=redirect.code) if redirect else None,
-            rewrite_host=action.rewrite_host,
-            rewrite_path=action.rewrite_path.value if action.rewrite_path else None,
-            rewrite_prefix=bool(action.rewrite_path and action.rewrite_path.prefix),
-            request_headers=_changes(action.request_headers), response_headers=_changes(action.response_headers),
-            mirrors=mirrors)
+            route=plan.ref, path=matches[0].path, profile=profile, backends=tuple(backends), mirrors=mirrors,
+            cors=cors_json(action.cors) if action.cors else None, **_filters_json(action))
 
     def _mirrors(self, made: _Action, action: Action) -> tuple[dict[str, Any], ...]:
         """The rule's mirrors that can be served (the others are warned in the plan or here)."""
@@ -291,6 +286,27 @@ class _Actions:
             found.append(table_schema.GATEWAY_MIRROR.serialise(
                 backend=resolved.name, numerator=mirror.numerator, denominator=mirror.denominator))
         return tuple(found)
+
+
+def _filters_json(action: Action) -> dict[str, Any]:
+    """The fields a rule's action and a backendRef's filters share: redirect, rewrites, header changes."""
+    return dict(redirect=_redirect(action.redirect), rewrite_host=action.rewrite_host,
+                rewrite_path=action.rewrite_path.value if action.rewrite_path else None,
+                rewrite_prefix=bool(action.rewrite_path and action.rewrite_path.prefix),
+                request_headers=_changes(action.request_headers), response_headers=_changes(action.response_headers))
+
+
+def _backend_filters(filters: Action | None) -> dict[str, Any] | None:
+    return table_schema.GATEWAY_BACKEND_FILTERS.serialise(**_filters_json(filters)) if filters is not None else None
+
+
+def _redirect(redirect: Redirect | None) -> dict[str, Any] | None:
+    if redirect is None:
+        return None
+    return table_schema.GATEWAY_REDIRECT.serialise(
+        scheme=redirect.scheme, hostname=redirect.hostname, port=redirect.port,
+        path=redirect.path.value if redirect.path else None, prefix=bool(redirect.path and redirect.path.prefix),
+        code=redirect.code)
 
 
 def _changes(changes: HeaderChanges | None) -> dict[str, Any] | None:

@@ -34,6 +34,18 @@ def bad_route(gw, **rule_parts):
      "header Content-Length frames the message"),
     ({"filters": [{"type": "ResponseHeaderModifier",
                    "responseHeaderModifier": {"remove": ["Transfer-Encoding"]}}]}, "frames the message"),
+    ({"filters": [{"type": "CORS", "cors": {"allowOrigins": ['https://a.example.com"; $x']}}]}, "must be '*' or"),
+    ({"filters": [{"type": "CORS", "cors": {"allowOrigins": ["https://a.example.com\nX: 1"]}}]}, "must be '*' or"),
+    ({"filters": [{"type": "CORS", "cors": {"allowOrigins": ["*", "https://a.example.com"]}}]}, "'*' cannot be"),
+    ({"filters": [{"type": "CORS", "cors": {"allowHeaders": ["X-A$b c"]}}]}, "must be an HTTP token"),
+    ({"filters": [{"type": "CORS", "cors": {"allowMethods": ["GET;"]}}]}, "method 'GET;' must be one of"),
+    ({"filters": [{"type": "CORS", "cors": {"maxAge": 0}}]}, "maxAge: 0 must be"),
+    ({"backendRefs": [{"name": "web", "port": 80, "filters": [{"type": "RequestHeaderModifier",
+                       "requestHeaderModifier": {"set": [{"name": "X", "value": "a\r\nb"}]}}]}]},
+     "without line breaks"),
+    ({"backendRefs": [{"name": "web", "port": 80, "filters": [
+        {"type": "RequestRedirect", "requestRedirect": {"hostname": "a.example.com"}},
+        {"type": "URLRewrite", "urlRewrite": {"hostname": "b.example.com"}}]}]}, "cannot be in one list"),
 ])
 def test_a_bad_value_refuses_its_route_only(gw, rule_parts, says):
     assert says in bad_route(gw, **rule_parts)
@@ -42,13 +54,25 @@ def test_a_bad_value_refuses_its_route_only(gw, rule_parts, says):
 def test_an_unsupported_filter_makes_its_rule_answer_500(gw):
     o = gw.objects
     gw.gateway(o.listener(hostname="app.example.com"))
-    gw.route("cors", rules=[o.rule(o.backend_ref("web"), filters=[
-        {"type": "CORS", "cors": {"allowOrigins": ["https://example.com"]}}])])
+    gw.route("ext", rules=[o.rule(o.backend_ref("web"), filters=[
+        {"type": "ExtensionRef", "extensionRef": {"group": "example.com", "kind": "Thing", "name": "x"}}])])
     model = gw.build()
     [action] = gw.gateway_of(model, "app.example.com")["actions"]
     assert "backends" not in action and "redirect" not in action
-    assert gw.warnings(model) == ["warning: HTTPRoute default/cors: spec.rules[0].filters[0]: filter CORS "
+    assert gw.warnings(model) == ["warning: HTTPRoute default/ext: spec.rules[0].filters[0]: filter ExtensionRef "
                                   "is not supported; the rule answers 500"]
+
+
+def test_an_unsupported_filter_on_a_backend_ref_makes_its_share_answer_500(gw):
+    o = gw.objects
+    gw.gateway(o.listener(hostname="app.example.com"))
+    gw.route("mirrored", rules=[o.rule({**o.backend_ref("web"), "filters": [
+        {"type": "RequestMirror", "requestMirror": {"backendRef": o.backend_ref("web")}}]}, o.backend_ref("web"))])
+    model = gw.build()
+    [action] = gw.gateway_of(model, "app.example.com")["actions"]
+    assert [b.get("backend") for b in action["backends"]] == [None, "default-web-80"]
+    assert gw.warnings(model) == ["warning: HTTPRoute default/mirrored: spec.rules[0].backendRefs[0].filters[0]: "
+                                  "filter RequestMirror is not supported; its share of requests answers 500"]
 
 
 def test_a_bad_hostname_refuses_the_route(gw):
