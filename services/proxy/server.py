@@ -6,12 +6,15 @@ Per connection:
 2. the ClientHello is read within a size bound (clienthello.py) and a time bound (the hello timeout);
    connections still waiting for theirs are capped per process: past the cap the oldest is closed, so a
    flood of idle connections cannot crowd out clients that do send a hello;
-3. a passthrough host goes to its endpoints (round robin, the next one on connect failure); any other
-   host, no SNI, or not TLS at all goes to nginx's passthrough TLS socket behind a PROXY v1 header that
-   carries the real client address, where nginx terminates TLS or answers with its default server. That
-   is a Unix socket in a root-only directory (services/nginxconf/paths.py): nginx trusts the address in the
-   header, so nobody but this proxy may connect there;
-4. the bytes read so far are replayed upstream and both connections are spliced (splice.py).
+3. a host of the table (table.py: exact name, then the longest wildcard) goes to one of its backends (by
+   weight), to its endpoints (round robin, the next one on connect failure); any other host, no SNI, or not TLS
+   at all goes to nginx's passthrough TLS socket behind a PROXY v1 header that carries the real client address,
+   where nginx terminates TLS or answers with its default server. That is a Unix socket in a root-only directory
+   (services/nginxconf/paths.py): nginx trusts the address in the header, so nobody but this proxy may connect
+   there;
+4. passed through: the bytes read so far are replayed upstream and both connections are spliced (splice.py). A
+   host whose TLS ends here (a TLS listener in Terminate mode) is handshaken with its certificate instead, and the
+   plain stream goes upstream (terminate.py).
 
 Connections live on the connection loop's thread (event_loop.py); the methods of PassthroughServer are called
 from the asyncio loop. The table is looked up per connection, so table changes apply to new connections and
@@ -26,6 +29,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,7 @@ from services.proxy.proxy_protocol import Address, ProxyProtocolError, parse_hea
 from services.proxy.splice import (EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, PEER_CLOSED, READ_EVENTS, READ_SIZE,
                                    READ_WRITE_EVENTS, Side, Splicer)
 from services.proxy.table import Endpoint, RoutingTable
+from services.proxy.terminate import TlsTermination
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,7 @@ Upstream = Endpoint | str
 class Counters:
     accepted: int = 0
     passthrough: int = 0  # spliced to a passthrough backend
+    terminated: int = 0  # TLS ended here, the plain stream to a backend (TLS listeners in Terminate mode)
     to_nginx: int = 0  # spliced to nginx: other hosts, no SNI, not TLS
     no_sni: int = 0
     not_tls: int = 0
@@ -80,6 +86,7 @@ class PassthroughServer:
         # Insertion-ordered, so the first key is the connection that has waited longest for its hello.
         self.pending: dict[_Incoming, None] = {}
         self.spliced: set[Side] = set()  # the client side of each established pair
+        self.terminated: set[TlsTermination] = set()  # each connection whose TLS ends here
         self.loop = EventLoop()
         self.splicer = Splicer(self.loop, self._pair_closed)
         self.hello_deadlines = Deadlines(self.loop, options.hello_timeout, _Incoming.hello_expired)
@@ -164,7 +171,8 @@ class PassthroughServer:
         self.loop.call_soon_threadsafe(change)
 
     def status(self) -> dict[str, Any]:
-        return {"active": len(self.spliced), "pending_hellos": len(self.pending), **asdict(self.counters)}
+        return {"active": len(self.spliced) + len(self.terminated), "pending_hellos": len(self.pending),
+                **asdict(self.counters)}
 
     def stop_accepting(self) -> None:
         """Close the listeners and the connections that have not sent their ClientHello yet."""
@@ -178,12 +186,14 @@ class PassthroughServer:
     async def drain(self) -> None:
         """Let established connections finish for the drain timeout, then cut the rest and stop the loop."""
         deadline = asyncio.get_running_loop().time() + self.options.drain_timeout
-        while self.spliced and asyncio.get_running_loop().time() < deadline:
+        while (self.spliced or self.terminated) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(DRAIN_POLL_SECONDS)
 
         def cut() -> None:
             for side in list(self.spliced):
                 self.splicer.close_pair(side)
+            for termination in list(self.terminated):
+                termination.close()
         self.loop.call_soon_threadsafe(cut)
         self.loop.stop_threadsafe()
         await asyncio.to_thread(self.loop.join, 1.0)
@@ -200,14 +210,21 @@ class PassthroughServer:
             if side.quiet_ticks > IDLE_SWEEPS and peer.quiet_ticks > IDLE_SWEEPS:
                 self.counters.idle_closed += 1
                 self.splicer.close_pair(side)
+        for termination in list(self.terminated):
+            termination.quiet_ticks += 1
+            if termination.quiet_ticks > IDLE_SWEEPS:
+                self.counters.idle_closed += 1
+                termination.close()
         self.loop.call_later(self.options.idle_timeout / IDLE_SWEEPS, self._sweep_idle)
 
     def route(self, incoming: _Incoming, hello: Hello) -> None:
         """Pick the upstream for a connection whose ClientHello is complete, then connect and splice."""
         counters = self.counters
         name = hello.server_name  # set for HelloKind.SNI only
-        targets: tuple[Upstream, ...] | None = self.table.endpoints_for(name) if name is not None else None
-        if targets is None:
+        destination = self.table.lookup(name) if name is not None else None
+        tls = None
+        targets: tuple[Upstream, ...]
+        if destination is None:
             if hello.kind is HelloKind.NOT_TLS:
                 counters.not_tls += 1
             elif hello.kind is HelloKind.NO_SNI:
@@ -215,14 +232,16 @@ class PassthroughServer:
             targets = self.nginx
             client, local = incoming.addresses()
             first_bytes = v1_header(client, local) + incoming.hello.raw
-        elif not targets:
-            counters.no_endpoints += 1
-            log.info("passthrough host has no endpoints; closing", extra=kv(host=name))
-            incoming.close()
-            return
         else:
-            first_bytes = bytes(incoming.hello.raw)
-        _Connecting(self, incoming, targets, first_bytes).next_target()
+            targets = destination.targets()
+            if not targets:
+                counters.no_endpoints += 1
+                log.info("passthrough host has no endpoints; closing", extra=kv(host=name))
+                incoming.close()
+                return
+            tls = destination.tls
+            first_bytes = bytes(incoming.hello.raw)  # with `tls`: the handshake's first bytes, to the TLS object
+        _Connecting(self, incoming, targets, first_bytes, tls).next_target()
 
     def splice(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes,
                upstream_missed: int) -> None:
@@ -411,11 +430,12 @@ class _Incoming:
 class _Connecting:
     """The upstream connection of a routed client, one target after the other until one answers."""
 
-    __slots__ = ("server", "incoming", "targets", "first_bytes", "index", "sock", "fd")
+    __slots__ = ("server", "incoming", "targets", "first_bytes", "tls", "index", "sock", "fd")
 
     def __init__(self, server: PassthroughServer, incoming: _Incoming, targets: tuple[Upstream, ...],
-                 first_bytes: bytes) -> None:
+                 first_bytes: bytes, tls: ssl.SSLContext | None) -> None:
         self.server, self.incoming, self.targets, self.first_bytes = server, incoming, targets, first_bytes
+        self.tls = tls  # the host's TLS ends here, with this context; None: passed through
         self.index = -1  # of the target being tried
         self.sock: _socket.socket = None  # type: ignore[assignment]
         self.fd = -1  # of the attempt under way
@@ -461,6 +481,11 @@ class _Connecting:
         # The connect deadline keeps this object until it comes due, seconds from now: let go of the connection,
         # or every connection of those seconds would stay in memory (and in the cyclic collector's way).
         self.incoming = self.sock = self.first_bytes = None  # type: ignore[assignment]
+        if self.tls is not None:
+            server.counters.terminated += 1
+            TlsTermination(server, incoming.sock, sock, self.tls, first_bytes, upstream_missed=events & ~EPOLLOUT)
+            self.tls = None
+            return
         server.splice(incoming, sock, self.targets is server.nginx, first_bytes, events & ~EPOLLOUT)
 
     def _failed(self, error: str) -> None:

@@ -1,13 +1,29 @@
 """The passthrough routing table the syncer publishes (clone pattern), as the proxy looks it up.
 
-Keys: `host/<sni-lowercase>` → ["ip:port", ...] (IPv6 as "[addr]:port") for each ssl-passthrough
-host, and `config` → {"use_proxy_protocol": bool, "proxy_protocol_header_timeout": seconds, "listen_ipv6": bool}. Values are validated here, once per change, so that
-the per-connection lookup is a dict access; a bad entry is logged and left out, the rest applies.
+Keys: `config` → {"use_proxy_protocol": bool, "proxy_protocol_header_timeout": seconds, "listen_ipv6": bool}, and
+`host/<sni>` for each host whose TLS connections the proxy handles itself rather than hand to nginx. `<sni>` is
+lowercase, an exact name or a wildcard `*.example.com` (any name ending in `.example.com`, as the Gateway API's
+wildcards: one label or more). Its value is one of:
+- ["ip:port", ...] (IPv6 as "[addr]:port"): passed through, untouched, to these endpoints (ssl-passthrough
+  Ingresses, a TLSRoute with one backend);
+- {"backends": [{"weight": int > 0, "endpoints": ["ip:port", ...]}, ...], "terminate": {"cert": PEM, "key": PEM}}:
+  each connection goes to one backend chosen by weight (a TLSRoute's backendRefs); with "terminate", TLS ends here
+  with that certificate and the plain stream goes to the backend (a TLS listener in Terminate mode);
+- "nginx": to nginx although a wildcard above covers it (a host an Ingress or an HTTPS listener serves).
+The most specific name wins: the exact name, then the longest wildcard.
+
+Values are validated here, once per change, so that the per-connection lookup is a dict access (one more per
+label of the name when the table holds wildcards and the exact name misses); a bad entry is logged and left out,
+the rest applies.
 """
 from __future__ import annotations
 
 import ipaddress
 import logging
+import os
+import ssl
+from functools import reduce
+from math import gcd
 from typing import Any
 
 from services.common.clone import Snapshot, Update
@@ -17,8 +33,14 @@ log = logging.getLogger(__name__)
 
 HOST_PREFIX = "host/"
 CONFIG_KEY = "config"
+TO_NGINX = "nginx"  # a host's value: handed to nginx, whatever wildcard covers it
 
 Endpoint = tuple[str, int]
+
+# A weighted choice is a precomputed schedule of backend indices, cycled one step per connection: exact
+# proportions, one tuple index per connection. Weights (0-1,000,000 in the Gateway API) reduced by their greatest
+# common divisor; past this length, scaled down to it (proportions to 0.1%).
+MAX_SCHEDULE = 1000
 
 
 class EndpointError(ValueError):
@@ -49,48 +71,120 @@ def parse_endpoint(text: Any) -> Endpoint:
 DEFAULT_PROXY_HEADER_TIMEOUT = 5.0
 
 
+class Destination:
+    """Where one host's connections go: backends (each a group of endpoints) chosen by weight, and the TLS
+    context when TLS ends in the proxy (None: passed through)."""
+
+    __slots__ = ("backends", "schedule", "step", "turns", "tls")
+
+    def __init__(self, backends: tuple[tuple[Endpoint, ...], ...], weights: tuple[int, ...],
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.backends = backends
+        self.schedule = weighted_schedule(weights) if len(backends) > 1 else None
+        self.step = 0
+        self.turns = [0] * len(backends)  # round robin within each backend
+        self.tls = tls
+
+    def targets(self) -> tuple[Endpoint, ...]:
+        """The endpoints to try in order for one connection: the backend its weight gives it, round robin
+        within it (each call starts one further along). Empty: that backend has none."""
+        schedule = self.schedule
+        if schedule is None:
+            index = 0
+        else:
+            index = schedule[self.step]
+            self.step = (self.step + 1) % len(schedule)
+        endpoints = self.backends[index]
+        if len(endpoints) < 2:
+            return endpoints
+        turn = self.turns[index] % len(endpoints)
+        self.turns[index] = turn + 1
+        return endpoints[turn:] + endpoints[:turn]
+
+
+def weighted_schedule(weights: tuple[int, ...]) -> tuple[int, ...]:
+    """Backend indices in the order connections get them, each as often as its weight says, spread out (nginx's
+    smooth weighted round robin, run once here instead of per connection)."""
+    divisor = reduce(gcd, weights)
+    shares = [weight // divisor for weight in weights]
+    total = sum(shares)
+    if total > MAX_SCHEDULE:
+        shares = [max(1, round(share * MAX_SCHEDULE / total)) for share in shares]
+        total = sum(shares)
+    current = [0] * len(shares)
+    schedule = []
+    for _ in range(total):
+        for i, share in enumerate(shares):
+            current[i] += share
+        best = current.index(max(current))
+        current[best] -= total
+        schedule.append(best)
+    return tuple(schedule)
+
+
+_MISSING = object()
+
+
 class RoutingTable:
-    """SNI host → passthrough endpoints, plus whether inbound connections carry a PROXY header."""
+    """SNI host (exact or wildcard) → Destination, plus whether inbound connections carry a PROXY header."""
 
     def __init__(self) -> None:
-        self._hosts: dict[str, tuple[Endpoint, ...]] = {}
-        self._turn: dict[str, int] = {}
+        self._hosts: dict[str, Destination | None] = {}  # None: to nginx
+        self._wildcards: dict[str, Destination | None] = {}  # by suffix: "*.example.com" as ".example.com"
+        self._contexts: dict[tuple[str, str], ssl.SSLContext] = {}  # by (cert, key): one per listener certificate
         self.use_proxy_protocol = False
         self.listen_ipv6 = True  # ingress-nginx's default (no disable-ipv6)
         self.proxy_header_timeout = DEFAULT_PROXY_HEADER_TIMEOUT  # seconds a client has to send its PROXY header
         self.changes = 0  # how many snapshots/updates were applied, for the status file
 
     def __len__(self) -> int:
-        return len(self._hosts)
+        return len(self._hosts) + len(self._wildcards)
 
     def apply(self, event: Snapshot | Update) -> None:
         if isinstance(event, Snapshot):
             # Built aside, then swapped in: the proxy's connection thread looks hosts up meanwhile.
             fresh = RoutingTable()
+            fresh._contexts = self._contexts  # kept: a context costs a certificate load
             for key, value in event.state.items():
                 fresh._set(key, value)
-            self._hosts = fresh._hosts
+            self._hosts, self._wildcards = fresh._hosts, fresh._wildcards
+            self._contexts = {key: context for key, context in self._contexts.items()
+                              if any(d is not None and d.tls is context
+                                     for d in (*fresh._hosts.values(), *fresh._wildcards.values()))}
             self.use_proxy_protocol, self.proxy_header_timeout = fresh.use_proxy_protocol, fresh.proxy_header_timeout
             self.listen_ipv6 = fresh.listen_ipv6
         else:
             self._set(event.key, event.value)
         self.changes += 1
 
+    def lookup(self, server_name: str) -> Destination | None:
+        """Where connections for `server_name` go; None: to nginx (no entry, or one that says so)."""
+        found = self._hosts.get(server_name)
+        if found is None and self._wildcards and server_name not in self._hosts:
+            wildcards = self._wildcards
+            dot = server_name.find(".")
+            while dot >= 0:  # the longest suffix first: the most specific wildcard
+                match = wildcards.get(server_name[dot:], _MISSING)
+                if match is not _MISSING:
+                    return match  # type: ignore[return-value]
+                dot = server_name.find(".", dot + 1)
+        return found
+
     def endpoints_for(self, server_name: str) -> tuple[Endpoint, ...] | None:
-        """The endpoints to try in order (round robin: each call starts one further along), or None
-        when `server_name` is not a passthrough host. An empty tuple: a passthrough host without any."""
-        endpoints = self._hosts.get(server_name)
-        if endpoints is None or len(endpoints) < 2:
-            return endpoints
-        turn = self._turn.get(server_name, 0) % len(endpoints)
-        self._turn[server_name] = turn + 1
-        return endpoints[turn:] + endpoints[:turn]
+        """The endpoints one connection for `server_name` tries in order, or None when it goes to nginx."""
+        destination = self.lookup(server_name)
+        return None if destination is None else destination.targets()
 
     def _set(self, key: str, value: Any) -> None:
         if key == CONFIG_KEY:
             self._set_config(value)
         elif key.startswith(HOST_PREFIX):
-            self._set_host(key[len(HOST_PREFIX):].lower(), value)
+            host = key[len(HOST_PREFIX):].lower()
+            hosts, name = (self._wildcards, host[1:]) if host.startswith("*.") else (self._hosts, host)
+            if value is None:
+                hosts.pop(name, None)
+            else:
+                hosts[name] = None if value == TO_NGINX else self._destination(host, value)
         else:
             log.warning("ignoring unknown passthrough table key", extra=kv(key=key))
 
@@ -108,19 +202,72 @@ class RoutingTable:
         ipv6 = value.get("listen_ipv6", True) if isinstance(value, dict) else True
         self.listen_ipv6 = ipv6 is not False
 
-    def _set_host(self, host: str, value: Any) -> None:
-        if value is None:
-            self._hosts.pop(host, None)
-            self._turn.pop(host, None)
-            return
-        if not isinstance(value, list):
-            log.warning("passthrough endpoints must be a list of 'ip:port'; host gets none",
-                        extra=kv(host=host, value=value))
-            value = []
-        endpoints = []
-        for item in value:
+    def _destination(self, host: str, value: Any) -> Destination:
+        """A host's entry; what is wrong in it is logged and left out (a backend without endpoints, or none at all:
+        its connections are closed, never sent elsewhere)."""
+        if isinstance(value, list):
+            return Destination((_endpoints(host, value),), (1,))
+        if not isinstance(value, dict) or not isinstance(value.get("backends"), list):
+            log.warning("passthrough host entry must be a list of 'ip:port' or {'backends': [...]}; host gets no "
+                        "endpoints", extra=kv(host=host, value=value))
+            return Destination(((),), (1,))
+        backends, weights = [], []
+        for backend in value["backends"]:
+            weight = backend.get("weight") if isinstance(backend, dict) else None
+            if not isinstance(weight, int) or isinstance(weight, bool) or weight <= 0:
+                log.warning("passthrough backend must be {'weight': int > 0, 'endpoints': [...]}; left out",
+                            extra=kv(host=host, backend=backend))
+                continue
+            endpoints = backend.get("endpoints")
+            backends.append(_endpoints(host, endpoints if isinstance(endpoints, list) else []))
+            weights.append(weight)
+        tls = None
+        if "terminate" in value:
+            tls = self._context(host, value["terminate"])
+            if tls is None:
+                backends, weights = [], []  # no certificate: close its connections rather than pass them through
+        return Destination(tuple(backends) or ((),), tuple(weights) or (1,), tls)
+
+    def _context(self, host: str, terminate: Any) -> ssl.SSLContext | None:
+        cert = terminate.get("cert") if isinstance(terminate, dict) else None
+        key = terminate.get("key") if isinstance(terminate, dict) else None
+        if not isinstance(cert, str) or not isinstance(key, str):
+            log.warning("passthrough terminate must be {'cert': PEM, 'key': PEM}; host's connections are closed",
+                        extra=kv(host=host))
+            return None
+        context = self._contexts.get((cert, key))
+        if context is None:
             try:
-                endpoints.append(parse_endpoint(item))
-            except EndpointError as err:
-                log.warning("ignoring passthrough endpoint", extra=kv(host=host, error=err))
-        self._hosts[host] = tuple(endpoints)
+                context = server_context(cert, key)
+            except (ssl.SSLError, OSError) as err:
+                log.warning("cannot load the certificate of a TLS Terminate host; its connections are closed",
+                            extra=kv(host=host, error=err))
+                return None
+            self._contexts[(cert, key)] = context
+        return context
+
+
+def server_context(cert_pem: str, key_pem: str) -> ssl.SSLContext:
+    """A TLS server context serving this certificate chain and key; the PEMs go through in-memory files, never
+    to disk."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # as nginx's default ssl-protocols
+    cert_fd, key_fd = os.memfd_create("cert"), os.memfd_create("key")
+    try:
+        os.write(cert_fd, cert_pem.encode())
+        os.write(key_fd, key_pem.encode())
+        context.load_cert_chain(f"/proc/self/fd/{cert_fd}", f"/proc/self/fd/{key_fd}", password=lambda: b"")
+    finally:
+        os.close(cert_fd)
+        os.close(key_fd)
+    return context
+
+
+def _endpoints(host: str, values: list[Any]) -> tuple[Endpoint, ...]:
+    endpoints = []
+    for item in values:
+        try:
+            endpoints.append(parse_endpoint(item))
+        except EndpointError as err:
+            log.warning("ignoring passthrough endpoint", extra=kv(host=host, error=err))
+    return tuple(endpoints)

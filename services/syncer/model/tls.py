@@ -109,6 +109,12 @@ class TlsSecrets:
         data = secret["data"]
         return inspect_certificate(base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])).names
 
+    def pems(self, ref: str) -> dict[str, str]:
+        """{"cert": PEM, "key": PEM} of a usable Secret `ref` (a TLS listener in Terminate mode's, for the proxy)."""
+        secret = self._secret(ref)
+        assert secret is not None, "pems() is asked only of a usable Secret"
+        return _pems(secret["data"]["tls.crt"], secret["data"]["tls.key"])
+
     def _secret(self, ref: str) -> Mapping[str, Any] | None:
         return self._secrets.get(_secret_key(ref))
 

@@ -163,7 +163,8 @@ class Model:
     config: NginxConfig
     routes: dict[str, HostRoutes] = field(default_factory=dict)  # host (lowercase, "*.x" wildcard, "_") → routes
     backends: dict[str, list[str]] = field(default_factory=dict)  # backend name → ["ip:port", ...] (ready only)
-    passthrough: dict[str, list[str]] = field(default_factory=dict)  # SNI host → ["ip:port", ...]
+    # SNI host (exact or "*.x") → ["ip:port", ...], or the proxy's other entries (services/proxy/table.py's format)
+    passthrough: dict[str, Any] = field(default_factory=dict)
     # TCP and UDP services: the backend of each stream server (NginxConfig.stream_servers) → ["ip:port", ...].
     stream_endpoints: dict[str, list[str]] = field(default_factory=dict)
     # Host with tls → "namespace/name" of the kubernetes.io/tls Secret that holds its certificate

@@ -88,7 +88,7 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
     tables = gateway_tables(attached, listeners=listeners, resolver=resolver,
                             ingress_owners={} if ingress_owners is None else ingress_owners, kept=tables_kept)
     problems += [Problem.warning(ref, message) for ref, message in tables.warnings]
-    passthrough = tls_passthrough(attached_tls, resolver=resolver)
+    passthrough = tls_passthrough(attached_tls, resolver=resolver, secrets=secrets)
     return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,
                         tls_secrets=tables.tls_secrets, problems=problems + passthrough.problems,
                         passthrough=passthrough)

@@ -4,8 +4,8 @@ An HTTP listener is served on the controller's HTTP port and an HTTPS listener o
 port must be that port (--http-port, --https-port) or the standard one (80, 443) that a Service in front maps
 to it. A listener on any other port is not accepted (the spec's reason PortUnavailable): nginx listens on no
 other port for routes. A TLS listener in Passthrough mode is served on the HTTPS port by the passthrough proxy (by
-SNI, for TLSRoutes: tlsroutes.py), and only with --enable-ssl-passthrough, which starts that proxy. TCP and UDP
-listeners, and TLS listeners in Terminate mode, are not served.
+SNI, for TLSRoutes: tlsroutes.py), and only with --enable-ssl-passthrough, which starts that proxy; so is a TLS
+listener in Terminate mode (the proxy ends TLS with its certificate). TCP and UDP listeners are not served.
 """
 from __future__ import annotations
 
@@ -130,8 +130,10 @@ def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Sett
         raise RouteRejected(f"{where}: allowedRoutes.kinds names no kind pyngress serves on a {protocol} listener "
                             f"(reason InvalidRouteKinds); use {' or '.join(ROUTE_KINDS[protocol])}")
     certificate = None
-    if scheme == "tls":
-        _passthrough(fields.mapping(raw.get("tls"), where=f"{where} tls"), where=where, settings=settings)
+    if scheme == "tls" and _tls_mode(fields.mapping(raw.get("tls"), where=f"{where} tls"), where=where,
+                                     settings=settings) == "Terminate":
+        certificate = _certificate(fields.mapping(raw.get("tls"), where=f"{where} tls"), namespace=namespace,
+                                   where=where, grants=grants, secrets=secrets)
     if scheme == "https":
         certificate = _certificate(fields.mapping(raw.get("tls"), where=f"{where} tls"), namespace=namespace,
                                    where=where, grants=grants, secrets=secrets)
@@ -148,7 +150,7 @@ def _certificate(tls: dict[str, Any], *, namespace: str, where: str, grants: Ref
                             "UnsupportedProtocol)")
     refs = fields.listing(tls.get("certificateRefs"), where=f"{where} tls.certificateRefs")
     if not refs:
-        raise RouteRejected(f"{where}: an HTTPS listener needs tls.certificateRefs naming a TLS Secret")
+        raise RouteRejected(f"{where}: a listener that terminates TLS needs tls.certificateRefs naming a TLS Secret")
     ref = fields.mapping(refs[0], where=f"{where} tls.certificateRefs[0]")
     if (ref.get("group") or "", ref.get("kind") or "Secret") != ("", "Secret"):
         raise RouteRejected(f"{where}: tls.certificateRefs[0] must be a Secret (reason InvalidCertificateRef)")
@@ -164,14 +166,17 @@ def _certificate(tls: dict[str, Any], *, namespace: str, where: str, grants: Ref
     return secret
 
 
-def _passthrough(tls: dict[str, Any], *, where: str, settings: Settings) -> None:
+def _tls_mode(tls: dict[str, Any], *, where: str, settings: Settings) -> str:
+    """A TLS listener's mode: Passthrough, or Terminate (the proxy ends TLS with the listener's certificate and sends
+    the plain stream to the route's backend: services/proxy/terminate.py). Both are the passthrough proxy's, by SNI,
+    so listeners of both modes share the port (mixed termination)."""
     mode = tls.get("mode") or "Terminate"
-    if mode != "Passthrough":
-        raise RouteRejected(f"{where}: a TLS listener in {mode} mode is not supported (reason UnsupportedProtocol); "
-                            "use tls.mode Passthrough, or protocol HTTPS to terminate TLS")
+    if mode not in ("Passthrough", "Terminate"):
+        raise RouteRejected(f"{where}: tls.mode {mode!r} must be Passthrough or Terminate (reason UnsupportedValue)")
     if not settings.ingress.enable_ssl_passthrough:
-        raise RouteRejected(f"{where}: TLS Passthrough needs the passthrough proxy, which the controller runs only "
+        raise RouteRejected(f"{where}: TLS {mode} needs the passthrough proxy, which the controller runs only "
                             "with --enable-ssl-passthrough (reason UnsupportedProtocol); start it with that flag")
+    return str(mode)
 
 
 def _namespaces(raw: dict[str, Any], *, where: str) -> NamespacePolicy:

@@ -208,10 +208,10 @@ def _supported_kinds(raw: dict[str, Any], listener: Listener | None) -> _Kinds:
 def _planned(kind: str, route: dict[str, Any], *, namespace: str, name: str, order: Any,
              grants: ReferenceGrants) -> tuple[RoutePlan, tuple[BackendChoice, ...]]:
     """A route of `kind` validated as build.py does (RouteRejected when it is not served), and its backendRefs (a
-    TLSRoute's: the one it serves)."""
+    TLSRoute's: those with a weight)."""
     if kind == "TLSRoute":
         tls = plan_tls_route(route, namespace=namespace, name=name, order=order, grants=grants)
-        return tls.route, (tls.backend,) if tls.backend is not None else ()
+        return tls.route, tls.backends
     plan = (plan_route if kind == "HTTPRoute" else plan_grpc_route)(route, namespace=namespace, name=name,
                                                                      order=order, grants=grants)
     return plan, tuple(choice for rule in plan.rules for choice in rule.action.backends)

@@ -1,19 +1,20 @@
-"""TLSRoutes: host names passed through by SNI, untouched, to a Service, by the passthrough proxy.
+"""TLSRoutes: host names routed by SNI by the passthrough proxy, passed through untouched or with TLS ended there.
 
 A TLSRoute attaches like an HTTPRoute (attachment.py: parentRefs, allowedRoutes, hostname intersection) to a
-listener of protocol TLS in Passthrough mode (listeners.py; they need --enable-ssl-passthrough). Each host name of
-the intersection goes into the passthrough table the proxy processes read (SNI host → endpoints), beside the hosts
-of Ingresses with ssl-passthrough. What that table cannot carry is said, not approximated:
+listener of protocol TLS (listeners.py; they need --enable-ssl-passthrough, which starts the proxy). Each host name
+of the intersection, exact or wildcard, goes into the passthrough table the proxy processes read (services/proxy/
+table.py says its format), beside the hosts of Ingresses with ssl-passthrough:
 
-- it is looked up by exact SNI name: a wildcard host name is not served (warned);
-- it holds one list of endpoints per host, tried round robin: the first backendRef with a weight above 0 is served,
-  and the other backendRefs of the route are not (warned);
+- the route's backendRefs with a weight above 0 share its connections by weight, each connection to one of them;
+- on a listener in Passthrough mode the connection is passed through untouched; in Terminate mode the proxy ends
+  TLS with the listener's certificate and sends the plain stream to the backend;
 - a host has one owner: the oldest TLSRoute (then "namespace/name"); an Ingress that names the host (by HTTP
-  routing or ssl-passthrough) and a host an HTTPS listener's routes serve come first (passthrough_beside).
+  routing or ssl-passthrough) and a host an HTTPS listener's routes serve come first (passthrough_beside), also
+  when a route's wildcard covers them: the table then sends them to nginx by name.
 
 A backendRef that cannot be resolved (another kind, another namespace without a ReferenceGrant, a Service without
-the port) leaves the host with no endpoints: the proxy closes its connections, as the spec asks of a route without
-a usable backend.
+the port) keeps its share of connections and has no endpoints: the proxy closes them, as the spec asks of a route
+without a usable backend (its share only, as for an HTTPRoute's 500s).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import Any, Collection, Iterable
 
 from ..backends import BackendResolver
 from ..problems import Problem
+from ..tls import TlsSecrets
 from ..types import CATCH_ALL_HOST
 from . import fields
 from .attachment import Attachment
@@ -35,13 +37,19 @@ TLS_ROUTE = "TLSRoute"
 @dataclass(frozen=True)
 class TlsRoutePlan:
     route: RoutePlan  # what attaches it: parents and hostnames (no HTTP rules)
-    backend: BackendChoice | None  # the one served: the first with a weight above 0
+    backends: tuple[BackendChoice, ...]  # those with a weight above 0
     warnings: tuple[str, ...] = ()
+
+
+# A host's value in the passthrough table (services/proxy/table.py): ["ip:port", ...], or a map of weighted backends
+# and the certificate TLS ends with.
+TableEntry = list[str] | dict[str, Any]
+TO_NGINX = "nginx"  # a host's value: to nginx, whatever wildcard covers it (services/proxy/table.py)
 
 
 @dataclass(frozen=True)
 class PassthroughHost:
-    endpoints: list[str]  # "ip:port"; empty: the proxy closes the host's connections
+    entry: TableEntry
     owner: str  # "TLSRoute namespace/name"
 
 
@@ -64,60 +72,69 @@ def plan_tls_route(route: dict[str, Any], *, namespace: str, name: str, order: t
         choices += [_backend(fields.mapping(ref, where=f"spec.rules[{i}].backendRefs[{j}]"), namespace=namespace,
                              where=f"spec.rules[{i}].backendRefs[{j}]", grants=grants, warnings=warnings,
                              kind=TLS_ROUTE) for j, ref in enumerate(refs)]
-    weighted = [choice for choice in choices if choice.weight > 0]
-    if len(weighted) > 1:
-        warnings.append(f"{len(weighted)} backendRefs have a weight: the passthrough proxy sends a host's connections "
-                        "to one Service, the first of them; the others get none")
     plan = RoutePlan(ref=f"{namespace}/{name}", namespace=namespace, order=order, parents=parents,
                      hostnames=hostnames, rules=(), kind=TLS_ROUTE)
-    return TlsRoutePlan(route=plan, backend=weighted[0] if weighted else None, warnings=tuple(warnings))
+    return TlsRoutePlan(route=plan, backends=tuple(choice for choice in choices if choice.weight > 0),
+                        warnings=tuple(warnings))
 
 
 def tls_passthrough(attached: Iterable[tuple[TlsRoutePlan, list[Attachment]]], *,
-                    resolver: BackendResolver) -> TlsPassthrough:
+                    resolver: BackendResolver, secrets: TlsSecrets) -> TlsPassthrough:
     """The passthrough hosts of the attached TLSRoutes, oldest route first (`attached` is in that order)."""
     found = TlsPassthrough()
     for plan, attachments in attached:
         where = f"{TLS_ROUTE} {plan.route.ref}"
-        endpoints = _endpoints(plan, resolver=resolver, found=found)
-        for host in dict.fromkeys(host for attachment in attachments for host in attachment.hosts):
-            if host == CATCH_ALL_HOST:
-                found.problems.append(Problem.warning(where, "a TLSRoute needs a host name (its own or its "
-                                                             "listener's) to match the TLS SNI; not served"))
-            elif host.startswith("*."):
-                found.problems.append(Problem.warning(where, f"wildcard host {host} is not served: the passthrough "
-                                                             "proxy matches exact SNI names; list the names"))
-            elif host in found.hosts:
-                found.problems.append(Problem.warning(where, f"host {host} is already passed through for "
-                                                             f"{found.hosts[host].owner}, an older route; not "
-                                                             "served here"))
+        backends = _backends(plan, resolver=resolver, found=found)
+        for attachment in attachments:
+            certificate = attachment.listener.certificate  # a Terminate listener's; None: Passthrough
+            entry: TableEntry
+            if certificate is None and len(backends) == 1:
+                entry = list(backends[0][1])
             else:
-                found.hosts[host] = PassthroughHost(endpoints, where)
+                entry = {"backends": [{"weight": weight, "endpoints": endpoints} for weight, endpoints in backends]}
+                if certificate is not None:
+                    entry["terminate"] = secrets.pems(certificate)
+            for host in attachment.hosts:
+                if host == CATCH_ALL_HOST:
+                    found.problems.append(Problem.warning(where, "a TLSRoute needs a host name (its own or its "
+                                                                 "listener's) to match the TLS SNI; not served"))
+                elif host in found.hosts:
+                    if found.hosts[host].owner != where:
+                        found.problems.append(Problem.warning(where, f"host {host} is already passed through for "
+                                                                     f"{found.hosts[host].owner}, an older route; not "
+                                                                     "served here"))
+                else:
+                    found.hosts[host] = PassthroughHost(entry, where)
     return found
 
 
-def _endpoints(plan: TlsRoutePlan, *, resolver: BackendResolver, found: TlsPassthrough) -> list[str]:
+def _backends(plan: TlsRoutePlan, *, resolver: BackendResolver, found: TlsPassthrough) -> list[tuple[int, list[str]]]:
+    """(weight, endpoints) of each backendRef with a weight; one without endpoints when none has a weight."""
     where = f"{TLS_ROUTE} {plan.route.ref}"
-    choice = plan.backend
-    if choice is None:
+    if not plan.backends:
         found.problems.append(Problem.warning(where, "no backendRef with a weight above 0: its connections are "
                                                      "closed"))
-        return []
-    if choice.service is None:
-        return []  # the reason is among the plan's warnings
-    resolved = resolver.resolve(choice.service)
-    if resolved.name is None or resolved.refused:
-        found.problems.append(Problem.warning(where, f"{resolved.problem}; its connections are closed (reason "
-                                                     "BackendNotFound)"))
-        return []
-    return list(resolved.endpoints)
+        return [(1, [])]
+    backends = []
+    for choice in plan.backends:
+        endpoints: list[str] = []
+        if choice.service is not None:  # else the reason is among the plan's warnings
+            resolved = resolver.resolve(choice.service)
+            if resolved.name is None or resolved.refused:
+                found.problems.append(Problem.warning(where, f"{resolved.problem}; its share of connections is "
+                                                             "closed (reason BackendNotFound)"))
+            else:
+                endpoints = list(resolved.endpoints)
+        backends.append((choice.weight, endpoints))
+    return backends
 
 
 def passthrough_beside(routes: TlsPassthrough, *, ingress_hosts: Collection[str],
-                       https_hosts: Collection[str]) -> tuple[dict[str, list[str]], list[Problem]]:
+                       https_hosts: Collection[str]) -> tuple[dict[str, TableEntry | str], list[Problem]]:
     """The TLSRoutes' passthrough hosts that no Ingress names and no HTTPS listener's route serves: those come
-    first, so that a TLSRoute never takes the TLS traffic of a host that is already served."""
-    table: dict[str, list[str]] = {}
+    first, so that a TLSRoute never takes the TLS traffic of a host that is already served. The hosts those serve
+    under a route's wildcard go to nginx by name (TO_NGINX)."""
+    table: dict[str, TableEntry | str] = {}
     problems: list[Problem] = []
     for host, entry in routes.hosts.items():
         if host in ingress_hosts:
@@ -127,6 +144,11 @@ def passthrough_beside(routes: TlsPassthrough, *, ingress_hosts: Collection[str]
             problems.append(Problem.warning(entry.owner, f"host {host} is served by an HTTPS listener's routes, "
                                                          "which come first; not passed through"))
         else:
-            table[host] = entry.endpoints
+            table[host] = entry.entry
+    suffixes = tuple(host[1:] for host in table if host.startswith("*."))
+    if suffixes:
+        for host in (*ingress_hosts, *https_hosts):
+            if host not in table and host.endswith(suffixes):
+                table[host] = TO_NGINX
     return table, problems
 

@@ -1,0 +1,226 @@
+"""TLS that ends in the proxy: a TLS listener in Terminate mode hands a host's connections here, by SNI like the
+passthrough hosts. The handshake is made with the host's certificate (the table's context), and the plain stream
+goes to the TLSRoute's backend, both ways, on the proxy's connection loop (event_loop.py).
+
+Why here and not in nginx's stream module: the proxy already routes by SNI from a table it takes without a reload
+(weights, wildcards, certificates), while nginx 1.22's stream module has no Lua to choose a certificate or a
+backend per connection, so every route or certificate change would be a reload. The cost, measured with
+bench/bench_terminate.py (BENCHMARKS.md), is OpenSSL's handshake, as in nginx; Python adds the copies through the
+TLS object's memory buffers.
+
+The TLS object (ssl.SSLObject) reads from and writes to memory buffers; this module moves bytes between those and
+the two sockets. Both sockets are on the epoll set edge-triggered for reading and writing, so each is read until
+it has nothing more (or until what it gave is still waiting to be taken by the other side: then it is read again
+once that is out, as splice.py does). Upstream bytes wait until the handshake is done. A close_notify or an EOF
+from either side is passed on as a write shutdown (with a close_notify towards the client); the pair is closed once
+both directions have ended and nothing is left to write, or when either side fails.
+"""
+from __future__ import annotations
+
+import _socket
+import logging
+import socket
+import ssl
+from typing import Protocol
+
+from services.proxy.event_loop import EventLoop
+from services.proxy.splice import EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, READ_SIZE, READ_WRITE_EVENTS, Splicer
+
+log = logging.getLogger(__name__)
+
+
+class Owner(Protocol):
+    """What a termination needs of the server that made it."""
+
+    loop: EventLoop
+    splicer: Splicer  # its read buffer, which this loop's connections share
+    terminated: set[TlsTermination]
+
+
+class _End:
+    """One socket of a terminated connection, as the epoll set knows it."""
+
+    __slots__ = ("sock", "fd", "termination", "is_client", "pending", "ended", "shut_after_pending")
+
+    def __init__(self, sock: _socket.socket, termination: TlsTermination, is_client: bool) -> None:
+        self.sock, self.fd, self.termination, self.is_client = sock, sock.fileno(), termination, is_client
+        self.pending = b""  # bytes for this socket that it has not taken yet
+        self.ended = False  # no more bytes come from this socket (EOF, or the client's close_notify)
+        self.shut_after_pending = False  # the other side ended: shut this one's write side once `pending` is out
+
+    def on_event(self, events: int) -> None:
+        self.termination.on_event(self, events)
+
+
+class TlsTermination:
+    __slots__ = ("owner", "client", "upstream", "tls", "into_tls", "out_of_tls", "handshaken", "quiet_ticks")
+
+    def __init__(self, owner: Owner, client: _socket.socket, upstream: _socket.socket, context: ssl.SSLContext,
+                 first_bytes: bytes, *, upstream_missed: int) -> None:
+        """`client` is on the epoll set (registered for reading), `upstream` connected and registered for reading
+        and writing; `first_bytes` the client's bytes read so far (its ClientHello); `upstream_missed`: the events
+        epoll reported for the upstream since, which it will not report again. The client is read here in any
+        case: reading an edge-triggered socket until it has nothing more needs no event."""
+        self.owner = owner
+        self.client, self.upstream = _End(client, self, True), _End(upstream, self, False)
+        self.into_tls, self.out_of_tls = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.into_tls, self.out_of_tls, server_side=True)
+        self.handshaken = False
+        self.quiet_ticks = 0  # idle sweeps (server.py) since data last came either way
+        loop = owner.loop
+        loop.handlers[self.client.fd] = self.client
+        loop.handlers[self.upstream.fd] = self.upstream
+        loop.epoll.modify(self.client.fd, READ_WRITE_EVENTS)
+        owner.terminated.add(self)
+        self.into_tls.write(first_bytes)
+        if self._from_tls():
+            self._read(self.client)  # the rest of the client's bytes, if any came meanwhile
+        if upstream_missed and self.upstream.fd >= 0:
+            self.on_event(self.upstream, upstream_missed)
+
+    def on_event(self, end: _End, events: int) -> None:
+        if end.pending and events & EPOLLOUT:
+            self._flush(end)
+        if end.fd < 0:
+            return
+        if events & EPOLLIN:
+            self._read(end)
+        elif events & EPOLLERR_OR_HUP:
+            self.close()
+
+    def _read(self, end: _End) -> None:
+        """Read `end` until it has nothing more, or until the other side has bytes waiting."""
+        other = self.upstream if end.is_client else self.client
+        if not end.is_client and not self.handshaken:
+            return  # read once the handshake is done
+        buffer, view = self.owner.splicer.buffer, self.owner.splicer.view
+        while not other.pending and not end.ended and end.fd >= 0:
+            try:
+                count = end.sock.recv_into(buffer)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.close()
+                return
+            self.quiet_ticks = 0
+            if not count:
+                self._ended(end)
+                return
+            if end.is_client:
+                self.into_tls.write(view[:count])
+                self._from_tls()
+            else:
+                try:
+                    self.tls.write(view[:count])
+                except ssl.SSLError:
+                    self.close()
+                    return
+                self._send(self.client, self.out_of_tls.read())
+
+    def _from_tls(self) -> bool:
+        """Run the TLS object on what the client sent: the handshake, then plain bytes to the upstream. False when
+        the connection was closed."""
+        tls = self.tls
+        if not self.handshaken:
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                self._send(self.client, self.out_of_tls.read())
+                return self.client.fd >= 0
+            except (ssl.SSLError, ValueError) as err:
+                log.debug("TLS handshake failed; closing", extra={"error": str(err)})
+                self.close()
+                return False
+            self.handshaken = True
+            self._send(self.client, self.out_of_tls.read())
+            if self.client.fd < 0:
+                return False
+            self._read(self.upstream)  # what the backend sent first waited for the handshake
+        plain = []
+        closed_by_client = False
+        while True:
+            try:
+                data = tls.read(READ_SIZE)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                closed_by_client = True
+                break
+            except ssl.SSLError:
+                self.close()
+                return False
+            if not data:
+                break
+            plain.append(data)
+        if self.out_of_tls.pending:  # the TLS object's own answers (a key update)
+            self._send(self.client, self.out_of_tls.read())
+        if plain and self.upstream.fd >= 0:
+            self._send(self.upstream, b"".join(plain))
+        if closed_by_client and self.client.fd >= 0:
+            self._ended(self.client)
+        return self.client.fd >= 0
+
+    def _ended(self, end: _End) -> None:
+        """No more bytes come from `end`: pass it on to the other side, as a close_notify towards the client."""
+        end.ended = True
+        other = self.upstream if end.is_client else self.client
+        if not end.is_client:
+            try:
+                self.tls.unwrap()
+            except ssl.SSLError:
+                pass  # the close_notify is written all the same; the client's comes later, or never
+            self._send(self.client, self.out_of_tls.read())
+        if other.fd < 0:
+            return
+        if other.pending:
+            other.shut_after_pending = True
+        else:
+            self._shut(other)
+
+    def _shut(self, end: _End) -> None:
+        other = self.upstream if end.is_client else self.client
+        if other.ended and not other.pending:
+            self.close()  # both directions ended, and everything is out
+            return
+        try:
+            end.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.close()
+
+    def _send(self, end: _End, data: bytes) -> None:
+        if not data:
+            return
+        if end.pending:
+            end.pending += data
+            return
+        try:
+            sent = end.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.close()
+            return
+        if sent < len(data):
+            end.pending = data[sent:]
+
+    def _flush(self, end: _End) -> None:
+        data, end.pending = end.pending, b""
+        self._send(end, data)
+        if end.pending or end.fd < 0:
+            return
+        if end.shut_after_pending:
+            self._shut(end)
+            if end.fd < 0:
+                return
+        other = self.upstream if end.is_client else self.client
+        self._read(other)  # held back while this side was full; its edges have passed
+
+    def close(self) -> None:
+        """Close both sockets (after the loop's current batch of events)."""
+        loop = self.owner.loop
+        for end in (self.client, self.upstream):
+            if end.fd >= 0:
+                loop.close_later(end.fd, end)
+                end.fd = -1
+        self.owner.terminated.discard(self)
+

@@ -1,0 +1,186 @@
+"""TLS listeners in Terminate mode, TLSRoute weights and wildcard host names, through the whole controller (manifests
+mode, --enable-ssl-passthrough) with real TLS handshakes, from the conformance suite's cases (our manifests):
+TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace (a Terminate and a Passthrough listener
+on one port), and the weighted and wildcard TLSRoutes the passthrough proxy now takes."""
+from __future__ import annotations
+
+import socket
+import socketserver
+import ssl
+import threading
+from collections import Counter
+
+import pytest
+
+from tests.e2e.tls.pki import TestCA, served_certificate, start_tls_echo, tls_secret
+from tests.support import gateway_objects as gw
+from tests.support import k8s
+from tests.support.controller import start_manifests_controller
+from tests.support.net import wait_for
+
+from .conftest import GatewayStage
+
+PLAIN_IPS = ("127.0.42.2", "127.0.42.3")  # plain TCP backends, one per address
+TLS_IPS = ("127.0.42.4", "127.0.42.5")  # TLS backends with their own certificates
+TERMINATE_HOST = "tls.term.example"
+PASSTHROUGH_HOST = "abc.term.example"
+
+
+class _Plain(socketserver.BaseRequestHandler):
+    """Says who it is, then echoes each line back: what the client reads proves the stream reached it in clear."""
+
+    def handle(self) -> None:
+        self.request.sendall(f"plain {self.server.server_address[0]}\n".encode())
+        with self.request.makefile("rb") as lines:
+            for line in lines:
+                self.request.sendall(b"echo " + line)
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory) -> TestCA:
+    return TestCA(tmp_path_factory.mktemp("terminate-pki"))
+
+
+@pytest.fixture(scope="module")
+def plain_port() -> int:
+    servers = []
+    port = 0
+    for ip in PLAIN_IPS:
+        server = socketserver.ThreadingTCPServer((ip, port), _Plain)
+        server.daemon_threads = True
+        port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        servers.append(server)
+    yield port
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def tls_port(ca, tmp_path_factory) -> int:
+    servers = []
+    port = 0
+    for ip in TLS_IPS:
+        servers.append(start_tls_echo((ip, port), ca.issue(f"backend {ip}"), tmp_path_factory.mktemp("tls-backend")))
+        port = servers[-1].server_address[1]
+    yield port
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def stage(tmp_path_factory, echo, ca, plain_port, tls_port):
+    """A controller with --enable-ssl-passthrough, a Gateway with a Terminate and a Passthrough TLS listener on 443,
+    and Services "plain-a"/"plain-b" (plain TCP) and "tls-a"/"tls-b" (TLS with their own certificates)."""
+    controller, cluster = start_manifests_controller(tmp_path_factory.mktemp("terminate"), ["--enable-ssl-passthrough"])
+    services = []
+    for prefix, ips, port in (("plain", PLAIN_IPS, plain_port), ("tls", TLS_IPS, tls_port)):
+        for letter, ip in zip("ab", ips):
+            services += [k8s.service(f"{prefix}-{letter}", port=3000), k8s.endpoint_slice(f"{prefix}-{letter}", [ip], port)]
+    cluster.apply(*services, tls_secret("terminate-cert", ca.issue(TERMINATE_HOST, (TERMINATE_HOST,))),
+                  gw.gateway_class(),
+                  gw.gateway("mixed", listeners=[
+                      gw.listener("tls-terminate", port=443, protocol="TLS", hostname=TERMINATE_HOST,
+                                  certificate="terminate-cert", kinds=["TLSRoute"]),
+                      gw.listener("tls-passthrough", hostname=PASSTHROUGH_HOST, passthrough=True, kinds=["TLSRoute"]),
+                      gw.listener("wild", hostname="*.wild.example", passthrough=True)]))
+    yield GatewayStage(controller, cluster, echo)
+    controller.stop()
+
+
+def plain_through_tls(stage, host: str, ca: TestCA) -> tuple[str, str]:
+    """(the first line, the echo of "ping") over TLS to `host`, the server's certificate verified for `host`."""
+    context = ssl.create_default_context(cafile=str(ca.cert_path))
+    with socket.create_connection(("127.0.0.1", stage.controller.https_port), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname=host) as tls, tls.makefile("rwb") as stream:
+        first = stream.readline().decode().strip()
+        stream.write(b"ping\n")
+        stream.flush()
+        return first, stream.readline().decode().strip()
+
+
+def backend_seen(stage, host: str, ca: TestCA) -> str | None:
+    """The common name of the certificate seen for SNI `host`; None when the handshake fails (nginx's own
+    certificate, or a connection closed)."""
+    try:
+        return served_certificate(stage.controller.https_port, host, [ca.cert_path], check_hostname=False)["commonName"]
+    except (ssl.SSLError, OSError):
+        return None
+
+
+def test_a_terminate_listener_ends_tls_and_the_backend_gets_plain_bytes(stage, ca):
+    """TLSRouteTerminateSimpleSameNamespace."""
+    stage.cluster.apply(gw.tls_route("terminated", gw.backend_ref("plain-a", 3000),
+                                     parents=[{"name": "mixed", "sectionName": "tls-terminate"}],
+                                     hostnames=[TERMINATE_HOST]))
+
+    def answered() -> bool:
+        try:
+            return plain_through_tls(stage, TERMINATE_HOST, ca) == (f"plain {PLAIN_IPS[0]}", "echo ping")
+        except (ssl.SSLError, OSError):
+            return False
+    wait_for(answered, 15, what="TLS ended with the listener's certificate, the plain stream at plain-a")
+
+
+def test_mixed_termination_on_one_port_routes_each_host_by_its_mode(stage, ca):
+    """TLSRouteMixedTerminationSameNamespace: the Passthrough host's backend shows its own certificate, while the
+    Terminate host (above) shows the listener's."""
+    stage.cluster.apply(gw.tls_route("passed", gw.backend_ref("tls-a", 3000),
+                                     parents=[{"name": "mixed", "sectionName": "tls-passthrough"}],
+                                     hostnames=[PASSTHROUGH_HOST]),
+                        gw.tls_route("terminated", gw.backend_ref("plain-a", 3000),
+                                     parents=[{"name": "mixed", "sectionName": "tls-terminate"}],
+                                     hostnames=[TERMINATE_HOST]))
+    wait_for(lambda: backend_seen(stage, PASSTHROUGH_HOST, ca) == f"backend {TLS_IPS[0]}", 15,
+             what="the Passthrough host at its backend's own certificate")
+    wait_for(lambda: backend_seen(stage, TERMINATE_HOST, ca) == TERMINATE_HOST, 15,
+             what="the Terminate host with the listener's certificate")
+
+
+def test_weights_split_connections_between_backends(stage, ca):
+    stage.cluster.apply(gw.tls_route("split", gw.backend_ref("tls-a", 3000, weight=3),
+                                     gw.backend_ref("tls-b", 3000, weight=1), gw.backend_ref("tls-a", 3000, weight=0),
+                                     parents=[{"name": "mixed", "sectionName": "wild"}],
+                                     hostnames=["split.wild.example"]))
+    wait_for(lambda: backend_seen(stage, "split.wild.example", ca) in (f"backend {TLS_IPS[0]}",
+                                                                        f"backend {TLS_IPS[1]}"), 15,
+             what="split.wild.example passed through")
+    # Each proxy process cycles through a 3:1 schedule, so 40 connections over any processes land within a few of
+    # 30:10 (the kernel spreads connections over the processes).
+    seen = Counter(backend_seen(stage, "split.wild.example", ca) for _ in range(40))
+    assert set(seen) == {f"backend {TLS_IPS[0]}", f"backend {TLS_IPS[1]}"}
+    assert 26 <= seen[f"backend {TLS_IPS[0]}"] <= 34, seen
+
+
+def test_terminate_weights_split_connections_too(stage, ca):
+    stage.cluster.apply(gw.tls_route("terminated", gw.backend_ref("plain-a", 3000, weight=1),
+                                     gw.backend_ref("plain-b", 3000, weight=1),
+                                     parents=[{"name": "mixed", "sectionName": "tls-terminate"}],
+                                     hostnames=[TERMINATE_HOST]))
+
+    def both() -> bool:
+        try:
+            return {plain_through_tls(stage, TERMINATE_HOST, ca)[0] for _ in range(6)} == {
+                f"plain {ip}" for ip in PLAIN_IPS}
+        except (ssl.SSLError, OSError):
+            return False
+    wait_for(both, 15, what="terminated connections at both plain backends")
+
+
+def test_wildcards_most_specific_first_and_hosts_served_elsewhere_stay_with_nginx(stage, ca):
+    stage.cluster.apply(
+        gw.tls_route("wide", gw.backend_ref("tls-a", 3000), parents=[{"name": "mixed", "sectionName": "wild"}],
+                     hostnames=["*.wild.example"]),
+        gw.tls_route("deeper", gw.backend_ref("tls-b", 3000), parents=[{"name": "mixed", "sectionName": "wild"}],
+                     hostnames=["*.deep.wild.example", "exact.wild.example"]),
+        k8s.ingress("web", [k8s.rule("web.wild.example", ("/", "Prefix", "app", 80))]))
+    wide, deeper = f"backend {TLS_IPS[0]}", f"backend {TLS_IPS[1]}"
+    wait_for(lambda: backend_seen(stage, "one.wild.example", ca) == wide, 15, what="*.wild.example passed through")
+    assert backend_seen(stage, "two.labels.wild.example", ca) == wide  # a wildcard covers several labels
+    wait_for(lambda: backend_seen(stage, "x.deep.wild.example", ca) == deeper, 15, what="the longest wildcard wins")
+    assert backend_seen(stage, "exact.wild.example", ca) == deeper  # an exact name before any wildcard
+    assert backend_seen(stage, "wild.example", ca) is None  # not covered by *.wild.example: nginx's certificate
+    wait_for(lambda: backend_seen(stage, "web.wild.example", ca) is None, 15,
+             what="an Ingress host under the wildcard left to nginx")
