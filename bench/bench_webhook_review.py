@@ -4,7 +4,9 @@
 published here on the run directory's watcher endpoints (the clone pattern, as the watcher publishes it). A
 client sends AdmissionReviews over one kept-alive HTTPS connection, as the API server does: new Ingresses on new
 hosts, on hosts an existing Ingress serves (other paths), on a taken host and path (denied, naming the owner),
-and with an injection-shaped annotation (denied). It prints the median, p99 and worst answer time of each kind.
+and with an injection-shaped annotation (denied). Beside them, a Gateway of our GatewayClass and N HTTPRoutes (each
+its own host, its own Service): new HTTPRoutes on new hosts, on a host another route serves, and with a regular
+expression PCRE refuses (denied). It prints the median, p99 and worst answer time of each kind.
 Baseline in the same run: the same client against the same server answering a review of a Service (allowed
 without a look at the store), which is the cost of TLS, HTTP and JSON alone.
 
@@ -36,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.common.objects import object_key  # noqa: E402
 from services.tools.webhook_certificate import make_pair  # noqa: E402
+from tests.support import gateway_objects as gw  # noqa: E402
 from tests.support import k8s  # noqa: E402
 from tests.support.clone import published  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
@@ -50,10 +53,22 @@ def store(n: int) -> dict[str, dict]:
         objects.append(k8s.service(f"svc-{i}"))
         objects.append(k8s.ingress(f"ing-{i}", [k8s.rule(f"h{i}.bench.example", ("/", "Prefix", f"svc-{i}", 80))],
                                    annotations={f"{PREFIX}/proxy-read-timeout": "30"}))
+    objects += [gw.gateway_class(), gw.gateway("bench", listeners=[gw.listener()])]
+    objects += [http_route(f"route-{i}", f"r{i}.bench.example", f"svc-{i}") for i in range(n)]
     return {object_key(o): o for o in objects}
 
 
+def http_route(name: str, host: str, service: str, *, path: dict | None = None) -> dict:
+    """An HTTPRoute on the Gateway "bench": a rule with two header matches, weighted 90/10, then one for "/"."""
+    return gw.http_route(name, parents=[{"name": "bench"}], hostnames=[host], rules=[
+        gw.rule(gw.backend_ref(service, weight=90), gw.backend_ref("svc-0", weight=10),
+                matches=[path or gw.path_match("/", headers={"X-Version": "2", "X-Tenant": "bench"})]),
+        gw.rule(gw.backend_ref(service), matches=[gw.path_match("/")])])
+
+
 def review(obj: dict, kind: str = "Ingress", group: str = "networking.k8s.io") -> bytes:
+    if obj.get("kind") == "HTTPRoute":
+        kind, group = "HTTPRoute", gw.GROUP
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": str(uuid.uuid4()), "kind": {"group": group, "version": "v1", "kind": kind}, "operation": "CREATE",
         "name": obj["metadata"]["name"], "namespace": "default", "object": obj, "dryRun": False}}).encode()
@@ -74,6 +89,14 @@ def kinds(n: int, count: int) -> dict[str, list[bytes]]:
                                                                         ("/", "Prefix", "svc-0", 80))],
                                                   annotations={f"{PREFIX}/auth-url": "http://a/;\n}\nx {"}))
                                for i in range(count)],
+        "HTTPRoute, new host": [review(http_route(f"new-route-{i}", f"newr{i}.bench.example", "svc-0"))
+                                for i in range(count)],
+        "HTTPRoute, shared host": [review(http_route(f"more-route-{i}", f"r{(i * step) % n}.bench.example",
+                                                     f"svc-{(i * step) % n}", path=gw.path_match(f"/more{i}")))
+                                   for i in range(count)],
+        "HTTPRoute, bad regex (denied)": [review(http_route(f"bad-route-{i}", f"badr{i}.bench.example", "svc-0",
+                                                            path=gw.path_match("(x", kind="RegularExpression")))
+                                          for i in range(count)],
     }
 
 
@@ -181,7 +204,7 @@ async def run(n: int, count: int, seconds: int, rounds: int, workdir: Path) -> N
                 with socket.socket() as probe:
                     return probe.connect_ex(("127.0.0.1", port)) == 0
             await asyncio.to_thread(wait_for, listening, 300, what="the webhook listening")
-            print(f"{n} Ingresses: store in and port open after {time.monotonic() - started:.1f} s")
+            print(f"{n} Ingresses and {n} HTTPRoutes: store in and port open after {time.monotonic() - started:.1f} s")
             connection = connect(port, workdir / "ca")
             timed(connection, kinds(n, 20)["new host"])  # warm up: first plans, first regexes
             print(f"{'review':32} {'median':>9} {'p99':>9} {'worst':>9}  allowed")
@@ -190,7 +213,8 @@ async def run(n: int, count: int, seconds: int, rounds: int, workdir: Path) -> N
                 print(f"{kind:32} {statistics.median(times) * 1000:8.2f}ms {percentile(times, 0.99) * 1000:8.2f}ms "
                       f"{max(times) * 1000:8.2f}ms  {sorted(allowed)}")
             connection.close()
-            await asyncio.to_thread(flood_effect, workdir, process.pid, port, seconds, rounds)
+            if rounds:
+                await asyncio.to_thread(flood_effect, workdir, process.pid, port, seconds, rounds)
         finally:
             process.terminate()
             process.wait(30)
@@ -201,7 +225,7 @@ def main() -> None:
     parser.add_argument("--ingresses", type=int, default=10_000)
     parser.add_argument("--reviews", type=int, default=2_000, help="reviews of each kind")
     parser.add_argument("--seconds", type=int, default=5, help="each load's length")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the flood measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the flood measurement (0: none)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-webhook-") as directory:
         os.chmod(directory, 0o700)
