@@ -5,9 +5,10 @@ nginx does not hold that version yet, to `POST /configuration/<table>` on nginx'
 Unix socket only root can open, see paths.py). A table's version is the SHA-256 of its canonical JSON, so an
 unchanged table is never sent twice and a restarted nginx reports what it loaded.
 
-The keyed tables (routes by host, backends by name) then change by deltas: only the entries that differ from
-what nginx holds, to `POST /configuration/<table>/delta`, versioned by the SHA-256 of the version they apply to
-and their canonical JSON. nginx refuses a delta to another version than it holds (a restart, another pusher)
+The tables then change by deltas: only the entries that differ from what nginx holds, to
+`POST /configuration/<table>/delta`, versioned by the SHA-256 of the version they apply to and their canonical JSON.
+The keyed tables' entries are their keys (routes by host, backends by name); the certificates table's are
+"certs/<id>", "hosts/<host>" and "default" (certificates_delta: one certificate of 10,000 moves that one, not 25 MB). nginx refuses a delta to another version than it holds (a restart, another pusher)
 and the whole table goes instead. The state files follow each delta at once (table_state_files.py journals it): a
 master killed and started again must find the tables it served, or it answers 404 until the next repush.
 
@@ -47,6 +48,7 @@ class _StaleBase(NginxPushError):
 
 
 KEYED_TABLES = frozenset({"routes", "backends"})
+DELTA_TABLES = KEYED_TABLES | {"certificates"}
 # nginx's Lua takes a whole table in entry by entry before it answers: the routes of 100,000 hosts (tens of MB)
 # took longer than the configuration API's 30 s, and a push that always times out is retried forever, serving
 # nothing. A POST may take 30 s plus this long per MB of its body.
@@ -75,6 +77,29 @@ def table_delta(last: dict[str, Any], new: dict[str, Any], keys: Iterable[str] |
     return {"set": changed, "delete": removed} if changed or removed else None
 
 
+def certificates_delta(last: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """The entries of the certificates table `new` that differ from `last` ("certs/<id>", "hosts/<host>",
+    "default") and those it no longer has; None when equal. Kept certificates are the same objects (model/tls.py),
+    compared by identity."""
+    changed: dict[str, Any] = {}
+    removed: list[str] = []
+    for part in ("certs", "hosts"):
+        delta = table_delta(last.get(part) or {}, new.get(part) or {})
+        if delta is not None:
+            changed.update((f"{part}/{key}", value) for key, value in delta["set"].items())
+            removed += (f"{part}/{key}" for key in delta["delete"])
+    if last.get("default") != new.get("default"):
+        changed["default"] = new.get("default")
+    return {"set": changed, "delete": sorted(removed)} if changed or removed else None
+
+
+def apply_delta(table: dict[str, Any], delta: dict[str, Any]) -> None:
+    """`table` (keyed) changed in place as `delta` (table_delta's) says."""
+    table.update(delta["set"])
+    for key in delta["delete"]:
+        table.pop(key, None)
+
+
 # Every body names the schema its entries follow (table_schema.py): a Lua of another release refuses it whole.
 _SCHEMA = b'"schema":' + str(SCHEMA_VERSION).encode()
 
@@ -90,7 +115,10 @@ class TablePusher:
         self._lock = asyncio.Lock()
         self._state = TableStateFiles(paths)
         self._pushed: dict[str, str] = {}   # table → version nginx acknowledged
-        self._sent: dict[str, dict[str, Any]] = {}  # table → what that version holds
+        # Table → what that version holds: of a keyed table the pusher's own copy (a caller may change its keyed
+        # tables in place), brought to each delta sent by that delta's entries alone; the certificates table is made
+        # anew at each change (model/tls.py), never changed in place, and kept as it came.
+        self._sent: dict[str, dict[str, Any]] = {}
         # Keyed table → the keys at which the tables pushed since may differ from what was sent (None: any key).
         self._unsent: dict[str, ChangedKeys] = {}
         self._refused: dict[str, dict[str, str]] = {}  # table → key → why nginx does not serve that entry as sent
@@ -128,27 +156,34 @@ class TablePusher:
                 for name in DYNAMIC_TABLES:  # backends before the routes that may name them
                     table, base = tables[name], self._pushed.get(name)
                     if base is not None and held.get(name) == base and name in self._sent:
-                        delta = table_delta(self._sent[name], table, self._unsent.get(name))
+                        delta = self._delta(name, table)
                         if delta is None:
-                            self._sent_now(name, version=base, table=table)  # nginx holds it already
+                            self._sent_now(name, version=base)  # nginx holds it already
                             continue
-                        if name in KEYED_TABLES and await self._push_delta(session, name, base, delta, table):
+                        if name in DELTA_TABLES and await self._push_delta(session, name, base, delta, table):
                             pushed.append(name)
                             continue
                     version, body = self._whole(table)
                     if held.get(name) != version:
                         self._refused[name] = await self._post(session, f"/configuration/{name}", body=body)
                         pushed.append(name)
-                    self._sent_now(name, version=version, table=table)
+                    self._sent[name] = _own(name, table)
+                    self._sent_now(name, version=version)
                     await self._state.keep_whole(name, version=version, body=body)
                 if self._refused.keys() < set(DYNAMIC_TABLES):
                     # Tables nginx held already when this pusher started (a syncer restart): it knows their refusals.
                     self._refused = {**await self._get(session, "/configuration/refused"), **self._refused}
             return pushed
 
-    def _sent_now(self, name: str, *, version: str, table: dict[str, Any]) -> None:
-        """nginx holds `table` as `version`."""
-        self._pushed[name], self._sent[name] = version, table
+    def _delta(self, name: str, table: dict[str, Any]) -> dict[str, Any] | None:
+        """What `table` changes of the one nginx holds (None: nothing)."""
+        if name == "certificates":
+            return certificates_delta(self._sent[name], table)
+        return table_delta(self._sent[name], table, self._unsent.get(name))
+
+    def _sent_now(self, name: str, *, version: str) -> None:
+        """nginx holds `_sent[name]` as `version`."""
+        self._pushed[name] = version
         if name in KEYED_TABLES:
             self._unsent[name] = frozenset()
 
@@ -169,7 +204,11 @@ class TablePusher:
             self._refused[name] = await self._post(session, f"/configuration/{name}/delta", body=body)
         except _StaleBase:
             return False
-        self._sent_now(name, version=version, table=table)
+        if name in KEYED_TABLES:
+            apply_delta(self._sent[name], delta)
+        else:
+            self._sent[name] = table
+        self._sent_now(name, version=version)
         if not self._state.append(name, base=base, version=version, delta=body):
             whole = await asyncio.to_thread(canonical_json, table)
             await self._state.keep_whole(name, version=version, body=_envelope(version, whole))
@@ -224,3 +263,8 @@ class TablePusher:
             return json.loads(text)["refused"]
         except (ValueError, KeyError, TypeError) as err:
             raise NginxPushError(f"nginx took {name} but its answer does not list refused entries: {text!r}") from err
+
+
+def _own(name: str, table: dict[str, Any]) -> dict[str, Any]:
+    """What the pusher keeps of a table it sent whole (see TablePusher._sent)."""
+    return dict(table) if name in KEYED_TABLES else table

@@ -131,8 +131,8 @@ class NginxApplier:
             self.metrics.stats.config_hash = model.config.digest()
         if not deferred:
             self.templates.accept(template)
-        tables, changed = self._tables(model)
-        if tables != self.tables:
+        tables, changed, routes_moved = self._tables(model)
+        if routes_moved or self._differs(tables, changed):
             await self._push(tables, changed)
         model.problems.extend(refused_problems(self.pusher.refused, model.routes))
         if deferred:
@@ -275,10 +275,11 @@ class NginxApplier:
         stats.last_error = error
         log.error(what, extra=logs.kv(error=error))
 
-    def _tables(self, model: Model) -> tuple[dict[str, Any], dict[str, ChangedKeys]]:
-        """The tables to push, and the keys of each keyed table that may differ from the last ones (None: any). A
-        host's routes are turned into JSON again only when the model has new ones for it (the incremental model
-        keeps a host's HostRoutes while nothing it depends on changes)."""
+    def _tables(self, model: Model) -> tuple[dict[str, Any], dict[str, ChangedKeys], bool]:
+        """The tables to push, the keys of each keyed table that may differ from the last ones (None: any), and
+        whether any host's routes changed. A host's routes are turned into JSON again only when the model has new
+        ones for it (the incremental model keeps a host's HostRoutes while nothing it depends on changes). The routes
+        table is the one kept here, changed in place: the pusher keeps its own copy of what it sent."""
         changed, self._unseen = self._unseen, NOTHING_CHANGED
         hosts = changed.routes
         deferred = self.reload_due is not None
@@ -303,9 +304,11 @@ class NginxApplier:
         objects, raw, json, profiles = self._route_objects, self._route_bytes, self._route_json, self._route_profiles
         # Not `hosts - model.routes.keys()` and the like: those go through every key of the view.
         looked_at = list(objects if hosts is None else hosts)
+        routes_moved = False
         for host in looked_at:
             if host not in model.routes:
-                for kept in (objects, raw, json, profiles):
+                routes_moved |= json.pop(host, None) is not None
+                for kept in (objects, raw, profiles):
                     kept.pop(host, None)
         for host in model.routes if hosts is None else (host for host in looked_at if host in model.routes):
             host_routes = model.routes[host]
@@ -316,9 +319,22 @@ class NginxApplier:
                 data = canonical_json_kept(self._servable(host, routes_json))
                 if raw.get(host) != data:
                     raw[host], json[host] = data, json_fragment(data)
-        # A copy: the pusher compares the next push with what it sent.
-        return ({"routes": dict(json), "backends": model.backends, "certificates": model.certificates},
-                {"routes": hosts, "backends": changed.backends})
+                    routes_moved = True
+        return ({"routes": json, "backends": model.backends, "certificates": model.certificates},
+                {"routes": hosts, "backends": changed.backends}, routes_moved)
+
+    def _differs(self, tables: dict[str, Any], changed: dict[str, ChangedKeys]) -> bool:
+        """Whether the backends or certificates of `tables` differ from those last pushed: at the backends `changed`
+        names only (any: compared whole); the certificates compared whole, their entries kept from one model to the
+        next by identity (model/tls.py)."""
+        last = self.tables
+        if last is None:
+            return True
+        backends, before, keys = tables["backends"], last["backends"], changed["backends"]
+        if backends is not before and (backends != before if keys is None
+                                       else any(backends.get(key) != before.get(key) for key in keys)):
+            return True
+        return bool(tables["certificates"] != last["certificates"])
 
     def _servable(self, host: str, host_routes: dict[str, Any]) -> dict[str, Any]:
         """A route whose profile nginx has not loaded cannot be served with the settings its Ingress asked for.

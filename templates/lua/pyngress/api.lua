@@ -5,7 +5,8 @@ The configuration API, used by the syncer; nginx serves it on a Unix socket in a
   POST /configuration/routes|backends|certificates   body {"version": "...", "data": {...}}
        201 {"refused": {"<key>": "<why>", ...}} when kept: every entry but the refused ones, which keep their last
        good value (store.lua); 400 with the reason when the body itself is malformed (nothing of it is applied)
-  POST /configuration/routes|backends/delta   body {"base": "...", "version": "...", "set": {...}, "delete": [...]}
+  POST /configuration/routes|backends|certificates/delta   body {"base": "...", "version": "...", "set": {...},
+       "delete": [...]} (certificates: keys "certs/<id>", "hosts/<host>", "default", certificates.lua)
        201 {"refused": {...}} as above (with the entries earlier pushes refused that it does not set or delete);
        409 when nginx holds another version than "base"; 400 when the body is malformed
   GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...}

@@ -17,7 +17,11 @@ Lookup: the SNI name (lowercased) exactly, else the wildcard entry for its paren
 Each certificate is checked when pushed (its chain and key parse, the key is the certificate's): one that is
 not right is refused alone ("certs/<id>"), and the last good one of that id keeps serving; a host (or
 "default") naming a certificate nginx does not hold is refused too ("hosts/<host>"), and is served as if it
-had no entry. Only a certificate whose PEMs changed is parsed again.
+had no entry (until a certificate of that id comes). Only a certificate whose PEMs changed is parsed again.
+
+A change takes POST /configuration/certificates/delta (store.lua), its keys those of the refusals: "certs/<id>"
+(a {cert, key} pair), "hosts/<host>" (a certificate id) and "default" (an id or null), set or deleted. One
+certificate of 10,000 changed moves that certificate, not the 25 MB of all of them.
 
 In the shared dictionary each certificate is kept under its own keys ("cert:<id>", "key:<id>") beside
 an index ({hosts, default, digests: id -> md5 of cert and key}), so that a worker decodes only the small
@@ -41,7 +45,7 @@ local ocsp_stapling = require("pyngress.ocsp_stapling")
 local client_auth = require("pyngress.client_auth")  -- also declares ERR_clear_error, used here
 
 local C = ffi.C
-local find, sub, lower = string.find, string.sub, string.lower
+local find, sub, lower, match = string.find, string.sub, string.lower, string.match
 local null = cjson.null
 
 ffi.cdef [[
@@ -90,6 +94,14 @@ local function checked_digest(id, pair, held)
     return digest
 end
 
+-- Why the entry at `where` is refused when certificate `id` is not held; nil when it is.
+local function not_held(index, id, where)
+    if type(id) == "string" and index.digests[id] then
+        return nil
+    end
+    return where .. " names certificate " .. tostring(id) .. ", which nginx does not hold"
+end
+
 -- The index of `data` (see put); `dict` holds the last good certificates (nil: none).
 local function build(data, dict)
     local certs, hosts, default = data.certs, data.hosts, data.default
@@ -117,20 +129,14 @@ local function build(data, dict)
             index.digests[id] = held[id]  -- the last good one keeps serving
         end
     end
-    local function holds(id, where)
-        if index.digests[id] then
-            return true
-        end
-        refused[where] = where .. " names certificate " .. tostring(id) .. ", which nginx does not hold"
-        return false
-    end
+    -- Kept as pushed, refused or not: the certificate a host names may come with a later change.
     for host, id in pairs(hosts) do
-        if holds(id, "hosts/" .. host) then
-            index.hosts[lower(host)] = id
-        end
+        index.hosts[lower(host)] = id
+        refused["hosts/" .. host] = not_held(index, id, "hosts/" .. host)
     end
-    if default ~= nil and holds(default, "default") then
+    if default ~= nil then
         index.default = default
+        refused.default = not_held(index, default, "default")
     end
     return index, next(refused) and refused or nil
 end
@@ -164,7 +170,95 @@ local function put(dict, _, data, index, refused)
     return true
 end
 
-store.define("certificates", { build = build, put = put, load = load })
+-- Each certificate of `set` ({id: pair}) checked and kept under its own keys, unless refused (why, into `refused`).
+local function keep_certificates(dict, index, set, refused)
+    for id, pair in pairs(set) do
+        local ok, digest = pcall(checked_digest, id, pair, index.digests)
+        if not ok then
+            refused["certs/" .. id] = "certificate " .. id .. ": " .. tostring(digest)
+        elseif digest ~= index.digests[id] then
+            local stored, err = dict:safe_set("cert:" .. id, pair.cert)
+            if stored then
+                stored, err = dict:safe_set("key:" .. id, pair.key)
+            end
+            if not stored then
+                return nil, err
+            end
+            index.digests[id] = digest
+        end
+    end
+    return true
+end
+
+-- A change (store.put_delta): `set` {key: value} and `delete` [key], keys "certs/<id>", "hosts/<host>" or "default";
+-- `refused` (key -> message, the table's) is brought up to date. The hosts naming a certificate that came or went are
+-- looked at again; nil, message when the dictionary cannot keep it.
+local function change(dict, set, delete, refused)
+    local index = load(dict)
+    local certs, hosts, gone, was_held = {}, {}, {}, {}
+    for key, value in pairs(set) do
+        refused[key] = nil
+        local kind, name = match(key, "^(%a+)/(.+)$")
+        if kind == "certs" then
+            certs[name], was_held[name] = value, index.digests[name] ~= nil
+        elseif kind == "hosts" then
+            hosts[name] = value
+        elseif key == "default" then
+            index.default = value ~= null and value or nil
+            refused.default = index.default and not_held(index, index.default, "default")
+        else
+            refused[key] = key .. ': no such entry; the keys are "certs/<id>", "hosts/<host>" and "default"'
+        end
+    end
+    for _, key in ipairs(delete) do
+        refused[key] = nil
+        local kind, name = match(key, "^(%a+)/(.+)$")
+        if kind == "certs" and index.digests[name] then
+            index.digests[name], gone[name], was_held[name] = nil, true, true
+        elseif kind == "hosts" then
+            index.hosts[lower(name)] = nil
+        elseif key == "default" then
+            index.default = nil
+        end
+    end
+    local ok, err = keep_certificates(dict, index, certs, refused)
+    if not ok then
+        return nil, err
+    end
+    local moved = {}  -- the certificates held now and not before, or before and not now
+    for id, held in pairs(was_held) do
+        if (index.digests[id] ~= nil) ~= held then
+            moved[id] = true
+        end
+    end
+    if next(moved) then
+        for host, id in pairs(index.hosts) do
+            if moved[id] then
+                refused["hosts/" .. host] = not_held(index, id, "hosts/" .. host)
+            end
+        end
+        if index.default and moved[index.default] then
+            refused.default = not_held(index, index.default, "default")
+        end
+    end
+    for host, id in pairs(hosts) do
+        index.hosts[lower(host)] = id
+        refused["hosts/" .. host] = not_held(index, id, "hosts/" .. host)
+    end
+    ok, err = dict:safe_set("index", cjson.encode(index))
+    if not ok then
+        return nil, err
+    end
+    for id in pairs(gone) do
+        if not index.digests[id] then
+            dict:delete("cert:" .. id)
+            dict:delete("key:" .. id)
+        end
+    end
+    return true
+end
+
+store.define("certificates", { build = build, put = put, load = load, change = change })
 
 -- A parsed entry (X509 chain and key, the cache's node) takes about 8 KiB of a worker's memory with an EC P-256
 -- key, more with RSA; parsing one again costs about 0.5 ms (OpenSSL 3's PEM key decoders), a handshake's worth.
@@ -195,20 +289,23 @@ local function parse(dict, id, digest)
 end
 
 local function certificate_for(index, dict, name)
+    local digests = index.digests
     local id
     if name then
         name = lower(name)
         id = index.hosts[name]
-        if not id then
+        if not digests[id] then  -- an entry naming a certificate nginx does not hold is as none
             local dot = find(name, ".", 1, true)
             id = dot and index.hosts["*" .. sub(name, dot)]
         end
     end
-    id = id or index.default
-    if not id then
+    if not digests[id] then
+        id = index.default
+    end
+    local digest = id and digests[id]
+    if not digest then
         return nil
     end
-    local digest = index.digests[id]
     local entry = parsed:get(id)
     if entry and entry.digest == digest then
         return entry

@@ -49,6 +49,9 @@ A table module registers with `define(name, spec)`:
                                   (refused: key -> message, or nil); error(message) refuses the push whole.
   spec.put(dict, text, data, value, refused) -> ok, err   whole tables: how to keep it in the dictionary.
   spec.load(dict) -> value        whole tables: what `get` returns, from the dictionary.
+  spec.change(dict, set, delete, refused) -> ok, err   a whole table that takes deltas too (certificates): applies
+                                  the delta's `set` and `delete` to what the dictionary holds and brings `refused` (the
+                                  table's, key -> message) up to date; nil, err when the dictionary cannot keep it.
 ]]
 local cjson = require("cjson.safe")
 
@@ -65,7 +68,7 @@ local sub = string.sub
 local _M = {}
 
 -- The tables' format this Lua reads: table_schema.py's SCHEMA_VERSION (tests/lua/test_schema_fields.py compares them).
-_M.SCHEMA_VERSION = 2
+_M.SCHEMA_VERSION = 3
 
 local tables = {}  -- name -> spec
 local cache = {}   -- this worker's decoded tables: name -> {pushes = ..., value = ...}
@@ -262,12 +265,31 @@ function _M.put(name, text)
     return refused
 end
 
--- Checks and keeps a change to a keyed table; returns the entries refused (as put() does; those of earlier pushes
--- it does not set or delete included), or nil, a message and the HTTP status when the change is refused whole.
+-- A change to a whole table that takes deltas (spec.change), at the version nginx holds.
+local function change_whole(name, spec, version, changed, removed)
+    local refused = refused_of(spec)
+    local ok, stored, store_err = pcall(spec.change, spec.dict, changed, removed, refused)
+    if not ok then
+        return nil, name .. ": " .. tostring(stored), 400
+    end
+    if stored then
+        stored, store_err = keep_refused(spec, refused)
+    end
+    if not stored then
+        unpublish(name)
+        return nil, too_small(name, store_err), 507
+    end
+    publish(name, version)
+    return refused
+end
+
+-- Checks and keeps a change to a keyed table (or a whole one with spec.change); returns the entries refused (as
+-- put() does; those of earlier pushes it does not set or delete included), or nil, a message and the HTTP status
+-- when the change is refused whole.
 function _M.put_delta(name, text)
     local spec = tables[name]
-    if not spec or not spec.entry then
-        return nil, "no keyed table named " .. tostring(name), 404
+    if not spec or not (spec.entry or spec.change) then
+        return nil, "no table taking deltas named " .. tostring(name), 404
     end
     local delta, err = cjson.decode(text or "")
     if type(delta) ~= "table" then
@@ -292,6 +314,9 @@ function _M.put_delta(name, text)
     if versions:get(name) ~= delta.base then
         return nil, name .. " is at version " .. tostring(versions:get(name)) .. ", not " .. delta.base ..
                     "; send the whole table", 409
+    end
+    if not spec.entry then
+        return change_whole(name, spec, version, changed, removed)
     end
     local refused_now = refused_entries(spec, changed)
     local refused, keys, count = refused_of(spec), {}, 0
@@ -459,7 +484,7 @@ function _M.load_state_files(dir)
                 local ok, err = _M.put(name, text)
                 if ok then
                     ngx.log(ngx.NOTICE, "loaded ", name, " from ", path)
-                    if spec.entry then
+                    if spec.entry or spec.change then
                         replay_journal(name, dir .. "/" .. name .. ".deltas")
                     end
                 else
