@@ -32,11 +32,15 @@ Cases covered by the other e2e files:
   test_grpcroute.py::test_exact_method_and_header_matches_reach_their_h2c_backends
 - GRPCRouteWeight → test_grpcroute.py::test_weights_split_calls_between_backends
 - TLSRouteSimpleSameNamespace, TLSRouteHostnameIntersection, TLSRouteInvalidReferenceGrant → test_tlsroute.py
+- TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace (on port 443), and TLSRoute weights
+  and wildcard host names → test_tls_terminate_and_weights.py; TLSRouteListenerTerminateSupportedKinds: a Terminate
+  listener's supportedKinds are those of any TLS listener (TLSRoute), as TLSRouteListenerPassthroughSupportedKinds
+  below
+- GatewayWithAttachedRoutes's part "AttachedRoutes set even when the Gateway has unresolved refs" →
+  test_status_conditions.py::test_a_listener_whose_certificate_is_missing_counts_its_routes_and_serves_none
+- GatewayStaticAddresses, GatewayOptionalAddressValue, GatewayInvalidParametersRef → test_status_conditions.py
 
 Cases that cannot pass, for a missing feature:
-- GatewayWithAttachedRoutes, its part "AttachedRoutes set even when the Gateway has unresolved refs": an HTTPS
-  listener whose certificate Secret is missing is not served, so routes do not attach to it (attachedRoutes 0, the
-  route NoMatchingParent); the rest of the case is test_gateway_with_attached_routes.
 - GatewayWithAttachedRoutesWithPort8080: port 8080 is not served (below).
 - HTTPRouteListenerPortMatching: listeners on 8080/8090 are not served (PortUnavailable).
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
@@ -47,17 +51,17 @@ Cases that cannot pass, for a missing feature:
 - HTTPRouteCORS, HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError: no CORS or retry filters.
 - HTTPRouteHTTPSListenerDetectMisdirectedRequests: no 421 when the Host differs from the SNI's listener.
 - HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket: a Service port's appProtocol is not read.
-- GatewayStaticAddresses, GatewayOptionalAddressValue: spec.addresses is ignored.
-- GatewayInfrastructure, GatewayInvalidParametersRef: no per-Gateway infrastructure or parametersRef.
+- GatewayInfrastructure: it looks for a ServiceAccount, Pod or Service made for the Gateway, carrying its
+  infrastructure labels and annotations; pyngress makes none (its Accepted part is in test_status_conditions.py).
 - GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
   GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
   GatewayInvalidTLSBackendConfiguration, GatewayTLSBackendClientCertificate, BackendTLSPolicy*: no frontend client
   certificate validation, no BackendTLSPolicy.
-- TLSRouteTerminateSimpleSameNamespace, TLSRouteListenerTerminateSupportedKinds,
-  TLSRouteListenerTerminateNotSupported, TLSRouteListenerMixedTerminationNotSupported,
-  TLSRouteMixedTerminationSameNamespace: TLS listeners in Terminate mode are not served (UnsupportedProtocol).
+- TLSRouteListenerTerminateNotSupported, TLSRouteListenerMixedTerminationNotSupported: they run only for an
+  implementation without Terminate or mixed termination; pyngress has both (test_tls_terminate_and_weights.py).
 - GRPCRouteListenerHostnameMatching: gRPC on HTTP listeners (HTTP/2 cleartext from the client) is not served; nginx
-  speaks HTTP/2 on the HTTPS port only (GRPCRouteNamedRule is tested here on an HTTPS listener).
+  1.22 speaks HTTP/2 on the HTTPS port only, docs/gateway-api.md says why a preface sniffer on port 80 is not there
+  (GRPCRouteNamedRule is tested here on an HTTPS listener).
 - HTTPRouteServiceTypes: needs a cluster's Service types (headless, ExternalName with DNS).
 - HTTPRouteTimeoutRequest, HTTPRouteTimeoutBackendRequest: the echo backends pause only after sending their headers,
   so the 504 the cases assert cannot be observed (the timeout becomes nginx's read timeout, docs/gateway-api.md).
@@ -76,6 +80,7 @@ from tests.e2e.gateway.test_status import GatewayApiCluster
 from tests.e2e.kube.helpers import api_controller
 from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
+from tests.support.gateway_status import conditions, listener_status, observed
 from tests.support.net import wait_for
 
 ROUTE_KINDS = [{"group": gw.GROUP, "kind": "HTTPRoute"}, {"group": gw.GROUP, "kind": "GRPCRoute"}]
@@ -98,14 +103,6 @@ def api(tmp_path_factory, echo) -> Iterator[GatewayStage]:
             controller.stop()
 
 
-def conditions(entry: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    return {c["type"]: (c["status"], c["reason"]) for c in entry.get("conditions") or ()}
-
-
-def observed(obj: dict[str, Any], entries: list[dict[str, Any]]) -> bool:
-    return all(c.get("observedGeneration") == obj["metadata"]["generation"] for e in entries for c in e["conditions"])
-
-
 def gateway_status(api: GatewayStage, name: str, ns: str, **want: tuple[str, str]) -> dict[str, Any]:
     """The Gateway's status written for its current generation, once its listeners' conditions include `want`
     (listener name → (condition type, reason))."""
@@ -123,11 +120,6 @@ def gateway_status(api: GatewayStage, name: str, ns: str, **want: tuple[str, str
         wait_for(written, 15, what=f"Gateway {ns}/{name}'s status with {want}")
     except AssertionError as err:
         raise AssertionError(f"{err}; the last status: {found}") from None
-    return found
-
-
-def listener_status(status: dict[str, Any], name: str) -> dict[str, Any]:
-    [found] = [item for item in status["listeners"] if item["name"] == name]
     return found
 
 
@@ -298,7 +290,7 @@ def test_gateway_modify_listeners(api):
 
 
 def test_gateway_with_attached_routes(api):
-    """GatewayWithAttachedRoutes (but its unresolved-certificate part, see the module docstring): a listener counts
+    """GatewayWithAttachedRoutes (its unresolved-certificate part: test_status_conditions.py): a listener counts
     the routes attached to it (one, two), not a route whose hostname it does not take (NoMatchingListenerHostname)."""
     ns = "conf-attached"
     selector = {"from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}

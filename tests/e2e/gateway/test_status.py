@@ -15,6 +15,7 @@ from tests.e2e.gateway.conftest import GatewayStage
 from tests.e2e.kube.helpers import api_controller
 from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
+from tests.support.gateway_status import conditions, listener_status, observed
 from tests.support.kube_cluster import ApiCluster
 from tests.support.net import wait_for
 
@@ -92,15 +93,6 @@ def stage(tmp_path_factory, echo) -> Iterator[GatewayStage]:
             controller.stop()
 
 
-def conditions(entry: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    return {c["type"]: (c["status"], c["reason"]) for c in entry.get("conditions") or ()}
-
-
-def current(obj: dict[str, Any], entries: list[dict[str, Any]]) -> bool:
-    """Whether every condition of `entries` observed `obj`'s generation."""
-    return all(c.get("observedGeneration") == obj["metadata"]["generation"] for e in entries for c in e["conditions"])
-
-
 def gateway_status(stage, name: str) -> dict[str, Any]:
     """The Gateway's status once pyngress has written it for its current generation."""
     found: dict[str, Any] = {}
@@ -109,7 +101,7 @@ def gateway_status(stage, name: str) -> dict[str, Any]:
         obj = stage.cluster.read("Gateway", name)
         status = obj.get("status") or {}
         found.update(status)
-        return bool(status.get("listeners")) and current(obj, [status, *status["listeners"]])
+        return bool(status.get("listeners")) and observed(obj, [status, *status["listeners"]])
     wait_for(written, 15, what=f"Gateway {name}'s status")
     return found
 
@@ -123,13 +115,8 @@ def our_parents(stage, route: str, *, expect: dict[str, tuple[str, str]] | None 
         obj = stage.cluster.read("HTTPRoute", route)
         found[:] = [p for p in (obj.get("status") or {}).get("parents") or []
                     if p["controllerName"] == gw.CONTROLLER]
-        return bool(found) and current(obj, found) and (expect is None or conditions(found[0]) == expect)
+        return bool(found) and observed(obj, found) and (expect is None or conditions(found[0]) == expect)
     wait_for(written, 15, what=f"HTTPRoute {route}'s parents {expect or ''} (now {found})")
-    return found
-
-
-def listener(status: dict[str, Any], name: str) -> dict[str, Any]:
-    [found] = [item for item in status["listeners"] if item["name"] == name]
     return found
 
 
@@ -149,7 +136,7 @@ def test_our_gateway_class_is_accepted(stage):
     def accepted() -> bool:
         obj = stage.cluster.read("GatewayClass", "pyngress", ns=None)
         return (conditions((obj.get("status") or {})) == {"Accepted": ("True", "Accepted")}
-                and current(obj, [obj["status"]]))
+                and observed(obj, [obj["status"]]))
     wait_for(accepted, 15, what="GatewayClass pyngress Accepted")
 
 
@@ -157,18 +144,18 @@ def test_an_accepted_gateway_is_programmed_on_the_published_address(stage, edge)
     status = gateway_status(stage, "edge")
     assert conditions(status) == {"Accepted": ("True", "Accepted"), "Programmed": ("True", "Programmed")}
     assert status["addresses"] == [{"type": "IPAddress", "value": ADDRESS}]
-    assert conditions(listener(status, "http")) == {
+    assert conditions(listener_status(status, "http")) == {
         "Accepted": ("True", "Accepted"), "Programmed": ("True", "Programmed"),
         "ResolvedRefs": ("True", "ResolvedRefs"), "Conflicted": ("False", "NoConflicts")}
-    assert {"group": GROUP, "kind": "HTTPRoute"} in listener(status, "http")["supportedKinds"]
+    assert {"group": GROUP, "kind": "HTTPRoute"} in listener_status(status, "http")["supportedKinds"]
 
 
 def test_a_listener_on_a_port_not_served_is_not_accepted(stage):
     stage.cluster.apply(gw.gateway("unserved-port", listeners=[gw.listener("http", port=8081)]))
     status = gateway_status(stage, "unserved-port")
     assert conditions(status) == {"Accepted": ("False", "ListenersNotValid"), "Programmed": ("False", "Invalid")}
-    assert conditions(listener(status, "http"))["Accepted"] == ("False", "PortUnavailable")
-    assert listener(status, "http")["attachedRoutes"] == 0
+    assert conditions(listener_status(status, "http"))["Accepted"] == ("False", "PortUnavailable")
+    assert listener_status(status, "http")["attachedRoutes"] == 0
     # Moved to a served port: a new generation, observed by every condition (gateway_status waits for that).
     stage.cluster.apply(gw.gateway("unserved-port", listeners=[gw.listener("http", port=80)]))
     wait_for(lambda: conditions(gateway_status(stage, "unserved-port"))["Accepted"] == ("True", "Accepted"), 15,
@@ -185,8 +172,9 @@ def test_an_attached_route_is_accepted_and_counted_on_its_listeners(stage, edge)
                                                    "ResolvedRefs": ("True", "ResolvedRefs")})
         assert entry["parentRef"] == {"group": GROUP, "kind": "Gateway", "name": "edge"}
     # The listener for any host takes both routes, the wildcard one the route within it (no route before these).
-    wait_for(lambda: [listener(gateway_status(stage, "edge"), name)["attachedRoutes"] for name in ("http", "wild")]
-             == [2, 1], 15, what="the routes counted on each listener they attach to")
+    wait_for(lambda: [listener_status(gateway_status(stage, "edge"), name)["attachedRoutes"]
+                      for name in ("http", "wild")] == [2, 1], 15,
+             what="the routes counted on each listener they attach to")
 
 
 def test_a_route_to_a_missing_service_has_resolved_refs_false_and_answers_500(stage, edge):

@@ -15,12 +15,21 @@ from typing import Callable, Mapping
 from ..types import CATCH_ALL_HOST
 from .httproutes import ParentRef, RoutePlan
 from .listeners import Listener
+from .reasons import NOT_ATTACHED_ORDER, Reason
 
 
 @dataclass(frozen=True)
 class Attachment:
     listener: Listener
     hosts: tuple[str, ...]  # lower case, "*.example.com" wildcards, or "_" for any host
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a parentRef naming one of our Gateways attached to none of its listeners, and the reason its status names
+    (of the listeners' reasons, the first in the spec's order)."""
+    message: str
+    reason: Reason
 
 
 def intersection(listener: str | None, route: str) -> str | None:
@@ -39,36 +48,38 @@ def intersection(listener: str | None, route: str) -> str | None:
 
 
 def attach(plan: RoutePlan, *, listeners: list[Listener], our_gateways: frozenset[str],
-           labels_of: Callable[[str], Mapping[str, str]]) -> tuple[list[Attachment], list[str]]:
+           labels_of: Callable[[str], Mapping[str, str]]) -> tuple[list[Attachment], list[Refusal]]:
     """The listeners `plan` attaches to, and why each parentRef naming one of our Gateways ("namespace/name")
     attached to none."""
     attachments: list[Attachment] = []
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     for parent in plan.parents:
         candidates = [listener for listener in listeners if _names(parent, listener)]
         if not candidates:
             if f"{parent.namespace}/{parent.name}" in our_gateways:
-                refusals.append(f"not attached to Gateway {parent.namespace}/{parent.name}: it has no served "
-                                f"listener named {parent.section or 'any'} on port {parent.port or 'any'} "
-                                "(reason NoMatchingParent)")
+                refusals.append(Refusal(f"not attached to Gateway {parent.namespace}/{parent.name}: it has no "
+                                        f"served listener named {parent.section or 'any'} on port "
+                                        f"{parent.port or 'any'} (reason NoMatchingParent)", Reason.NO_MATCHING_PARENT))
             continue  # not one of our Gateways: another controller's business
         found = False
-        reasons = set()
+        reasons: dict[str, Reason] = {}  # message → its reason
         for listener in candidates:
             if not listener.namespaces.allows(plan.namespace, gateway_namespace=listener.gateway_namespace,
                                               labels=labels_of(plan.namespace)):
-                reasons.add(f"{listener.where} does not allow routes from namespace {plan.namespace} "
-                            "(reason NotAllowedByListeners)")
+                reasons[f"{listener.where} does not allow routes from namespace {plan.namespace} "
+                        "(reason NotAllowedByListeners)"] = Reason.NOT_ALLOWED_BY_LISTENERS
                 continue
             hosts = _hosts(plan.hostnames, listener.hostname)
             if not hosts:
-                reasons.add(f"no hostname of the route is within {listener.where}'s hostname {listener.hostname} "
-                            "(reason NoMatchingListenerHostname)")
+                reasons[f"no hostname of the route is within {listener.where}'s hostname {listener.hostname} "
+                        "(reason NoMatchingListenerHostname)"] = Reason.NO_MATCHING_LISTENER_HOSTNAME
                 continue
             found = True
             attachments.append(Attachment(listener, hosts))
         if not found:
-            refusals.append(f"not attached to Gateway {parent.namespace}/{parent.name}: " + "; ".join(sorted(reasons)))
+            refusals.append(Refusal(f"not attached to Gateway {parent.namespace}/{parent.name}: "
+                                    + "; ".join(sorted(reasons)),
+                                    min(reasons.values(), key=NOT_ATTACHED_ORDER.index)))
     return attachments, refusals
 
 

@@ -76,7 +76,7 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                 continue
             attachments, refusals = attach(plan, listeners=kind_listeners, our_gateways=our_gateways,
                                            labels_of=objects.labels_of)
-            problems += [Problem.error(where, refusal) for refusal in refusals]
+            problems += [Problem.error(where, refusal.message) for refusal in refusals]
             if attachments:
                 problems += [Problem.warning(where, warning) for warning in warnings]
                 if kind == "TLSRoute":

@@ -10,10 +10,16 @@ from typing import Any
 
 from ...annotations.base import InvalidValue
 from ...annotations.validators import pcre_regex
+from .reasons import Reason
 
 
 class RouteRejected(ValueError):
-    """A field of a Gateway API object that cannot be served; the message says which and what to change."""
+    """A field of a Gateway API object that cannot be served; the message says which and what to change, `reason`
+    the Gateway API condition reason status.py writes for it (None: the spec names none)."""
+
+    def __init__(self, message: str, *, reason: Reason | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"

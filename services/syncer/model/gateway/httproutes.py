@@ -20,6 +20,7 @@ from .cors import CorsPolicy, cors_policy
 from .fields import RouteRejected
 from .mirrors import MirrorChoice, share
 from .objects import GATEWAY_GROUP
+from .reasons import Reason
 from .reference_grants import ReferenceGrants
 
 MAX_WEIGHT = 1_000_000
@@ -85,6 +86,7 @@ class BackendChoice:
     weight: int
     problem: str | None = None
     filters: Action | None = None
+    reason: Reason | None = None  # the spec's reason of `problem`, for the route's ResolvedRefs
 
 
 @dataclass(frozen=True)
@@ -252,13 +254,13 @@ def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: Referen
         problem = f"{where}: {target_kind} ({group or 'core'}) is not a kind pyngress routes to (reason " \
                   "InvalidKind); its share of requests answers 500"
         warnings.append(problem)
-        return BackendChoice(None, weight, problem)
+        return BackendChoice(None, weight, problem, reason=Reason.INVALID_KIND)
     if not grants.allows(source=(GATEWAY_GROUP, kind, namespace),
                          target=("", "Service", target_namespace, name)):
         problem = (f"{where}: Service {target_namespace}/{name} is in another namespace and no ReferenceGrant in "
                    f"{target_namespace} allows it (reason RefNotPermitted); its share of requests answers 500")
         warnings.append(problem)
-        return BackendChoice(None, weight, problem)
+        return BackendChoice(None, weight, problem, reason=Reason.REF_NOT_PERMITTED)
     if raw.get("port") is None:
         raise RouteRejected(f"{where}: a Service backendRef needs a port")
     port = fields.port(raw.get("port"), where=where)

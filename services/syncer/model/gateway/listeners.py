@@ -17,8 +17,11 @@ from services.common.settings import Settings
 from ..problems import Problem
 from ..tls import TlsSecrets
 from . import fields
+from .conflicts import listener_conflicts
 from .fields import RouteRejected
+from .gateways import gateway_refusal
 from .objects import GATEWAY_GROUP, GatewayObjects
+from .reasons import Reason
 from .reference_grants import ReferenceGrants
 
 HTTP_ROUTE = (GATEWAY_GROUP, "HTTPRoute")
@@ -79,11 +82,15 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
         if spec.get("gatewayClassName") not in classes:
             continue
         ref = f"Gateway {namespace}/{name}"
-        if spec.get("addresses"):
-            problems.append(Problem.warning(ref, "spec.addresses is ignored: pyngress serves a Gateway on the "
-                                                 "controller's own addresses"))
+        if refusal := gateway_refusal(gateway, objects.classes.get(spec["gatewayClassName"])):
+            problems.append(Problem.error(ref, f"{refusal.message}; its listeners are not served"))
+            continue
+        conflicts = listener_conflicts(spec.get("listeners") or ())
         seen: set[str] = set()
         for index, raw in enumerate(spec.get("listeners") or ()):
+            if index in conflicts:
+                problems.append(Problem.error(ref, f"{conflicts[index].message}; the listener is not served"))
+                continue
             try:
                 listener = _listener(raw, namespace=namespace, name=name, index=index, settings=settings,
                                      grants=grants, secrets=secrets)
@@ -103,20 +110,23 @@ _PORTS = {"HTTP": ("http", 80), "HTTPS": ("https", 443), "TLS": ("tls", 443)}
 
 
 def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Settings, grants: ReferenceGrants,
-              secrets: TlsSecrets) -> Listener:
+              secrets: TlsSecrets | None) -> Listener:
+    """One listener as served; RouteRejected when it is not. `secrets` None: as routes attach to it, its certificate
+    not resolved (status.py counts the routes of a listener whose certificate does not resolve)."""
     raw = fields.mapping(raw, where=f"listener {index}")
     section = fields.object_name(raw.get("name"), where=f"listener {index}")
     where = f"listener {section}"
     protocol = raw.get("protocol")
     if protocol not in _PORTS:
         raise RouteRejected(f"{where}: protocol {protocol!r} is not supported (reason UnsupportedProtocol); "
-                            "use HTTP, HTTPS or TLS")
+                            "use HTTP, HTTPS or TLS", reason=Reason.UNSUPPORTED_PROTOCOL)
     scheme, standard = _PORTS[protocol]
     port = fields.port(raw.get("port"), where=where)
     ours = settings.ports.http if scheme == "http" else settings.ports.https
     if port not in (standard, ours):
         raise RouteRejected(f"{where}: port {port} is not available (reason PortUnavailable): {protocol} "
-                            f"listeners are served on port {standard} or the controller's {protocol} port {ours}")
+                            f"listeners are served on port {standard} or the controller's {protocol} port {ours}",
+                            reason=Reason.PORT_UNAVAILABLE)
     hostname = raw.get("hostname")
     host = fields.hostname(hostname, where=where) if hostname is not None else None
     allowed = fields.mapping(raw.get("allowedRoutes"), where=f"{where} allowedRoutes")
@@ -128,13 +138,14 @@ def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Sett
         served_kinds = tuple(kind for kind in served_kinds if kind in named)
     if not served_kinds:
         raise RouteRejected(f"{where}: allowedRoutes.kinds names no kind pyngress serves on a {protocol} listener "
-                            f"(reason InvalidRouteKinds); use {' or '.join(ROUTE_KINDS[protocol])}")
+                            f"(reason InvalidRouteKinds); use {' or '.join(ROUTE_KINDS[protocol])}",
+                            reason=Reason.INVALID_ROUTE_KINDS)
     certificate = None
     if scheme == "tls" and _tls_mode(fields.mapping(raw.get("tls"), where=f"{where} tls"), where=where,
-                                     settings=settings) == "Terminate":
+                                     settings=settings) == "Terminate" and secrets is not None:
         certificate = _certificate(fields.mapping(raw.get("tls"), where=f"{where} tls"), namespace=namespace,
                                    where=where, grants=grants, secrets=secrets)
-    if scheme == "https":
+    if scheme == "https" and secrets is not None:
         certificate = _certificate(fields.mapping(raw.get("tls"), where=f"{where} tls"), namespace=namespace,
                                    where=where, grants=grants, secrets=secrets)
     return Listener(gateway=f"{namespace}/{name}", gateway_namespace=namespace, name=section, port=port,
@@ -147,22 +158,25 @@ def _certificate(tls: dict[str, Any], *, namespace: str, where: str, grants: Ref
     mode = tls.get("mode") or "Terminate"
     if mode != "Terminate":
         raise RouteRejected(f"{where}: an HTTPS listener terminates TLS; tls.mode {mode} needs protocol TLS (reason "
-                            "UnsupportedProtocol)")
+                            "UnsupportedProtocol)", reason=Reason.UNSUPPORTED_PROTOCOL)
     refs = fields.listing(tls.get("certificateRefs"), where=f"{where} tls.certificateRefs")
     if not refs:
         raise RouteRejected(f"{where}: a listener that terminates TLS needs tls.certificateRefs naming a TLS Secret")
     ref = fields.mapping(refs[0], where=f"{where} tls.certificateRefs[0]")
     if (ref.get("group") or "", ref.get("kind") or "Secret") != ("", "Secret"):
-        raise RouteRejected(f"{where}: tls.certificateRefs[0] must be a Secret (reason InvalidCertificateRef)")
+        raise RouteRejected(f"{where}: tls.certificateRefs[0] must be a Secret (reason InvalidCertificateRef)",
+                            reason=Reason.INVALID_CERTIFICATE_REF)
     secret_name = fields.object_name(ref.get("name"), where=f"{where} tls.certificateRefs[0]")
     secret_namespace = ref.get("namespace") or namespace
     if not grants.allows(source=(GATEWAY_GROUP, "Gateway", namespace),
                          target=("", "Secret", secret_namespace, secret_name)):
         raise RouteRejected(f"{where}: Secret {secret_namespace}/{secret_name} is in another namespace and no "
-                            f"ReferenceGrant in {secret_namespace} allows it (reason RefNotPermitted)")
+                            f"ReferenceGrant in {secret_namespace} allows it (reason RefNotPermitted)",
+                            reason=Reason.REF_NOT_PERMITTED)
     secret = f"{secret_namespace}/{secret_name}"
     if problem := secrets.problem(secret):
-        raise RouteRejected(f"{where}: TLS Secret {secret} {problem} (reason InvalidCertificateRef)")
+        raise RouteRejected(f"{where}: TLS Secret {secret} {problem} (reason InvalidCertificateRef)",
+                            reason=Reason.INVALID_CERTIFICATE_REF)
     return secret
 
 
@@ -172,10 +186,12 @@ def _tls_mode(tls: dict[str, Any], *, where: str, settings: Settings) -> str:
     so listeners of both modes share the port (mixed termination)."""
     mode = tls.get("mode") or "Terminate"
     if mode not in ("Passthrough", "Terminate"):
-        raise RouteRejected(f"{where}: tls.mode {mode!r} must be Passthrough or Terminate (reason UnsupportedValue)")
+        raise RouteRejected(f"{where}: tls.mode {mode!r} must be Passthrough or Terminate (reason UnsupportedValue)",
+                            reason=Reason.UNSUPPORTED_VALUE)
     if not settings.ingress.enable_ssl_passthrough:
         raise RouteRejected(f"{where}: TLS {mode} needs the passthrough proxy, which the controller runs only "
-                            "with --enable-ssl-passthrough (reason UnsupportedProtocol); start it with that flag")
+                            "with --enable-ssl-passthrough (reason UnsupportedProtocol); start it with that flag",
+                            reason=Reason.UNSUPPORTED_PROTOCOL)
     return str(mode)
 
 

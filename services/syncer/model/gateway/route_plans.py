@@ -23,7 +23,7 @@ class _Kept:
     order: tuple[datetime, str]
     grants: tuple[tuple[str, tuple[Any, ...]], ...]  # (namespace, its grants) for each namespace asked about
     plan: Any  # None when rejected
-    rejected: str | None  # why, when rejected: raised again as a new RouteRejected each time
+    rejected: RouteRejected | None  # why, when rejected: raised again as a new RouteRejected each time
 
 
 class RoutePlans:
@@ -43,17 +43,17 @@ class RoutePlans:
         if kept is None or not self._still(kept, route, order, grants):
             asked: set[str] = set()
             plan: Any = None
-            rejected: str | None = None
+            rejected: RouteRejected | None = None
             self.made += 1
             try:
                 plan = planner(route, namespace=namespace, name=name, order=order, grants=grants.recording(asked))
             except RouteRejected as err:
-                rejected = str(err)
+                rejected = RouteRejected(str(err), reason=err.reason)  # not its traceback: the planner's frames
             kept = _Kept(route=route, order=order, plan=plan, rejected=rejected,
                          grants=tuple((ns, grants.in_namespace(ns)) for ns in sorted(asked)))
             self._kept[key] = kept
         if kept.rejected is not None:
-            raise RouteRejected(kept.rejected)
+            raise RouteRejected(str(kept.rejected), reason=kept.rejected.reason)
         return kept.plan
 
     def forget_unseen(self) -> None:

@@ -3,12 +3,12 @@
 Pure: it decides with the same functions that build the routes (listeners.py, httproutes.py, attachment.py), so the
 status says what is served. The conditions carry the spec's reasons and `observedGeneration`, no
 `lastTransitionTime`: the writer (services/syncer/ingress_status/gateway_status.py) stamps it, keeping the one the
-object shows while a condition's status stays the same. The reasons come from the "(reason X)" the model writes in
-its messages, so a user reads the same words in the log, the problems and the status.
+object shows while a condition's status stays the same. The reasons are those the model decides with
+(RouteRejected.reason, a backendRef's, an attachment refusal's, a listener conflict's: reasons.py), and the
+messages are its messages, so a user reads the same words in the log, the problems and the status.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
@@ -20,23 +20,18 @@ from ..tls import TlsSecrets
 from .attachment import attach
 from .classes import our_classes
 from .fields import RouteRejected
+from .gateways import Refusal, class_refusal, gateway_addresses, gateway_refusal
 from .grpcroutes import plan_grpc_route
 from .httproutes import BackendChoice, RoutePlan, plan_route
-from .listeners import ROUTE_KINDS, Listener, _listener, served_listeners
+from .listener_verdicts import ListenerVerdict, listener_verdicts
+from .listeners import ROUTE_KINDS, Listener, served_listeners
 from .objects import GATEWAY_GROUP, GatewayObjects
+from .reasons import UNRESOLVED_LISTENER_REFS, Reason
 from .reference_grants import ReferenceGrants
 from .tlsroutes import plan_tls_route
 
 Condition = dict[str, Any]
-_REASON = re.compile(r"\(reason (\w+)\)")
 _MAX_MESSAGE = 32768  # metav1.Condition's message limit
-# A listener whose port or protocol is not served is not accepted; one whose references do not resolve is accepted
-# and not programmed (the spec's split between the Accepted and the ResolvedRefs conditions).
-_NOT_ACCEPTED = ("PortUnavailable", "UnsupportedProtocol")
-_UNRESOLVED = ("InvalidCertificateRef", "RefNotPermitted", "InvalidRouteKinds")
-# Of the reasons a parentRef attached to none of a Gateway's listeners, the one the status names: the spec's order.
-_NOT_ATTACHED = ("NotAllowedByListeners", "NoMatchingListenerHostname", "NoMatchingParent")
-_UNRESOLVED_BACKEND = ("RefNotPermitted", "InvalidKind")
 
 
 @dataclass
@@ -55,14 +50,8 @@ def route_kinds(objects: GatewayObjects) -> tuple[tuple[str, dict[tuple[str, str
 
 
 def condition(kind: str, ok: bool, reason: str, message: str, *, generation: int) -> Condition:
-    return {"type": kind, "status": "True" if ok else "False", "reason": reason, "message": message[:_MAX_MESSAGE],
-            "observedGeneration": generation}
-
-
-def reason_in(message: str, choices: Iterable[str]) -> str | None:
-    """The first of `choices` (in their order) that `message` names as "(reason X)"."""
-    named = set(_REASON.findall(message))
-    return next((choice for choice in choices if choice in named), None)
+    return {"type": kind, "status": "True" if ok else "False", "reason": str(reason),  # a Reason: its plain value
+            "message": message[:_MAX_MESSAGE], "observedGeneration": generation}
 
 
 def _generation(obj: Mapping[str, Any]) -> int:
@@ -95,15 +84,25 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     controller = settings.ingress.gateway_controller_name
     classes = our_classes(objects.classes, controller)
     for name in sorted(classes):
+        refused = class_refusal(objects.classes[name])
         found.classes[name] = {"conditions": [condition(
-            "Accepted", True, "Accepted", f"served by {controller}", generation=_generation(objects.classes[name]))]}
+            "Accepted", refused is None, refused.reason if refused else "Accepted",
+            refused.message if refused else f"served by {controller}", generation=_generation(objects.classes[name]))]}
     if not objects.gateways:
         return found
     grants = ReferenceGrants(objects.grants)
-    listeners, _ = served_listeners(objects, classes=classes, settings=settings, grants=grants, secrets=secrets)
+    served_list, _ = served_listeners(objects, classes=classes, settings=settings, grants=grants, secrets=secrets)
+    served = {(listener.gateway, listener.name): listener for listener in served_list}
     ours = {key: gateway for key, gateway in objects.gateways.items()
             if (gateway.get("spec") or {}).get("gatewayClassName") in classes}
     our_gateways = frozenset(f"{namespace}/{name}" for namespace, name in ours)
+    refusals = {key: _refusal(gateway, objects) for key, gateway in ours.items()}
+    verdicts = {(namespace, name): listener_verdicts(
+        gateway, namespace=namespace, name=name, refused=refusals[namespace, name] is not None, served=served,
+        settings=settings, grants=grants, secrets=secrets)
+        for (namespace, name), gateway in ours.items()}
+    # The listeners routes attach to: those served, and those that take routes without serving them.
+    listeners = [v.attachable for found_verdicts in verdicts.values() for v in found_verdicts if v.attachable]
     attached: dict[tuple[str, str], set[str]] = {}  # (gateway "namespace/name", listener) → routes attached
     for kind, routes in route_kinds(objects):
         kind_listeners = [listener for listener in listeners if kind in listener.kinds]
@@ -115,75 +114,81 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
                                      objects=objects, resolver=resolver, attached=attached)
             if parents:
                 found.routes[kind, namespace, name] = parents
-    served = {(listener.gateway, listener.name): listener for listener in listeners}
-    gateway_addresses = status_addresses(addresses)
+    controller_addresses = status_addresses(addresses)
     for (namespace, name), gateway in sorted(ours.items()):
         found.gateways[namespace, name] = _gateway_status(
-            gateway, namespace=namespace, name=name, served=served, attached=attached, settings=settings,
-            grants=grants, secrets=secrets, addresses=gateway_addresses)
+            gateway, verdicts[namespace, name], namespace=namespace, attached=attached,
+            refusal=refusals[namespace, name], addresses=controller_addresses, name=name)
     return found
 
 
-def _gateway_status(gateway: dict[str, Any], *, namespace: str, name: str,
-                    served: Mapping[tuple[str, str], Listener], attached: Mapping[tuple[str, str], set[str]],
-                    settings: Settings, grants: ReferenceGrants, secrets: TlsSecrets,
+def _refusal(gateway: Mapping[str, Any], objects: GatewayObjects) -> Refusal | None:
+    return gateway_refusal(gateway, objects.classes.get(str((gateway.get("spec") or {}).get("gatewayClassName"))))
+
+
+def _gateway_status(gateway: dict[str, Any], verdicts: list[ListenerVerdict], *, namespace: str, name: str,
+                    attached: Mapping[tuple[str, str], set[str]], refusal: Refusal | None,
                     addresses: list[dict[str, str]]) -> dict[str, Any]:
     generation = _generation(gateway)
     ref = f"{namespace}/{name}"
-    statuses: list[dict[str, Any]] = []
-    accepted = programmed = 0
-    for index, raw in enumerate((gateway.get("spec") or {}).get("listeners") or ()):
-        section = raw.get("name") if isinstance(raw, dict) else None
-        if not isinstance(section, str) or any(s["name"] == section for s in statuses):
-            continue  # the CRD refuses both; status.listeners is keyed by name
-        listener = served.get((ref, section))
-        problem = None
-        if listener is None:
-            try:
-                _listener(raw, namespace=namespace, name=name, index=index, settings=settings, grants=grants,
-                          secrets=secrets)
-            except RouteRejected as err:
-                problem = str(err)
-        status = _listener_status(raw, listener, problem, routes=len(attached.get((ref, section), ())),
-                                  generation=generation)
-        accepted += status["conditions"][0]["status"] == "True"
-        programmed += listener is not None
-        statuses.append(status)
-    count = len(statuses)
-    if accepted == count:
-        acceptance = condition("Accepted", True, "Accepted", "every listener is accepted", generation=generation)
-    else:
-        acceptance = condition("Accepted", accepted > 0, "ListenersNotValid",
-                               f"{count - accepted} of {count} listeners are not accepted", generation=generation)
-    programming = (condition("Programmed", True, "Programmed", f"{programmed} of {count} listeners are served",
-                             generation=generation) if programmed else
-                   condition("Programmed", False, "Invalid", "no listener is served", generation=generation))
-    return {"addresses": addresses, "conditions": [acceptance, programming], "listeners": statuses}
 
-
-def _listener_status(raw: dict[str, Any], listener: Listener | None, problem: str | None, *, routes: int,
-                     generation: int) -> dict[str, Any]:
     def make(kind: str, ok: bool, reason: str, message: str) -> Condition:
         return condition(kind, ok, reason, message, generation=generation)
-    kinds = _supported_kinds(raw, listener)
-    reason = reason_in(problem or "", (*_NOT_ACCEPTED, *_UNRESOLVED)) if problem else None
-    if problem is None:
-        accepted = make("Accepted", True, "Accepted", "the listener is accepted")
-    elif reason in _UNRESOLVED:
-        accepted = make("Accepted", True, "Accepted", "the listener is accepted; its references do not resolve")
+    statuses = [_listener_status(verdict, refused=refusal is not None,
+                                 routes=len(attached.get((ref, verdict.name), ())), generation=generation)
+                for verdict in verdicts]
+    count = len(statuses)
+    accepted = sum(status["conditions"][0]["status"] == "True" for status in statuses)
+    programmed = sum(verdict.served is not None for verdict in verdicts)
+    conflicted = [verdict.name for verdict in verdicts if verdict.conflict is not None]
+    if refusal is not None:
+        acceptance = make("Accepted", False, refusal.reason, refusal.message)
+    elif accepted == count:
+        acceptance = make("Accepted", True, "Accepted", "every listener is accepted")
     else:
-        accepted = make("Accepted", False, reason or "UnsupportedValue", problem)
+        acceptance = make("Accepted", accepted > 0, "ListenersNotValid",
+                          f"{count - accepted} of {count} listeners are not accepted"
+                          + (f"; listeners {', '.join(conflicted)} are conflicted" if conflicted else ""))
+    shown = gateway_addresses(gateway, addresses)
+    if refusal is not None:
+        programming = make("Programmed", False, "Invalid", "the Gateway is not accepted")
+    elif not programmed:
+        programming = make("Programmed", False, "Invalid", "no listener is served")
+    elif shown.refusal is not None:
+        programming = make("Programmed", False, shown.refusal.reason, shown.refusal.message)
+    else:
+        programming = make("Programmed", True, "Programmed", f"{programmed} of {count} listeners are served")
+    return {"addresses": shown.shown, "conditions": [acceptance, programming], "listeners": statuses}
+
+
+def _listener_status(verdict: ListenerVerdict, *, refused: bool, routes: int, generation: int) -> dict[str, Any]:
+    def make(kind: str, ok: bool, reason: str, message: str) -> Condition:
+        return condition(kind, ok, reason, message, generation=generation)
+    kinds = _supported_kinds(verdict.raw, verdict.served)
+    rejected, conflict = verdict.rejected, verdict.conflict
+    unresolved = rejected is not None and rejected.reason in UNRESOLVED_LISTENER_REFS
+    if conflict is not None:
+        accepted = make("Accepted", False, conflict.reason, conflict.message)
+        programmed = make("Programmed", False, conflict.reason, conflict.message)
+    elif rejected is not None and not unresolved:
+        accepted = make("Accepted", False, rejected.reason or Reason.UNSUPPORTED_VALUE, str(rejected))
+        programmed = make("Programmed", False, "Invalid", str(rejected))
+    else:
+        accepted = make("Accepted", True, "Accepted", "the listener is accepted; its references do not resolve"
+                        if unresolved else "the listener is accepted")
+        programmed = (make("Programmed", True, "Programmed", "the listener is served") if verdict.served else
+                      make("Programmed", False, "Invalid", str(rejected) if rejected is not None else
+                           "the Gateway is not accepted" if refused else "the listener is not served"))
     resolved = make("ResolvedRefs", True, "ResolvedRefs", "every reference resolves")
-    if reason in _UNRESOLVED:
-        resolved = make("ResolvedRefs", False, reason, problem or "")
+    if unresolved and rejected is not None and rejected.reason is not None:
+        resolved = make("ResolvedRefs", False, rejected.reason, str(rejected))
     elif kinds.unsupported:
         resolved = make("ResolvedRefs", False, "InvalidRouteKinds",
                         f"route kinds {', '.join(kinds.unsupported)} are not served on this listener")
-    programmed = (make("Programmed", True, "Programmed", "the listener is served") if problem is None else
-                  make("Programmed", False, "Invalid", problem))
-    return {"name": raw["name"], "supportedKinds": kinds.supported, "attachedRoutes": routes,
-            "conditions": [accepted, programmed, resolved,
-                           make("Conflicted", False, "NoConflicts", "no other listener conflicts with it")]}
+    conflicted = (make("Conflicted", True, conflict.reason, conflict.message) if conflict is not None else
+                  make("Conflicted", False, "NoConflicts", "no other listener conflicts with it"))
+    return {"name": verdict.name, "supportedKinds": kinds.supported, "attachedRoutes": routes,
+            "conditions": [accepted, programmed, resolved, conflicted]}
 
 
 @dataclass(frozen=True)
@@ -236,11 +241,12 @@ def _route_parents(kind: str, route: dict[str, Any], *, namespace: str, name: st
         rejected = None
     except RouteRejected as err:
         rejected = f"{err}; the route is not served"
+        rejected_reason = err.reason or Reason.UNSUPPORTED_VALUE
         resolved = condition("ResolvedRefs", True, "ResolvedRefs", "the route is not served", generation=generation)
     entries = []
     for index, raw in raw_parents:
         if plan is None:
-            accepted = condition("Accepted", False, "UnsupportedValue", rejected or "", generation=generation)
+            accepted = condition("Accepted", False, rejected_reason, rejected or "", generation=generation)
         else:
             accepted = _accepted(plan, index, listeners=listeners, ours=ours, objects=objects, attached=attached,
                                  generation=generation)
@@ -263,21 +269,20 @@ def _accepted(plan: RoutePlan, index: int, *, listeners: tuple[list[Listener], l
             attached.setdefault((attachment.listener.gateway, attachment.listener.name), set()).add(plan.ref)
         return condition("Accepted", True, "Accepted", "attached to "
                          + ", ".join(sorted({a.listener.name for a in attachments})), generation=generation)
-    message = "; ".join(refusals)
-    return condition("Accepted", False, reason_in(message, _NOT_ATTACHED) or "NoMatchingParent", message,
-                     generation=generation)
+    [refusal] = refusals  # one parentRef, of one of our Gateways
+    return condition("Accepted", False, refusal.reason, refusal.message, generation=generation)
 
 
 def _resolved_refs(backends: Iterable[BackendChoice], resolver: BackendResolver, *, generation: int) -> Condition:
     """ResolvedRefs: False with the reason of the first backendRef that does not resolve."""
     for choice in backends:
         if choice.problem is not None:
-            return condition("ResolvedRefs", False, reason_in(choice.problem, _UNRESOLVED_BACKEND) or "InvalidKind",
-                             choice.problem, generation=generation)
+            return condition("ResolvedRefs", False, choice.reason or Reason.INVALID_KIND, choice.problem,
+                             generation=generation)
         if choice.service is not None:
             backend = resolver.resolve(choice.service)
             if backend.name is None or backend.refused:
-                return condition("ResolvedRefs", False, "BackendNotFound", backend.problem or "no such backend",
+                return condition("ResolvedRefs", False, Reason.BACKEND_NOT_FOUND, backend.problem or "no such backend",
                                  generation=generation)
     return condition("ResolvedRefs", True, "ResolvedRefs", "every backendRef resolves", generation=generation)
 

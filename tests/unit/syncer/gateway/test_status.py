@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from services.syncer.model.gateway.status import GatewayStatuses, store_statuses
+from tests.support.gateway_status import conditions
 
 HTTP_ROUTE = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}
 GRPC_ROUTE = {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}
@@ -12,11 +13,6 @@ GRPC_ROUTE = {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}
 
 def statuses(gw, **addresses: Any) -> GatewayStatuses:
     return store_statuses(gw.store, settings=gw.settings, addresses=addresses.get("addresses", ()))
-
-
-def conditions(entry: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """type → (status, reason)"""
-    return {c["type"]: (c["status"], c["reason"]) for c in entry["conditions"]}
 
 
 def listener_of(found: GatewayStatuses, name: str, gateway: tuple[str, str] = ("default", "gw")) -> dict[str, Any]:
