@@ -33,9 +33,9 @@ Cases covered by the other e2e files:
 - GRPCRouteWeight → test_grpcroute.py::test_weights_split_calls_between_backends
 - TLSRouteSimpleSameNamespace, TLSRouteHostnameIntersection, TLSRouteInvalidReferenceGrant → test_tlsroute.py
 - TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace (on port 443), and TLSRoute weights
-  and wildcard host names → test_tls_terminate_and_weights.py; TLSRouteListenerTerminateSupportedKinds: a Terminate
-  listener's supportedKinds are those of any TLS listener (TLSRoute), as TLSRouteListenerPassthroughSupportedKinds
-  below
+  and wildcard host names → test_tls_terminate_and_weights.py (manifests mode). TLSRouteListenerTerminateSupportedKinds
+  is not asserted by a test yet: a Terminate listener gets the supportedKinds of any TLS listener (TLSRoute), as
+  TLSRouteListenerPassthroughSupportedKinds below
 - GatewayWithAttachedRoutes's part "AttachedRoutes set even when the Gateway has unresolved refs" →
   test_status_conditions.py::test_a_listener_whose_certificate_is_missing_counts_its_routes_and_serves_none
 - GatewayStaticAddresses, GatewayOptionalAddressValue, GatewayInvalidParametersRef → test_status_conditions.py
