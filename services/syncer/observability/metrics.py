@@ -91,6 +91,7 @@ class SyncerMetrics:
                                 registry=self.registry)
         self.template_ok = Gauge("pyngress_template_ok", "1 when the newest version of the nginx template (built "
                                  "in, or --template) is the one in use; 0 while it is refused", registry=self.registry)
+        self._problem_counts: dict[tuple[str, str, str], int] = {}  # as ingress_problems holds them
         self.endpoint_pushes = Gauge("pyngress_dynamic_pushes", "Pushes of routes/backends/certificates to nginx",
                                      registry=self.registry)
 
@@ -159,7 +160,8 @@ class SyncerMetrics:
         yield generate_latest(self.registry)
 
     def set_problems(self, problems: list[Problem]) -> None:
-        """The per-Ingress problem counts of the model just built (those of Ingresses now clean go away)."""
+        """The per-Ingress problem counts of the model just built (those of Ingresses now clean go away). Only the
+        counts that changed are written: all of them again at every sync cost the gauge's every label set."""
         counts: dict[tuple[str, str, str], int] = {}
         for problem in problems:
             kind, _, ref = problem.object.partition(" ")
@@ -167,9 +169,12 @@ class SyncerMetrics:
             if kind == "Ingress" and name:
                 key = (namespace, name, problem.severity.value)
                 counts[key] = counts.get(key, 0) + 1
-        self.ingress_problems.clear()
-        for (namespace, name, severity), count in counts.items():
-            self.ingress_problems.labels(namespace, name, severity).set(count)
+        for key in self._problem_counts.keys() - counts.keys():
+            self.ingress_problems.remove(*key)
+        for key, count in counts.items():
+            if self._problem_counts.get(key) != count:
+                self.ingress_problems.labels(*key).set(count)
+        self._problem_counts = counts
 
     def _reload_lines(self) -> list[str]:
         s, labels = self.stats, self.const_labels

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+from prometheus_client import Gauge, generate_latest
+
 from services.common.objects import object_key
 from services.common.settings import Settings
 from services.syncer.model.incremental import IncrementalModel
+from services.syncer.model.problems import Problem
 from services.syncer.observability.metrics import SyncerMetrics
 
 HOSTS = 200
@@ -77,3 +80,16 @@ def test_a_deleted_ingress_takes_its_request_series_and_later_batches_add_none(t
     assert sorted(labels[2] for labels in requests.totals) == ["app0", "app2"]
     requests.add_batches(requests_of("default/app1", requests.layout))  # a request served before the delete
     assert sorted(labels[2] for labels in requests.totals) == ["app0", "app2"]
+
+
+def test_problem_counts_write_only_what_changed(tmp_path, monkeypatch):
+    metrics = SyncerMetrics(Settings.from_flags(run_dir=str(tmp_path / "run"), state_dir=str(tmp_path / "state")))
+    problems = [Problem.warning(f"Ingress default/app{i}", "annotation ignored") for i in range(HOSTS)]
+    metrics.set_problems(problems)
+    written = []
+    real_labels = Gauge.labels
+    monkeypatch.setattr(Gauge, "labels", lambda self, *values: written.append(values) or real_labels(self, *values))
+    metrics.set_problems([*problems[1:], Problem.error("Ingress default/app5", "refused")])
+    assert written == [("default", "app5", "error")]
+    text = generate_latest(metrics.registry).decode()
+    assert 'ingress="app0"' not in text and 'ingress="app1",namespace="default",severity="warning"} 1.0' in text
