@@ -389,6 +389,8 @@ GATEWAY_LAYER = Record("gateway_layer", "gateway.lua (layer_of)", (
 GATEWAY_ROUTES = Record("gateway_routes", "gateway.lua (routes_of)", (
     Field("layers", ListOf(GATEWAY_LAYER), "the routes of the host itself, then of wildcards, then of any host"),
     Field("actions", ListOf(GATEWAY_ACTION)),
+    Field("https_listeners", ListOf(STRING), "the hostnames of the HTTPS listeners (\"\" for none) when several: a "
+          "request whose Host one takes and its SNI another answers 421", omit=((),)),
 ))
 
 HOST_ROUTES = Record("host_routes", "router.lua (host_of)", (

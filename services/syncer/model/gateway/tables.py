@@ -87,6 +87,7 @@ class _Host:
     candidates: tuple[tuple[_Candidate, ...], ...]  # each layer's
     actions: tuple[_Action, ...]  # in the order the entry made them
     json: dict[str, Any] | None
+    https_listeners: tuple[str, ...] = ()  # https_listener_names() when it was made
 
 
 class TablesKept:
@@ -122,6 +123,7 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
     actions = _Actions(tables, resolver, kept.actions)
     hosts: dict[str, _Host] = {}
     wildcards = sorted((h for h in by_host if h.startswith("*.")), key=lambda h: (-len(h), h))
+    https_listeners = https_listener_names(listeners)
     for host in sorted(by_host):
         layer_hosts = [host]
         if host != CATCH_ALL_HOST:
@@ -138,9 +140,9 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
         entry = kept.hosts.get(host)
         # The same candidates (the same plans: equal tuples compare their members by identity first) and, made again
         # or kept in the same order, the same actions: the same entry.
-        if (entry is None or entry.candidates != candidates
+        if (entry is None or entry.candidates != candidates or entry.https_listeners != https_listeners
                 or any(actions.action(action.plan, action.rule) is not action for action in entry.actions)):
-            entry = _host_entry(candidates, actions)
+            entry = _host_entry(candidates, actions, https_listeners)
         hosts[host] = entry
         if entry.json is not None:
             tables.routes[host] = entry.json
@@ -148,13 +150,23 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
     return tables
 
 
-def _host_entry(candidates: tuple[tuple[_Candidate, ...], ...], actions: _Actions) -> _Host:
+def https_listener_names(listeners: Iterable[Listener]) -> tuple[str, ...]:
+    """The hostnames of the HTTPS listeners on the controller's HTTPS port ("" for one without), when there are several:
+    gateway.lua answers 421 to a request whose Host one of them takes and its SNI another (misdirected)."""
+    names = sorted({listener.hostname or "" for listener in listeners
+                    if listener.scheme == "https"})
+    return tuple(names) if len(names) > 1 else ()
+
+
+def _host_entry(candidates: tuple[tuple[_Candidate, ...], ...], actions: _Actions,
+                https_listeners: tuple[str, ...] = ()) -> _Host:
     host_actions: dict[tuple[str, str, int], int] = {}
     action_list: list[dict[str, Any]] = []
     made: list[_Action] = []
     layers = [_layer(list(found), host_actions, action_list, actions, made) for found in candidates]
-    return _Host(candidates=candidates, actions=tuple(made), json=table_schema.GATEWAY_ROUTES.serialise(
-        layers=layers, actions=action_list) if layers else None)
+    return _Host(candidates=candidates, actions=tuple(made), https_listeners=https_listeners,
+                 json=table_schema.GATEWAY_ROUTES.serialise(
+                     layers=layers, actions=action_list, https_listeners=https_listeners) if layers else None)
 
 
 def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, str, int], int],
