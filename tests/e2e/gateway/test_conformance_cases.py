@@ -39,17 +39,16 @@ Cases covered by the other e2e files:
 - GatewayWithAttachedRoutes's part "AttachedRoutes set even when the Gateway has unresolved refs" →
   test_status_conditions.py::test_a_listener_whose_certificate_is_missing_counts_its_routes_and_serves_none
 - GatewayStaticAddresses, GatewayOptionalAddressValue, GatewayInvalidParametersRef → test_status_conditions.py
+- HTTPRouteRequestHeaderModifierBackendWeights, HTTPRouteBackendRequestHeaderModifier,
+  HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite, HTTPRouteCORS,
+  HTTPRouteHTTPSListenerDetectMisdirectedRequests → test_backend_filters_and_cors.py
 
 Cases that cannot pass, for a missing feature:
 - GatewayWithAttachedRoutesWithPort8080: port 8080 is not served (below).
 - HTTPRouteListenerPortMatching: listeners on 8080/8090 are not served (PortUnavailable).
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
   the same host and path cannot answer differently per Gateway address.
-- HTTPRouteRequestHeaderModifierBackendWeights, HTTPRouteBackendRequestHeaderModifier,
-  HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite: filters on a backendRef are not supported (the route is
-  refused).
-- HTTPRouteCORS, HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError: no CORS or retry filters.
-- HTTPRouteHTTPSListenerDetectMisdirectedRequests: no 421 when the Host differs from the SNI's listener.
+- HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError: no retry filters.
 - HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket: a Service port's appProtocol is not read.
 - GatewayInfrastructure: it looks for a ServiceAccount, Pod or Service made for the Gateway, carrying its
   infrastructure labels and annotations; pyngress makes none (its Accepted part is in test_status_conditions.py).
