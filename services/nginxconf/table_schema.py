@@ -364,6 +364,12 @@ GATEWAY_CORS = Record("gateway_cors", "gateway.lua (cors_of)", (
     Field("max_age", INTEGER, "seconds"),
 ))
 
+GATEWAY_BUDGET = Record("gateway_budget", "gateway_budget.lua (budget_of)", (
+    Field("attempts", INTEGER, "retries after the first try (retry.attempts)", omit=(0,)),
+    Field("request_ms", INTEGER, "timeouts.request: the whole request's deadline", omit=(0,)),
+    Field("backend_ms", INTEGER, "timeouts.backendRequest: each attempt's timeout", omit=(0,)),
+))
+
 GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("route", STRING, '"namespace/name" of the HTTPRoute'),
     Field("path", STRING, "the metrics' path label: the rule's first path"),
@@ -378,6 +384,7 @@ GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("mirrors", ListOf(GATEWAY_MIRROR), "RequestMirror: copy i goes to the profile's mirror location i",
           omit=((),)),
     Field("cors", GATEWAY_CORS, "the CORS filter: preflights answered, response headers added", omit=(None,)),
+    Field("budget", GATEWAY_BUDGET, "retry and timeouts, spent by the balancer (gateway_budget.lua)", omit=(None,)),
 ))
 
 GATEWAY_LAYER = Record("gateway_layer", "gateway.lua (layer_of)", (

@@ -60,6 +60,8 @@ class ResolvedBackend:
     endpoints: tuple[str, ...] = ()
     problem: str | None = None
     refused: bool = False
+    app_protocol: str | None = None  # the Service port's appProtocol ("kubernetes.io/h2c"): HTTPRoutes speak it
+    port_name: str | None = None  # the Service port's name (a BackendTLSPolicy's sectionName names it)
 
 
 def forbidden_address(address: str) -> bool:
@@ -195,7 +197,8 @@ class BackendResolver:
         key = (ref.namespace, ref.service, service_port.get("name") or "")
         if key not in self._endpoints:
             self._endpoints[key] = ready_endpoints(self._slices.get(key[:2], ()), key[2])
-        return ResolvedBackend(ref.backend_name, self._endpoints[key])
+        return ResolvedBackend(ref.backend_name, self._endpoints[key], app_protocol=service_port.get("appProtocol"),
+                               port_name=service_port.get("name") or None)
 
     @staticmethod
     def _cluster_ip(ref: ServiceRef, *, spec: dict[str, Any], service_port: dict[str, Any],

@@ -9,10 +9,11 @@ a session affinity.lua keeps on its endpoint.
 local balancer = require("ngx.balancer")
 local store = require("pyngress.store")
 local affinity = require("pyngress.affinity")
+local gateway_budget = require("pyngress.gateway_budget")
 
 local match, gmatch, random = string.match, string.gmatch, math.random
 local byte, find, sub = string.byte, string.find, string.sub
-local HASH = byte("#")
+local HASH, BUDGET = byte("#"), byte("!")
 
 local _M = {}
 
@@ -49,13 +50,18 @@ local cursors = setmetatable({}, { __mode = "k" })
 
 -- The backend of `fixed` (an upstream of its own always uses it: auth-keepalive's), else the router's choice in
 -- $pyngress_balance: "<backend>", or "#<index> <backend>" when the router chose the endpoint too (affinity.lua,
--- hashing.lua, ewma.lua); one variable, because each read by name costs the balancer about 500 instructions.
+-- hashing.lua, ewma.lua), or "!<budget> <backend>" for an HTTPRoute rule's retry and timeouts (gateway_budget.lua,
+-- its state the third value); one variable, because each read by name costs the balancer about 500 instructions.
 local function choice(fixed)
     if fixed then
         return fixed, nil
     end
     local chosen = ngx.var.pyngress_balance
-    if byte(chosen, 1) ~= HASH then
+    local first = byte(chosen, 1)
+    if first == BUDGET then
+        local backend, budget = gateway_budget.parse(chosen)
+        return backend, nil, budget
+    elseif first ~= HASH then
         return chosen, nil
     end
     local space = find(chosen, " ", 3, true)
@@ -116,7 +122,7 @@ end
 -- The first try: the endpoint the router chose (affinity.lua, hashing.lua, ewma.lua), else the next in this
 -- worker's round robin.
 local function first_index(fixed)
-    local name, index = choice(fixed)
+    local name, index, budget = choice(fixed)
     local peers = peers_of(name)
     if not peers then
         return nil
@@ -140,7 +146,10 @@ local function first_index(fixed)
         index = (cursors[peers] or random(#peers)) % #peers + 1
         cursors[peers] = index
     end
-    if #peers > 1 then
+    if budget then
+        ngx.ctx.pyngress_budget = budget  -- its retries and deadline, for each attempt
+        gateway_budget.spend(budget)
+    elseif #peers > 1 then
         balancer.set_more_tries(#peers - 1)
     end
     return peers, index
@@ -152,6 +161,9 @@ function _M.balance(fixed)
         local ctx = ngx.ctx
         peers, index = next_index(fixed, ctx)
         ctx.pyngress_index = index
+        if ctx.pyngress_budget and not gateway_budget.spend(ctx.pyngress_budget) then
+            return ngx.exit(500)
+        end
     else
         peers, index = first_index(fixed)
     end

@@ -23,6 +23,7 @@ holds the next candidate path is tried. A request no match takes is left to the 
 ]==]
 local monitor = require("pyngress.monitor")
 local gateway_cors = require("pyngress.gateway_cors")
+local gateway_budget = require("pyngress.gateway_budget")
 local store = require("pyngress.store")
 local cjson = require("cjson.safe")
 
@@ -235,6 +236,7 @@ local function action_of(raw, host, where)
     action.response_headers_json = action.response_headers and cjson.encode({ action.response_headers })
     action.mirrors = mirrors_of(raw.mirrors, where .. " mirrors")
     action.cors = cors_of(raw.cors, where .. " cors")
+    action.budget = gateway_budget.budget_of(raw.budget, where .. " budget")
     action.metric = monitor.labels_of(host, route, nil, path)
     return action
 end

@@ -51,6 +51,7 @@ local monitor = require("pyngress.monitor")
 local request_id = require("pyngress.request_id")
 local tracing = require("pyngress.tracing")
 local gateway = require("pyngress.gateway")
+local gateway_budget = require("pyngress.gateway_budget")
 local gateway_cors = require("pyngress.gateway_cors")
 local cjson = require("cjson.safe")
 
@@ -460,7 +461,7 @@ local function serve_gateway(action, uri, prefix)
         return ngx.exit(refused)
     end
     gateway.change_request(action, uri, prefix, chosen)
-    var.pyngress_balance = backend
+    var.pyngress_balance = gateway_budget.choice(action.budget, backend)  -- its retry and timeouts, if any
     return ngx.exec(action.location)
 end
 

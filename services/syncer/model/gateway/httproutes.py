@@ -16,6 +16,7 @@ from services.nginxconf.config import BackendScheme
 
 from ..backends import ServiceRef
 from . import fields
+from .budgets import RequestBudget, plan_budget
 from .cors import CorsPolicy, cors_policy
 from .fields import RouteRejected
 from .mirrors import MirrorChoice, share
@@ -97,7 +98,7 @@ class Action:
     redirect: Redirect | None = None
     rewrite_host: str | None = None
     rewrite_path: PathChange | None = None
-    timeout: str | None = None  # timeouts.backendRequest, else timeouts.request
+    budget: RequestBudget | None = None  # retry and timeouts (budgets.py)
     error: str | None = None  # why the rule answers 500 (an unsupported filter)
     mirrors: tuple[MirrorChoice, ...] = ()  # RequestMirror filters (mirrors.py)
     backend_scheme: BackendScheme = "http"  # "grpc": a GRPCRoute's rule (grpcroutes.py)
@@ -165,7 +166,7 @@ def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceG
                                             matches=matches)
                                    for i, b in enumerate(fields.listing(raw.get("backendRefs"),
                                                                         where=f"{where}.backendRefs", most=16))),
-                    timeout=_timeout(fields.mapping(raw.get("timeouts"), where=f"{where}.timeouts"), where=where))
+                    budget=plan_budget(raw, where=where, warnings=warnings))
     return Rule(matches=matches, action=_filtered(action, raw.get("filters"), where=where, matches=matches,
                                                   namespace=namespace, grants=grants, warnings=warnings))
 
@@ -279,15 +280,6 @@ def _mirror(raw: dict[str, Any], *, namespace: str, where: str, grants: Referenc
         # The mirror is left out; the rule's own backends still answer.
         warnings.append(choice.problem.split("; its share")[0] + "; requests are not mirrored there")
     return MirrorChoice(choice.service, numerator, denominator, choice.problem)
-
-
-def _timeout(raw: dict[str, Any], *, where: str) -> str | None:
-    request, backend = raw.get("request"), raw.get("backendRequest")
-    chosen = backend if backend is not None else request
-    if chosen is None:
-        return None
-    value = fields.duration(chosen, where=f"{where}.timeouts")
-    return None if value.strip("0hms") == "" else value  # zero: no timeout, nginx's default applies
 
 
 def _header_changes(raw: dict[str, Any], *, where: str) -> HeaderChanges:

@@ -27,6 +27,8 @@ from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile
 from ..backends import BackendResolver, ResolvedBackend, ServiceRef
 from ..types import CATCH_ALL_HOST
 from .attachment import Attachment
+from .backend_protocols import rule_scheme
+from .budgets import RequestBudget, profile_directives
 from .cors import cors_json
 from .httproutes import Action, HeaderChanges, Match, Redirect, RoutePlan
 from .listeners import Listener
@@ -252,6 +254,7 @@ class _Actions:
     def _action(self, made: _Action, action: Action) -> dict[str, Any]:
         plan, rule = made.plan, made.rule
         backends = []
+        app_protocols = []
         if action.error is None and action.redirect is None:
             for choice in action.backends:
                 name = None
@@ -263,6 +266,7 @@ class _Actions:
                                               "(reason BackendNotFound)"))
                     else:
                         name = resolved.name
+                        app_protocols.append(resolved.app_protocol)
                 backends.append(table_schema.GATEWAY_BACKEND.serialise(
                     backend=name, weight=choice.weight, service=choice.service.service if choice.service else None,
                     filters=_backend_filters(choice.filters)))
@@ -273,16 +277,21 @@ class _Actions:
                 choice.filters is not None and choice.filters.response_headers is not None
                 for choice in action.backends):
             directives.append(RESPONSE_HEADERS)
-        if action.timeout is not None:
-            directives += [("proxy_read_timeout", action.timeout), ("proxy_send_timeout", action.timeout)]
-        if directives or action.backend_scheme != "http":
-            profile_made = LocationProfile.of(directives=tuple(sorted(directives)), backend_scheme=action.backend_scheme)
+        scheme = action.backend_scheme
+        if scheme == "http":  # an HTTPRoute's rule: as its backends' ports say (a GRPCRoute's speaks gRPC)
+            scheme, mixed = rule_scheme(app_protocols, where=f"spec.rules[{rule}]")
+            if mixed:
+                made.warnings.append((f"{plan.kind} {plan.ref}", mixed))
+        if action.budget is not None:
+            directives += profile_directives(action.budget, scheme)
+        if directives or scheme != "http":
+            profile_made = LocationProfile.of(directives=tuple(sorted(directives)), backend_scheme=scheme)
             made.profiles[profile_made.name] = profile_made
             profile = profile_made.name
         matches = plan.rules[rule].matches
         return table_schema.GATEWAY_ACTION.serialise(
             route=plan.ref, path=matches[0].path, profile=profile, backends=tuple(backends), mirrors=mirrors,
-            cors=cors_json(action.cors) if action.cors else None, **_filters_json(action))
+            cors=cors_json(action.cors) if action.cors else None, budget=_budget(action.budget), **_filters_json(action))
 
     def _mirrors(self, made: _Action, action: Action) -> tuple[dict[str, Any], ...]:
         """The rule's mirrors that can be served (the others are warned in the plan or here)."""
@@ -306,6 +315,13 @@ def _filters_json(action: Action) -> dict[str, Any]:
                 rewrite_path=action.rewrite_path.value if action.rewrite_path else None,
                 rewrite_prefix=bool(action.rewrite_path and action.rewrite_path.prefix),
                 request_headers=_changes(action.request_headers), response_headers=_changes(action.response_headers))
+
+
+def _budget(budget: RequestBudget | None) -> dict[str, Any] | None:
+    if budget is None:
+        return None
+    return table_schema.GATEWAY_BUDGET.serialise(attempts=budget.attempts, request_ms=budget.request_ms,
+                                                 backend_ms=budget.backend_ms)
 
 
 def _backend_filters(filters: Action | None) -> dict[str, Any] | None:

@@ -91,11 +91,16 @@ def test_an_ingress_and_an_httproute_share_a_host(gw):
     assert list(routes.prefix) == ["/old"] and routes.gateway is not None
 
 
-def test_timeouts_make_a_location_profile(gw):
+def test_timeouts_are_table_data_and_retried_codes_a_location_profile(gw):
     o = gw.objects
     gw.gateway(o.listener(hostname="app.example.com"))
-    gw.route("slow", rules=[o.rule(o.backend_ref("web"), timeouts={"request": "30s", "backendRequest": "20s"})])
+    gw.route("slow", rules=[o.rule(o.backend_ref("web"), timeouts={"request": "30s", "backendRequest": "20s"}),
+                            {**o.rule(o.backend_ref("web"), matches=[o.path_match("/retried")],
+                                      timeouts={"request": "1m"}), "retry": {"codes": [503, 500], "attempts": 3}}])
     model = gw.build()
-    [action] = gw.gateway_of(model, "app.example.com")["actions"]
-    [profile] = [p for p in model.config.profiles if p.name == action["profile"]]
-    assert profile.directives == (("proxy_read_timeout", "20s"), ("proxy_send_timeout", "20s"))
+    [timed, retried] = sorted(gw.gateway_of(model, "app.example.com")["actions"], key=lambda a: a["path"])
+    assert timed["budget"] == {"request_ms": 30_000, "backend_ms": 20_000} and timed["profile"] == "default"
+    assert retried["budget"] == {"attempts": 3, "request_ms": 60_000}
+    [profile] = [p for p in model.config.profiles if p.name == retried["profile"]]
+    assert profile.directives == (("proxy_next_upstream", "error timeout http_500 http_503"),
+                                  ("proxy_next_upstream_timeout", "60000ms"), ("proxy_next_upstream_tries", "0"))
