@@ -178,8 +178,9 @@ class TlsTermination:
             self._shut(other)
 
     def _shut(self, end: _End) -> None:
+        """Nothing more goes to `end`: shut its write side, or close the pair when nothing comes from it either."""
         other = self.upstream if end.is_client else self.client
-        if other.ended and not other.pending:
+        if end.ended and not other.pending:
             self.close()  # both directions ended, and everything is out
             return
         try:

@@ -221,8 +221,8 @@ def _process_exit_lines(records: list[dict]) -> list[str]:
 
 
 # The passthrough proxy's connection counters (services/proxy/server.py Counters), by what became of them.
-_PASSTHROUGH_OUTCOMES = ("passthrough", "to_nginx", "malformed", "hello_timeouts", "shed_pending", "no_endpoints",
-                         "unreachable", "idle_closed")
+_PASSTHROUGH_OUTCOMES = ("passthrough", "terminated", "to_nginx", "malformed", "hello_timeouts", "shed_pending",
+                         "no_endpoints", "unreachable", "idle_closed")
 
 
 def _passthrough_lines(records: list[dict]) -> list[str]:

@@ -26,14 +26,22 @@ TERMINATE_HOST = "tls.term.example"
 PASSTHROUGH_HOST = "abc.term.example"
 
 
+BIG = 8 * 1024 * 1024
+
+
 class _Plain(socketserver.BaseRequestHandler):
-    """Says who it is, then echoes each line back: what the client reads proves the stream reached it in clear."""
+    """Says who it is, then echoes each line back (a long one cut, with its length): what the client reads proves
+    the stream reached it in clear. To "big" it answers BIG bytes and closes."""
 
     def handle(self) -> None:
         self.request.sendall(f"plain {self.server.server_address[0]}\n".encode())
         with self.request.makefile("rb") as lines:
             for line in lines:
-                self.request.sendall(b"echo " + line)
+                if line == b"big\n":
+                    self.request.sendall(bytes(BIG))
+                    return
+                echo = line if len(line) <= 64 else line[:8] + f"... {len(line)} bytes\n".encode()
+                self.request.sendall(b"echo " + echo)
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +130,28 @@ def test_a_terminate_listener_ends_tls_and_the_backend_gets_plain_bytes(stage, c
         except (ssl.SSLError, OSError):
             return False
     wait_for(answered, 15, what="TLS ended with the listener's certificate, the plain stream at plain-a")
+
+
+def test_terminated_streams_carry_large_transfers_both_ways_and_the_backends_end(stage, ca):
+    stage.cluster.apply(gw.tls_route("terminated", gw.backend_ref("plain-a", 3000),
+                                     parents=[{"name": "mixed", "sectionName": "tls-terminate"}],
+                                     hostnames=[TERMINATE_HOST]))
+    wait_for(lambda: plain_through_tls(stage, TERMINATE_HOST, ca)[0] == f"plain {PLAIN_IPS[0]}", 15,
+             what="the terminated host at plain-a")
+    context = ssl.create_default_context(cafile=str(ca.cert_path))
+    with socket.create_connection(("127.0.0.1", stage.controller.https_port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=TERMINATE_HOST) as tls:
+        tls.sendall(b"big\n")
+        received = bytearray()
+        while data := tls.recv(1 << 20):  # b"": the backend's EOF, passed on as a close_notify
+            received += data
+    assert len(received) == len(f"plain {PLAIN_IPS[0]}\n") + BIG
+    with socket.create_connection(("127.0.0.1", stage.controller.https_port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=TERMINATE_HOST) as tls, tls.makefile("rwb") as stream:
+        stream.readline()
+        stream.write(b"x" * (BIG - 1) + b"\n")
+        stream.flush()
+        assert stream.readline() == f"echo xxxxxxxx... {BIG} bytes\n".encode()
 
 
 def test_mixed_termination_on_one_port_routes_each_host_by_its_mode(stage, ca):

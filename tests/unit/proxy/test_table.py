@@ -1,8 +1,12 @@
-"""The passthrough routing table: snapshot/update application, validation, round robin."""
+"""The passthrough routing table: snapshot/update application, validation, round robin, wildcards, weights and the
+TLS contexts of Terminate hosts."""
+import ssl
+import subprocess
+
 import pytest
 
 from services.common.clone import Snapshot, Update
-from services.proxy.table import EndpointError, RoutingTable, parse_endpoint
+from services.proxy.table import MAX_SCHEDULE, EndpointError, RoutingTable, parse_endpoint, weighted_schedule
 
 
 def test_snapshot_then_updates():
@@ -53,3 +57,59 @@ def test_the_proxy_listens_on_ipv6_unless_the_table_says_not():
     assert table.listen_ipv6 is False
     table.apply(Update("config", {"use_proxy_protocol": False, "listen_ipv6": True}))
     assert table.listen_ipv6 is True
+
+
+def test_the_most_specific_name_wins_exact_then_the_longest_wildcard():
+    table = RoutingTable()
+    table.apply(Snapshot({"host/*.example.com": ["10.0.0.1:1"], "host/*.deep.example.com": ["10.0.0.2:2"],
+                          "host/exact.deep.example.com": ["10.0.0.3:3"], "host/web.example.com": "nginx",
+                          "host/*.app.example.com": "nginx"}))
+    first = {name: (table.endpoints_for(name) or [("nginx", 0)])[0][0] for name in (
+        "a.example.com", "a.b.example.com", "x.deep.example.com", "exact.deep.example.com", "web.example.com",
+        "x.app.example.com", "example.com", "other.org")}
+    assert first == {"a.example.com": "10.0.0.1", "a.b.example.com": "10.0.0.1", "x.deep.example.com": "10.0.0.2",
+                     "exact.deep.example.com": "10.0.0.3", "web.example.com": "nginx", "x.app.example.com": "nginx",
+                     "example.com": "nginx", "other.org": "nginx"}
+    table.apply(Update("host/*.deep.example.com", None))
+    assert table.endpoints_for("x.deep.example.com") == (("10.0.0.1", 1),)
+    assert len(table) == 4
+
+
+def test_weights_give_each_backend_its_exact_share_spread_out():
+    table = RoutingTable()
+    table.apply(Snapshot({"host/w.example": {"backends": [
+        {"weight": 300, "endpoints": ["10.0.0.1:1"]}, {"weight": 100, "endpoints": ["10.0.0.2:2", "10.0.0.3:3"]},
+        {"weight": 0, "endpoints": ["10.0.0.9:9"]}, {"endpoints": ["10.0.0.9:9"]}]}}))
+    firsts = [table.endpoints_for("w.example")[0][0] for _ in range(8)]
+    assert firsts.count("10.0.0.1") == 6 and "10.0.0.9" not in firsts
+    assert firsts[:4].count("10.0.0.1") == 3  # spread, not 6 then 2
+    assert {f for f in firsts if f != "10.0.0.1"} == {"10.0.0.2", "10.0.0.3"}  # round robin within a backend
+
+
+def test_a_weighted_backend_without_endpoints_keeps_its_share_closed():
+    table = RoutingTable()
+    table.apply(Snapshot({"host/w.example": {"backends": [{"weight": 1, "endpoints": ["10.0.0.1:1"]},
+                                                          {"weight": 1, "endpoints": []}]}}))
+    assert sorted(len(table.endpoints_for("w.example")) for _ in range(4)) == [0, 0, 1, 1]
+
+
+def test_weighted_schedule_is_exact_and_bounded():
+    assert weighted_schedule((2, 1)) == (0, 1, 0)
+    assert len(weighted_schedule((999_999, 1))) <= MAX_SCHEDULE + 1
+    assert weighted_schedule((999_999, 1)).count(1) == 1  # a weight above 0 is never rounded to none
+
+
+def test_terminate_hosts_get_a_tls_context_and_a_bad_certificate_closes_their_connections(tmp_path):
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", tmp_path / "k", "-out", tmp_path / "c", "-days", "1", "-subj", "/CN=t.example"],
+                   check=True, capture_output=True)
+    pems = {"cert": (tmp_path / "c").read_text(), "key": (tmp_path / "k").read_text()}
+    backends = [{"weight": 1, "endpoints": ["10.0.0.1:1"]}]
+    table = RoutingTable()
+    table.apply(Snapshot({"host/t.example": {"backends": backends, "terminate": pems},
+                          "host/u.example": {"backends": backends, "terminate": pems},
+                          "host/bad.example": {"backends": backends, "terminate": {**pems, "key": "nonsense"}}}))
+    terminated = table.lookup("t.example")
+    assert isinstance(terminated.tls, ssl.SSLContext) and terminated.tls is table.lookup("u.example").tls
+    assert table.lookup("bad.example").targets() == ()
+    assert table.lookup("other.example") is None
