@@ -27,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.common.settings import Settings  # noqa: E402
+from services.nginxconf.config import NginxConfig  # noqa: E402
+from services.syncer.model.types import HostRoutes, Model, Route  # noqa: E402
 from services.syncer.observability.metrics import SyncerMetrics  # noqa: E402
 from services.syncer.observability.healthz_server import start_healthz_server  # noqa: E402
 from tests.support.net import free_port, wait_for  # noqa: E402
@@ -48,6 +50,14 @@ def numbers_for(layout, requests_count: int, rng: random.Random) -> list[float]:
             total += value
         numbers += counts + [total]
     return numbers
+
+
+def serving(ingresses: int) -> Model:
+    """The model the batches' Ingresses come from (the collector counts only the Ingresses the routes name)."""
+    routes = {f"h{i}.scale.example.com": HostRoutes(prefix={"/": Route(f"ns{i % 500}-app{i}-80", ingress=f"ns{i % 500}/app{i}",
+                                                                         service=f"app{i}")}) for i in range(ingresses)}
+    return Model(config=NginxConfig(http_port=80, https_port=443, state_dir="", run_dir=""), routes=routes,
+                 backends={f"ns{i % 500}-app{i}-80": ["10.0.0.1:80"] for i in range(ingresses)})
 
 
 def batches(layout, ingresses: int, seed: int) -> bytes:
@@ -118,6 +128,7 @@ def main() -> None:
                                        healthz_host="127.0.0.1")
         metrics = SyncerMetrics(settings)
         assert metrics.requests is not None
+        metrics.note_routes(serving(args.ingresses))
         for seed in range(2):  # two collections: running totals, not one batch
             metrics.requests.add_batches(batches(metrics.requests.layout, args.ingresses, seed))
         server = Server(settings, metrics)

@@ -25,6 +25,22 @@ def number(value: float) -> str:
     return repr(value) if -1e6 < value < 1e6 else floatToGoString(value)
 
 
+# The texts of the counts written so far (bucket counts repeat: most are small numbers), at most this many kept.
+_COUNT_TEXTS: dict[float, str] = {}
+COUNT_TEXTS_KEPT = 1 << 16
+
+
+def count(value: float) -> str:
+    """A count (a counter's, a histogram bucket's) as ingress-nginx's Go client writes a whole number under a
+    million: `10`, not `10.0`; others as `number` writes them. Made once per value."""
+    text = _COUNT_TEXTS.get(value)
+    if text is None:
+        text = str(int(value)) if -1e6 < value < 1e6 and float(value).is_integer() else number(value)
+        if len(_COUNT_TEXTS) < COUNT_TEXTS_KEPT:
+            _COUNT_TEXTS[value] = text
+    return text
+
+
 def family(name: str, help_text: str, kind: str,
            samples: Iterable[tuple[Mapping[str, str], float]], *, suffix: str = "") -> list[str]:
     """The HELP and TYPE lines of one metric and its samples (`suffix` is appended to each sample's name)."""

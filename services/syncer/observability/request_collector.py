@@ -143,7 +143,7 @@ class RequestTotals:
             name = PREFIX + REQUESTS
             yield _join(exposition.family(name, "The total number of client requests", "counter", ()))
             for texts, _, totals_of in series.chunks():
-                yield _join(f"{name}{{{text}}} {exposition.number(totals[0])}" for text, totals in zip(texts, totals_of))
+                yield _join(f"{name}{{{text}}} {exposition.count(totals[0])}" for text, totals in zip(texts, totals_of))
         offset = 1
         for spec, bounds in self.layout.histograms:
             name = PREFIX + spec.name
@@ -181,12 +181,12 @@ def _histogram_lines(name: str, labels_text: str, bounds: tuple[float, ...], tot
     counts = totals[offset:offset + len(bounds) + 1]
     if not any(counts):
         return []
-    number = exposition.number
+    count = exposition.count
     cumulative = list(accumulate(counts))
-    lines = [f'{name}_bucket{{{labels_text},le="{le}"}} {number(count)}'
-             for le, count in zip(_le_texts(bounds), cumulative)]
-    lines.append(f"{name}_sum{{{labels_text}}} {number(totals[offset + len(bounds) + 1])}")
-    lines.append(f"{name}_count{{{labels_text}}} {number(cumulative[-1])}")
+    bucket = f'{name}_bucket{{{labels_text},le="'
+    lines = [f'{bucket}{le}"}} {count(total)}' for le, total in zip(_le_texts(bounds), cumulative)]
+    lines.append(f"{name}_sum{{{labels_text}}} {exposition.number(totals[offset + len(bounds) + 1])}")
+    lines.append(f"{name}_count{{{labels_text}}} {count(cumulative[-1])}")
     return lines
 
 
@@ -226,7 +226,7 @@ def _upstream_latency(series: _Series, names: tuple[str, ...], const_labels: Map
             lines += [f'{name}{labels[:-1]},quantile="{quantile}"}} '
                       f'{exposition.number(estimate_quantile(quantile, bounds, counts))}' for quantile in _QUANTILES]
             lines.append(f"{name}_sum{labels} {exposition.number(total)}")
-            lines.append(f"{name}_count{labels} {exposition.number(sum(counts))}")
+            lines.append(f"{name}_count{labels} {exposition.count(sum(counts))}")
         yield _join(lines)
 
 

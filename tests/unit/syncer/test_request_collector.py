@@ -29,3 +29,15 @@ def test_undefined_hosts_beyond_the_bound_share_one_series(monkeypatch):
     totals.add_batches(batch(*(f"h{i}.test\t\t\t\t\t\t404\tGET" for i in range(5))))
     assert sorted(labels[0] for labels in totals.totals) == ["_other", "h0.test", "h1.test"]
     assert totals.totals[("_other", "", "", "", "", "", "404", "GET")][0] == 3
+
+
+def test_counts_are_written_as_ingress_nginx_writes_whole_numbers():
+    totals = RequestTotals(LAYOUT)
+    for _ in range(3):
+        totals.add_batches(batch("a.test\tns\tweb\tweb\t/\t\t200\tGET"))
+    lines = "".join(totals.chunks({})).splitlines()
+    assert 'nginx_ingress_controller_requests{host="a.test",namespace="ns",ingress="web",service="web",path="/",' \
+           'canary="",status="200",method="GET"} 3' in lines
+    assert any(line.endswith('le="+Inf"} 36') for line in lines)  # each of the 12 buckets counted 1, three times
+    assert any(line.startswith("nginx_ingress_controller_request_duration_seconds_sum{") and line.endswith(" 3.0")
+               for line in lines)
