@@ -32,24 +32,27 @@ Cases covered by the other e2e files:
   test_grpcroute.py::test_exact_method_and_header_matches_reach_their_h2c_backends
 - GRPCRouteWeight → test_grpcroute.py::test_weights_split_calls_between_backends
 - TLSRouteSimpleSameNamespace, TLSRouteHostnameIntersection, TLSRouteInvalidReferenceGrant → test_tlsroute.py
-- TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace (on port 443), and TLSRoute weights
-  and wildcard host names → test_tls_terminate_and_weights.py (manifests mode). TLSRouteListenerTerminateSupportedKinds
-  is not asserted by a test yet: a Terminate listener gets the supportedKinds of any TLS listener (TLSRoute), as
-  TLSRouteListenerPassthroughSupportedKinds below
+- TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace (on port 443: traffic in manifests
+  mode, status through the API test server), TLSRouteListenerTerminateSupportedKinds, and TLSRoute weights and
+  wildcard host names → test_tls_terminate_and_weights.py
 - GatewayWithAttachedRoutes's part "AttachedRoutes set even when the Gateway has unresolved refs" →
   test_status_conditions.py::test_a_listener_whose_certificate_is_missing_counts_its_routes_and_serves_none
 - GatewayStaticAddresses, GatewayOptionalAddressValue, GatewayInvalidParametersRef → test_status_conditions.py
 - HTTPRouteRequestHeaderModifierBackendWeights, HTTPRouteBackendRequestHeaderModifier,
   HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite, HTTPRouteCORS,
   HTTPRouteHTTPSListenerDetectMisdirectedRequests → test_backend_filters_and_cors.py
+- HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError, HTTPRouteTimeoutRequest,
+  HTTPRouteTimeoutBackendRequest, HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket →
+  test_backend_protocols_retries_timeouts.py, with two differences docs/gateway-api.md explains: a connection error
+  after the last retry answers 502 (or 500) where HTTPRouteRetryConnectionError accepts 500 or 503, and the h2c
+  backend is reached from HTTP/1.1 (or HTTP/2 over TLS) clients, not from HTTP/2 with prior knowledge on the HTTP
+  listener, which nginx 1.22 does not speak (as GRPCRouteListenerHostnameMatching below)
 
 Cases that cannot pass, for a missing feature:
 - GatewayWithAttachedRoutesWithPort8080: port 8080 is not served (below).
 - HTTPRouteListenerPortMatching: listeners on 8080/8090 are not served (PortUnavailable).
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
   the same host and path cannot answer differently per Gateway address.
-- HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError: no retry filters.
-- HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket: a Service port's appProtocol is not read.
 - GatewayInfrastructure: it looks for a ServiceAccount, Pod or Service made for the Gateway, carrying its
   infrastructure labels and annotations; pyngress makes none (its Accepted part is in test_status_conditions.py).
 - GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
@@ -62,8 +65,6 @@ Cases that cannot pass, for a missing feature:
   1.22 speaks HTTP/2 on the HTTPS port only, docs/gateway-api.md says why a preface sniffer on port 80 is not there
   (GRPCRouteNamedRule is tested here on an HTTPS listener).
 - HTTPRouteServiceTypes: needs a cluster's Service types (headless, ExternalName with DNS).
-- HTTPRouteTimeoutRequest, HTTPRouteTimeoutBackendRequest: the echo backends pause only after sending their headers,
-  so the 504 the cases assert cannot be observed (the timeout becomes nginx's read timeout, docs/gateway-api.md).
 """
 from __future__ import annotations
 

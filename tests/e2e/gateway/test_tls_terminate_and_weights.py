@@ -1,7 +1,8 @@
-"""TLS listeners in Terminate mode, TLSRoute weights and wildcard host names, through the whole controller (manifests
-mode, --enable-ssl-passthrough) with real TLS handshakes, from the conformance suite's cases (our manifests):
+"""TLS listeners in Terminate mode, TLSRoute weights and wildcard host names, through the whole controller
+(--enable-ssl-passthrough) with real TLS handshakes, from the conformance suite's cases (our manifests):
 TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace (a Terminate and a Passthrough listener
-on one port), and the weighted and wildcard TLSRoutes the passthrough proxy now takes."""
+on one port), and the weighted and wildcard TLSRoutes the passthrough proxy now takes, in manifests mode; the status
+of TLSRouteListenerTerminateSupportedKinds and TLSRouteMixedTerminationSameNamespace through the API test server."""
 from __future__ import annotations
 
 import socket
@@ -12,8 +13,10 @@ from collections import Counter
 
 import pytest
 
+from tests.e2e.gateway.test_conformance_cases import ACCEPTED, RESOLVED, api, gateway_status, route_parents  # noqa: F401
 from tests.e2e.tls.pki import TestCA, served_certificate, start_tls_echo, tls_secret
 from tests.support import gateway_objects as gw
+from tests.support.gateway_status import conditions, listener_status
 from tests.support import k8s
 from tests.support.controller import start_manifests_controller
 from tests.support.net import wait_for
@@ -214,3 +217,32 @@ def test_wildcards_most_specific_first_and_hosts_served_elsewhere_stay_with_ngin
     assert backend_seen(stage, "wild.example", ca) is None  # not covered by *.wild.example: nginx's certificate
     wait_for(lambda: backend_seen(stage, "web.wild.example", ca) is None, 15,
              what="an Ingress host under the wildcard left to nginx")
+
+
+def test_terminate_and_passthrough_listeners_on_one_port_are_accepted_with_their_routes(api, ca):
+    """TLSRouteListenerTerminateSupportedKinds, and the status part of TLSRouteMixedTerminationSameNamespace: both
+    listeners Accepted, supporting TLSRoute, one route attached to each; the routes Accepted with ResolvedRefs."""
+    ns = "conf-terminate"
+    api.cluster.apply(
+        *api.backend("GW-CONF-TERMINATE", "term-app", namespace=ns),
+        tls_secret("term-cert", ca.issue("tls.example.com", ("tls.example.com",)), namespace=ns),
+        gw.gateway("mixed", ns=ns, listeners=[
+            gw.listener("tls-terminate", port=443, protocol="TLS", hostname="tls.example.com", certificate="term-cert",
+                        kinds=["TLSRoute"]),
+            gw.listener("tls-passthrough", hostname="abc.example.com", passthrough=True, kinds=["TLSRoute"])]),
+        gw.tls_route("terminated", gw.backend_ref("term-app"), ns=ns, hostnames=["tls.example.com"],
+                     parents=[{"name": "mixed"}]),
+        gw.tls_route("passed", gw.backend_ref("term-app"), ns=ns, hostnames=["abc.example.com"],
+                     parents=[{"name": "mixed"}]))
+    for route in ("terminated", "passed"):
+        route_parents(api, "TLSRoute", route, ns, {"Accepted": ACCEPTED, "ResolvedRefs": RESOLVED})
+
+    def both_attached() -> bool:
+        status = gateway_status(api, "mixed", ns)
+        return all(listener_status(status, name)["attachedRoutes"] == 1 for name in ("tls-terminate", "tls-passthrough"))
+    wait_for(both_attached, 15, what="one route attached to each listener")
+    status = gateway_status(api, "mixed", ns)
+    for name in ("tls-terminate", "tls-passthrough"):
+        listener = listener_status(status, name)
+        assert listener["supportedKinds"] == [{"group": gw.GROUP, "kind": "TLSRoute"}]
+        assert conditions(listener)["Accepted"] == ACCEPTED
