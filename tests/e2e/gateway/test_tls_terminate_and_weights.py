@@ -219,7 +219,7 @@ def test_wildcards_most_specific_first_and_hosts_served_elsewhere_stay_with_ngin
              what="an Ingress host under the wildcard left to nginx")
 
 
-def test_terminate_and_passthrough_listeners_on_one_port_are_accepted_with_their_routes(api, ca):
+def test_terminate_and_passthrough_listeners_on_one_port_are_accepted_with_their_routes(api, ca):  # noqa: F811
     """TLSRouteListenerTerminateSupportedKinds, and the status part of TLSRouteMixedTerminationSameNamespace: both
     listeners Accepted, supporting TLSRoute, one route attached to each; the routes Accepted with ResolvedRefs."""
     ns = "conf-terminate"
