@@ -364,6 +364,12 @@ GATEWAY_CORS = Record("gateway_cors", "gateway.lua (cors_of)", (
     Field("max_age", INTEGER, "seconds"),
 ))
 
+GATEWAY_BUDGET = Record("gateway_budget", "gateway_budget.lua (budget_of)", (
+    Field("attempts", INTEGER, "retries after the first try (retry.attempts)", omit=(0,)),
+    Field("request_ms", INTEGER, "timeouts.request: the whole request's deadline", omit=(0,)),
+    Field("backend_ms", INTEGER, "timeouts.backendRequest: each attempt's timeout", omit=(0,)),
+))
+
 GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("route", STRING, '"namespace/name" of the HTTPRoute'),
     Field("path", STRING, "the metrics' path label: the rule's first path"),
@@ -378,6 +384,7 @@ GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("mirrors", ListOf(GATEWAY_MIRROR), "RequestMirror: copy i goes to the profile's mirror location i",
           omit=((),)),
     Field("cors", GATEWAY_CORS, "the CORS filter: preflights answered, response headers added", omit=(None,)),
+    Field("budget", GATEWAY_BUDGET, "retry and timeouts, spent by the balancer (gateway_budget.lua)", omit=(None,)),
 ))
 
 GATEWAY_LAYER = Record("gateway_layer", "gateway.lua (layer_of)", (
@@ -389,6 +396,8 @@ GATEWAY_LAYER = Record("gateway_layer", "gateway.lua (layer_of)", (
 GATEWAY_ROUTES = Record("gateway_routes", "gateway.lua (routes_of)", (
     Field("layers", ListOf(GATEWAY_LAYER), "the routes of the host itself, then of wildcards, then of any host"),
     Field("actions", ListOf(GATEWAY_ACTION)),
+    Field("https_listeners", ListOf(STRING), "the hostnames of the HTTPS listeners (\"\" for none) when several: a "
+          "request whose Host one takes and its SNI another answers 421", omit=((),)),
 ))
 
 HOST_ROUTES = Record("host_routes", "router.lua (host_of)", (

@@ -23,6 +23,7 @@ holds the next candidate path is tried. A request no match takes is left to the 
 ]==]
 local monitor = require("pyngress.monitor")
 local gateway_cors = require("pyngress.gateway_cors")
+local gateway_budget = require("pyngress.gateway_budget")
 local store = require("pyngress.store")
 local cjson = require("cjson.safe")
 
@@ -235,6 +236,7 @@ local function action_of(raw, host, where)
     action.response_headers_json = action.response_headers and cjson.encode({ action.response_headers })
     action.mirrors = mirrors_of(raw.mirrors, where .. " mirrors")
     action.cors = cors_of(raw.cors, where .. " cors")
+    action.budget = gateway_budget.budget_of(raw.budget, where .. " budget")
     action.metric = monitor.labels_of(host, route, nil, path)
     return action
 end
@@ -272,6 +274,26 @@ local function layer_of(raw, where, actions)
     return layer
 end
 
+-- "https_listeners": exact names, wildcard suffixes (".example.com", longest first) and whether one takes any host.
+local function listeners_of(raw, where)
+    local names = strings_of(raw, where)
+    if #names == 0 then
+        return nil
+    end
+    local found = { exact = {}, wildcards = {}, any = false }
+    for _, name in ipairs(names) do
+        if name == "" then
+            found.any = true
+        elseif sub(name, 1, 2) == "*." then
+            found.wildcards[#found.wildcards + 1] = sub(name, 2)
+        else
+            found.exact[name] = true
+        end
+    end
+    table.sort(found.wildcards, function(a, b) return #a > #b end)
+    return found
+end
+
 -- A host's "gateway" entry as the router keeps it, or nil; raises an error naming what is wrong.
 function _M.routes_of(raw, host)
     if raw == nil or raw == null then
@@ -288,7 +310,35 @@ function _M.routes_of(raw, host)
     for i, layer in ipairs(list_of(raw.layers, host .. " gateway layers")) do
         layers[i] = layer_of(layer, host .. " gateway layer " .. i, actions)
     end
-    return { layers = layers }
+    return { layers = layers, https_listeners = listeners_of(raw.https_listeners, host .. " https_listeners") }
+end
+
+-- The hostname of the HTTPS listener that takes `name` (its own name, then the longest wildcard, then "" for one
+-- without a hostname), or nil when none does.
+local function listener_of(listeners, name)
+    if listeners.exact[name] then
+        return name
+    end
+    local wildcards = listeners.wildcards
+    for i = 1, #wildcards do
+        local suffix = wildcards[i]
+        if #name > #suffix and sub(name, -#suffix) == suffix then
+            return "*" .. suffix
+        end
+    end
+    return listeners.any and "" or nil
+end
+
+-- Whether a request for `host` over a TLS connection whose SNI was `sni` (both lower case) is misdirected: another
+-- HTTPS listener takes each (HTTPRouteHTTPSListenerDetectMisdirectedRequests), as an HTTP/2 client reusing a
+-- connection opened for another name can send; `routes`: the "gateway" entry of either name.
+function _M.misdirected(routes, sni, host)
+    local listeners = routes.https_listeners
+    if not listeners then
+        return false
+    end
+    local chosen, wanted = listener_of(listeners, sni), listener_of(listeners, host)
+    return chosen ~= nil and wanted ~= nil and chosen ~= wanted
 end
 
 -- A header or argument's value as one string (repeated ones joined with ","; an argument without "=" is "").

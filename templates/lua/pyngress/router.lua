@@ -51,6 +51,7 @@ local monitor = require("pyngress.monitor")
 local request_id = require("pyngress.request_id")
 local tracing = require("pyngress.tracing")
 local gateway = require("pyngress.gateway")
+local gateway_budget = require("pyngress.gateway_budget")
 local gateway_cors = require("pyngress.gateway_cors")
 local cjson = require("cjson.safe")
 
@@ -401,6 +402,33 @@ local function profile_refusal(profile, ...)
     return nil
 end
 
+-- Whether an entry has Ingress paths: its requests are the Ingress's, which never answer 421 (nor does ingress-nginx).
+local function has_ingress_paths(entry)
+    return entry ~= nil and (entry.default ~= nil or entry.longest_prefix > 0 or next(entry.exact) ~= nil)
+end
+
+-- Over TLS, a request whose Host one Gateway HTTPS listener takes and its SNI another answers 421 (gateway.lua,
+-- misdirected); a name of an Ingress, on either side, keeps ingress-nginx's behaviour.
+local function misdirected(entry, host)
+    if has_ingress_paths(entry) or ngx.var.https ~= "on" then
+        return false
+    end
+    local sni = ngx.var.ssl_server_name
+    if not sni or sni == "" then
+        return false
+    end
+    sni = lower(sni)
+    if sni == host then
+        return false
+    end
+    local sni_entry = find_host(store.current("routes"), sni)
+    if has_ingress_paths(sni_entry) then
+        return false
+    end
+    local routes = entry and entry.gateway or sni_entry and sni_entry.gateway
+    return routes ~= nil and gateway.misdirected(routes, sni, host)
+end
+
 local function serve_gateway(action, uri, prefix)
     local var = ngx.var
     var.pyngress_metric = action.metric
@@ -433,7 +461,7 @@ local function serve_gateway(action, uri, prefix)
         return ngx.exit(refused)
     end
     gateway.change_request(action, uri, prefix, chosen)
-    var.pyngress_balance = backend
+    var.pyngress_balance = gateway_budget.choice(action.budget, backend)  -- its retry and timeouts, if any
     return ngx.exec(action.location)
 end
 
@@ -451,6 +479,9 @@ function _M.route()
     local host = var.host
     store.refresh()
     local entry = find_host(store.current("routes"), host)
+    if misdirected(entry, host) then
+        return ngx.exit(421)
+    end
     if not entry then
         if settings.tracing then
             tracing.start(nil)

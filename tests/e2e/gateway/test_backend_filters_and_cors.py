@@ -1,11 +1,16 @@
 """Filters on a backendRef and the CORS filter through real nginx, as the conformance cases check them
 (HTTPRouteRequestHeaderModifierBackendWeights, HTTPRouteBackendRequestHeaderModifier, HTTPRouteBackendRequestRedirect,
-HTTPRouteBackendURLRewrite, HTTPRouteCORS; their cases, our manifests): table data, applied without a reload."""
+HTTPRouteBackendURLRewrite, HTTPRouteCORS; their cases, our manifests): table data, applied without a reload. And
+HTTPRouteHTTPSListenerDetectMisdirectedRequests: 421 when the Host and the SNI are different HTTPS listeners'."""
 from __future__ import annotations
+
+import json
 
 import pytest
 
+from tests.e2e.tls.pki import TestCA, https_get, tls_secret
 from tests.support import gateway_objects as gw
+from tests.support import k8s
 from tests.support.net import wait_for
 
 RELOADS = "nginx_ingress_controller_success"
@@ -231,3 +236,68 @@ def test_a_hostile_value_refuses_that_route_only(public, name, policy):
     assert stage.answer(host, "/")["status"] == 404
     conf = stage.controller.nginx_conf()
     assert b"add_header X 1" not in conf and b"$host.example" not in conf and b"X-Injected" not in conf
+
+
+MISDIRECT_NAMES = ("example.org", "second-example.org", "third-example.wildcard.org", "fourth-example.wildcard.org",
+                   "fith-example.wildcard.org", "unknown-example.org", "ingress.example.org")
+
+
+@pytest.fixture(scope="module")
+def misdirect(public, tmp_path_factory):
+    """The conformance case's Gateway: four HTTPS listeners on one port (none, an exact, a wildcard and an exact name
+    under that wildcard), a route on each, one certificate for every name; and an Ingress host beside them."""
+    stage = public
+    ca = TestCA(tmp_path_factory.mktemp("misdirect"))
+    stage.cluster.apply(tls_secret("misdirect-tls", ca.issue("example.org", MISDIRECT_NAMES), namespace="misdirect"),
+                        *stage.backend("GW-THREE"), *stage.backend("GW-INGRESS"))
+
+    def https(name: str, hostname: str | None = None) -> dict:
+        return gw.listener(name, port=443, protocol="HTTPS", hostname=hostname, certificate="misdirect-tls")
+    stage.cluster.apply(gw.gateway("misdirect", ns="misdirect", listeners=[
+        https("https"), https("https-with-hostname", "second-example.org"),
+        https("https-with-wildcard-hostname", "*.wildcard.org"),
+        https("https-with-hostname-matching-wildcard", "fourth-example.wildcard.org")]))
+    for i, (section, backend, hostnames) in enumerate((
+            ("https", "gw-one", ["example.org"]), ("https-with-hostname", "gw-two", []),
+            ("https-with-wildcard-hostname", "gw-three", []),
+            ("https-with-hostname-matching-wildcard", "gw-one", [])), start=1):
+        stage.cluster.apply(*stage.backend(backend.upper(), namespace="misdirect"))
+        stage.cluster.apply(gw.http_route(f"misdirect-{i}", ns="misdirect", hostnames=hostnames,
+                                          parents=[{"name": "misdirect", "sectionName": section}],
+                                          rules=[gw.rule(gw.backend_ref(backend),
+                                                         matches=[gw.path_match("/detect-misdirected-requests")])]))
+    stage.cluster.apply(k8s.ingress_class(), k8s.ingress("plain", [k8s.rule(
+        "ingress.example.org", ("/", "Prefix", "gw-ingress", 80))]))
+    port = stage.controller.https_port
+
+    def status(sni: str, host: str) -> int | str:
+        # Not verified: the Ingress host has no certificate of its own (the default one is served).
+        answer = https_get(port, host, "/detect-misdirected-requests", sni=sni)
+        return json.loads(answer.body)["backend"] if answer.status == 200 else answer.status
+    wait_for(lambda: status("example.org", "example.org") == "GW-ONE", 15, what="the HTTPS routes")
+    wait_for(lambda: status("ingress.example.org", "ingress.example.org") == "GW-INGRESS", 15, what="the Ingress")
+    return status
+
+
+@pytest.mark.parametrize("sni, host, want", [
+    ("example.org", "example.org", "GW-ONE"),
+    ("example.org", "second-example.org", 421),
+    ("example.org", "unknown-example.org", 404),
+    ("second-example.org", "second-example.org", "GW-TWO"),
+    ("second-example.org", "example.org", 421),
+    ("second-example.org", "unknown-example.org", 421),
+    ("third-example.wildcard.org", "third-example.wildcard.org", "GW-THREE"),
+    ("third-example.wildcard.org", "fith-example.wildcard.org", "GW-THREE"),
+    ("third-example.wildcard.org", "fourth-example.wildcard.org", 421),
+    ("third-example.wildcard.org", "second-example.org", 421),
+    ("third-example.wildcard.org", "unknown-example.org", 421),
+    ("fourth-example.wildcard.org", "fourth-example.wildcard.org", "GW-ONE"),
+    ("fourth-example.wildcard.org", "fith-example.wildcard.org", 421),
+    ("unknown-example.org", "example.org", "GW-ONE"),
+    ("unknown-example.org", "unknown-example.org", 404),
+    # An Ingress's host keeps ingress-nginx's behaviour (no 421), whichever side names it.
+    ("second-example.org", "ingress.example.org", "GW-INGRESS"),
+    ("ingress.example.org", "second-example.org", "GW-TWO"),
+])
+def test_https_listeners_detect_misdirected_requests(misdirect, sni, host, want):
+    assert misdirect(sni, host) == want

@@ -27,6 +27,8 @@ from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile
 from ..backends import BackendResolver, ResolvedBackend, ServiceRef
 from ..types import CATCH_ALL_HOST
 from .attachment import Attachment
+from .backend_protocols import rule_scheme
+from .budgets import RequestBudget, profile_directives
 from .cors import cors_json
 from .httproutes import Action, HeaderChanges, Match, Redirect, RoutePlan
 from .listeners import Listener
@@ -87,6 +89,7 @@ class _Host:
     candidates: tuple[tuple[_Candidate, ...], ...]  # each layer's
     actions: tuple[_Action, ...]  # in the order the entry made them
     json: dict[str, Any] | None
+    https_listeners: tuple[str, ...] = ()  # https_listener_names() when it was made
 
 
 class TablesKept:
@@ -122,6 +125,7 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
     actions = _Actions(tables, resolver, kept.actions)
     hosts: dict[str, _Host] = {}
     wildcards = sorted((h for h in by_host if h.startswith("*.")), key=lambda h: (-len(h), h))
+    https_listeners = https_listener_names(listeners)
     for host in sorted(by_host):
         layer_hosts = [host]
         if host != CATCH_ALL_HOST:
@@ -138,9 +142,9 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
         entry = kept.hosts.get(host)
         # The same candidates (the same plans: equal tuples compare their members by identity first) and, made again
         # or kept in the same order, the same actions: the same entry.
-        if (entry is None or entry.candidates != candidates
+        if (entry is None or entry.candidates != candidates or entry.https_listeners != https_listeners
                 or any(actions.action(action.plan, action.rule) is not action for action in entry.actions)):
-            entry = _host_entry(candidates, actions)
+            entry = _host_entry(candidates, actions, https_listeners)
         hosts[host] = entry
         if entry.json is not None:
             tables.routes[host] = entry.json
@@ -148,13 +152,23 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
     return tables
 
 
-def _host_entry(candidates: tuple[tuple[_Candidate, ...], ...], actions: _Actions) -> _Host:
+def https_listener_names(listeners: Iterable[Listener]) -> tuple[str, ...]:
+    """The hostnames of the HTTPS listeners on the controller's HTTPS port ("" for one without), when there are several:
+    gateway.lua answers 421 to a request whose Host one of them takes and its SNI another (misdirected)."""
+    names = sorted({listener.hostname or "" for listener in listeners
+                    if listener.scheme == "https"})
+    return tuple(names) if len(names) > 1 else ()
+
+
+def _host_entry(candidates: tuple[tuple[_Candidate, ...], ...], actions: _Actions,
+                https_listeners: tuple[str, ...] = ()) -> _Host:
     host_actions: dict[tuple[str, str, int], int] = {}
     action_list: list[dict[str, Any]] = []
     made: list[_Action] = []
     layers = [_layer(list(found), host_actions, action_list, actions, made) for found in candidates]
-    return _Host(candidates=candidates, actions=tuple(made), json=table_schema.GATEWAY_ROUTES.serialise(
-        layers=layers, actions=action_list) if layers else None)
+    return _Host(candidates=candidates, actions=tuple(made), https_listeners=https_listeners,
+                 json=table_schema.GATEWAY_ROUTES.serialise(
+                     layers=layers, actions=action_list, https_listeners=https_listeners) if layers else None)
 
 
 def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, str, int], int],
@@ -240,6 +254,7 @@ class _Actions:
     def _action(self, made: _Action, action: Action) -> dict[str, Any]:
         plan, rule = made.plan, made.rule
         backends = []
+        app_protocols = []
         if action.error is None and action.redirect is None:
             for choice in action.backends:
                 name = None
@@ -251,6 +266,7 @@ class _Actions:
                                               "(reason BackendNotFound)"))
                     else:
                         name = resolved.name
+                        app_protocols.append(resolved.app_protocol)
                 backends.append(table_schema.GATEWAY_BACKEND.serialise(
                     backend=name, weight=choice.weight, service=choice.service.service if choice.service else None,
                     filters=_backend_filters(choice.filters)))
@@ -261,16 +277,21 @@ class _Actions:
                 choice.filters is not None and choice.filters.response_headers is not None
                 for choice in action.backends):
             directives.append(RESPONSE_HEADERS)
-        if action.timeout is not None:
-            directives += [("proxy_read_timeout", action.timeout), ("proxy_send_timeout", action.timeout)]
-        if directives or action.backend_scheme != "http":
-            profile_made = LocationProfile.of(directives=tuple(sorted(directives)), backend_scheme=action.backend_scheme)
+        scheme = action.backend_scheme
+        if scheme == "http":  # an HTTPRoute's rule: as its backends' ports say (a GRPCRoute's speaks gRPC)
+            scheme, mixed = rule_scheme(app_protocols, where=f"spec.rules[{rule}]")
+            if mixed:
+                made.warnings.append((f"{plan.kind} {plan.ref}", mixed))
+        if action.budget is not None:
+            directives += profile_directives(action.budget, scheme)
+        if directives or scheme != "http":
+            profile_made = LocationProfile.of(directives=tuple(sorted(directives)), backend_scheme=scheme)
             made.profiles[profile_made.name] = profile_made
             profile = profile_made.name
         matches = plan.rules[rule].matches
         return table_schema.GATEWAY_ACTION.serialise(
             route=plan.ref, path=matches[0].path, profile=profile, backends=tuple(backends), mirrors=mirrors,
-            cors=cors_json(action.cors) if action.cors else None, **_filters_json(action))
+            cors=cors_json(action.cors) if action.cors else None, budget=_budget(action.budget), **_filters_json(action))
 
     def _mirrors(self, made: _Action, action: Action) -> tuple[dict[str, Any], ...]:
         """The rule's mirrors that can be served (the others are warned in the plan or here)."""
@@ -294,6 +315,13 @@ def _filters_json(action: Action) -> dict[str, Any]:
                 rewrite_path=action.rewrite_path.value if action.rewrite_path else None,
                 rewrite_prefix=bool(action.rewrite_path and action.rewrite_path.prefix),
                 request_headers=_changes(action.request_headers), response_headers=_changes(action.response_headers))
+
+
+def _budget(budget: RequestBudget | None) -> dict[str, Any] | None:
+    if budget is None:
+        return None
+    return table_schema.GATEWAY_BUDGET.serialise(attempts=budget.attempts, request_ms=budget.request_ms,
+                                                 backend_ms=budget.backend_ms)
 
 
 def _backend_filters(filters: Action | None) -> dict[str, Any] | None:
