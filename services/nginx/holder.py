@@ -101,7 +101,7 @@ def _bind_control(paths: NginxPaths) -> socket.socket:
 
 class _ConfFollower:
     """Keeps the held sockets those of the nginx.conf in place, which gains or loses its IPv6 listeners when the
-    ConfigMap's disable-ipv6 changes. A listener the file no longer names is closed (nginx closes its own copy
+    ConfigMap's disable-ipv6 changes, and the ports Gateway listeners have to themselves as Gateways come and go. A listener the file no longer names is closed (nginx closes its own copy
     as it reloads): then connections to it are refused, not left waiting. One the file names anew is taken over
     from the master that bound it as it reloaded, never opened here: nginx could not bind it then."""
 

@@ -24,6 +24,11 @@ What nginx does with inherited sockets (read in nginx 1.22's src/core/nginx.c, n
 - A master removes its Unix socket files when it exits, unless they were inherited and its parent is still
   the process that started it. The holder keeps a second hard link to each file to put the name back.
 
+The ports Gateway listeners have to themselves (services/syncer/model/gateway/listeners.py) come and go with the
+Gateways: nginx.conf names them on a `# gateway-listener-ports:` line of its own. A new one is bound by the master
+as it reloads (a reload may open a port); the holder takes it over from that master once it has (holder.py), and
+from then on it is held like the others. One that nginx.conf no longer names is closed.
+
 When nothing holds them yet they are opened; when nginx processes of this instance hold them (workers of a
 killed master, a master that outlived its launcher), they are taken over from those processes with
 pidfd_getfd(2), which needs the right to ptrace them (root with CAP_SYS_PTRACE). Only when that is refused
@@ -36,6 +41,7 @@ import errno
 import json
 import logging
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -56,7 +62,7 @@ log = logging.getLogger(__name__)
 # At most this many waiting connections per listener (the kernel caps it at net.core.somaxconn); it is what
 # absorbs the connections that arrive while no master runs.
 DEFAULT_BACKLOG = 4096
-# The most listeners handed over at once (HTTP, HTTPS, two Unix sockets now; TCP/UDP service ports later).
+# The most listeners handed over at once (HTTP, HTTPS, two Unix sockets, the Gateway listeners' own ports).
 MAX_LISTENERS = 250
 HAND_OVER_TIMEOUT_SECONDS = 5.0
 
@@ -101,10 +107,12 @@ class Listener:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def nginx_listeners(settings: Settings, paths: NginxPaths, ipv6: bool, bind: Sequence[str] = ()) -> tuple[Listener, ...]:
+def nginx_listeners(settings: Settings, paths: NginxPaths, ipv6: bool, bind: Sequence[str] = (),
+                    gateway_ports: Sequence[int] = ()) -> tuple[Listener, ...]:
     """What templates/nginx.conf.j2 listens on with these settings (a `listen <port>` is every IPv4 address;
     with `ipv6`, `listen [::]:<port>` beside it is every IPv6 address, on a socket of its own). `bind`: the
-    ConfigMap's bind-address, addresses that replace every address of their family."""
+    ConfigMap's bind-address, addresses that replace every address of their family. `gateway_ports`: the ports
+    Gateway listeners have to themselves."""
     ipv4_hosts = [host for host in bind if ":" not in host] or ["0.0.0.0"]
     ipv6_hosts = [host for host in bind if ":" in host] or ["::"]
 
@@ -118,8 +126,19 @@ def nginx_listeners(settings: Settings, paths: NginxPaths, ipv6: bool, bind: Seq
         found.append(Listener("passthrough-tls", str(paths.passthrough_tls_socket)))
     else:
         found += on(settings.ports.https, "https")
+    for port in gateway_ports:
+        found += on(port, f"gateway-{port}")
     found.append(Listener("config", str(paths.config_socket)))
     return tuple(found)
+
+
+_GATEWAY_PORTS = re.compile(r"^\s*# gateway-listener-ports:([ \d]*)$", re.MULTILINE)
+
+
+def gateway_ports(conf_text: str) -> tuple[int, ...]:
+    """The ports Gateway listeners have to themselves in an nginx.conf (the line templates/nginx.conf.j2 writes)."""
+    match = _GATEWAY_PORTS.search(conf_text)
+    return tuple(int(port) for port in match.group(1).split()) if match else ()
 
 
 def configured_listeners(settings: Settings, paths: NginxPaths) -> tuple[Listener, ...]:
@@ -130,7 +149,8 @@ def configured_listeners(settings: Settings, paths: NginxPaths) -> tuple[Listene
         text = paths.conf.read_text()
     except FileNotFoundError:
         return nginx_listeners(settings, paths, ipv6_available())
-    return nginx_listeners(settings, paths, listens_on_ipv6(text, settings), bound_hosts(text, settings.ports.http))
+    return nginx_listeners(settings, paths, listens_on_ipv6(text, settings), bound_hosts(text, settings.ports.http),
+                           gateway_ports(text))
 
 
 def listens_on_ipv6(conf_text: str, settings: Settings) -> bool:
@@ -221,8 +241,9 @@ def _acquire(listener: Listener, paths: NginxPaths) -> socket.socket | None:
         if listener.is_unix:
             raise ListenerError(f"another process listens on {listener.path}: give each pyngress instance its own "
                                 "--run-dir")
-        raise ListenerError(f"{listener} is in use by another process: stop it or choose another port "
-                            f"(--{listener.name}-port)")
+        change = ("a Gateway listener's port" if listener.name.startswith("gateway-") else
+                  f"--{listener.name.removesuffix('-ipv6')}-port")
+        raise ListenerError(f"{listener} is in use by another process: stop it or choose another port ({change})")
     # Taking another process's descriptor needs the right to ptrace it (CAP_SYS_PTRACE for nginx's workers,
     # which run as another user). Without it, the old way: stop them, then listen.
     log.warning("cannot take the listening socket over from the nginx processes left running; stopping them "

@@ -360,6 +360,8 @@ class NginxConfig:
     # and ssl_prefer_server_ciphers.
     snippet_servers: tuple[tuple[str, str], ...] = ()
     stream_servers: tuple[StreamServer, ...] = ()
+    # (port, "http" | "https"): the ports Gateway listeners have to themselves, served by a server of their own.
+    gateway_ports: tuple[tuple[int, str], ...] = ()
     # ConfigMap use-geoip2: the MaxMind databases nginx loads, and the $geoip2_* variables they define.
     geoip2: GeoIP2 = field(default_factory=GeoIP2)
 

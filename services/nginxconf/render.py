@@ -726,6 +726,14 @@ def _hash_bucket_size(longest_name: int) -> int:
     return _next_power_of_two(2 * word + aligned)
 
 
+def _gateway_ports(own_ports: tuple[tuple[int, str], ...], *, taken: set[int]) -> list[tuple[int, str]]:
+    """The ports Gateway listeners have to themselves, checked: a number, not nginx's HTTP or HTTPS port, http or https."""
+    for port, scheme in own_ports:
+        if _port("a Gateway listener's port", port) in taken or scheme not in ("http", "https"):
+            raise RenderError(f"a Gateway listener cannot have port {port} ({scheme}) to itself")
+    return list(own_ports)
+
+
 def render(config: NginxConfig, template: Template | None = None) -> str:
     """The nginx.conf for `config` from `template` (the built-in one by default). Raises RenderError naming
     any value that cannot be written safely, TemplateError when the template itself fails."""
@@ -763,6 +771,7 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
                          if name in by_name],
         stream_snippets=[p.stream_snippet for p in profiles if p.stream_snippet],
         stream_servers=list(config.stream_servers), stream_js=str(BUILTIN_DIR / "njs" / "stream.js"),
+        gateway_ports=_gateway_ports(config.gateway_ports, taken=set(ports.values())),
         resolvers=" ".join(system_resolvers()) if server.enable_ocsp or any(p.external_auth or p.mirror
                                                                             for p in profiles) else "",
         auth_cache=any(p.external_auth and p.external_auth.cache_key for p in profiles),

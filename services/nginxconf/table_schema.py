@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Union
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class SchemaError(ValueError):
@@ -299,6 +299,8 @@ GATEWAY_VALUE_MATCH = Record("gateway_value_match", "gateway.lua (value_matches_
 GATEWAY_MATCH = Record("gateway_match", "gateway.lua (match_of)", (
     Field("action", INTEGER, "1-based index into the host's gateway actions"),
     Field("scheme", OneOf(("http", "https")), "its listener's: a route of an HTTPS listener only over TLS",
+          omit=(None,)),
+    Field("port", INTEGER, "its listener's own port: the match holds only there (absent: on the controller's ports)",
           omit=(None,)),
     Field("method", STRING, omit=(None,)),
     Field("headers", ListOf(GATEWAY_VALUE_MATCH), omit=((),)),

@@ -31,9 +31,10 @@ local function request(host, uri, options)
     options = options or {}
     local request_uri = uri .. (options.query_string and ("?" .. options.query_string) or "")
     local vars = { host = host, uri = uri, request_uri = request_uri, scheme = options.scheme or "http",
-                   http_host = host, pyngress_forwarded_host = host, pyngress_server_port = options.port or "80" }
+                   http_host = host, pyngress_forwarded_host = host, pyngress_server_port = options.port or "80",
+                   server_port = options.own_port }
     local answer = fake_request.start(vars, options)
-    router.route()
+    router.route(options.own_port ~= nil or nil)  -- true in the server of the ports listeners have to themselves
     answer.vars = vars
     if answer.exec == "@profile_default" then
         return vars.proxy_upstream_name, answer
@@ -82,6 +83,11 @@ describe("gateway", function()
                     },
                 },
             },
+            ["ports.test"] = {
+                exact = {}, prefix = {},
+                gateway = { actions = { action("team/v1", "v1"), action("team/v2", "v2") },
+                            layers = { { prefix = { { "/", { match(1, { port = 8080 }), match(2) } } } } } },
+            },
             ["*.layers.test"] = {
                 exact = {}, prefix = {},
                 gateway = { actions = { action("team/wild", "wild"), action("team/any", "any") },
@@ -115,6 +121,15 @@ describe("gateway", function()
         assert.equals("secure", request("app.test", "/admin", { scheme = "https" }))
         assert.equals("legacy", request("app.test", "/legacy"))
         assert.equals("@pyngress_default_backend", request("app.test", "/admin"))
+    end)
+
+    it("matches a rule of a listener on a port of its own only on that port, and no Ingress path there", function()
+        assert.equals("v2", request("ports.test", "/x"))
+        assert.equals("v1", request("ports.test", "/x", { own_port = "8080" }))
+        assert.equals("@pyngress_default_backend", request("ports.test", "/x", { own_port = "8090" }))
+        assert.equals("v1", request("ports.test", "/legacy/x", { own_port = "8080" }))
+        assert.equals("@pyngress_default_backend", request("app.test", "/legacy", { own_port = "8080" }))
+        assert.equals("@pyngress_default_backend", request("nowhere.test", "/", { own_port = "8080" }))
     end)
 
     it("leaves a request no rule takes to the Ingress paths", function()

@@ -815,6 +815,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=server,
             tracing=config.tracing,
             snippet_servers=tuple(sorted(merged.snippet_servers)), stream_servers=tuple(streams.servers),
+            gateway_ports=tuple(sorted(gateway.own_ports.items())),
             # The databases are files the syncer looks for (the model does no I/O): nginx_apply/geoip2_databases.py.
             geoip2=GeoIP2(enabled=config.use_geoip2),
         ),

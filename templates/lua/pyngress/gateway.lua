@@ -5,7 +5,7 @@ table_schema.GATEWAY_ROUTES declares it), tried by router.lua before the host's 
     "gateway": {"layers": [<layer>, ...], "actions": [<action>, ...]}
     <layer> = {"exact": {"<path>": [<match>, ...]}, "prefix": [["<path>", [<match>, ...]], ...] (longest first),
                "regex": [["<PCRE>", [<match>, ...]], ...]}
-    <match> = {"action": <1-based index into actions>, "scheme": "http" | "https", "method": "GET",
+    <match> = {"action": <1-based index into actions>, "scheme": "http" | "https", "port": <own port>, "method": "GET",
                "headers": [{"name": "<lower case>", "value": "...", "regex": true}], "query": [...]}
     <action> = {"route": "ns/name", "path": "<first path, the metrics' label>", "profile": "<profile>",
                 "backends": [{"backend": "<name>" | null, "weight": n, "service": "<name>", "filters": <filters>}],
@@ -20,6 +20,9 @@ The layers are tried in order (the host's own routes, then wildcard hosts, then 
 candidate paths are the exact path, then the regular expressions (whole path) in order, then each prefix ending at
 a path element boundary, longest first; a path's matches are in the spec's precedence order, and when none of them
 holds the next candidate path is tried. A request no match takes is left to the Ingress paths.
+
+A match with a "port" is its listener's on a port of its own (listeners.py): it holds only for a request that came on
+that port (router.lua passes it), and a match without one only on the controller's HTTP and HTTPS ports.
 ]==]
 local monitor = require("pyngress.monitor")
 local gateway_cors = require("pyngress.gateway_cors")
@@ -92,7 +95,12 @@ local function match_of(raw, where, actions)
         fail(where, "action must be the index of one of the host's actions")
     end
     local scheme = raw.scheme
+    local port = raw.port
+    if port ~= nil and port ~= null and (type(port) ~= "number" or port % 1 ~= 0 or port < 1 or port > 65535) then
+        fail(where, "port must be a port number")
+    end
     return { action = action, scheme = (scheme == "http" or scheme == "https") and scheme or nil,
+             port = port ~= null and port or nil,
              method = optional_string(raw.method), headers = value_matches_of(raw.headers, where .. " headers"),
              query = value_matches_of(raw.query, where .. " query") }
 end
@@ -375,6 +383,9 @@ end
 
 -- `state` keeps what one request's conditions read, each read once.
 local function holds(match, state)
+    if match.port ~= state.port then
+        return false  -- another port's listener's, or one of the controller's ports' on a port of its own
+    end
     local scheme = match.scheme
     if scheme then
         state.scheme = state.scheme or ngx.var.scheme
@@ -469,9 +480,9 @@ local function find_in_layer(layer, uri, state)
 end
 
 -- The action of the first match that takes a request for `uri`, and the path prefix it matched (ReplacePrefixMatch
--- replaces it); nil when none does.
-function _M.find(routes, uri)
-    local state = {}
+-- replaces it); nil when none does. `port`: the port of a request that came on a listener's own port, else nil.
+function _M.find(routes, uri, port)
+    local state = { port = port }
     local layers = routes.layers
     for i = 1, #layers do
         local action, prefix = find_in_layer(layers[i], uri, state)

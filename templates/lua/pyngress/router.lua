@@ -465,7 +465,25 @@ local function serve_gateway(action, uri, prefix)
     return ngx.exec(action.location)
 end
 
-function _M.route()
+-- On a port a Gateway listener has to itself (nginx.conf.j2's server of those ports): only the Gateway rules of that
+-- port (gateway.lua compares it), found as on the controller's ports, never an Ingress path; else the default backend.
+local function route_own_port(entry, uri)
+    local routes = entry and entry.gateway
+    local action, prefix
+    if routes then
+        action, prefix = gateway.find(routes, uri, tonumber(ngx.var.server_port))
+    end
+    if action then
+        return serve_gateway(action, uri, prefix)
+    end
+    if settings.tracing then
+        tracing.start(nil)
+    end
+    return default_backend()
+end
+
+-- `own_port`: true in the server of the ports Gateway listeners have to themselves.
+function _M.route(own_port)
     local var = ngx.var
     if settings.generate_request_id then
         -- First: every answer below (404, redirects, 413) is logged with its id.
@@ -479,6 +497,9 @@ function _M.route()
     local host = var.host
     store.refresh()
     local entry = find_host(store.current("routes"), host)
+    if own_port then
+        return route_own_port(entry, var.uri)
+    end
     if misdirected(entry, host) then
         return ngx.exit(421)
     end

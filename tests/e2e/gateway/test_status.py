@@ -151,7 +151,8 @@ def test_an_accepted_gateway_is_programmed_on_the_published_address(stage, edge)
 
 
 def test_a_listener_on_a_port_not_served_is_not_accepted(stage):
-    stage.cluster.apply(gw.gateway("unserved-port", listeners=[gw.listener("http", port=8081)]))
+    # The controller's healthz port: not one a listener can have (tests/e2e/gateway/test_listener_ports.py serves others).
+    stage.cluster.apply(gw.gateway("unserved-port", listeners=[gw.listener("http", port=stage.controller.healthz_port)]))
     status = gateway_status(stage, "unserved-port")
     assert conditions(status) == {"Accepted": ("False", "ListenersNotValid"), "Programmed": ("False", "Invalid")}
     assert conditions(listener_status(status, "http"))["Accepted"] == ("False", "PortUnavailable")

@@ -34,6 +34,8 @@ class GatewayModel:
     tls_secrets: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     passthrough: TlsPassthrough = field(default_factory=TlsPassthrough)  # TLSRoutes' hosts, before the Ingresses'
+    # The ports HTTP and HTTPS listeners have to themselves (listeners.py), with their scheme: nginx listens there.
+    own_ports: dict[int, str] = field(default_factory=dict)
 
 
 def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
@@ -91,7 +93,8 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
     passthrough = tls_passthrough(attached_tls, resolver=resolver, secrets=secrets)
     return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,
                         tls_secrets=tables.tls_secrets, problems=problems + passthrough.problems,
-                        passthrough=passthrough)
+                        passthrough=passthrough, own_ports={listener.own_port: listener.scheme for listener in listeners
+                                                            if listener.own_port is not None})
 
 
 def with_gateway_routes(routes: Mapping[str, HostRoutes], gateway: Mapping[str, dict[str, Any]], *,

@@ -1,11 +1,17 @@
 """The listeners of our Gateways that pyngress serves, and why the others are not.
 
-An HTTP listener is served on the controller's HTTP port and an HTTPS listener on its HTTPS port: a listener's
-port must be that port (--http-port, --https-port) or the standard one (80, 443) that a Service in front maps
-to it. A listener on any other port is not accepted (the spec's reason PortUnavailable): nginx listens on no
-other port for routes. A TLS listener in Passthrough mode is served on the HTTPS port by the passthrough proxy (by
-SNI, for TLSRoutes: tlsroutes.py), and only with --enable-ssl-passthrough, which starts that proxy; so is a TLS
-listener in Terminate mode (the proxy ends TLS with its certificate). TCP and UDP listeners are not served.
+An HTTP listener on the controller's HTTP port (--http-port) or on 80, which a Service in front maps to it, is
+served there, beside the Ingresses; an HTTPS listener likewise on the HTTPS port or 443. An HTTP or HTTPS listener on
+any other port gets that port of its own (`own_port`): nginx listens on it in a server of its own, which serves only
+the routes of the listeners on that port, never an Ingress (the extra ports' server in templates/nginx.conf.j2). Its
+socket is opened by nginx as it reloads, then held by the nginx-listeners program like the controller's own
+(services/nginx/listeners.py), so a master that is killed or restarted loses no connection on it. A port the
+controller uses for something else (the healthz port, --status-port, --ssl-passthrough-proxy-port, the webhook's, the
+other protocol's port) is not available (the spec's reason PortUnavailable), nor is a port another listener serves
+with the other protocol (ProtocolConflict). A TLS listener in Passthrough mode is served on the HTTPS port by the
+passthrough proxy (by SNI, for TLSRoutes: tlsroutes.py), and only with --enable-ssl-passthrough, which starts that
+proxy; so is a TLS listener in Terminate mode (the proxy ends TLS with its certificate). TCP and UDP listeners are
+not served.
 """
 from __future__ import annotations
 
@@ -66,6 +72,12 @@ class Listener:
     namespaces: NamespacePolicy
     certificate: str | None = None  # "namespace/name" of its TLS Secret (https)
     kinds: tuple[str, ...] = ("HTTPRoute", "GRPCRoute")  # the route kinds it takes
+    own_port: int | None = None  # the port it has to itself (not the controller's HTTP or HTTPS port): `port`
+
+    @property
+    def port_key(self) -> tuple[str, int | None]:
+        """Where its routes answer: its scheme on the controller's port (None), or on its own port."""
+        return self.scheme, self.own_port
 
     @property
     def where(self) -> str:
@@ -102,8 +114,33 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
                                                    "not served"))
                 continue
             seen.add(listener.name)
+            if conflict := protocol_conflict(listener, listeners):
+                problems.append(Problem.error(ref, f"{conflict}; the listener is not served"))
+                continue
             listeners.append(listener)
     return listeners, problems
+
+
+def protocol_conflict(listener: Listener, served: list[Listener]) -> str | None:
+    """Why `listener` cannot have its own port: a listener served before it (of the oldest Gateway first, in the
+    order of its listeners) takes that port with the other protocol, and nginx serves one protocol on a port."""
+    if listener.own_port is None:
+        return None
+    other = next((s for s in served if s.own_port == listener.own_port and s.scheme != listener.scheme), None)
+    if other is None:
+        return None
+    return (f"listener {listener.name}: port {listener.port} is served with {other.scheme.upper()} for "
+            f"{other.where} (reason ProtocolConflict); use another port")
+
+
+def reserved_ports(settings: Settings) -> dict[int, str]:
+    """The ports the controller uses for something else than an HTTP or HTTPS listener of its own, and for what."""
+    reserved = {settings.ports.healthz: "the healthz port (--healthz-port: /healthz, /metrics)",
+                settings.ports.status: "nginx's status port (--status-port)",
+                settings.ports.ssl_passthrough_proxy: "the passthrough proxy's port (--ssl-passthrough-proxy-port)"}
+    if settings.webhook.address:
+        reserved[int(settings.webhook.address.rpartition(":")[2])] = "the admission webhook's (--validating-webhook)"
+    return reserved
 
 
 _PORTS = {"HTTP": ("http", 80), "HTTPS": ("https", 443), "TLS": ("tls", 443)}
@@ -122,11 +159,7 @@ def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Sett
                             "use HTTP, HTTPS or TLS", reason=Reason.UNSUPPORTED_PROTOCOL)
     scheme, standard = _PORTS[protocol]
     port = fields.port(raw.get("port"), where=where)
-    ours = settings.ports.http if scheme == "http" else settings.ports.https
-    if port not in (standard, ours):
-        raise RouteRejected(f"{where}: port {port} is not available (reason PortUnavailable): {protocol} "
-                            f"listeners are served on port {standard} or the controller's {protocol} port {ours}",
-                            reason=Reason.PORT_UNAVAILABLE)
+    own_port = _own_port(port, scheme=scheme, standard=standard, where=where, settings=settings)
     hostname = raw.get("hostname")
     host = fields.hostname(hostname, where=where) if hostname is not None else None
     allowed = fields.mapping(raw.get("allowedRoutes"), where=f"{where} allowedRoutes")
@@ -149,8 +182,28 @@ def _listener(raw: Any, *, namespace: str, name: str, index: int, settings: Sett
         certificate = _certificate(fields.mapping(raw.get("tls"), where=f"{where} tls"), namespace=namespace,
                                    where=where, grants=grants, secrets=secrets)
     return Listener(gateway=f"{namespace}/{name}", gateway_namespace=namespace, name=section, port=port,
-                    scheme=scheme, hostname=host, certificate=certificate, kinds=served_kinds,
+                    scheme=scheme, hostname=host, certificate=certificate, kinds=served_kinds, own_port=own_port,
                     namespaces=_namespaces(fields.mapping(allowed.get("namespaces"), where=where), where=where))
+
+
+def _own_port(port: int, *, scheme: str, standard: int, where: str, settings: Settings) -> int | None:
+    """None when the listener is served on the controller's port of its protocol; else the port it has to itself.
+    Raises RouteRejected (PortUnavailable) for a port the controller uses otherwise."""
+    ours = settings.ports.http if scheme == "http" else settings.ports.https
+    if port in (standard, ours):
+        return None
+    if scheme == "tls":
+        raise RouteRejected(f"{where}: port {port} is not available (reason PortUnavailable): TLS Passthrough "
+                            f"listeners are served by the passthrough proxy on port 443 or the controller's HTTPS "
+                            f"port {ours}", reason=Reason.PORT_UNAVAILABLE)
+    other, other_ports = {"http": ("HTTPS", (settings.ports.https, 443)),
+                          "https": ("HTTP", (settings.ports.http, 80))}[scheme]
+    clash = reserved_ports(settings)
+    clash.update(dict.fromkeys(other_ports, f"the controller's {other} port"))
+    if port in clash:
+        raise RouteRejected(f"{where}: port {port} is not available (reason PortUnavailable): it is {clash[port]}; "
+                            "use another port", reason=Reason.PORT_UNAVAILABLE)
+    return port
 
 
 def _certificate(tls: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,

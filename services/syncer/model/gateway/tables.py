@@ -7,9 +7,10 @@ RegularExpression paths, then the longest PathPrefix — and for each path its m
 then most header matches, then most query parameter matches, then the oldest route (then "namespace/name"), then
 rule and match order; when none of a path's matches holds, the next candidate path is tried.
 
-A rule reaches a host only from the listener that serves that host: of the listeners of one protocol, the one whose
-hostname matches the host most precisely (its own name, then a wildcard, then none), as the spec sends a request to
-the most specific listener.
+A rule reaches a host only from the listener that serves that host: of the listeners of one protocol on one port (the
+controller's, or a port of their own), the one whose hostname matches the host most precisely (its own name, then a
+wildcard, then none), as the spec sends a request to the most specific listener. A match of a listener on a port of
+its own carries that port, and gateway.lua takes it only for a request that came on it.
 
 TablesKept keeps each rule's action and each host's entry from one build to the next: an action is made again only
 when its route's plan is another object (route_plans.py keeps unchanged ones) or a Service it resolved resolves
@@ -132,12 +133,13 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
             layer_hosts += [w for w in wildcards if w != host and host.endswith(w[1:])]
             if CATCH_ALL_HOST in by_host:
                 layer_hosts.append(CATCH_ALL_HOST)
-        best = {scheme: max((specificity(listener.hostname, host) for listener in listeners
-                             if listener.scheme == scheme), default=-1) for scheme in ("http", "https")}
+        best: dict[tuple[str, int | None], int] = {}
+        for listener in listeners:
+            best[listener.port_key] = max(best.get(listener.port_key, -1), specificity(listener.hostname, host))
         owner = ingress_owners.get(host) if host != CATCH_ALL_HOST else None
         # A wildcard's or any host's routes of another namespace do not serve an owned host either.
         candidates = tuple(found for layer_host in layer_hosts if (found := tuple(
-            c for c in by_host[layer_host] if specificity(c.listener.hostname, host) == best[c.listener.scheme]
+            c for c in by_host[layer_host] if specificity(c.listener.hostname, host) == best[c.listener.port_key]
             and (owner is None or c.plan.namespace == owner))))
         entry = kept.hosts.get(host)
         # The same candidates (the same plans: equal tuples compare their members by identity first) and, made again
@@ -156,7 +158,7 @@ def https_listener_names(listeners: Iterable[Listener]) -> tuple[str, ...]:
     """The hostnames of the HTTPS listeners on the controller's HTTPS port ("" for one without), when there are several:
     gateway.lua answers 421 to a request whose Host one of them takes and its SNI another (misdirected)."""
     names = sorted({listener.hostname or "" for listener in listeners
-                    if listener.scheme == "https"})
+                    if listener.scheme == "https" and listener.own_port is None})
     return tuple(names) if len(names) > 1 else ()
 
 
@@ -188,13 +190,16 @@ def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, str, int]
                 made.append(actions.action(candidate.plan, candidate.rule))
                 action_list.append(made[-1].json)
                 host_actions[key] = len(action_list)
-            scheme: str | None = candidate.listener.scheme
+            # On a port of its own the port says it all; on the controller's ports the scheme tells HTTP from HTTPS.
+            port = candidate.listener.own_port
+            scheme: str | None = candidate.listener.scheme if port is None else None
             twin = (found[i - 1] if i else None)
-            if twin is not None and (twin.plan.kind, twin.plan.ref, twin.rule, twin.index) == key + (candidate.index,):
-                if twin.listener.scheme != scheme:
+            if (twin is not None and twin.listener.own_port == port
+                    and (twin.plan.kind, twin.plan.ref, twin.rule, twin.index) == key + (candidate.index,)):
+                if twin.listener.scheme != candidate.listener.scheme:
                     matches[-1].pop("scheme", None)  # the same match on the HTTP and the HTTPS listener
                 continue
-            matches.append(_match_json(candidate.match, host_actions[key], scheme))
+            matches.append(_match_json(candidate.match, host_actions[key], scheme, port))
         if kind == "exact":
             exact[path] = matches
         elif kind == "prefix":
@@ -204,11 +209,11 @@ def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, str, int]
     return table_schema.GATEWAY_LAYER.serialise(exact=exact, prefix=tuple(prefix), regex=tuple(regex))
 
 
-def _match_json(match: Match, action: int, scheme: str | None) -> dict[str, Any]:
+def _match_json(match: Match, action: int, scheme: str | None, port: int | None) -> dict[str, Any]:
     def values(items: Iterable[Any]) -> tuple[dict[str, Any], ...]:
         return tuple(table_schema.GATEWAY_VALUE_MATCH.serialise(name=v.name, value=v.value, regex=v.regex)
                      for v in items)
-    return table_schema.GATEWAY_MATCH.serialise(action=action, scheme=scheme, method=match.method,
+    return table_schema.GATEWAY_MATCH.serialise(action=action, scheme=scheme, port=port, method=match.method,
                                                 headers=values(match.headers), query=values(match.query))
 
 

@@ -90,17 +90,17 @@ def test_section_name_and_port_pick_the_listener(gw):
     assert [a["route"] for a in gw.gateway_of(model, "a.example.com")["actions"]] == ["default/by-port"]
 
 
-def test_gateways_of_other_classes_and_listeners_on_other_ports_are_not_served(gw):
+def test_gateways_of_other_classes_and_listeners_on_ports_the_controller_uses_are_not_served(gw):
     o = gw.objects
     gw.add(o.gateway_class("other", controller="example.com/other"))
     gw.add(o.gateway("theirs", listeners=[o.listener(hostname="theirs.example.com")], class_name="other"))
-    gw.gateway(o.listener("odd", port=8081, hostname="odd.example.com"))
+    gw.gateway(o.listener("odd", port=10254, hostname="odd.example.com"))
     gw.route("web", parents=[{"name": "theirs"}, {"name": "gw"}], rules=[o.rule(o.backend_ref("web"))])
     model = gw.build()
     assert not any(r.gateway for r in model.routes.values())
     assert gw.rejections(model) == [
-        "Gateway default/gw: listener odd: port 8081 is not available (reason PortUnavailable): HTTP listeners "
-        "are served on port 80 or the controller's HTTP port 80; the listener is not served",
+        "Gateway default/gw: listener odd: port 10254 is not available (reason PortUnavailable): it is the healthz "
+        "port (--healthz-port: /healthz, /metrics); use another port; the listener is not served",
         "HTTPRoute default/web: not attached to Gateway default/gw: it has no served listener named any on port any "
         "(reason NoMatchingParent)"]
 

@@ -59,7 +59,7 @@ def test_an_accepted_gateway_is_programmed_with_its_listeners_and_addresses(gw):
 
 
 @pytest.mark.parametrize("listener, reason, kinds", [
-    ({"name": "http", "port": 8080, "protocol": "HTTP"}, "PortUnavailable", [HTTP_ROUTE, GRPC_ROUTE]),
+    ({"name": "http", "port": 10254, "protocol": "HTTP"}, "PortUnavailable", [HTTP_ROUTE, GRPC_ROUTE]),
     ({"name": "http", "port": 80, "protocol": "UDP"}, "UnsupportedProtocol", []),
 ])
 def test_a_listener_on_a_port_or_protocol_not_served_is_not_accepted(gw, listener, reason, kinds):
