@@ -41,6 +41,7 @@ Cases covered by the other e2e files:
 - HTTPRouteRequestHeaderModifierBackendWeights, HTTPRouteBackendRequestHeaderModifier,
   HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite, HTTPRouteCORS,
   HTTPRouteHTTPSListenerDetectMisdirectedRequests → test_backend_filters_and_cors.py
+- HTTPRouteListenerPortMatching, GatewayWithAttachedRoutesWithPort8080 → test_listener_ports.py
 - HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError, HTTPRouteTimeoutRequest,
   HTTPRouteTimeoutBackendRequest, HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket →
   test_backend_protocols_retries_timeouts.py, with two differences docs/gateway-api.md explains: a connection error
@@ -49,8 +50,6 @@ Cases covered by the other e2e files:
   listener, which nginx 1.22 does not speak (as GRPCRouteListenerHostnameMatching below)
 
 Cases that cannot pass, for a missing feature:
-- GatewayWithAttachedRoutesWithPort8080: port 8080 is not served (below).
-- HTTPRouteListenerPortMatching: listeners on 8080/8090 are not served (PortUnavailable).
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
   the same host and path cannot answer differently per Gateway address.
 - GatewayInfrastructure: it looks for a ServiceAccount, Pod or Service made for the Gateway, carrying its
