@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from tests.e2e.tls.pki import TestCA
+from tests.e2e.tls.pki import TestCA, tls_secret
 from tests.support import gateway_objects as gw
 from tests.support import k8s
 from tests.support.flaky_backend import flaky_backend
@@ -164,9 +164,13 @@ def test_attempts_and_timeouts_change_without_a_reload(stage, flaky):
 def h2c_host(stage, flaky, tmp_path_factory):
     """An h2c-only backend (it takes no HTTP/1.1) as a Service whose port names appProtocol kubernetes.io/h2c."""
     host = "h2c.example.com"
+    pair = TestCA(tmp_path_factory.mktemp("h2c-pki")).issue(host)
     with h2c_backend(tmp_path_factory.mktemp("h2c")) as port:
+        stage.cluster.apply(tls_secret("h2c-tls", pair), gw.gateway("h2c-tls", listeners=[
+            gw.listener("https", port=443, protocol="HTTPS", hostname=host, certificate="h2c-tls")]))
         stage.cluster.apply(*service("infra-h2c", 8081, "127.0.0.1", port, "kubernetes.io/h2c"),
-                            route("backend-protocol-h2c", host, rule("infra-h2c", 8081)))
+                            gw.http_route("backend-protocol-h2c", hostnames=[host], rules=[rule("infra-h2c", 8081)],
+                                          parents=[{"name": "gw"}, {"name": "h2c-tls"}]))
         stage.expect_answer(host, "/", 200, timeout=30)
         yield host
 
@@ -180,6 +184,18 @@ def test_h2c_app_protocol_speaks_http2_to_the_backend(stage, h2c_host):
     assert seen["protocol"] == "HTTP/2.0" and seen["path"] == "/" and seen["host"] == host
     posted = stage.controller.request("POST", "/upload", host, data=b"x" * 1000)
     assert posted.status_code == 200 and answer_fields(posted.text)["path"] == "/upload"
+
+
+def test_h2c_app_protocol_from_an_http2_client_over_tls(stage, h2c_host):
+    """The same backend through the HTTPS listener, the client speaking HTTP/2 (ALPN h2) to nginx."""
+    port = stage.controller.https_port
+    result = subprocess.run(["curl", "-sk", "--http2", "-w", "\n%{http_version}", "--resolve",
+                             f"{h2c_host}:{port}:127.0.0.1", f"https://{h2c_host}:{port}/over-tls"],
+                            capture_output=True, text=True, timeout=10, check=True)
+    body, client_version = result.stdout.rsplit("\n", 1)
+    assert client_version == "2"
+    seen = answer_fields(body)
+    assert seen["protocol"] == "HTTP/2.0" and seen["path"] == "/over-tls"
 
 
 def test_h2c_prior_knowledge_from_the_client_is_not_served_on_the_http_port(stage, h2c_host):
