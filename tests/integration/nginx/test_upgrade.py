@@ -7,7 +7,6 @@ nginx passes through blindly, and every request sent in it skips nginx's routing
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import socket
@@ -18,33 +17,11 @@ from typing import Iterator
 import pytest
 
 from services.syncer.model.types import HostRoutes
+from tests.support.websocket import accept_key, read_head
 
 from .conftest import route
 
 HOST = "upgrade.test"
-WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def accept_key(key: str) -> str:
-    return base64.b64encode(hashlib.sha1(key.encode() + WEBSOCKET_GUID).digest()).decode()
-
-
-def read_head(sock: socket.socket, buffered: bytes = b"") -> tuple[str, dict[str, str], bytes]:
-    """The start line and headers (lowercased names) of one HTTP message, and the bytes read past them."""
-    while b"\r\n\r\n" not in buffered:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed after {buffered!r}")
-        buffered += chunk
-    head, _, rest = buffered.partition(b"\r\n\r\n")
-    start, *lines = head.decode("latin-1").split("\r\n")
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return start, headers, rest
-
-
 def read_exactly(sock: socket.socket, n: int, buffered: bytes) -> tuple[bytes, bytes]:
     while len(buffered) < n:
         chunk = sock.recv(65536)
