@@ -20,7 +20,8 @@ from typing import Callable
 import zmq.asyncio
 
 from proto import endpoints
-from services.common import component_state, logs
+from services.common import changed_keys, component_state, logs
+from services.common.changed_keys import ChangedKeys
 from services.common.clone import ClonePublisher, CloneSubscriber, Snapshot
 from services.common.files import ensure_private_dir
 from services.common.ipv6 import ipv6_available
@@ -62,8 +63,10 @@ class Syncer:
         self.model = IncrementalModel(settings)
         self._afresh = True  # the next sync builds the model from scratch (the first, or one after a failure)
         self.changed = asyncio.Event()
-        # Called after every sync (the Ingress status updater re-reads the store then).
+        # Called after every sync (the Ingress status updater re-reads the store then), with the store keys changed by
+        # the syncs since they were last called in `synced_keys` (None: any).
         self.after_sync: list[Callable[[], None]] = []
+        self.synced_keys: ChangedKeys = None
         # Location profiles nginx -t refused (name → its message) under the global settings `refused_for`.
         self.refused_profiles: dict[str, str] = {}
         self.refused_for = ""
@@ -119,6 +122,7 @@ class Syncer:
         object can never stop the syncer for everyone (the next change or a restart tries again)."""
         started = time.monotonic()
         changed = self._take_updates()
+        self.synced_keys = changed_keys.union(self.synced_keys, None if changed is None else frozenset(changed))
         try:
             model = await self._apply_model(self.store, changed)
         except Exception as err:  # noqa: BLE001 - the loop must survive whatever one object does
@@ -140,6 +144,7 @@ class Syncer:
         self._write_status()
         for callback in self.after_sync:
             callback()
+        self.synced_keys = frozenset()
 
     def _take_updates(self) -> set[str] | None:
         """Bring the store up to what came since the last sync; the keys changed (None: the model starts afresh).
@@ -254,6 +259,7 @@ async def main_async(settings: Settings) -> None:
                 tasks.create_task(coro)
             if status_updates_enabled(settings):
                 tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,
+                                                     synced_keys=lambda: syncer.synced_keys,
                                                      after_sync=syncer.after_sync, errors=syncer.api_errors,
                                                      leadership=syncer.metrics.leadership))
     finally:

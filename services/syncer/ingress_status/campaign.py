@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import Any, Callable, Mapping
 
+from services.common.changed_keys import ChangedKeys
 from services.common.logs import kv
 from services.common.settings import Settings
 
@@ -28,11 +29,13 @@ def status_updates_enabled(settings: Settings) -> bool:
 
 async def run_status_updates(settings: Settings, *, current_store: Callable[[], Mapping[str, Any]],
                              after_sync: list[Callable[[], None]], errors: dict[str, str],
-                             leadership: dict[str, Callable[[], bool]]) -> None:
+                             leadership: dict[str, Callable[[], bool]],
+                             synced_keys: Callable[[], ChangedKeys] = lambda: None) -> None:
     """Campaign, and write Ingress status while leading, until cancelled.
 
     current_store: the syncer's store as it is now. after_sync: the syncer's callbacks, called after each
-    sync; the updater joins them to be told when the store has changed. errors: filled with what the API
+    sync; the updater joins them to be told when the store has changed, and at which keys (`synced_keys()`, read
+    then: None when any may have). errors: filled with what the API
     refuses or fails ("lease", "ingress status" → the API's message) while it does, for /healthz. leadership:
     the Lease's name → whether this process holds it now, for /metrics.
 
@@ -61,7 +64,9 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,
         lease_seconds=elector.lease_duration))
-    after_sync.extend((updater.notify, gateways.notify))
+    def notify_updater() -> None:
+        updater.notify(synced_keys())
+    after_sync.extend((notify_updater, gateways.notify))
     leadership[elector.name] = lambda: elector.is_leader
 
     async def while_leading() -> None:
@@ -69,7 +74,7 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
     try:
         await elector.run(while_leading, before_release=lambda: updater.clear_on_shutdown(current_store()))
     finally:
-        after_sync.remove(updater.notify)
+        after_sync.remove(notify_updater)
         after_sync.remove(gateways.notify)
         api_client.close()
 

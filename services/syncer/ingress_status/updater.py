@@ -9,6 +9,11 @@ The addresses, as ingress-nginx finds them:
 - else nothing is written.
 --update-status=false turns all of it off.
 
+Each round after a sync looks at the Ingresses that sync changed (notify's keys): going through every Ingress of the
+store at every sync cost each change a pass over 100,000 of them. Every Ingress is looked at again in the first round,
+after a round that failed, at each resync (RESYNC_SECONDS without a change) and when the addresses or an
+IngressClass change.
+
 On a graceful stop (SIGTERM) the leader clears the status of every Ingress it served, as ingress-nginx's
 --update-status-on-shutdown (default true) does, unless another replica runs: one whose Pod is a ready
 endpoint of the --publish-service Service (read from the store, so it needs no permission on Pods). Without
@@ -24,6 +29,8 @@ from typing import Any, Callable, Mapping
 
 from kubernetes import client
 
+from services.common import changed_keys
+from services.common.changed_keys import ChangedKeys
 from services.common.kube import api_error_text, read_json
 from services.common.logs import kv
 from services.common.objects import split_key
@@ -121,9 +128,14 @@ def other_replicas(store: Mapping[str, Any], *, publish_service: str | None, pod
 
 def served_ingresses(store: Mapping[str, Any], settings: Settings) -> dict[str, dict[str, Any]]:
     """The store's Ingresses that are ours (by class, as the model decides it), by store key."""
-    classes = [obj for key, obj in store.items() if key.startswith("IngressClass/")]
-    ours = IngressClassFilter.from_classes(classes, settings)
+    ours = class_filter(store, settings)
     return {key: obj for key, obj in store.items() if key.startswith("Ingress/") and ours.is_ours(obj)}
+
+
+def class_filter(store: Mapping[str, Any], settings: Settings) -> IngressClassFilter:
+    """Which Ingresses are ours, by the store's IngressClasses."""
+    return IngressClassFilter.from_classes([obj for key, obj in store.items() if key.startswith("IngressClass/")],
+                                           settings)
 
 
 class IngressStatusUpdater:
@@ -147,6 +159,12 @@ class IngressStatusUpdater:
         # Writes whose request is under way. Each runs in a thread, which cancelling the task that awaits it does not
         # stop: clear_on_shutdown waits for them, so that its own writes come last.
         self._writes: set[asyncio.Future[dict[str, Any]]] = set()
+        # The store keys changed since the last round (None: look at every Ingress), and what the last round found:
+        # the addresses it wrote, the IngressClasses' verdict.
+        self._pending: ChangedKeys = None
+        self._wanted: list[Address] | None = None
+        self._ours: IngressClassFilter | None = None
+        self.looked_at = 0  # Ingresses compared with the addresses (a count of the work changes cost)
         self.disabled_reason: str | None = None
         self._fixed: list[Address] | None = None
         if not settings.leader.update_status:
@@ -158,8 +176,9 @@ class IngressStatusUpdater:
                 self.disabled_reason = str(err)
                 log.error("Ingress status updates are off", extra=kv(reason=str(err)))
 
-    def notify(self) -> None:
-        """The store changed: compare again soon."""
+    def notify(self, changed: ChangedKeys = None) -> None:
+        """The store changed (at the keys `changed`; None: at any): compare again soon."""
+        self._pending = changed_keys.union(self._pending, changed)
         self._poked.set()
 
     async def run(self, current_store: Callable[[], Mapping[str, Any]]) -> None:
@@ -169,16 +188,18 @@ class IngressStatusUpdater:
             return
         while True:
             self._poked.clear()
+            changed, self._pending = self._pending, frozenset()
             try:
-                await self.update(current_store())
+                await self.update(current_store(), changed)
                 self.errors.pop("ingress status", None)
-            except Exception as err:  # the API unreachable: the next round tries again
+            except Exception as err:  # the API unreachable: the next round tries again, every Ingress
+                self._pending = None
                 self.errors["ingress status"] = text = api_error_text(err)
                 log.warning("Ingress status update failed", extra=kv(error=text))
             try:
                 await asyncio.wait_for(self._poked.wait(), self.resync_seconds)
             except asyncio.TimeoutError:
-                pass
+                self._pending = None  # the resync: every Ingress
 
     async def clear_on_shutdown(self, store: Mapping[str, Any]) -> int:
         """At a graceful stop, while still leading: clear the status of every served Ingress unless another
@@ -224,18 +245,33 @@ class IngressStatusUpdater:
             return node_addresses(node) if node is not None else None
         return None
 
-    async def update(self, store: Mapping[str, Any]) -> int:
-        """Write the status of every served Ingress whose addresses differ; returns how many were written."""
+    async def update(self, store: Mapping[str, Any], changed: ChangedKeys = None) -> int:
+        """Write the status of every served Ingress whose addresses differ (of those at the store keys `changed`
+        only, unless the addresses or an IngressClass changed; None: all); returns how many were written."""
         if self.disabled_reason:
             return 0
         wanted = await self.addresses()
         if wanted is None:
             return 0
+        if changed is None or wanted != self._wanted or self._ours is None \
+                or any(key.startswith("IngressClass/") for key in changed):
+            self._ours = class_filter(store, self.settings)
+            served = served_ingresses(store, self.settings)
+            for key in set(self._written) - served.keys():
+                del self._written[key]
+            self._published &= served.keys()
+        else:
+            served = {}
+            for key in changed:
+                ingress = store.get(key) if key.startswith("Ingress/") else None
+                if ingress is not None and self._ours.is_ours(ingress):
+                    served[key] = ingress
+                else:  # gone, or no longer ours
+                    self._written.pop(key, None)
+                    self._published.discard(key)
+        self._wanted = wanted
         written = 0
-        served = served_ingresses(store, self.settings)
-        for key in set(self._written) - served.keys():
-            del self._written[key]
-        self._published &= served.keys()
+        self.looked_at += len(served)
         for key, ingress in served.items():
             resource_version = ingress["metadata"].get("resourceVersion", "")
             if current_addresses(ingress) == wanted:
