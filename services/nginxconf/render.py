@@ -302,6 +302,8 @@ class _RenderedProfile:
     fastcgi_params: list[str]  # fastcgi_param arguments: the quoted name and value (fastcgi_param_arguments)
     sets_ssl_name: bool
     sets_ssl_server_name: bool
+    # proxy-ssl-verify on (a BackendTLSPolicy's too): to the upstream that keeps no connection (see _backend_tls).
+    verified: bool
 
     @property
     def grpc(self) -> bool:
@@ -381,6 +383,7 @@ def _rendered_profile(profile: LocationProfile) -> _RenderedProfile:
     tls = profile.backend_tls
     return _RenderedProfile(
         backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
+        verified=bool(tls and tls.verify == "on"),
         custom_http_errors=_error_codes(profile.custom_http_errors), pass_backend_errors=profile.pass_backend_errors,
         mirror=_mirror(profile.mirror) if profile.mirror else None,
         response_headers=[literal(f"{_response_header_name(name)}: {value}") for name, value in profile.response_headers],
@@ -494,6 +497,10 @@ def _backend_tls(tls: BackendTls) -> list[tuple[str, str, bool]]:
         directives.append(("name", quote(tls.name), False))
     if tls.server_name:
         directives.append(("server_name", tls.server_name, False))
+    if tls.verify == "on":
+        # The Lua balancer's upstream keeps TLS sessions (and kept-alive connections) by address, whatever the
+        # profile: a session another profile verified for another name or CA would be resumed unchecked here.
+        directives.append(("session_reuse", "off", False))
     return directives
 
 

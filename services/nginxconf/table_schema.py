@@ -240,6 +240,8 @@ CLIENT_AUTH = Record("client_auth", "client_auth.lua (configs, check)", (
     Field("error_page", Nullable(STRING), "where a refused certificate is redirected"),
     Field("pass_certificate", BOOLEAN),
     Field("match_cn", Nullable(STRING), '"CN=<regex>" for the subject DN'),
+    Field("close", BOOLEAN, "a refused certificate closes the connection unanswered (a Gateway's frontend "
+          "validation)", omit=(False,)),
 ))
 
 CANARY = Record("canary", "canary.lua (config)", (
@@ -400,6 +402,8 @@ GATEWAY_ROUTES = Record("gateway_routes", "gateway.lua (routes_of)", (
     Field("actions", ListOf(GATEWAY_ACTION)),
     Field("https_listeners", ListOf(STRING), "the hostnames of the HTTPS listeners (\"\" for none) when several: a "
           "request whose Host one takes and its SNI another answers 421", omit=((),)),
+    Field("client_auth", CLIENT_AUTH, "the HTTPS listener's client-certificate validation, checked over TLS by "
+          "router.lua (host_of) before a rule serves", omit=(None,)),
 ))
 
 HOST_ROUTES = Record("host_routes", "router.lua (host_of)", (

@@ -28,7 +28,8 @@ LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
 # Kinds kept whole (within --watch-namespace when they are namespaced).
 _ALWAYS_KEPT = frozenset({"Ingress", "IngressClass", "Service", "EndpointSlice",
-                          "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant"})
+                          "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant",
+                          "BackendTLSPolicy"})
 
 
 def _namespace_and_name(obj: dict[str, Any]) -> tuple[str, str]:

@@ -108,6 +108,7 @@ KIND_APIS: dict[str, KindApi] = {k.kind: k for k in (
     # v1 where the CRDs are recent, else the version older releases serve.
     _gateway_api("ReferenceGrant", "referencegrants", versions=("v1", "v1beta1")),
     _gateway_api("TLSRoute", "tlsroutes", versions=("v1", "v1alpha2")),
+    _gateway_api("BackendTLSPolicy", "backendtlspolicies", versions=("v1", "v1alpha3")),
 )}
 GATEWAY_KINDS = tuple(kind for kind, api in KIND_APIS.items() if api.custom is not None)
 

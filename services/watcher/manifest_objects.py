@@ -35,11 +35,13 @@ ACCEPTED_KINDS: dict[str, str] = {
     "GRPCRoute": GATEWAY_API_V1,
     "TLSRoute": GATEWAY_API_V1,
     "ReferenceGrant": GATEWAY_API_V1,
+    "BackendTLSPolicy": GATEWAY_API_V1,
 }
 # kind → older apiVersions still read as they are (a CRD serves the same schema at both).
 OLDER_VERSIONS: dict[str, tuple[str, ...]] = {
     "ReferenceGrant": ("gateway.networking.k8s.io/v1beta1",),
     "TLSRoute": ("gateway.networking.k8s.io/v1alpha2",),  # the experimental channel's, before v1
+    "BackendTLSPolicy": ("gateway.networking.k8s.io/v1alpha3",),  # the experimental channel's, before v1
 }
 DEFAULT_NAMESPACE = "default"
 

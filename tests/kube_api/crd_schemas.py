@@ -24,6 +24,8 @@ _REQUIRED: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
                        ("spec.to[]", ("group", "kind"))),
     "TLSRoute": (("", ("spec",)), ("spec", ("rules",)), ("spec.parentRefs[]", ("name",)),
                  ("spec.rules[].backendRefs[]", ("name",))),
+    "BackendTLSPolicy": (("", ("spec",)), ("spec", ("targetRefs", "validation")),
+                         ("spec.targetRefs[]", ("group", "kind", "name")), ("spec.validation", ("hostname",))),
 }
 _BOUNDS: dict[str, tuple[tuple[str, int, int], ...]] = {
     "Gateway": (("spec.listeners", 1, 64),),
@@ -31,6 +33,7 @@ _BOUNDS: dict[str, tuple[tuple[str, int, int], ...]] = {
     "GRPCRoute": (("spec.parentRefs", 0, 32), ("spec.rules", 0, 16)),
     "ReferenceGrant": (("spec.from", 1, 16), ("spec.to", 1, 16)),
     "TLSRoute": (("spec.parentRefs", 0, 32), ("spec.rules", 1, 16)),
+    "BackendTLSPolicy": (("spec.targetRefs", 1, 16), ("spec.validation.caCertificateRefs", 0, 8)),
 }
 _PENDING = {"status": "Unknown", "reason": "Pending", "message": "Waiting for controller",
             "lastTransitionTime": "1970-01-01T00:00:00Z"}

@@ -118,6 +118,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  other_versions=("v1beta1",)),
     ResourceType(GATEWAY_API, "v1", "TLSRoute", "tlsroutes", True, has_status=True, custom=True,
                  other_versions=("v1alpha2",)),
+    ResourceType(GATEWAY_API, "v1", "BackendTLSPolicy", "backendtlspolicies", True, has_status=True, custom=True,
+                 short_names=("btlspolicy",), other_versions=("v1alpha3",)),
 )
 # The verbs of each subresource, for discovery.
 SUBRESOURCE_VERBS = {"status": STATUS_VERBS, "token": ("create",)}

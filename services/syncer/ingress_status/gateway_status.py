@@ -37,7 +37,7 @@ from .updater import MERGE_PATCH, REQUEST_TIMEOUT_SECONDS, RESYNC_SECONDS, Addre
 log = logging.getLogger(__name__)
 
 _PLURALS = {"GatewayClass": "gatewayclasses", "Gateway": "gateways", "HTTPRoute": "httproutes",
-            "GRPCRoute": "grpcroutes", "TLSRoute": "tlsroutes"}
+            "GRPCRoute": "grpcroutes", "TLSRoute": "tlsroutes", "BackendTLSPolicy": "backendtlspolicies"}
 
 
 def stamped(wanted: list[dict[str, Any]], shown: Any, now: str) -> list[dict[str, Any]]:
@@ -64,15 +64,17 @@ def stamped_status(wanted: dict[str, Any], shown: Mapping[str, Any], now: str) -
     return result
 
 
-def merged_parents(ours: list[dict[str, Any]], shown: Any, *, controller: str, now: str) -> list[dict[str, Any]]:
-    """A route's status.parents: the other controllers' entries as shown, ours (stamped) where they were, the new ones
-    of ours last; so that entries in another order than pyngress would put them cause no write."""
-    wanted = {_ref_key(entry["parentRef"]): entry for entry in ours}
+def merged_parents(ours: list[dict[str, Any]], shown: Any, *, controller: str, now: str,
+                   ref_field: str = "parentRef") -> list[dict[str, Any]]:
+    """A route's status.parents (a BackendTLSPolicy's status.ancestors, keyed by `ref_field` "ancestorRef"): the other
+    controllers' entries as shown, ours (stamped) where they were, the new ones of ours last; so that entries in
+    another order than pyngress would put them cause no write."""
+    wanted = {_ref_key(entry[ref_field]): entry for entry in ours}
     merged = []
     for entry in shown if isinstance(shown, list) else ():
         if not isinstance(entry, dict) or entry.get("controllerName") != controller:
             merged.append(entry)
-        elif (mine := wanted.pop(_ref_key(entry.get("parentRef")), None)) is not None:
+        elif (mine := wanted.pop(_ref_key(entry.get(ref_field)), None)) is not None:
             merged.append({**mine, "conditions": stamped(mine["conditions"], entry.get("conditions"), now)})
     return merged + [{**entry, "conditions": stamped(entry["conditions"], None, now)} for entry in wanted.values()]
 
@@ -159,6 +161,10 @@ class GatewayStatusUpdater:
             for (namespace, name), route in routes.items():
                 written += await self._write_parents(kind, namespace, name, route,
                                                      wanted.routes.get((kind, namespace, name), []), now)
+        for (namespace, name), policy in objects.tls_policies.items():
+            written += await self._write_parents("BackendTLSPolicy", namespace, name, policy,
+                                                 wanted.policies.get((namespace, name), []), now,
+                                                 field="ancestors", ref_field="ancestorRef")
         if self._refusals:
             raise self._refusals[0]
         return written
@@ -177,17 +183,19 @@ class GatewayStatusUpdater:
         return await self._patch(kind, namespace, name, obj, {"status": status}, wanted)
 
     async def _write_parents(self, kind: str, namespace: str, name: str, route: dict[str, Any],
-                             ours: list[dict[str, Any]], now: str) -> int:
-        shown = (route.get("status") or {}).get("parents") or []
+                             ours: list[dict[str, Any]], now: str, *, field: str = "parents",
+                             ref_field: str = "parentRef") -> int:
+        """A route's status.parents, or (`field` "ancestors") a policy's status.ancestors."""
+        shown = (route.get("status") or {}).get(field) or []
         if not ours and not any(isinstance(p, dict) and p.get("controllerName") == self.controller for p in shown):
             return 0
-        parents = merged_parents(ours, shown, controller=self.controller, now=now)
+        parents = merged_parents(ours, shown, controller=self.controller, now=now, ref_field=ref_field)
         if parents == shown:
             return 0
         version = (route.get("metadata") or {}).get("resourceVersion")
         # The resourceVersion read: a write racing another controller's gets 409 instead of dropping its entries.
         return await self._patch(kind, namespace, name, route,
-                                 {"metadata": {"resourceVersion": version}, "status": {"parents": parents}}, ours)
+                                 {"metadata": {"resourceVersion": version}, "status": {field: parents}}, ours)
 
     async def _patch(self, kind: str, namespace: str | None, name: str, obj: dict[str, Any], body: dict[str, Any],
                      wanted: Any) -> int:

@@ -764,6 +764,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
         gateway_hosts = frozenset(gateway.routes)
     problems.extend(gateway.problems)
     profiles.update(gateway.profiles)
+    ssl_files = {**ssl_files, **gateway.ssl_files}  # BackendTLSPolicies' CAs (their profiles name them)
     backends.update(gateway.backends)
     beside_routes.update(gateway.backends)
     routes = with_gateway_routes(merged.routes, gateway.routes, redirect_code=config.server.redirect_code,

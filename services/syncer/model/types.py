@@ -34,11 +34,12 @@ class ClientAuth:
     error_page: str | None
     pass_certificate: bool
     match_cn: str | None  # "CN=<regex>" for the subject DN
+    close: bool = False  # a refused certificate closes the connection unanswered (a Gateway's frontend validation)
 
     def to_json(self) -> dict[str, Any]:
         return table_schema.CLIENT_AUTH.serialise(
             ca=self.ca, crl=self.crl, verify=self.verify, depth=self.depth, error_page=self.error_page,
-            pass_certificate=self.pass_certificate, match_cn=self.match_cn)
+            pass_certificate=self.pass_certificate, match_cn=self.match_cn, close=self.close)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,13 @@ backend gets (ssl-client-verify, ssl-client-subject-dn, ssl-client-issuer-dn, ss
 $ssl_client_verify would read: "SUCCESS", "FAILED:<reason>" or "NONE".
 
 A config is a routes-table entry: {"ca": PEM, "crl": PEM | null, "verify": "on" | "off" | "optional" |
-"optional_no_ca", "depth": n, "error_page": URL | null, "pass_certificate": bool, "match_cn": "CN=..." | null}.
+"optional_no_ca", "depth": n, "error_page": URL | null, "pass_certificate": bool, "match_cn": "CN=..." | null,
+"close": bool (optional: a refused certificate closes the connection unanswered, as a Gateway's frontend validation
+refuses)}.
+
+A host's Gateway rules have one config of their own, the "client_auth" of its "gateway" entry (the validation of the
+HTTPS listener serving the host): configs() takes it beside the Ingresses' under the key GATEWAY, which no Ingress
+("namespace/name") can have.
 ]]
 local ffi = require("ffi")
 local ssl = require("ngx.ssl")
@@ -50,7 +56,7 @@ void ERR_clear_error(void);
 local X509_V_FLAG_CRL_CHECK, X509_V_FLAG_CRL_CHECK_ALL = 0x4, 0x8  -- as nginx's ssl_crl sets them
 local X509_PURPOSE_SSL_CLIENT = 1  -- a certificate a TLS client may authenticate with, as nginx checks it
 
-local _M = {}
+local _M = { GATEWAY = "gateway" }
 
 -- Each PEM block of `pem` read with `read` (PEM_read_bio_X509 or _CRL) and handed to `add`; false when
 -- the text holds none that OpenSSL reads.
@@ -144,7 +150,9 @@ function _M.check(config)
     local refused = REFUSED[config.verify]
     local kind = (outcome == "SUCCESS" or outcome == "NONE") and outcome or "FAILED"
     if refused and refused[kind] then
-        if config.error_page then
+        if config.close then
+            ngx.exit(ngx.HTTP_CLOSE)  -- 444: the connection is closed, nothing answered
+        elseif config.error_page then
             ngx.redirect(config.error_page, 302)
         else
             ngx.exit(400)
@@ -168,34 +176,41 @@ end
 
 local VERIFY = { on = true, off = true, optional = true, optional_no_ca = true }
 
--- A host's "client_auth" routes-table entry, checked: Ingress -> its config, and what the handshake asks
--- for (request()): the CAs of every config that verifies (concatenated, the client's hint), the longest depth.
-function _M.configs(raw, host)
+-- A host's "client_auth" routes-table entry, and the "client_auth" of its Gateway rules (`gateway`, may be nil),
+-- checked: Ingress (or GATEWAY) -> its config, and what the handshake asks for (request()): the CAs of every config
+-- that verifies (concatenated, the client's hint), the longest depth.
+function _M.configs(raw, host, gateway)
     local auths, ask = {}, nil
-    if raw == nil or raw == cjson.null then
-        return auths, nil
-    end
-    if type(raw) ~= "table" then
+    if raw ~= nil and raw ~= cjson.null and type(raw) ~= "table" then
         error(host .. ": client_auth must be an object", 0)
     end
-    for ingress, config in pairs(raw) do
+    local function add(owner, config)
         if type(config) ~= "table" or type(config.ca) ~= "string" or not VERIFY[config.verify]
             or type(config.depth) ~= "number" then
-            error(host .. ": client_auth of " .. tostring(ingress) .. " must have ca, verify and depth", 0)
+            error(host .. ": client_auth of " .. tostring(owner) .. " must have ca, verify and depth", 0)
         end
         for _, key in ipairs({ "crl", "error_page", "match_cn" }) do
             if config[key] == cjson.null then
                 config[key] = nil
             end
         end
-        pcre.checked(config.match_cn, "jo", host .. ": client_auth match_cn of " .. tostring(ingress))
+        pcre.checked(config.match_cn, "jo", host .. ": client_auth match_cn of " .. tostring(owner))
         config.pass_certificate = config.pass_certificate == true
-        auths[ingress] = config
+        config.close = config.close == true
+        auths[owner] = config
         if config.verify ~= "off" then
             ask = ask or { ca = "", depth = 0 }
             ask.ca = ask.ca .. config.ca .. "\n"
             ask.depth = config.depth > ask.depth and config.depth or ask.depth
         end
+    end
+    if type(raw) == "table" then
+        for ingress, config in pairs(raw) do
+            add(ingress, config)
+        end
+    end
+    if gateway ~= nil and gateway ~= cjson.null then
+        add(_M.GATEWAY, gateway)
     end
     return auths, ask
 end

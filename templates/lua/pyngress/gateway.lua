@@ -2,7 +2,9 @@
 Gateway API rules of a host: the routes table's "gateway" field (services/syncer/model/gateway/tables.py writes it,
 table_schema.GATEWAY_ROUTES declares it), tried by router.lua before the host's Ingress paths.
 
-    "gateway": {"layers": [<layer>, ...], "actions": [<action>, ...]}
+    "gateway": {"layers": [<layer>, ...], "actions": [<action>, ...],
+                "client_auth": <client_auth.lua config> (optional: the HTTPS listener's client-certificate validation,
+                               which router.lua checks over TLS before a rule serves)}
     <layer> = {"exact": {"<path>": [<match>, ...]}, "prefix": [["<path>", [<match>, ...]], ...] (longest first),
                "regex": [["<PCRE>", [<match>, ...]], ...]}
     <match> = {"action": <1-based index into actions>, "scheme": "http" | "https", "port": <own port>, "method": "GET",

@@ -142,9 +142,11 @@ local function host_of(raw, host)
     if type(raw) ~= "table" then
         error(host .. ": host routes must be an object", 0)
     end
-    local auths, ask = client_auth.configs(raw.client_auth, host)
+    local auths, ask = client_auth.configs(raw.client_auth, host, type(raw.gateway) == "table"
+                                           and raw.gateway.client_auth or nil)
     local entry = {
         client_certificate = ask,  -- what the handshake asks for (client_auth.request), or nil
+        gateway_auth = auths[client_auth.GATEWAY],  -- the HTTPS listener's client-certificate validation, or nil
         exact = {},
         prefix = {},         -- path -> route, looked up at each path element boundary
         longest_prefix = 0,  -- no candidate longer than this can match
@@ -195,6 +197,7 @@ local function host_of(raw, host)
         -- A Gateway API wildcard matches any number of labels, an Ingress one only one: names deeper than one label
         -- get this host's Gateway rules alone (find_host).
         entry.deeper = { exact = {}, prefix = {}, longest_prefix = 0, gateway = entry.gateway, metric = entry.metric,
+                         gateway_auth = entry.gateway_auth,
                          redirect_code = entry.redirect_code, no_tls_redirect = {} }
     end
     return entry
@@ -402,6 +405,13 @@ local function profile_refusal(profile, ...)
     return nil
 end
 
+-- A Gateway HTTPS listener's client-certificate validation (spec.tls.frontend), checked over TLS before any of the
+-- host's Gateway rules serves; true when the request was refused (the connection closed).
+local function gateway_refused(entry)
+    local auth = entry.gateway_auth
+    return auth ~= nil and ngx.var.https == "on" and client_auth.check(auth) == true
+end
+
 -- Whether an entry has Ingress paths: its requests are the Ingress's, which never answer 421 (nor does ingress-nginx).
 local function has_ingress_paths(entry)
     return entry ~= nil and (entry.default ~= nil or entry.longest_prefix > 0 or next(entry.exact) ~= nil)
@@ -474,6 +484,9 @@ local function route_own_port(entry, uri)
         action, prefix = gateway.find(routes, uri, tonumber(ngx.var.server_port))
     end
     if action then
+        if gateway_refused(entry) then
+            return
+        end
         return serve_gateway(action, uri, prefix)
     end
     if settings.tracing then
@@ -520,6 +533,9 @@ function _M.route(own_port)
     if entry.gateway then
         local action, prefix = gateway.find(entry.gateway, uri)
         if action then
+            if gateway_refused(entry) then
+                return
+            end
             return serve_gateway(action, uri, prefix)
         end
     end

@@ -24,6 +24,7 @@ from .reference_grants import ReferenceGrants
 from .route_plans import RoutePlans
 from .tables import TablesKept, gateway_tables
 from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
+from .upstream_tls import upstream_tls
 
 
 @dataclass
@@ -34,6 +35,7 @@ class GatewayModel:
     tls_secrets: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     passthrough: TlsPassthrough = field(default_factory=TlsPassthrough)  # TLSRoutes' hosts, before the Ingresses'
+    ssl_files: dict[str, bytes] = field(default_factory=dict)  # the backends' CAs, client certificates (upstream_tls)
     # The ports HTTP and HTTPS listeners have to themselves (listeners.py), with their scheme: nginx listens there.
     own_ports: dict[int, str] = field(default_factory=dict)
 
@@ -87,12 +89,17 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                     attached.append((plan, attachments))
     plans.forget_unseen()
     # Not `ingress_owners or {}`: its truth would count every host the Ingresses own.
+    backend_tls, tls_problems = upstream_tls(objects, attached, our_gateways=our_gateways, grants=grants,
+                                             secrets=secrets)
+    problems += [Problem.error(ref, message) for ref, message in tls_problems]
     tables = gateway_tables(attached, listeners=listeners, resolver=resolver,
-                            ingress_owners={} if ingress_owners is None else ingress_owners, kept=tables_kept)
+                            ingress_owners={} if ingress_owners is None else ingress_owners, kept=tables_kept,
+                            upstream_tls=backend_tls)
     problems += [Problem.warning(ref, message) for ref, message in tables.warnings]
     passthrough = tls_passthrough(attached_tls, resolver=resolver, secrets=secrets)
     return GatewayModel(routes=tables.routes, backends=tables.backends, profiles=tables.profiles,
                         tls_secrets=tables.tls_secrets, problems=problems + passthrough.problems,
+                        ssl_files=tables.ssl_files,
                         passthrough=passthrough, own_ports={listener.own_port: listener.scheme for listener in listeners
                                                             if listener.own_port is not None})
 

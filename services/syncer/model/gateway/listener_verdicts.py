@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from services.common.settings import Settings
 
 from ..tls import TlsSecrets
+from .client_validation import with_client_validation
 from .conflicts import Conflict, listener_conflicts
 from .fields import RouteRejected
 from .listeners import Listener, _listener
@@ -33,9 +34,10 @@ class ListenerVerdict:
 
 def listener_verdicts(gateway: Mapping[str, Any], *, namespace: str, name: str, refused: bool,
                       served: Mapping[tuple[str, str], Listener], settings: Settings,
-                      grants: ReferenceGrants, secrets: TlsSecrets) -> list[ListenerVerdict]:
+                      grants: ReferenceGrants, secrets: TlsSecrets,
+                      config_maps: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[ListenerVerdict]:
     """The verdicts on a Gateway's listeners, in its order; `refused`: the Gateway is not accepted as a whole, so
-    none of its listeners takes routes."""
+    none of its listeners takes routes. `config_maps`: those its client-certificate validation may name."""
     raws = (gateway.get("spec") or {}).get("listeners") or ()
     conflicts = listener_conflicts(raws)
     verdicts: list[ListenerVerdict] = []
@@ -49,8 +51,9 @@ def listener_verdicts(gateway: Mapping[str, Any], *, namespace: str, name: str, 
             continue
         conflict, unprogrammed, rejected = conflicts.get(index), None, None
         try:
-            _listener(raw, namespace=namespace, name=name, index=index, settings=settings, grants=grants,
-                      secrets=secrets)
+            with_client_validation(
+                _listener(raw, namespace=namespace, name=name, index=index, settings=settings, grants=grants,
+                          secrets=secrets), gateway, config_maps=config_maps, grants=grants)
         except RouteRejected as err:
             rejected = err
             if not refused and conflict is None and err.reason in UNRESOLVED_CERTIFICATE:

@@ -22,7 +22,9 @@ from services.common.settings import Settings
 
 from ..problems import Problem
 from ..tls import TlsSecrets
+from ..types import ClientAuth
 from . import fields
+from .client_validation import with_client_validation
 from .conflicts import listener_conflicts
 from .fields import RouteRejected
 from .gateways import gateway_refusal
@@ -73,6 +75,7 @@ class Listener:
     certificate: str | None = None  # "namespace/name" of its TLS Secret (https)
     kinds: tuple[str, ...] = ("HTTPRoute", "GRPCRoute")  # the route kinds it takes
     own_port: int | None = None  # the port it has to itself (not the controller's HTTP or HTTPS port): `port`
+    client_validation: ClientAuth | None = None  # spec.tls.frontend's check for its port (client_validation.py)
 
     @property
     def port_key(self) -> tuple[str, int | None]:
@@ -104,8 +107,9 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
                 problems.append(Problem.error(ref, f"{conflicts[index].message}; the listener is not served"))
                 continue
             try:
-                listener = _listener(raw, namespace=namespace, name=name, index=index, settings=settings,
-                                     grants=grants, secrets=secrets)
+                listener = with_client_validation(
+                    _listener(raw, namespace=namespace, name=name, index=index, settings=settings, grants=grants,
+                              secrets=secrets), gateway, config_maps=objects.config_maps, grants=grants)
             except RouteRejected as err:
                 problems.append(Problem.error(ref, f"{err}; the listener is not served"))
                 continue

@@ -7,9 +7,10 @@ from typing import Any, Mapping
 
 from ..creation import creation_order
 
-GATEWAY_KINDS = ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant")
+GATEWAY_KINDS = ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant", "BackendTLSPolicy")
 GATEWAY_GROUP = "gateway.networking.k8s.io"
-_INPUTS = frozenset({*GATEWAY_KINDS, "Namespace"})
+# ConfigMaps: the CA certificates of client-certificate validation and of BackendTLSPolicies (ca_bundles.py).
+_INPUTS = frozenset({*GATEWAY_KINDS, "Namespace", "ConfigMap"})
 
 
 def is_gateway_input(key: str) -> bool:
@@ -25,6 +26,8 @@ class GatewayObjects:
     grpc_routes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → GRPCRoute
     tls_routes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → TLSRoute
     grants: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (namespace, ReferenceGrant)
+    tls_policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # → BackendTLSPolicy
+    config_maps: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → ConfigMap
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
@@ -47,6 +50,10 @@ class GatewayObjects:
                 found.tls_routes[namespace, name] = obj
             elif kind == "ReferenceGrant":
                 found.grants.append((namespace, obj))
+            elif kind == "BackendTLSPolicy":
+                found.tls_policies[namespace, name] = obj
+            elif kind == "ConfigMap":
+                found.config_maps[namespace, name] = obj
             else:
                 labels = (obj.get("metadata") or {}).get("labels")
                 found.namespace_labels[name] = dict(labels) if isinstance(labels, dict) else {}

@@ -37,6 +37,9 @@ class Reason(enum.StrEnum):
     NO_VALID_CA_CERTIFICATE = "NoValidCACertificate"
     INVALID_CA_CERTIFICATE_REF = "InvalidCACertificateRef"
     INVALID_CA_CERTIFICATE_KIND = "InvalidCACertificateKind"
+    # A Gateway's spec.tls.backend.clientCertificateRef that does not resolve (its ResolvedRefs False; also
+    # RefNotPermitted), the Gateway still accepted (upstream_tls.py)
+    INVALID_CLIENT_CERTIFICATE_REF = "InvalidClientCertificateRef"
 
 
 # A listener whose references do not resolve is accepted and not programmed (the spec's split between Accepted and

@@ -19,6 +19,8 @@ from ..build import StoreIndex
 from ..tls import TlsSecrets
 from .attachment import attach
 from .classes import our_classes
+from .tls_status import ConditionSpec, gateway_tls_conditions, policy_statuses
+from .client_validation import ValidationRejected
 from .fields import RouteRejected
 from .gateways import Refusal, class_refusal, gateway_addresses, gateway_refusal
 from .grpcroutes import plan_grpc_route
@@ -42,6 +44,8 @@ class GatewayStatuses:
     gateways: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → status
     # (kind, namespace, name) → status.parents entries; kind is HTTPRoute, GRPCRoute or TLSRoute
     routes: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    # (namespace, name) → a BackendTLSPolicy's status.ancestors entries for our Gateways (tls_status.py)
+    policies: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def route_kinds(objects: GatewayObjects) -> tuple[tuple[str, dict[tuple[str, str], dict[str, Any]]], ...]:
@@ -99,7 +103,7 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     refusals = {key: _refusal(gateway, objects) for key, gateway in ours.items()}
     verdicts = {(namespace, name): listener_verdicts(
         gateway, namespace=namespace, name=name, refused=refusals[namespace, name] is not None, served=served,
-        settings=settings, grants=grants, secrets=secrets)
+        settings=settings, grants=grants, secrets=secrets, config_maps=objects.config_maps)
         for (namespace, name), gateway in ours.items()}
     # The listeners routes attach to: those served, and those that take routes without serving them.
     listeners = [v.attachable for found_verdicts in verdicts.values() for v in found_verdicts if v.attachable]
@@ -118,7 +122,12 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     for (namespace, name), gateway in sorted(ours.items()):
         found.gateways[namespace, name] = _gateway_status(
             gateway, verdicts[namespace, name], namespace=namespace, attached=attached,
-            refusal=refusals[namespace, name], addresses=controller_addresses, name=name)
+            refusal=refusals[namespace, name], addresses=controller_addresses, name=name,
+            tls=gateway_tls_conditions(gateway, namespace=namespace, grants=grants, secrets=secrets))
+    for key, (ancestors, conditions) in policy_statuses(objects, ours=our_gateways).items():
+        generation = _generation(objects.tls_policies[key])
+        found.policies[key] = [{"ancestorRef": ancestor, "controllerName": controller, "conditions": [
+            condition(*spec, generation=generation) for spec in conditions]} for ancestor in ancestors]
     return found
 
 
@@ -128,7 +137,7 @@ def _refusal(gateway: Mapping[str, Any], objects: GatewayObjects) -> Refusal | N
 
 def _gateway_status(gateway: dict[str, Any], verdicts: list[ListenerVerdict], *, namespace: str, name: str,
                     attached: Mapping[tuple[str, str], set[str]], refusal: Refusal | None,
-                    addresses: list[dict[str, str]]) -> dict[str, Any]:
+                    addresses: list[dict[str, str]], tls: list[ConditionSpec]) -> dict[str, Any]:
     generation = _generation(gateway)
     ref = f"{namespace}/{name}"
 
@@ -158,7 +167,8 @@ def _gateway_status(gateway: dict[str, Any], verdicts: list[ListenerVerdict], *,
         programming = make("Programmed", False, shown.refusal.reason, shown.refusal.message)
     else:
         programming = make("Programmed", True, "Programmed", f"{programmed} of {count} listeners are served")
-    return {"addresses": shown.shown, "conditions": [acceptance, programming], "listeners": statuses}
+    return {"addresses": shown.shown, "conditions": [acceptance, programming, *(make(*spec) for spec in tls)],
+            "listeners": statuses}
 
 
 def _listener_status(verdict: ListenerVerdict, *, refused: bool, routes: int, generation: int) -> dict[str, Any]:
@@ -182,6 +192,8 @@ def _listener_status(verdict: ListenerVerdict, *, refused: bool, routes: int, ge
     resolved = make("ResolvedRefs", True, "ResolvedRefs", "every reference resolves")
     if unresolved and rejected is not None and rejected.reason is not None:
         resolved = make("ResolvedRefs", False, rejected.reason, str(rejected))
+    elif isinstance(rejected, ValidationRejected):  # its client-certificate validation's references
+        resolved = make("ResolvedRefs", False, rejected.refs_reason, str(rejected))
     elif kinds.unsupported:
         resolved = make("ResolvedRefs", False, "InvalidRouteKinds",
                         f"route kinds {', '.join(kinds.unsupported)} are not served on this listener")

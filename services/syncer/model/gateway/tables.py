@@ -32,8 +32,10 @@ from .backend_protocols import rule_scheme
 from .budgets import RequestBudget, profile_directives
 from .cors import cors_json
 from .httproutes import Action, HeaderChanges, Match, Redirect, RoutePlan
+from .client_validation import host_validation
 from .listeners import Listener
 from .mirrors import mirror_locations
+from .upstream_tls import RuleTls, UpstreamTls
 
 
 # ResponseHeaderModifier: the rules that change response headers use a location profile whose header filter does it
@@ -48,6 +50,7 @@ class GatewayTables:
     profiles: dict[str, LocationProfile] = field(default_factory=dict)
     tls_secrets: dict[str, str] = field(default_factory=dict)  # host → "namespace/name" of its listener's Secret
     warnings: list[tuple[str, str]] = field(default_factory=list)  # ("HTTPRoute namespace/name", message)
+    ssl_files: dict[str, bytes] = field(default_factory=dict)  # the backends' CAs and client certificates (upstream_tls)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ class _Action:
     resolved: list[tuple[ServiceRef, ResolvedBackend]] = field(default_factory=list)  # its backends, its mirrors
     warnings: list[tuple[str, str]] = field(default_factory=list)
     profiles: dict[str, LocationProfile] = field(default_factory=dict)
+    tls: tuple[Any, ...] = ()  # UpstreamTls.signature when it was made
+    ssl_files: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,10 +108,11 @@ class TablesKept:
 
 def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, listeners: list[Listener],
                    resolver: BackendResolver, ingress_owners: Mapping[str, str],
-                   kept: TablesKept | None = None) -> GatewayTables:
+                   kept: TablesKept | None = None, upstream_tls: UpstreamTls | None = None) -> GatewayTables:
     """`ingress_owners`: host → the namespace whose Ingress owns it; only that namespace's routes serve the host (as
     an Ingress of another namespace cannot take its certificate or redirects, a route cannot take its paths). `kept`:
-    the last build's actions and host entries, updated to this build's."""
+    the last build's actions and host entries, updated to this build's. `upstream_tls`: the BackendTLSPolicies and the
+    routes' backend client certificates."""
     kept = TablesKept() if kept is None else kept
     tables = GatewayTables()
     by_host: dict[str, list[_Candidate]] = {}
@@ -123,7 +129,7 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
                 by_host.setdefault(host, []).extend(
                     _Candidate(attachment.listener, plan, r, i, match)
                     for r, rule in enumerate(plan.rules) for i, match in enumerate(rule.matches))
-    actions = _Actions(tables, resolver, kept.actions)
+    actions = _Actions(tables, resolver, kept.actions, UpstreamTls() if upstream_tls is None else upstream_tls)
     hosts: dict[str, _Host] = {}
     wildcards = sorted((h for h in by_host if h.startswith("*.")), key=lambda h: (-len(h), h))
     https_listeners = https_listener_names(listeners)
@@ -168,9 +174,12 @@ def _host_entry(candidates: tuple[tuple[_Candidate, ...], ...], actions: _Action
     action_list: list[dict[str, Any]] = []
     made: list[_Action] = []
     layers = [_layer(list(found), host_actions, action_list, actions, made) for found in candidates]
+    client_auth = host_validation([c.listener.client_validation for found in candidates for c in found
+                                   if c.listener.scheme == "https"])
     return _Host(candidates=candidates, actions=tuple(made), https_listeners=https_listeners,
                  json=table_schema.GATEWAY_ROUTES.serialise(
-                     layers=layers, actions=action_list, https_listeners=https_listeners) if layers else None)
+                     layers=layers, actions=action_list, https_listeners=https_listeners,
+                     client_auth=client_auth.to_json() if client_auth else None) if layers else None)
 
 
 def _layer(candidates: list[_Candidate], host_actions: dict[tuple[str, str, int], int],
@@ -222,8 +231,9 @@ class _Actions:
     what making it added beside it is added again)."""
 
     def __init__(self, tables: GatewayTables, resolver: BackendResolver,
-                 previous: dict[tuple[str, str, int], _Action]) -> None:
+                 previous: dict[tuple[str, str, int], _Action], upstream_tls: UpstreamTls) -> None:
         self._tables, self._resolver, self._previous = tables, resolver, previous
+        self._upstream_tls = upstream_tls
         self.made: dict[tuple[str, str, int], _Action] = {}
 
     def action(self, plan: RoutePlan, rule: int) -> _Action:
@@ -231,7 +241,8 @@ class _Actions:
         made = self.made.get(key)
         if made is None:
             made = self._previous.get(key)
-            if made is None or made.plan is not plan or not self._resolved_alike(made):
+            if (made is None or made.plan is not plan or not self._resolved_alike(made)
+                    or made.tls != self._upstream_tls.signature(f"{plan.kind} {plan.ref}", made.resolved)):
                 made = _Action(plan=plan, rule=rule, json={})
                 made.json = self._action(made, plan.rules[rule].action)
             self.made[key] = made
@@ -239,6 +250,7 @@ class _Actions:
             self._tables.backends.update((resolved.name, list(resolved.endpoints)) for _, resolved in made.resolved
                                          if resolved.name is not None and not resolved.refused)
             self._tables.profiles.update(made.profiles)
+            self._tables.ssl_files.update(made.ssl_files)
         return made
 
     def _resolved_alike(self, made: _Action) -> bool:
@@ -260,6 +272,7 @@ class _Actions:
         plan, rule = made.plan, made.rule
         backends = []
         app_protocols = []
+        rule_tls = RuleTls(self._upstream_tls, f"{plan.kind} {plan.ref}")
         if action.error is None and action.redirect is None:
             for choice in action.backends:
                 name = None
@@ -269,11 +282,11 @@ class _Actions:
                         made.warnings.append((f"{plan.kind} {plan.ref}", f"spec.rules[{rule}]: "
                                               f"{resolved.problem}; its share of requests answers 500 "
                                               "(reason BackendNotFound)"))
+                    elif refusal := rule_tls.add(choice.service, resolved):
+                        made.warnings.append((f"{plan.kind} {plan.ref}", f"spec.rules[{rule}]: {refusal}"))
                     else:
                         name = resolved.name
                         app_protocols.append(resolved.app_protocol)
-                if choice.filters is not None and choice.filters.error is not None:
-                    name = None  # an unsupported filter on the backendRef (warned by the plan)
                 backends.append(table_schema.GATEWAY_BACKEND.serialise(
                     backend=name, weight=choice.weight, service=choice.service.service if choice.service else None,
                     filters=_backend_filters(choice.filters)))
@@ -291,8 +304,11 @@ class _Actions:
                 made.warnings.append((f"{plan.kind} {plan.ref}", mixed))
         if action.budget is not None:
             directives += profile_directives(action.budget, scheme)
-        if directives or scheme != "http":
-            profile_made = LocationProfile.of(directives=tuple(sorted(directives)), backend_scheme=scheme)
+        tls_settings = rule_tls.profile_settings(scheme)
+        made.tls, made.ssl_files = self._upstream_tls.signature(f"{plan.kind} {plan.ref}", made.resolved), rule_tls.files
+        if directives or scheme != "http" or tls_settings:
+            profile_made = LocationProfile.of(directives=tuple(sorted(directives)),
+                                              **{"backend_scheme": scheme, **tls_settings})
             made.profiles[profile_made.name] = profile_made
             profile = profile_made.name
         matches = plan.rules[rule].matches
@@ -332,9 +348,7 @@ def _budget(budget: RequestBudget | None) -> dict[str, Any] | None:
 
 
 def _backend_filters(filters: Action | None) -> dict[str, Any] | None:
-    if filters is None or filters.error is not None:
-        return None
-    return table_schema.GATEWAY_BACKEND_FILTERS.serialise(**_filters_json(filters))
+    return table_schema.GATEWAY_BACKEND_FILTERS.serialise(**_filters_json(filters)) if filters is not None else None
 
 
 def _redirect(redirect: Redirect | None) -> dict[str, Any] | None:
