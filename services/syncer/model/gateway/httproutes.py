@@ -244,11 +244,10 @@ def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: Referen
     if raw.get("filters") and kind != "HTTPRoute":
         raise RouteRejected(f"{where}: filters on a {kind} backendRef are not supported; put them on the rule")
     if raw.get("filters"):
+        # An unsupported one gives filters with an `error`: the reference still resolves, its share answers 500.
         filters = _filtered(Action(), raw.get("filters"), where=where, matches=matches, namespace=namespace,
                             grants=grants, warnings=warnings, supported=_BACKEND_FILTERS,
                             refusal="its share of requests answers 500")
-        if filters.error is not None:
-            return BackendChoice(None, weight, filters.error)
     group, target_kind = raw.get("group") or "", raw.get("kind") or "Service"
     target_namespace = raw.get("namespace") or namespace
     if (group, target_kind) != ("", "Service"):

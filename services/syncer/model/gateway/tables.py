@@ -287,6 +287,8 @@ class _Actions:
                     else:
                         name = resolved.name
                         app_protocols.append(resolved.app_protocol)
+                if choice.filters is not None and choice.filters.error is not None:
+                    name = None  # an unsupported filter on the backendRef (warned by the plan)
                 backends.append(table_schema.GATEWAY_BACKEND.serialise(
                     backend=name, weight=choice.weight, service=choice.service.service if choice.service else None,
                     filters=_backend_filters(choice.filters)))
@@ -348,7 +350,9 @@ def _budget(budget: RequestBudget | None) -> dict[str, Any] | None:
 
 
 def _backend_filters(filters: Action | None) -> dict[str, Any] | None:
-    return table_schema.GATEWAY_BACKEND_FILTERS.serialise(**_filters_json(filters)) if filters is not None else None
+    if filters is None or filters.error is not None:
+        return None
+    return table_schema.GATEWAY_BACKEND_FILTERS.serialise(**_filters_json(filters))
 
 
 def _redirect(redirect: Redirect | None) -> dict[str, Any] | None:
