@@ -17,7 +17,9 @@ here: a scan of the store for them took 9 ms at 10,000 Ingresses), the Services,
 resolved, and the owners of the hosts it asked about (Ingress hosts). When only EndpointSlices it read change, only
 its backends' endpoints are resolved again; else it is built again, each route's plan kept while its route and
 grants are unchanged (gateway/route_plans.py), each rule's action and host entry while what made it is
-(gateway/tables.py): 1.7 s at 10,000 HTTPRoutes for any change, when all is made afresh.
+(gateway/tables.py): 1.7 s at 10,000 HTTPRoutes for any change, when all is made afresh. When only routes changed,
+it is built from the last one with the changed keys: only the routes sharing their host names are tabled again
+(gateway/kept_routes.py).
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ from .backends import SERVICE_NAME_LABEL, BackendResolver, ResolvedBackend, Serv
 from .build import (AnnotationParser, IngressOwners, IngressPlan, Merged, annotation_parser, assemble_model,
                     auth_resolver, creation_order, merge_plans, plan_names, plan_one)
 from .configmap import ControllerConfig, load_controller_config
-from .gateway import GatewayModel, GatewayObjects, RoutePlans, TablesKept, build_gateway, is_gateway_input
+from .gateway import GatewayKept, GatewayModel, GatewayObjects, build_gateway, is_gateway_input
+from .gateway.kept_routes import Work
 from .gateway.objects import GATEWAY_KINDS
 from .ingress_class import IngressClassFilter
 from .problems import Problem
@@ -272,8 +275,9 @@ class IncrementalModel:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._route_plans = RoutePlans()  # kept even afresh: a plan reads only its route and ReferenceGrants
-        self._gateway_tables = TablesKept()  # likewise: each action and host entry is checked before it is kept
+        # Kept even afresh: a plan reads only its route and ReferenceGrants, each action and host entry is checked
+        # before it is kept, and the routes' records are made again in a whole build.
+        self._gateway_kept = GatewayKept()
         self.gateway_builds = 0  # how many times the Gateway API part was built (not kept)
         self._clear()
 
@@ -300,6 +304,8 @@ class IncrementalModel:
         self._gateway: _GatewayPart | None = None  # the last model's
         self._gateway_stale = True  # to be built again
         self._gateway_slices: set[str] = set()  # EndpointSlices of a Service it read that changed since
+        # The Gateway API keys changed since it was built, when nothing else it read did (None: built whole).
+        self._gateway_changed: set[str] | None = None
 
     def update(self, store: Mapping[str, dict[str, Any]], changed: Iterable[str] | None, *,
                refused_profiles: Mapping[str, str] | None = None,
@@ -381,16 +387,18 @@ class IncrementalModel:
         """Forget the Gateway part if `key` changes what it read; note the EndpointSlices that change only its
         endpoints."""
         part = self._gateway
-        if part is None or self._gateway_stale:
+        if part is None:
             return
         if is_gateway_input(key):
             self._gateway_stale = True
+            if self._gateway_changed is not None:
+                self._gateway_changed.add(key)
             return
         for dependency in dependencies & part.reads:
             if dependency.startswith(_SLICES_OF):
                 self._gateway_slices.add(dependency)
             else:
-                self._gateway_stale = True
+                self._gateway_stale, self._gateway_changed = True, None
 
     def _index(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
         """Keep the by-kind indexes of `key`; returns what depends on it (store keys, EndpointSlices of a
@@ -557,10 +565,12 @@ class IncrementalModel:
         """The Gateway API part, kept, with its endpoints resolved again, or built again. `touched_hosts`: the hosts
         whose Ingress entries changed since the last model."""
         part = None if self._gateway_stale else self._gateway
-        if part is not None and not touched_hosts.isdisjoint(part.hosts):
-            part = None  # an Ingress took or left a host a route names
-        if part is not None and self._gateway_slices:
-            part = self._endpoints_moved(part)
+        if self._gateway is not None and not touched_hosts.isdisjoint(self._gateway.hosts):
+            part, self._gateway_changed = None, None  # an Ingress took or left a host a route names
+        if self._gateway_slices:
+            part = self._endpoints_moved(part) if part is not None else None
+            if part is None:
+                self._gateway_changed = None  # more than endpoints moved, or beside a route change: built whole
         self._gateway_slices = set()
         if part is None:
             part = self._build_gateway()
@@ -595,12 +605,23 @@ class IncrementalModel:
         hosts: set[str] = set()
         resolver, secrets = self._recorded(reads)
         owners = _Recording(IngressOwners(self._totals.merged.routes), hosts, str)
+        previous, changed = self._gateway, self._gateway_changed
         model = build_gateway(GatewayObjects.of(self._gateway_inputs), settings=self.settings, resolver=resolver,
-                              secrets=secrets, ingress_owners=owners, plans=self._route_plans,
-                              tables_kept=self._gateway_tables)
-        return _GatewayPart(model=model, reads=reads, hosts=hosts, resolved=resolver.resolved)
+                              secrets=secrets, ingress_owners=owners, kept=self._gateway_kept, changed=changed,
+                              previous=previous.model if previous is not None else None)
+        self._gateway_changed = set()
+        if previous is not None and changed is not None:
+            # Built from the last one: what that one read still counts.
+            reads |= previous.reads
+            hosts |= previous.hosts
+        return _GatewayPart(model=model, reads=reads, hosts=hosts, resolved=model.resolved)
 
     @property
     def route_plans_made(self) -> int:
         """How many Gateway API route plans were made (not kept) since this model was created."""
-        return self._route_plans.made
+        return self._gateway_kept.plans.made
+
+    @property
+    def gateway_work(self) -> Work:
+        """What the Gateway API builds did, counted (gateway/kept_routes.py Work)."""
+        return self._gateway_kept.work

@@ -56,6 +56,11 @@ class RoutePlans:
             raise RouteRejected(str(kept.rejected), reason=kept.rejected.reason)
         return kept.plan
 
+    def forget(self, key: tuple[str, str, str]) -> None:
+        """Forget the plan of one route (kind, namespace, name), gone from the store."""
+        self._kept.pop(key, None)
+        self._seen.discard(key)
+
     def forget_unseen(self) -> None:
         """Forget the plans of routes not asked for since the last call (gone from the store)."""
         for key in self._kept.keys() - self._seen:
