@@ -41,7 +41,6 @@ import errno
 import json
 import logging
 import os
-import re
 import socket
 import time
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from services.common.ipv6 import ipv6_available, is_no_ipv6_error
 from services.common.runner import StartupError
 from services.common.settings import Settings
 from services.nginxconf import processes
-from services.nginxconf.listen_addresses import bound_hosts, listen_addresses
+from services.nginxconf.listen_addresses import bound_hosts, gateway_ports, listen_addresses
 from services.nginxconf.paths import NginxPaths
 from services.nginxconf.prefix import remove_if_stale
 
@@ -130,15 +129,6 @@ def nginx_listeners(settings: Settings, paths: NginxPaths, ipv6: bool, bind: Seq
         found += on(port, f"gateway-{port}")
     found.append(Listener("config", str(paths.config_socket)))
     return tuple(found)
-
-
-_GATEWAY_PORTS = re.compile(r"^\s*# gateway-listener-ports:([ \d]*)$", re.MULTILINE)
-
-
-def gateway_ports(conf_text: str) -> tuple[int, ...]:
-    """The ports Gateway listeners have to themselves in an nginx.conf (the line templates/nginx.conf.j2 writes)."""
-    match = _GATEWAY_PORTS.search(conf_text)
-    return tuple(int(port) for port in match.group(1).split()) if match else ()
 
 
 def configured_listeners(settings: Settings, paths: NginxPaths) -> tuple[Listener, ...]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 _LISTEN = re.compile(r'^\s*listen\s+("(?:[^"\\]|\\.)*"|[^\s;]+)', re.MULTILINE)
+# The line templates/nginx.conf.j2 writes in the server of the ports Gateway listeners have to themselves.
+_GATEWAY_PORTS = re.compile(r"^\s*# gateway-listener-ports:([ \d]*)$", re.MULTILINE)
 WILDCARD_HOSTS = ("0.0.0.0", "[::]")
 
 
@@ -44,3 +46,10 @@ def bound_hosts(conf_text: str, port: int) -> tuple[str, ...]:
     """The hosts of bound_addresses() on `port`, without brackets ("10.0.0.5", "2001:db8::5")."""
     return tuple(sorted(address.rpartition(":")[0].strip("[]") for address in bound_addresses(conf_text)
                         if address.endswith(f":{port}")))
+
+
+def gateway_ports(conf_text: str) -> tuple[int, ...]:
+    """The ports Gateway listeners have to themselves in an nginx.conf: nginx-listeners holds them, and the syncer
+    knows that nginx listens there already."""
+    match = _GATEWAY_PORTS.search(conf_text)
+    return tuple(int(port) for port in match.group(1).split()) if match else ()

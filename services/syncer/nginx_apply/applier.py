@@ -14,6 +14,7 @@ from services.common.changed_keys import ChangedKeys
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile, NginxConfig, ServerSettings
 from services.nginxconf.config_check import NginxConfigError
+from services.nginxconf.listen_addresses import gateway_ports
 from services.nginxconf.modsecurity import log_files
 from services.nginxconf.paths import STREAM_ENDPOINTS_FILE, NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
@@ -29,6 +30,7 @@ from .external_names import NameIndex, resolve_backends
 from .modsecurity_logs import create_missing_logs
 from .refused_entries import refused_problems
 from .reload_rate import ReloadRateLimiter
+from .taken_ports import taken_ports
 from .template_watch import TemplateTracker
 from .worker_files import WorkerFiles, remove_others_root_only, write_root_only
 
@@ -96,6 +98,7 @@ class NginxApplier:
         self._unseen = self._unseen.then(model.changed)
         self.metrics.note_routes(model)  # before the push: the first requests of a new Ingress are counted
         model = self._without_refused_snippets(model)
+        model = self._without_taken_ports(model)
         create_missing_logs(log_files(model.config))  # before nginx -t opens them
         conf, template = self.templates.render(model.config)
         deferred = self._reload_waits(conf)
@@ -226,6 +229,24 @@ class NginxApplier:
         message = f"key {', '.join(keys)}: nginx -t refused it ({error}); the previous value keeps applying"
         model.problems.append(Problem.error(f"ConfigMap {self.settings.ingress.configmap}", message))
         return replace(model, config=with_snippets(model.config, self.applied_snippets))
+
+    def _without_taken_ports(self, model: Model) -> Model:
+        """`model` without the ports of Gateway listeners that another program listens on (taken_ports.py), each
+        reported; `model` itself when every new port is free."""
+        try:
+            held = gateway_ports(self.conf_path.read_text())
+        except FileNotFoundError:
+            held = ()
+        taken = taken_ports((port for port, _ in model.config.gateway_ports), held=held,
+                            ipv6=model.config.listen_ipv6)
+        if not taken:
+            return model
+        for port, why in taken.items():
+            model.problems.append(Problem.error(f"Gateway listener port {port}", (
+                f"{why}: nginx does not listen on it, and the Gateway listeners on that port serve nothing; stop that "
+                "program or move the listeners to another port")))
+        return replace(model, config=replace(model.config, gateway_ports=tuple(
+            (port, scheme) for port, scheme in model.config.gateway_ports if port not in taken)))
 
     async def _reload(self, conf: str, model: Model, template: Template) -> dict[str, str]:
         started = time.monotonic()

@@ -236,3 +236,23 @@ def test_no_request_on_a_port_of_its_own_is_lost_while_nginx_restarts(stage):  #
         stop.set()
         thread.join(timeout=30)
     assert set(answers) == {200}, {a for a in answers if a != 200}
+
+
+def test_a_port_another_program_listens_on_is_left_out_and_blocks_no_change(stage):  # noqa: F811
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("0.0.0.0", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        stage.cluster.apply(*stage.backend("PORT-FREE", "free-port"), gw.gateway(
+            "squatted", listeners=[gw.listener("taken", port=port), gw.listener("http")]),
+            gw.http_route("beside-taken", parents=[{"name": "squatted"}], hostnames=["squatted.example.com"],
+                          rules=[gw.rule(gw.backend_ref("free-port"))]))
+        # nginx reloads without that port: the Gateway's other listener and every later change are served.
+        stage.expect_answer("squatted.example.com", "/", "PORT-FREE")
+        wait_for(lambda: any(f"Gateway listener port {port}" in problem and "another program listens on it" in problem
+                             for problem in stage.controller.problems()), 15, what="the taken port reported")
+        assert f":{port}".encode() not in stage.controller.nginx_conf()
+        stage.cluster.apply(gw.http_route("after-taken", parents=[{"name": "squatted"}],
+                                          hostnames=["after.example.com"], rules=[gw.rule(gw.backend_ref("free-port"))]))
+        stage.expect_answer("after.example.com", "/", "PORT-FREE")
