@@ -114,6 +114,7 @@ def _file_objects(path: str, data: bytes) -> tuple[list[Located], list[str]]:
 def cluster_objects(kubeconfig: str, kinds: Iterable[str]) -> list[Located]:
     """The objects of `kinds` in the cluster `kubeconfig` reaches, listed once. A Gateway API kind whose CRD is not
     installed, or not readable, lists none (as the watcher takes it)."""
+    import yaml
     from kubernetes import client
 
     from services.common.kube import KubeConfigError, api_error_text, kube_configuration, read_json
@@ -124,6 +125,8 @@ def cluster_objects(kubeconfig: str, kinds: Iterable[str]) -> list[Located]:
         api_client = client.ApiClient(kube_configuration(Settings.from_flags(kubeconfig=kubeconfig)))
     except KubeConfigError as err:
         raise InputError(str(err)) from None
+    except yaml.YAMLError as err:  # the client's loader lets a file that is not YAML through as it is
+        raise InputError(f"kubeconfig {kubeconfig} is not YAML: {err}; give the path of a kubeconfig") from None
     objects = []
     for kind in kinds:
         kind_api = KIND_APIS[kind]
