@@ -12,7 +12,7 @@ from ..tls import TlsSecrets
 from .client_validation import with_client_validation
 from .conflicts import Conflict, listener_conflicts
 from .fields import RouteRejected
-from .listeners import Listener, _listener
+from .listeners import Listener, _listener, protocol_conflict
 from .reasons import UNRESOLVED_CERTIFICATE
 from .reference_grants import ReferenceGrants
 
@@ -33,8 +33,8 @@ class ListenerVerdict:
 
 
 def listener_verdicts(gateway: Mapping[str, Any], *, namespace: str, name: str, refused: bool,
-                      served: Mapping[tuple[str, str], Listener], settings: Settings,
-                      grants: ReferenceGrants, secrets: TlsSecrets,
+                      served: Mapping[tuple[str, str], Listener], served_list: list[Listener],
+                      settings: Settings, grants: ReferenceGrants, secrets: TlsSecrets,
                       config_maps: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[ListenerVerdict]:
     """The verdicts on a Gateway's listeners, in its order; `refused`: the Gateway is not accepted as a whole, so
     none of its listeners takes routes. `config_maps`: those its client-certificate validation may name."""
@@ -51,7 +51,7 @@ def listener_verdicts(gateway: Mapping[str, Any], *, namespace: str, name: str, 
             continue
         conflict, unprogrammed, rejected = conflicts.get(index), None, None
         try:
-            with_client_validation(
+            parsed = with_client_validation(
                 _listener(raw, namespace=namespace, name=name, index=index, settings=settings, grants=grants,
                           secrets=secrets), gateway, config_maps=config_maps, grants=grants)
         except RouteRejected as err:
@@ -59,6 +59,9 @@ def listener_verdicts(gateway: Mapping[str, Any], *, namespace: str, name: str, 
             if not refused and conflict is None and err.reason in UNRESOLVED_CERTIFICATE:
                 unprogrammed = _without_certificate(raw, namespace=namespace, name=name, index=index,
                                                     settings=settings, grants=grants)
+        else:
+            if not refused and conflict is None:  # another Gateway's listener has its port with the other protocol
+                conflict = protocol_conflict(parsed, served_list)
         verdicts.append(ListenerVerdict(raw, section, rejected=rejected, conflict=conflict, unprogrammed=unprogrammed))
     return verdicts
 

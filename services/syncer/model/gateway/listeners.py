@@ -25,7 +25,7 @@ from ..tls import TlsSecrets
 from ..types import ClientAuth
 from . import fields
 from .client_validation import with_client_validation
-from .conflicts import listener_conflicts
+from .conflicts import Conflict, listener_conflicts
 from .fields import RouteRejected
 from .gateways import gateway_refusal
 from .objects import GATEWAY_GROUP, GatewayObjects
@@ -119,13 +119,13 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
                 continue
             seen.add(listener.name)
             if conflict := protocol_conflict(listener, listeners):
-                problems.append(Problem.error(ref, f"{conflict}; the listener is not served"))
+                problems.append(Problem.error(ref, f"{conflict.message}; the listener is not served"))
                 continue
             listeners.append(listener)
     return listeners, problems
 
 
-def protocol_conflict(listener: Listener, served: list[Listener]) -> str | None:
+def protocol_conflict(listener: Listener, served: list[Listener]) -> Conflict | None:
     """Why `listener` cannot have its own port: a listener served before it (of the oldest Gateway first, in the
     order of its listeners) takes that port with the other protocol, and nginx serves one protocol on a port."""
     if listener.own_port is None:
@@ -133,8 +133,8 @@ def protocol_conflict(listener: Listener, served: list[Listener]) -> str | None:
     other = next((s for s in served if s.own_port == listener.own_port and s.scheme != listener.scheme), None)
     if other is None:
         return None
-    return (f"listener {listener.name}: port {listener.port} is served with {other.scheme.upper()} for "
-            f"{other.where} (reason ProtocolConflict); use another port")
+    return Conflict(Reason.PROTOCOL_CONFLICT, f"listener {listener.name}: port {listener.port} is served with "
+                    f"{other.scheme.upper()} for {other.where} (reason ProtocolConflict); use another port")
 
 
 def reserved_ports(settings: Settings) -> dict[int, str]:

@@ -103,7 +103,7 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     refusals = {key: _refusal(gateway, objects) for key, gateway in ours.items()}
     verdicts = {(namespace, name): listener_verdicts(
         gateway, namespace=namespace, name=name, refused=refusals[namespace, name] is not None, served=served,
-        settings=settings, grants=grants, secrets=secrets, config_maps=objects.config_maps)
+        served_list=served_list, settings=settings, grants=grants, secrets=secrets, config_maps=objects.config_maps)
         for (namespace, name), gateway in ours.items()}
     # The listeners routes attach to: those served, and those that take routes without serving them.
     listeners = [v.attachable for found_verdicts in verdicts.values() for v in found_verdicts if v.attachable]

@@ -164,3 +164,17 @@ def test_a_reason_is_a_value_of_the_refusal_and_the_message_still_names_it(gw):
     assert "(reason UnsupportedProtocol)" in accepted["message"]
     err = RouteRejected("listener x: the words (reason PortUnavailable) are not read", reason=Reason.INVALID_KIND)
     assert err.reason is Reason.INVALID_KIND and str(err).startswith("listener x")
+
+
+def test_a_listener_whose_own_port_another_gateway_serves_with_the_other_protocol_is_conflicted(gw):
+    o = gw.objects
+    gw.certificate("app-tls")
+    gw.gateway(o.listener("plain", port=8081), name="a-first")
+    gw.gateway(o.listener("secure", port=8081, protocol="HTTPS", certificate="app-tls"), name="b-second")
+    found = statuses(gw)
+    assert conditions(listener_status(gateway_of(found, "a-first"), "plain"))["Conflicted"] == ("False", "NoConflicts")
+    secure = listener_status(gateway_of(found, "b-second"), "secure")
+    assert conditions(secure)["Conflicted"] == ("True", "ProtocolConflict")
+    assert conditions(secure)["Accepted"] == ("False", "ProtocolConflict")
+    assert ("port 8081 is served with HTTP for Gateway default/a-first listener plain"
+            in secure["conditions"][0]["message"])
