@@ -51,13 +51,14 @@ def test_discovery_lists_each_kind_at_its_versions_for_the_dynamic_client(k8s):
     for kind, versions, namespaced in (("GatewayClass", ["v1"], False), ("Gateway", ["v1"], True),
                                        ("HTTPRoute", ["v1"], True), ("GRPCRoute", ["v1"], True),
                                        ("ReferenceGrant", ["v1", "v1beta1"], True),
-                                       ("TLSRoute", ["v1", "v1alpha2"], True)):
+                                       ("TLSRoute", ["v1", "v1alpha2"], True),
+                                       ("BackendTLSPolicy", ["v1", "v1alpha3"], True)):
         for version in versions:
             resource = dynamic.resources.get(api_version=f"{GROUP}/{version}", kind=kind)
             assert resource.namespaced is namespaced, (kind, version)
     group = client.ApisApi(k8s.api_client).get_api_versions()
     [gateway_group] = [g for g in group.groups if g.name == GROUP]
-    assert [v.version for v in gateway_group.versions] == ["v1", "v1beta1", "v1alpha2"]
+    assert [v.version for v in gateway_group.versions] == ["v1", "v1beta1", "v1alpha2", "v1alpha3"]
     assert gateway_group.preferred_version.version == "v1"
     routes = dynamic.resources.get(api_version=f"{GROUP}/v1", kind="HTTPRoute")
     routes.create(body=_route(), namespace="default")

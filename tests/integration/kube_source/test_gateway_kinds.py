@@ -75,7 +75,8 @@ def test_without_the_crds_the_watcher_syncs_says_so_once_and_picks_them_up_when_
                     assert h.source.errors == []
                     absent = [r for r in caplog.records if "not available" in r.getMessage()]
                     assert sorted(str(r.fields["target"]).split()[0] for r in absent) == sorted(
-                        ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TLSRoute"])
+                        ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TLSRoute",
+                         "BackendTLSPolicy"])
                     api.install_gateway_api()
                     await h.call(_custom(h).create_namespaced_custom_object, GROUP, "v1", "default", "httproutes",
                                  ROUTE)

@@ -91,4 +91,5 @@ metadata: {name: b, creationTimestamp: null}
 def test_every_kind_the_syncer_reads_is_accepted_and_namespaces_for_their_labels():
     assert set(ACCEPTED_KINDS) == {"Ingress", "IngressClass", "Service", "EndpointSlice", "Secret",
                                    "ConfigMap", "Node", "Namespace",
-                                   "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant"}
+                                   "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant",
+                                   "BackendTLSPolicy"}
