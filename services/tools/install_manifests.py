@@ -154,12 +154,13 @@ CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
     # Gateway API: read when its CRDs are installed; a cluster without them is not an error.
     *(Permission("gateway.networking.k8s.io", plural, ("list", "watch"),
                  _WATCHED + (" (cluster-scoped)" if plural == "gatewayclasses" else "") + ", when the CRD is installed")
-      for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "tlsroutes")),
+      for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "tlsroutes",
+                     "backendtlspolicies")),
     Permission("networking.k8s.io", "ingresses/status", ("patch",),
                "services/syncer/ingress_status/updater.py: the leader's merge patch of status.loadBalancer"),
     *(Permission("gateway.networking.k8s.io", f"{plural}/status", ("patch",),
                  "services/syncer/ingress_status/gateway_status.py: the leader's merge patch of the Gateway API status")
-      for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes")),
+      for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "backendtlspolicies")),
 )
 
 

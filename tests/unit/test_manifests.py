@@ -147,7 +147,7 @@ def test_the_other_grants_are_status_the_publish_service_and_the_lease():
     others = lambda grants: {g for g in grants if g[2] not in ("list", "watch")}  # noqa: E731
     assert others(_granted(documents, "ClusterRole")) == {("networking.k8s.io", "ingresses/status", "patch", ())} | {
         ("gateway.networking.k8s.io", f"{plural}/status", "patch", ())
-        for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes")}
+        for plural in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "backendtlspolicies")}
     assert others(_granted(documents, "Role")) == {
         ("", "services", "get", (m.CONTROLLER,)),
         ("coordination.k8s.io", "leases", "create", ()),
