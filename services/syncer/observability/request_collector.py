@@ -63,6 +63,9 @@ class RequestTotals:
     present: Container[str] | None = None
     # Ingress → its label sets, so that the series of one that goes are found without a pass over all of them.
     _series_of: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
+    # Each series' labels as the exposition writes them (the constant labels first), made at its first scrape.
+    _texts: dict[tuple[str, ...], str] = field(default_factory=dict)
+    _texts_prefix: str = ""
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -122,6 +125,7 @@ class RequestTotals:
         for ingress in gone:
             for labels in self._series_of.pop(ingress, ()) if ingress else ():
                 self.totals.pop(labels, None)
+                self._texts.pop(labels, None)
 
     def chunks(self, const_labels: Mapping[str, str]) -> Iterator[str]:
         """The exposition text of the request metrics in pieces of at most CHUNK_SERIES series, each ending with a
@@ -131,11 +135,17 @@ class RequestTotals:
         label_values, totals_of = list(self.totals), list(self.totals.values())
         names = self.label_names
         prefix = exposition.labels_text(const_labels)[1:-1]
+        if prefix != self._texts_prefix:
+            self._texts, self._texts_prefix = {}, prefix
+        made = self._texts
         texts: list[str] = []  # each series' labels, without the braces
         for start in range(0, len(label_values), CHUNK_SERIES):
             for values in label_values[start:start + CHUNK_SERIES]:
-                text = exposition.labels_text(dict(zip(names, values)))[1:-1]
-                texts.append(f"{prefix},{text}" if prefix else text)
+                text = made.get(values)
+                if text is None:
+                    text = exposition.labels_text(dict(zip(names, values)))[1:-1]
+                    text = made[values] = f"{prefix},{text}" if prefix else text
+                texts.append(text)
             yield ""
         series = _Series(texts, label_values, totals_of)
         excluded = set(self.layout.excluded)
