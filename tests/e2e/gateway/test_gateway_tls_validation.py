@@ -4,7 +4,7 @@ TLS to, and the client certificate a Gateway shows them (spec.tls.backend), each
 (GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
 GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
 BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
-GatewayTLSBackendClientCertificate, GatewayInvalidTLSBackendConfiguration), status included.
+BackendTLSPolicyConflictResolution, GatewayTLSBackendClientCertificate, GatewayInvalidTLSBackendConfiguration), status included.
 
 A refused client is one whose request gets no answer: the conformance suite counts any answer, even a 400, as served.
 """
@@ -278,9 +278,10 @@ def backend_answer(stage: GatewayStage, path: str, host: str = BACKEND_HOST) -> 
 
 
 def test_backend_tls_policies_verify_the_backend(stage, server_ca, clients, tls_backends):
-    """BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind: a policy's CA and
-    hostname verify the backend (its SNI the hostname); a wrong name or CA fails the request (502), and a policy whose
-    CA does not resolve answers 500 for its backends."""
+    """BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
+    BackendTLSPolicyConflictResolution: a policy's CA and hostname verify the backend (its SNI the hostname); a wrong
+    name or CA fails the request (502), a policy whose CA does not resolve answers 500 for its backends, and of two
+    policies for one Service the older applies."""
     plain, _ = tls_backends
     stage.cluster.apply(ca_config_map("server-ca", server_ca.cert_path.read_text()),
                         ca_config_map("client-ca-b", clients.text("ca-b.crt")))
@@ -314,6 +315,10 @@ def test_backend_tls_policies_verify_the_backend(stage, server_ca, clients, tls_
         "Accepted": ("False", "NoValidCACertificate"), "ResolvedRefs": ("False", "InvalidCACertificateRef")}
     assert policy_conditions(stage, "invalid-kind", "backends") == {
         "Accepted": ("False", "NoValidCACertificate"), "ResolvedRefs": ("False", "InvalidKind")}
+    # BackendTLSPolicyConflictResolution: a younger policy for the same Service does not apply.
+    stage.cluster.apply(policy("host-mismatch-younger", "btls-host", ca_ref("server-ca")))
+    assert policy_conditions(stage, "host-mismatch-younger", "backends")["Accepted"] == ("False", "Conflicted")
+    assert backend_answer(stage, "/host-mismatch")["status"] == 502
     # The ConfigMap appears: the policy resolves, its backend is served verified.
     stage.cluster.apply(ca_config_map("no-such-config-map", server_ca.cert_path.read_text()))
     wait_for(lambda: backend_answer(stage, "/nonexistent")["status"] == 200, 20, what="served once the CA resolves")
