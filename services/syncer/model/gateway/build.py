@@ -79,13 +79,12 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
         if (old := kept.records.get(key)) is not None and not whole:
             _forget_actions(kept.tables, old)
         changed_hosts |= kept.forget(key)
+        tls_changed = tls_changed or key[0] == "TLSRoute"
         route = _routes(objects, key[0]).get((key[1], key[2]))
         if route is None:
             kept.plans.forget(key)
             continue
-        record = _record(key, route, frame=frame, kept=kept, objects=objects)
-        changed_hosts |= kept.add(record)
-        tls_changed = tls_changed or key[0] == "TLSRoute"
+        changed_hosts |= kept.add(_record(key, route, frame=frame, kept=kept, objects=objects))
     if whole:
         kept.plans.forget_unseen()
     _tables(kept, frame, None if whole else changed_hosts, resolver=resolver, owners=owners, secrets=secrets)
@@ -167,7 +166,7 @@ def _tables(kept: GatewayKept, frame: Frame, changed_hosts: set[str] | None, *, 
     reached = None if changed_hosts is None else kept.hosts_reached(changed_hosts)
     if reached is None:
         records, scratch = kept.tabled_routes(), kept.tables  # gateway_tables keeps this build's hosts only
-        reached = kept.tabled_hosts()
+        reached = kept.tabled_hosts() | (changed_hosts or set())  # with those no route is tabled for any more
     else:
         if not reached:
             return

@@ -68,6 +68,9 @@ def test_what_is_not_a_route_change_builds_the_part_whole(gw):
     assert counted(gw, incremental, lambda: gw.gateway(o.listener(), o.listener("other", port=8080)))[0] == 10
     # A route for any host is part of every host's entry: every host is made again, each route attached once.
     assert counted(gw, incremental, lambda: gw.route("any", rules=[o.rule(o.backend_ref("web"))])) == (1, 11, 11)
+    # And when it leaves "_" for a host of its own, every host again, "_" gone.
+    assert counted(gw, incremental, lambda: gw.route("any", hostnames=["named.bench.test"],
+                                                     rules=[o.rule(o.backend_ref("web"))])) == (1, 11, 12)
 
 
 def test_endpoints_moved_before_a_route_change_are_served_by_the_routes_kept(gw):
@@ -84,3 +87,16 @@ def test_endpoints_moved_before_a_route_change_are_served_by_the_routes_kept(gw)
                                                      rules=[o.rule(o.backend_ref("web"))])) == (1, 1, 1)
     model = incremental.update(gw.store, set())
     assert sorted(model.backends["default-api-80"]) == ["10.0.0.1:8080", "10.0.0.9:8080"]
+
+
+def test_a_tls_route_deleted_leaves_the_passthrough_table(gw):
+    o = gw.objects
+    gw.settings = gw.settings.replace_flags(enable_ssl_passthrough=True)
+    gw.gateway(o.listener("tls", passthrough=True))
+    gw.add(o.tls_route("secure", o.backend_ref("web", port=443), hostnames=["secure.example.com"],
+                       created=gw.timestamp()))
+    incremental = IncrementalModel(gw.settings)
+    assert "secure.example.com" in incremental.update(gw.store, None).passthrough
+    assert counted(gw, incremental, lambda: gw.store.pop("TLSRoute/default/secure") and
+                   "TLSRoute/default/secure") == (0, 0, 0)
+    assert "secure.example.com" not in incremental.update(gw.store, set()).passthrough
