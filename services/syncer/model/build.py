@@ -34,6 +34,7 @@ from .configmap_server_keys import ticket_key_file
 from .creation import creation_order
 from .dh_param import dh_param
 from .gateway import GatewayModel, GatewayObjects, build_gateway, with_gateway_routes
+from .gateway.listeners import ports_beside_streams
 from .gateway.tlsroutes import passthrough_beside
 from .ingress_class import IngressClassFilter
 from .problems import Problem
@@ -787,6 +788,9 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             beside_routes.add(default.name)
     streams = stream_services(store, settings, resolver)
     problems.extend(streams.problems)
+    gateway_ports, port_problems = ports_beside_streams(
+        gateway.own_ports, (server.port for server in streams.servers if server.protocol == "tcp"))
+    problems.extend(port_problems)
     for profile in profiles.values():
         if profile.external_auth and profile.external_auth.keepalive:
             # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
@@ -816,7 +820,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             request_metrics=layout_of(settings.metrics), access_log=config.access_log, server=server,
             tracing=config.tracing,
             snippet_servers=tuple(sorted(merged.snippet_servers)), stream_servers=tuple(streams.servers),
-            gateway_ports=tuple(sorted(gateway.own_ports.items())),
+            gateway_ports=tuple(sorted(gateway_ports.items())),
             # The databases are files the syncer looks for (the model does no I/O): nginx_apply/geoip2_databases.py.
             geoip2=GeoIP2(enabled=config.use_geoip2),
         ),

@@ -16,11 +16,12 @@ not served.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
 
 from ..problems import Problem
+from ..stream_services import reserved_ports as stream_reserved_ports
 from ..tls import TlsSecrets
 from ..types import ClientAuth
 from . import fields
@@ -126,8 +127,9 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
 
 
 def protocol_conflict(listener: Listener, served: list[Listener]) -> Conflict | None:
-    """Why `listener` cannot have its own port: a listener served before it (of the oldest Gateway first, in the
-    order of its listeners) takes that port with the other protocol, and nginx serves one protocol on a port."""
+    """Why `listener` cannot have its own port: a listener served before it (of the Gateways by namespace and name,
+    each in the order of its listeners) takes that port with the other protocol, and nginx serves one protocol on a
+    port."""
     if listener.own_port is None:
         return None
     other = next((s for s in served if s.own_port == listener.own_port and s.scheme != listener.scheme), None)
@@ -138,13 +140,23 @@ def protocol_conflict(listener: Listener, served: list[Listener]) -> Conflict | 
 
 
 def reserved_ports(settings: Settings) -> dict[int, str]:
-    """The ports the controller uses for something else than an HTTP or HTTPS listener of its own, and for what."""
-    reserved = {settings.ports.healthz: "the healthz port (--healthz-port: /healthz, /metrics)",
-                settings.ports.status: "nginx's status port (--status-port)",
-                settings.ports.ssl_passthrough_proxy: "the passthrough proxy's port (--ssl-passthrough-proxy-port)"}
+    """The ports the controller uses for something else than an HTTP or HTTPS listener of its own, and for what: those
+    a TCP service may not take either (stream_services.py), and the admission webhook's."""
+    reserved = stream_reserved_ports(settings)
     if settings.webhook.address:
-        reserved[int(settings.webhook.address.rpartition(":")[2])] = "the admission webhook's (--validating-webhook)"
+        reserved[int(settings.webhook.address.rpartition(":")[2])] = "the admission webhook's port"
     return reserved
+
+
+def ports_beside_streams(own_ports: Mapping[int, str], stream_ports: Iterable[int]) -> tuple[dict[int, str],
+                                                                                             list[Problem]]:
+    """The ports listeners have to themselves that no TCP service (--tcp-services-configmap) takes, and a problem for
+    each one that does: the service keeps it (nginx cannot listen on one port twice)."""
+    taken = set(stream_ports) & set(own_ports)
+    return ({port: scheme for port, scheme in own_ports.items() if port not in taken},
+            [Problem.error(f"Gateway listener port {port}", "a TCP service of --tcp-services-configmap listens on it: "
+                           "the Gateway listeners on that port serve nothing; move them or the service to another port")
+             for port in sorted(taken)])
 
 
 _PORTS = {"HTTP": ("http", 80), "HTTPS": ("https", 443), "TLS": ("tls", 443)}
@@ -200,10 +212,8 @@ def _own_port(port: int, *, scheme: str, standard: int, where: str, settings: Se
         raise RouteRejected(f"{where}: port {port} is not available (reason PortUnavailable): TLS Passthrough "
                             f"listeners are served by the passthrough proxy on port 443 or the controller's HTTPS "
                             f"port {ours}", reason=Reason.PORT_UNAVAILABLE)
-    other, other_ports = {"http": ("HTTPS", (settings.ports.https, 443)),
-                          "https": ("HTTP", (settings.ports.http, 80))}[scheme]
-    clash = reserved_ports(settings)
-    clash.update(dict.fromkeys(other_ports, f"the controller's {other} port"))
+    clash = reserved_ports(settings)  # with the controller's HTTP and HTTPS ports: the other protocol's, here
+    clash.setdefault(*((443, "the standard HTTPS port") if scheme == "http" else (80, "the standard HTTP port")))
     if port in clash:
         raise RouteRejected(f"{where}: port {port} is not available (reason PortUnavailable): it is {clash[port]}; "
                             "use another port", reason=Reason.PORT_UNAVAILABLE)

@@ -100,7 +100,7 @@ def test_gateways_of_other_classes_and_listeners_on_ports_the_controller_uses_ar
     assert not any(r.gateway for r in model.routes.values())
     assert gw.rejections(model) == [
         "Gateway default/gw: listener odd: port 10254 is not available (reason PortUnavailable): it is the healthz "
-        "port (--healthz-port: /healthz, /metrics); use another port; the listener is not served",
+        "port; use another port; the listener is not served",
         "HTTPRoute default/web: not attached to Gateway default/gw: it has no served listener named any on port any "
         "(reason NoMatchingParent)"]
 
