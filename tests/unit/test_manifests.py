@@ -294,8 +294,14 @@ def test_the_webhook_configuration_is_the_charts_and_names_its_service():
     [webhook] = find(documents, "ValidatingWebhookConfiguration")["webhooks"]
     assert (webhook["failurePolicy"], webhook["sideEffects"], webhook["admissionReviewVersions"]) == \
         ("Fail", "None", ["v1"])
-    assert webhook["rules"] == [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
-                                 "operations": ["CREATE", "UPDATE"], "resources": ["ingresses"]}]
+    # Ingresses, and the Gateway API kinds the webhook reviews in the versions the watcher reads them.
+    assert webhook["rules"] == [
+        {"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["ingresses"]},
+        {"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["httproutes", "grpcroutes", "tlsroutes", "gateways"]},
+        {"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1alpha2"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["tlsroutes"]}]
     service = webhook["clientConfig"]["service"]
     assert (service["namespace"], service["name"], service["path"]) == \
         (m.DEFAULT_NAMESPACE, m.ADMISSION_SERVICE, "/networking/v1/ingresses")
