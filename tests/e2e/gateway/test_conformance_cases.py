@@ -48,16 +48,21 @@ Cases covered by the other e2e files:
   after the last retry answers 502 (or 500) where HTTPRouteRetryConnectionError accepts 500 or 503, and the h2c
   backend is reached from HTTP/1.1 (or HTTP/2 over TLS) clients, not from HTTP/2 with prior knowledge on the HTTP
   listener, which nginx 1.22 does not speak (as GRPCRouteListenerHostnameMatching below)
+- GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
+  GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
+  BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
+  BackendTLSPolicyConflictResolution, BackendTLSPolicyObservedGenerationBump, GatewayTLSBackendClientCertificate,
+  GatewayInvalidTLSBackendConfiguration → test_gateway_tls_validation.py
 
 Cases that cannot pass, for a missing feature:
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
   the same host and path cannot answer differently per Gateway address.
 - GatewayInfrastructure: it looks for a ServiceAccount, Pod or Service made for the Gateway, carrying its
   infrastructure labels and annotations; pyngress makes none (its Accepted part is in test_status_conditions.py).
-- GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
-  GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
-  GatewayInvalidTLSBackendConfiguration, GatewayTLSBackendClientCertificate, BackendTLSPolicy*: no frontend client
-  certificate validation, no BackendTLSPolicy.
+- BackendTLSPolicySANValidation: nginx verifies a backend's certificate for one name (validation.hostname), so a
+  policy with subjectAltNames is not accepted (its backends answer 500); BackendTLSPolicyTLSRouteTerminate: the
+  passthrough proxy that terminates TLS for TLSRoutes speaks plain TCP to the backend. BackendTLSPolicyGRPCRoute
+  (grpcs through the same profile) is not tested yet.
 - TLSRouteListenerTerminateNotSupported, TLSRouteListenerMixedTerminationNotSupported: they run only for an
   implementation without Terminate or mixed termination; pyngress has both (test_tls_terminate_and_weights.py).
 - GRPCRouteListenerHostnameMatching: gRPC on HTTP listeners (HTTP/2 cleartext from the client) is not served; nginx

@@ -4,7 +4,8 @@ TLS to, and the client certificate a Gateway shows them (spec.tls.backend), each
 (GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
 GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
 BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
-BackendTLSPolicyConflictResolution, GatewayTLSBackendClientCertificate, GatewayInvalidTLSBackendConfiguration), status included.
+BackendTLSPolicyConflictResolution, BackendTLSPolicyObservedGenerationBump, GatewayTLSBackendClientCertificate,
+GatewayInvalidTLSBackendConfiguration), status included.
 
 A refused client is one whose request gets no answer: the conformance suite counts any answer, even a 400, as served.
 """
@@ -323,6 +324,11 @@ def test_backend_tls_policies_verify_the_backend(stage, server_ca, clients, tls_
     stage.cluster.apply(ca_config_map("no-such-config-map", server_ca.cert_path.read_text()))
     wait_for(lambda: backend_answer(stage, "/nonexistent")["status"] == 200, 20, what="served once the CA resolves")
     assert policy_conditions(stage, "nonexistent-ca", "backends") == accepted
+    # BackendTLSPolicyObservedGenerationBump: a new hostname, a new generation observed; the old name no longer passes.
+    stage.cluster.apply(policy("normative", "btls-ok", ca_ref("server-ca"), section="btls", hostname="foo.example.com"))
+    assert stage.cluster.policy("normative")["metadata"]["generation"] == 2
+    assert policy_conditions(stage, "normative", "backends") == accepted  # written for generation 2
+    wait_for(lambda: backend_answer(stage, "/ok")["status"] == 502, 20, what="502 for the new hostname")
 
 
 def test_gateway_shows_its_client_certificate_to_backends(stage, server_ca, clients, tls_backends):
