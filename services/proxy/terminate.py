@@ -162,12 +162,15 @@ class TlsTermination:
 
     def _ended(self, end: _End) -> None:
         """No more bytes come from `end`: pass it on to the other side, as a close_notify towards the client."""
+        if not self.handshaken:
+            self.close()  # the client left mid-handshake: nothing was passed on yet
+            return
         end.ended = True
         other = self.upstream if end.is_client else self.client
         if not end.is_client:
             try:
                 self.tls.unwrap()
-            except ssl.SSLError:
+            except (ssl.SSLError, ValueError):
                 pass  # the close_notify is written all the same; the client's comes later, or never
             self._send(self.client, self.out_of_tls.read())
         if other.fd < 0:

@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 
 import pytest
+import requests
 
 from tests.e2e.gateway.test_conformance_cases import ACCEPTED, RESOLVED, api, gateway_status, route_parents  # noqa: F401
 from tests.e2e.tls.pki import TestCA, served_certificate, start_tls_echo, tls_secret
@@ -155,6 +156,42 @@ def test_terminated_streams_carry_large_transfers_both_ways_and_the_backends_end
         stream.write(b"x" * (BIG - 1) + b"\n")
         stream.flush()
         assert stream.readline() == f"echo xxxxxxxx... {BIG} bytes\n".encode()
+
+
+def metric(stage, name: str, label: str = "") -> float:
+    """The sum of the controller's `name` series (with `label`, e.g. 'outcome="terminated"')."""
+    text = requests.get(f"http://127.0.0.1:{stage.controller.healthz_port}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") and label in line)
+
+
+def client_hello(host: str) -> bytes:
+    """A real ClientHello for SNI `host`, as the first bytes a TLS client sends."""
+    client = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_hostname=host)
+    with pytest.raises(ssl.SSLWantReadError):
+        client.do_handshake()
+    return outgoing.read()
+
+
+def test_a_client_that_leaves_mid_handshake_leaves_no_connection_behind(stage, ca):
+    stage.cluster.apply(gw.tls_route("terminated", gw.backend_ref("plain-a", 3000),
+                                     parents=[{"name": "mixed", "sectionName": "tls-terminate"}],
+                                     hostnames=[TERMINATE_HOST]))
+    wait_for(lambda: plain_through_tls(stage, TERMINATE_HOST, ca)[0] == f"plain {PLAIN_IPS[0]}", 15,
+             what="the terminated host at plain-a")
+    terminated = metric(stage, "pyngress_passthrough_connections_total", 'outcome="terminated"')
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", stage.controller.https_port), timeout=5) as raw:
+            raw.sendall(client_hello(TERMINATE_HOST))
+            raw.settimeout(0.5)
+            try:
+                while raw.recv(65536):  # the server's whole first flight, so that the close is a FIN, not a reset
+                    pass
+            except TimeoutError:
+                pass
+    wait_for(lambda: metric(stage, "pyngress_passthrough_connections_total", 'outcome="terminated"') >= terminated + 3
+             and metric(stage, "pyngress_passthrough_active_connections") == 0, 15,
+             what="the three handshakes counted, and no connection left open")
 
 
 def test_mixed_termination_on_one_port_routes_each_host_by_its_mode(stage, ca):
