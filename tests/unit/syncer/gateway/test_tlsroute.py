@@ -148,3 +148,17 @@ def test_the_incremental_model_follows_routes_and_endpoints_into_the_passthrough
         model = incremental.update(tls.store, {object_key(step())})
         assert model == build_model(tls.store, settings=settings)
     assert sorted(model.passthrough["a.example.com"]) == ["10.0.0.5:8443", "10.0.0.6:8443"]
+
+
+def test_the_incremental_model_follows_a_terminate_listeners_certificate(tls):
+    o = tls.objects
+    settings = tls.settings.replace_flags(**PASSTHROUGH)
+    tls.certificate("term-cert", host="t.example.com")
+    tls.gateway(o.listener("term", port=443, protocol="TLS", hostname="t.example.com", certificate="term-cert"))
+    route(tls, "term", o.backend_ref("web", 80), hostnames=["t.example.com"])
+    incremental = IncrementalModel(settings)
+    before = incremental.update(tls.store, None).passthrough["t.example.com"]["terminate"]
+    rotated = tls.certificate("term-cert", host="rotated.t.example.com")
+    model = incremental.update(tls.store, {object_key(rotated)})
+    assert model == build_model(tls.store, settings=settings)
+    assert model.passthrough["t.example.com"]["terminate"] != before
