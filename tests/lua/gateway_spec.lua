@@ -212,15 +212,6 @@ describe("gateway", function()
         assert.equals("/v2", gateway.replace_prefix("/", "/", "/v2"))
     end)
 
-    it("redirects to the port of a listener that has it to itself unless the filter names one", function()
-        tables.push("routes", { ["r.test"] = { exact = {}, prefix = {}, gateway = {
-            actions = { { route = "t/r", path = "/", profile = "default", redirect = { code = 302 } },
-                        { route = "t/s", path = "/", profile = "default", redirect = { scheme = "https", code = 302 } } },
-            layers = { { prefix = { { "/s", { match(2, { port = 8080 }) } }, { "/", { match(1, { port = 8080 }) } } } } } } } })
-        assert.equals("http://r.test:8080/x", request("r.test", "/x", { own_port = "8080" }))
-        assert.equals("https://r.test/s", request("r.test", "/s", { own_port = "8080" }))
-    end)
-
     it("refuses an entry whose match names no action", function()
         assert.has_error(function()
             gateway.routes_of({ actions = {}, layers = { { prefix = { { "/", { match(1) } } } } } }, "bad.test")

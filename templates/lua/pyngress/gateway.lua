@@ -532,15 +532,14 @@ end
 
 -- RequestRedirect: scheme, host, port and path as the filter says, the rest as the request had them; the port is
 -- left out when it is the scheme's own.
--- `own_port`: the port of a listener that has it to itself, which the request came on.
-function _M.redirect(redirect, uri, prefix, own_port)
+function _M.redirect(redirect, uri, prefix)
     local var = ngx.var
     local scheme = redirect.scheme or var.scheme
     local host = redirect.hostname or var.host
     local port = redirect.port
     if not port then
         -- The spec: the scheme's well-known port when the filter names a scheme, else the listener's.
-        port = redirect.scheme and (scheme == "https" and 443 or 80) or own_port or tonumber(var.pyngress_server_port)
+        port = redirect.scheme and (scheme == "https" and 443 or 80) or tonumber(var.pyngress_server_port)
     end
     local request_uri = var.request_uri
     local question = find(request_uri, "?", 1, true)

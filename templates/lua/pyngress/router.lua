@@ -439,7 +439,7 @@ local function misdirected(entry, host)
     return routes ~= nil and gateway.misdirected(routes, sni, host)
 end
 
-local function serve_gateway(action, uri, prefix, own_port)
+local function serve_gateway(action, uri, prefix)
     local var = ngx.var
     var.pyngress_metric = action.metric
     if settings.tracing then
@@ -449,7 +449,7 @@ local function serve_gateway(action, uri, prefix, own_port)
         return gateway_cors.preflight(action.cors)  -- answered here, whatever the backends
     end
     if action.redirect then
-        return gateway.redirect(action.redirect, uri, prefix, own_port)
+        return gateway.redirect(action.redirect, uri, prefix)
     end
     local chosen = gateway.pick(action)
     local redirect = chosen and chosen.filters and chosen.filters.redirect  -- the chosen backendRef's own
@@ -479,16 +479,15 @@ end
 -- port (gateway.lua compares it), found as on the controller's ports, never an Ingress path; else the default backend.
 local function route_own_port(entry, uri)
     local routes = entry and entry.gateway
-    local action, prefix, port
+    local action, prefix
     if routes then
-        port = tonumber(ngx.var.server_port)
-        action, prefix = gateway.find(routes, uri, port)
+        action, prefix = gateway.find(routes, uri, tonumber(ngx.var.server_port))
     end
     if action then
         if gateway_refused(entry) then
             return
         end
-        return serve_gateway(action, uri, prefix, port)
+        return serve_gateway(action, uri, prefix)
     end
     if settings.tracing then
         tracing.start(nil)

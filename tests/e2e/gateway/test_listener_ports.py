@@ -153,6 +153,17 @@ def test_a_port_is_opened_with_its_gateway_and_closed_when_it_goes(stage):  # no
     expect_on_port(port, "own.example.com", "PORT-OWN")
     # The route answers on its port only; an Ingress-less host on the controller's port has nothing.
     assert stage.answer("own.example.com", "/")["status"] == 404
+    # The backend is told the port the client connected to, and a redirect without a port keeps it.
+    assert on_port(port, "own.example.com")["headers"]["x-forwarded-port"] == str(port)
+    stage.cluster.apply(gw.http_route("moved-on-own-port", parents=[{"name": "comes-and-goes"}],
+                                      hostnames=["own.example.com"], rules=[gw.rule(
+                                          matches=[gw.path_match("/old")],
+                                          filters=[{"type": "RequestRedirect", "requestRedirect": {
+                                              "path": {"type": "ReplaceFullPath", "replaceFullPath": "/new"},
+                                              "statusCode": 302}}])]))
+    wait_for(lambda: requests.get(f"http://127.0.0.1:{port}/old", headers={"Host": f"own.example.com:{port}"},
+                                  allow_redirects=False, timeout=5).headers.get("location")
+             == f"http://own.example.com:{port}/new", 15, what="a redirect keeping the listener's port")
     # nginx-listeners holds the new port too, from the master that bound it as it reloaded.
     wait_for(lambda: held_by_nginx_listeners(stage, port), 15, what=f"nginx-listeners holding port {port}")
     assert port in tcp_ports_listened_by([stage.controller.pid("nginx-listeners")])
