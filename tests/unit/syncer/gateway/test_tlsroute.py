@@ -64,6 +64,13 @@ def test_hostnames_are_the_intersection_with_the_listener_wildcards_included(tls
     assert model.passthrough == {"a.example.com": ["10.0.0.5:8443"], "*.deep.example.com": ["10.0.0.5:8443"]}
 
 
+def test_a_route_without_hostnames_takes_the_listeners_wildcard(tls):
+    o = tls.objects
+    tls.gateway(o.listener("tls", hostname="*.example.com", passthrough=True))
+    route(tls, "any", o.backend_ref("secure", 443))
+    assert tls.build(**PASSTHROUGH).passthrough == {"*.example.com": ["10.0.0.5:8443"]}
+
+
 def test_a_route_whose_hostnames_miss_the_listener_is_not_attached(tls):
     o = tls.objects
     tls.gateway(o.listener("tls", hostname="secure.example.com", passthrough=True))
