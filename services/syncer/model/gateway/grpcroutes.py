@@ -15,8 +15,7 @@ from typing import Any
 
 from . import fields
 from .fields import RouteRejected
-from .httproutes import (Action, Match, RoutePlan, Rule, _backend, _value_matches, parents_and_hostnames,
-                         _with_filter)
+from .httproutes import Action, Match, RoutePlan, Rule, _backend, _filtered, _value_matches, parents_and_hostnames
 from .reference_grants import ReferenceGrants
 
 GRPC_ROUTE = "GRPCRoute"
@@ -43,23 +42,14 @@ def plan_grpc_route(route: dict[str, Any], *, namespace: str, name: str, order: 
 def _rule(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants, warnings: list[str]) -> Rule:
     matches = tuple(_match(fields.mapping(m, where=f"{where}.matches[{i}]"), where=f"{where}.matches[{i}]")
                     for i, m in enumerate(fields.listing(raw.get("matches"), where=f"{where}.matches") or [{}]))
+    # A backendRef's filters apply, after the rule's, to the calls the weighted pick sends to it (as an HTTPRoute's).
     backends = tuple(_backend(fields.mapping(b, where=f"{where}.backendRefs[{i}]"), namespace=namespace,
-                              where=f"{where}.backendRefs[{i}]", grants=grants, warnings=warnings, kind=GRPC_ROUTE)
+                              where=f"{where}.backendRefs[{i}]", grants=grants, warnings=warnings, kind=GRPC_ROUTE,
+                              matches=matches, filter_kinds=_FILTERS)
                      for i, b in enumerate(fields.listing(raw.get("backendRefs"), where=f"{where}.backendRefs")))
-    action = Action(backends=backends, backend_scheme="grpc")
-    seen: list[str] = []
-    for i, raw_filter in enumerate(fields.listing(raw.get("filters"), where=f"{where}.filters")):
-        raw_filter = fields.mapping(raw_filter, where=f"{where}.filters[{i}]")
-        kind = raw_filter.get("type")
-        if kind not in _FILTERS:
-            message = f"{where}.filters[{i}]: filter {kind} is not supported; the rule answers 500"
-            warnings.append(message)
-            return Rule(matches=matches, action=Action(error=message))
-        if kind in seen:
-            raise RouteRejected(f"{where}.filters[{i}]: filter {kind} is given twice")
-        seen.append(kind)
-        action = _with_filter(action, kind, raw_filter, where=f"{where}.filters[{i}]", matches=matches)
-    return Rule(matches=matches, action=action)
+    return Rule(matches=matches, action=_filtered(Action(backends=backends, backend_scheme="grpc"), raw.get("filters"),
+                                                  where=where, matches=matches, namespace=namespace, grants=grants,
+                                                  warnings=warnings, supported=_FILTERS))
 
 
 def _match(raw: dict[str, Any], *, where: str) -> Match:

@@ -235,18 +235,21 @@ def _value_matches(raw: Any, *, where: str, header: bool) -> tuple[ValueMatch, .
 
 
 def _backend(raw: dict[str, Any], *, namespace: str, where: str, grants: ReferenceGrants,
-             warnings: list[str], kind: str = "HTTPRoute", matches: tuple[Match, ...] = ()) -> BackendChoice:
+             warnings: list[str], kind: str = "HTTPRoute", matches: tuple[Match, ...] = (),
+             filter_kinds: tuple[str, ...] | None = None) -> BackendChoice:
+    """One backendRef; `filter_kinds`: the filters it takes (by default an HTTPRoute's, none on other kinds)."""
     weight = raw.get("weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
         raise RouteRejected(f"{where}: weight {weight!r} must be 0-{MAX_WEIGHT}")
     name = fields.object_name(raw.get("name"), where=where)
     filters = None
-    if raw.get("filters") and kind != "HTTPRoute":
+    supported = filter_kinds if filter_kinds is not None else _BACKEND_FILTERS if kind == "HTTPRoute" else ()
+    if raw.get("filters") and not supported:
         raise RouteRejected(f"{where}: filters on a {kind} backendRef are not supported; put them on the rule")
     if raw.get("filters"):
         # An unsupported one gives filters with an `error`: the reference still resolves, its share answers 500.
         filters = _filtered(Action(), raw.get("filters"), where=where, matches=matches, namespace=namespace,
-                            grants=grants, warnings=warnings, supported=_BACKEND_FILTERS,
+                            grants=grants, warnings=warnings, supported=supported,
                             refusal="its share of requests answers 500")
     group, target_kind = raw.get("group") or "", raw.get("kind") or "Service"
     target_namespace = raw.get("namespace") or namespace
