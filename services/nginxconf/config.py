@@ -76,8 +76,9 @@ class Mirror:
 @dataclass(frozen=True, kw_only=True)
 class BackendTls:
     """proxy-ssl-*: TLS to the backend checked against `ca_file` and with the client certificate `cert_file`
-    (certificate and key in one file), both in NginxPaths.ssl_dir, named by a digest of their content."""
-    ca_file: str
+    (certificate and key in one file), both in NginxPaths.ssl_dir, named by a digest of their content. `ca_file`
+    None: the CAs the system trusts (a BackendTLSPolicy's wellKnownCACertificates: System)."""
+    ca_file: str | None
     cert_file: str | None = None
     verify: str = "off"
     depth: int = 1

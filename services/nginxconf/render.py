@@ -17,6 +17,7 @@ import functools
 import hashlib
 import math
 import re
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -488,7 +489,8 @@ def _backend_tls(tls: BackendTls) -> list[tuple[str, str, bool]]:
             raise RenderError(f"proxy-ssl file name {name!r} may only hold letters, digits, '.', '_' and '-'")
     if tls.verify not in ("on", "off") or tls.server_name not in (None, "on", "off"):
         raise RenderError("proxy-ssl-verify and proxy-ssl-server-name must be on or off")
-    directives = [("trusted_certificate", tls.ca_file, True), ("ciphers", quote(tls.ciphers), False),
+    trusted = (tls.ca_file, True) if tls.ca_file is not None else (quote(system_ca_file()), False)
+    directives = [("trusted_certificate", *trusted), ("ciphers", quote(tls.ciphers), False),
                   ("protocols", arguments(tls.protocols.split()), False), ("verify", tls.verify, False),
                   ("verify_depth", str(int(tls.depth)), False)]
     if tls.cert_file:
@@ -502,6 +504,12 @@ def _backend_tls(tls: BackendTls) -> list[tuple[str, str, bool]]:
         # profile: a session another profile verified for another name or CA would be resumed unchecked here.
         directives.append(("session_reuse", "off", False))
     return directives
+
+
+def system_ca_file() -> str:
+    """The file of the CAs the system trusts, as OpenSSL finds it (Debian: /etc/ssl/certs/ca-certificates.crt)."""
+    paths = ssl.get_default_verify_paths()
+    return paths.cafile or paths.openssl_cafile
 
 
 def auth_upstream(profile_name: str) -> str:

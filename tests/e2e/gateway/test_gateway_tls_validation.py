@@ -258,6 +258,15 @@ def policy(name: str, service: str, *refs: dict, hostname: str = BACKEND_HOST, n
             "spec": {"targetRefs": [target], "validation": {"caCertificateRefs": list(refs), "hostname": hostname}}}
 
 
+def system_ca_policy(name: str, service: str) -> dict:
+    """A policy trusting the system's CAs (wellKnownCACertificates: System) instead of a ConfigMap's."""
+    found = policy(name, service)
+    validation = found["spec"]["validation"]
+    del validation["caCertificateRefs"]
+    validation["wellKnownCACertificates"] = "System"
+    return found
+
+
 def policy_conditions(stage: GatewayStage, name: str, gateway: str, ns: str = "default") -> dict[str, tuple[str, str]]:
     """The conditions of pyngress's ancestor entry for `gateway` in the policy's status, once written."""
     found: dict[str, tuple[str, str]] = {}
@@ -287,7 +296,7 @@ def test_backend_tls_policies_verify_the_backend(stage, server_ca, clients, tls_
     stage.cluster.apply(ca_config_map("server-ca", server_ca.cert_path.read_text()),
                         ca_config_map("client-ca-b", clients.text("ca-b.crt")))
     services = {"/ok": "btls-ok", "/host-mismatch": "btls-host", "/cert-mismatch": "btls-cert",
-                "/nonexistent": "btls-nocm", "/invalid-kind": "btls-kind"}
+                "/nonexistent": "btls-nocm", "/invalid-kind": "btls-kind", "/system-ca": "btls-system"}
     for service in services.values():
         stage.cluster.apply(*tls_service(service, TLS_BACKEND_IP, plain))
     stage.cluster.apply(
@@ -296,6 +305,7 @@ def test_backend_tls_policies_verify_the_backend(stage, server_ca, clients, tls_
         policy("cert-mismatch", "btls-cert", ca_ref("client-ca-b")),
         policy("nonexistent-ca", "btls-nocm", ca_ref("no-such-config-map")),
         policy("invalid-kind", "btls-kind", ca_ref("server-ca", kind="Secret")),
+        system_ca_policy("system-ca", "btls-system"),
         gw.gateway("backends", listeners=[gw.listener("http", hostname=BACKEND_HOST)]),
         gw.http_route("backends", parents=[{"name": "backends"}], rules=[
             gw.rule(gw.backend_ref(service, 443), matches=[gw.path_match(path, "Exact")])
@@ -309,8 +319,9 @@ def test_backend_tls_policies_verify_the_backend(stage, server_ca, clients, tls_
         assert backend_answer(stage, path)["status"] == 502, path
     assert backend_answer(stage, "/nonexistent")["status"] == 500
     assert backend_answer(stage, "/invalid-kind")["status"] == 500
+    assert backend_answer(stage, "/system-ca")["status"] == 502  # the system's CAs do not trust the test CA
     accepted = {"Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}
-    for name in ("normative", "host-mismatch", "cert-mismatch"):
+    for name in ("normative", "host-mismatch", "cert-mismatch", "system-ca"):
         assert policy_conditions(stage, name, "backends") == accepted
     assert policy_conditions(stage, "nonexistent-ca", "backends") == {
         "Accepted": ("False", "NoValidCACertificate"), "ResolvedRefs": ("False", "InvalidCACertificateRef")}

@@ -4,10 +4,10 @@ A policy targets Services of its own namespace (targetRefs are local references:
 another namespace's Service, nor its caCertificateRefs another namespace's ConfigMap), optionally one port by name
 (sectionName). For a backendRef, the policies naming its Service and port come first, then those naming the Service
 alone; among those, the oldest (then "namespace/name") applies and the others are Conflicted. An applied policy makes
-the rule's location profile verify the backend (proxy_ssl_verify on) against the ConfigMaps' ca.crt (ca_bundles.py)
-with validation.hostname as SNI and as the name the certificate must hold; the Gateway's spec.tls.backend
-clientCertificateRef (backend_client_certificates.py) is shown to the backend. nginx verifies one name, so
-subjectAltNames, and wellKnownCACertificates (whose file the model, which reads no file, cannot name), are not
+the rule's location profile verify the backend (proxy_ssl_verify on) against the ConfigMaps' ca.crt (ca_bundles.py),
+or with wellKnownCACertificates: System the CAs the system trusts (the file render.py names), with
+validation.hostname as SNI and as the name the certificate must hold; the Gateway's spec.tls.backend
+clientCertificateRef (upstream_tls.py) is shown to the backend. nginx verifies one name, so subjectAltNames are not
 supported: such a policy is not accepted (reason Invalid) and, as for one whose CA does not resolve
 (NoValidCACertificate), the requests to the backends it targets answer 500 rather than go unverified.
 """
@@ -104,9 +104,13 @@ def _verdict(policy: Mapping[str, Any], *, namespace: str, name: str,
     if validation.get("subjectAltNames"):
         return _refused(base, INVALID, f"{where}: validation.subjectAltNames is not supported (nginx verifies the "
                                        "backend's certificate for one name, validation.hostname); remove it")
-    if validation.get("wellKnownCACertificates"):
-        return _refused(base, INVALID, f"{where}: validation.wellKnownCACertificates is not supported; name the CA "
-                                       "in a ConfigMap's ca.crt with caCertificateRefs")
+    well_known = validation.get("wellKnownCACertificates")
+    if well_known is not None and (well_known != "System" or validation.get("caCertificateRefs")):
+        return _refused(base, INVALID, f"{where}: validation.wellKnownCACertificates {well_known!r} must be System, "
+                                       "without caCertificateRefs")
+    if well_known == "System":
+        return replace(base, tls=BackendTls(ca_file=None, verify="on", depth=VERIFY_DEPTH, protocols=PROTOCOLS,
+                                            name=hostname, server_name="on"))
     bundle = ca_bundle(validation.get("caCertificateRefs"), namespace=namespace, where=where, config_maps=config_maps,
                        kind_reason=Reason.INVALID_KIND)
     if bundle.problems or bundle.pem is None:

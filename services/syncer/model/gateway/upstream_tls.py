@@ -107,7 +107,8 @@ class RuleTls:
         if policy is None or policy.tls is None:
             return {}
         tls: BackendTls = policy.tls
-        self.files[tls.ca_file] = policy.ca_pem
+        if tls.ca_file is not None:  # None: the system's CAs
+            self.files[tls.ca_file] = policy.ca_pem
         certificate = self.upstream.client_certificates.get(self.route)
         if certificate is not None:
             tls = replace(tls, cert_file=certificate.file_name)
