@@ -42,6 +42,8 @@ Cases covered by the other e2e files:
   HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite, HTTPRouteCORS,
   HTTPRouteHTTPSListenerDetectMisdirectedRequests → test_backend_filters_and_cors.py
 - HTTPRouteListenerPortMatching, GatewayWithAttachedRoutesWithPort8080 → test_listener_ports.py
+- HTTPRouteServiceTypes (and ExternalName Services, and filters on GRPCRoute backendRefs) →
+  test_service_types_and_grpc_filters.py
 - HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError, HTTPRouteTimeoutRequest,
   HTTPRouteTimeoutBackendRequest, HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket →
   test_backend_protocols_retries_timeouts.py, with two differences docs/gateway-api.md explains: a connection error
@@ -68,7 +70,6 @@ Cases that cannot pass, for a missing feature:
 - GRPCRouteListenerHostnameMatching: gRPC on HTTP listeners (HTTP/2 cleartext from the client) is not served; nginx
   1.22 speaks HTTP/2 on the HTTPS port only, docs/gateway-api.md says why a preface sniffer on port 80 is not there
   (GRPCRouteNamedRule is tested here on an HTTPS listener).
-- HTTPRouteServiceTypes: needs a cluster's Service types (headless, ExternalName with DNS).
 """
 from __future__ import annotations
 
