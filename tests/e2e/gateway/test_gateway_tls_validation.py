@@ -4,8 +4,8 @@ TLS to, and the client certificate a Gateway shows them (spec.tls.backend), each
 (GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
 GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
 BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
-BackendTLSPolicyConflictResolution, BackendTLSPolicyObservedGenerationBump, GatewayTLSBackendClientCertificate,
-GatewayInvalidTLSBackendConfiguration), status included.
+BackendTLSPolicyConflictResolution, BackendTLSPolicyObservedGenerationBump, BackendTLSPolicyGRPCRoute,
+GatewayTLSBackendClientCertificate, GatewayInvalidTLSBackendConfiguration), status included.
 
 A refused client is one whose request gets no answer: the conformance suite counts any answer, even a 400, as served.
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import ssl
+import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -24,15 +26,17 @@ from tests.e2e.gateway.conftest import GatewayStage
 from tests.e2e.gateway.test_status import GatewayApiCluster, gateway_status
 from tests.e2e.kube.helpers import api_controller
 from tests.e2e.tls.pki import Pair, TestCA, https_get, start_tls_echo, tls_secret
+from tests.integration.proxy.harness import Nginx, http_temp_paths
 from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
 from tests.support import k8s
 from tests.support.client_pki import Pki
 from tests.support.gateway_status import conditions, listener_status
-from tests.support.net import wait_for
+from tests.support.net import free_port, wait_for
 
 REFUSED = "refused"
-TLS_BACKEND_IP, MTLS_BACKEND_IP = "127.0.36.2", "127.0.36.3"
+TLS_BACKEND_IP, MTLS_BACKEND_IP, GRPCS_BACKEND_IP = "127.0.36.2", "127.0.36.3", "127.0.36.4"
+GRPC_HOST = "grpc-tls.example"
 BACKEND_HOST = "abc.example.com"  # the name the TLS backends' certificates hold
 POLICIES = "backendtlspolicies"
 
@@ -340,6 +344,69 @@ def test_backend_tls_policies_verify_the_backend(stage, server_ca, clients, tls_
     assert stage.cluster.policy("normative")["metadata"]["generation"] == 2
     assert policy_conditions(stage, "normative", "backends") == accepted  # written for generation 2
     wait_for(lambda: backend_answer(stage, "/ok")["status"] == 502, 20, what="502 for the new hostname")
+
+
+@pytest.fixture(scope="module")
+def grpcs_backend(server_ca, tmp_path_factory) -> Iterator[int]:
+    """The port of an nginx speaking HTTP/2 over TLS (as a gRPC server with TLS does) as BACKEND_HOST, answering with
+    the SNI and protocol it saw."""
+    directory = tmp_path_factory.mktemp("grpcs-backend")
+    pair = server_ca.issue(BACKEND_HOST)
+    (directory / "tls.crt").write_text(pair.cert)
+    (directory / "tls.key").write_text(pair.key)
+    port = free_port()
+    backend = Nginx(directory, f"""
+http {{
+    access_log off;
+    {http_temp_paths(directory)}
+    server {{
+        listen {GRPCS_BACKEND_IP}:{port} ssl http2;
+        ssl_certificate {directory}/tls.crt;
+        ssl_certificate_key {directory}/tls.key;
+        location / {{ return 200 "backend=grpcs sni=$ssl_server_name protocol=$server_protocol\n"; }}
+    }}
+}}""")
+    try:
+        wait_for(lambda: socket.create_connection((GRPCS_BACKEND_IP, port), timeout=1).close() is None, 10,
+                 what="the gRPC-over-TLS backend")
+        yield port
+    finally:
+        backend.stop()
+
+
+def grpc_call(stage: GatewayStage, path: str) -> str:
+    """A gRPC-shaped call (HTTP/2 over TLS) to GRPC_HOST: the backend's answer, or nginx's status code."""
+    port = stage.controller.https_port
+    out = subprocess.run(["curl", "-sk", "--http2", "-X", "POST", "--resolve", f"{GRPC_HOST}:{port}:127.0.0.1",
+                          "-H", "Content-Type: application/grpc", "-H", "TE: trailers", "--data-binary", "",
+                          "-w", "%{http_code}", f"https://{GRPC_HOST}:{port}{path}"],
+                         capture_output=True, text=True, timeout=10, check=True).stdout
+    body, status = out[:-3], out[-3:]
+    return body.strip() if body.startswith("backend=") else status
+
+
+def test_backend_tls_policy_for_grpc_routes(stage, server_ca, grpcs_backend):
+    """BackendTLSPolicyGRPCRoute: a GRPCRoute's backend verified as an HTTPRoute's is (grpcs); a wrong hostname
+    fails the call."""
+    stage.cluster.apply(ca_config_map("server-ca", server_ca.cert_path.read_text()),
+                        tls_secret("grpc-listener-tls", server_ca.issue(GRPC_HOST)),
+                        *tls_service("grpcs-app", GRPCS_BACKEND_IP, grpcs_backend),
+                        *tls_service("grpcs-mismatch", GRPCS_BACKEND_IP, grpcs_backend),
+                        policy("grpc-normative", "grpcs-app", ca_ref("server-ca")),
+                        policy("grpc-host-mismatch", "grpcs-mismatch", ca_ref("server-ca"), hostname="other.example"),
+                        gw.gateway("grpc-tls", listeners=[gw.listener("https", port=443, protocol="HTTPS",
+                                                                      hostname=GRPC_HOST,
+                                                                      certificate="grpc-listener-tls")]),
+                        gw.grpc_route("grpc-tls", parents=[{"name": "grpc-tls"}], hostnames=[GRPC_HOST], rules=[
+                            gw.rule(gw.backend_ref("grpcs-app", 443), matches=[gw.grpc_method("echo.Echo", "One")]),
+                            gw.rule(gw.backend_ref("grpcs-mismatch", 443),
+                                    matches=[gw.grpc_method("echo.Echo", "Two")])]))
+    wait_for(lambda: grpc_call(stage, "/echo.Echo/One").startswith("backend="), 20, what="the verified gRPC backend")
+    assert grpc_call(stage, "/echo.Echo/One") == f"backend=grpcs sni={BACKEND_HOST} protocol=HTTP/2.0"
+    assert grpc_call(stage, "/echo.Echo/Two") == "502"
+    for name in ("grpc-normative", "grpc-host-mismatch"):
+        assert policy_conditions(stage, name, "grpc-tls") == {"Accepted": ("True", "Accepted"),
+                                                              "ResolvedRefs": ("True", "ResolvedRefs")}
 
 
 def test_gateway_shows_its_client_certificate_to_backends(stage, server_ca, clients, tls_backends):
