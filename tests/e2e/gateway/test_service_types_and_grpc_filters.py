@@ -132,6 +132,9 @@ def test_an_external_name_service_is_served_as_an_ingress_backend_is(types, exte
     stage.expect_answer(EXTERNAL_HOST, "/", 500)
     assert any("HTTPRoute default/to-localhost" in p and "names the node itself" in p
                for p in stage.controller.problems())
+    # A name is resolved when the tables are pushed: one that does not resolve leaves the backend no endpoint.
+    stage.cluster.apply(external_name("to-localhost", "no-such-name.invalid", stage.echo.port))
+    stage.expect_answer(EXTERNAL_HOST, "/", 503)
     assert stage.answer(HOST, "/external-name")["backend"] == "GW-EXTERNAL"
 
 
@@ -201,5 +204,10 @@ def test_routes_to_these_backends_are_accepted_with_their_references_resolved(ap
         service_types_route(port, ns, parent="types"), grpc_filters_route(ns, parent="types"))
     expect = {"Accepted": ACCEPTED, "ResolvedRefs": RESOLVED}
     route_parents(api, "HTTPRoute", "service-types", ns, expect)
+    api.cluster.apply(external_name("to-localhost", "localhost", port, ns=ns), gw.http_route(
+        "to-localhost", ns=ns, parents=[{"name": "types"}], rules=[gw.rule(gw.backend_ref("to-localhost", port))]))
+    [parent] = route_parents(api, "HTTPRoute", "to-localhost", ns, {"Accepted": ACCEPTED,
+                                                                    "ResolvedRefs": ("False", "BackendNotFound")})
+    assert "names the node itself" in next(c["message"] for c in parent["conditions"] if c["type"] == "ResolvedRefs")
     # An unsupported filter on a backendRef keeps the reference resolved (its share answers 500).
     route_parents(api, "GRPCRoute", "backend-filters", ns, expect)
