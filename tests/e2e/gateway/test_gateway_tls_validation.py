@@ -113,11 +113,12 @@ def with_tls(gateway: dict, tls: dict) -> dict:
 
 
 def tls_answer(stage: GatewayStage, host: str, ca: TestCA, cert: tuple[Path, Path] | None = None,
-               path: str = "/") -> str:
-    """The echo backend that answered a request over TLS to `host` (its certificate checked against `ca`), its status
-    when not 200, or REFUSED when the connection closed unanswered."""
+               path: str = "/", port: int | None = None) -> str:
+    """The echo backend that answered a request over TLS to `host` (its certificate checked against `ca`) on `port`
+    (default: the controller's HTTPS port), its status when not 200, or REFUSED when the connection closed
+    unanswered."""
     try:
-        response = https_get(stage.controller.https_port, host, path, [ca.cert_path], client_cert=cert)
+        response = https_get(port or stage.controller.https_port, host, path, [ca.cert_path], client_cert=cert)
     except (http.client.RemoteDisconnected, ConnectionResetError, ssl.SSLError):
         return REFUSED
     if response.status != 200:
@@ -126,9 +127,9 @@ def tls_answer(stage: GatewayStage, host: str, ca: TestCA, cert: tuple[Path, Pat
 
 
 def expect_tls(stage: GatewayStage, host: str, ca: TestCA, want: str, cert: tuple[Path, Path] | None = None,
-               path: str = "/") -> None:
+               path: str = "/", port: int | None = None) -> None:
     seen: list[str] = []
-    wait_for(lambda: seen.append(tls_answer(stage, host, ca, cert, path)) or seen[-1] == want, 20,
+    wait_for(lambda: seen.append(tls_answer(stage, host, ca, cert, path, port)) or seen[-1] == want, 20,
              what=f"https://{host}{path} with {cert and cert[0].name} → {want} (last: {seen[-1:]})")
 
 
@@ -138,26 +139,31 @@ def listener_conditions(stage: GatewayStage, gateway: str, listener: str) -> dic
 
 @pytest.fixture(scope="module")
 def listener_certificate(stage, server_ca) -> None:
-    hosts = ("first.example", "second.example", "third.example", "fourth.example", "fifth.example")
+    hosts = ("first.example", "second.example", "third.example", "fourth.example", "fifth.example", "own.example")
     stage.cluster.apply(tls_secret("listener-tls", server_ca.issue(hosts[0], hosts)))
 
 
 def test_client_certificates_default_and_per_port(stage, server_ca, clients, listener_certificate):
     """GatewayFrontendClientCertificateValidation: the default validation for the listener on 443, the per-port one
-    for the listener on the controller's HTTPS port; a certificate of the other CA, or none, gets no answer."""
-    port = stage.controller.https_port
+    for the listener on the controller's HTTPS port and for one on a port of its own (as the case's 8443); a
+    certificate of the other CA, or none, gets no answer."""
+    port, own_port = stage.controller.https_port, free_port()
     stage.cluster.apply(ca_config_map("ca-a", clients.text("ca-a.crt")), ca_config_map("ca-b", clients.text("ca-b.crt")),
                         *stage.backend("GW-MTLS-1"), *stage.backend("GW-MTLS-2"))
     stage.cluster.apply(with_tls(gw.gateway("mtls", listeners=[
         gw.listener("https", port=443, protocol="HTTPS", certificate="listener-tls"),
         gw.listener("https-with-hostname", port=port, protocol="HTTPS", hostname="second.example",
+                    certificate="listener-tls"),
+        gw.listener("https-own-port", port=own_port, protocol="HTTPS", hostname="own.example",
                     certificate="listener-tls")]),
         {"frontend": {"default": validation(ca_ref("ca-a")),
-                      "perPort": [{"port": port, "tls": validation(ca_ref("ca-b"))}]}}))
+                      "perPort": [{"port": port, "tls": validation(ca_ref("ca-b"))},
+                                  {"port": own_port, "tls": validation(ca_ref("ca-b"))}]}}))
     stage.cluster.apply(
         gw.http_route("mtls-first", hostnames=["first.example"], parents=[{"name": "mtls"}],
                       rules=[gw.rule(gw.backend_ref("gw-mtls-1"))]),
-        gw.http_route("mtls-second", parents=[{"name": "mtls", "sectionName": "https-with-hostname"}],
+        gw.http_route("mtls-second", parents=[{"name": "mtls", "sectionName": "https-with-hostname"},
+                                              {"name": "mtls", "sectionName": "https-own-port"}],
                       rules=[gw.rule(gw.backend_ref("gw-mtls-2"))]))
     good, intruder = client_cert(clients, "good"), client_cert(clients, "intruder")
     expect_tls(stage, "first.example", server_ca, "GW-MTLS-1", good)
@@ -165,7 +171,10 @@ def test_client_certificates_default_and_per_port(stage, server_ca, clients, lis
     assert tls_answer(stage, "first.example", server_ca) == REFUSED
     expect_tls(stage, "second.example", server_ca, "GW-MTLS-2", intruder)
     assert tls_answer(stage, "second.example", server_ca, good) == REFUSED
-    for listener in ("https", "https-with-hostname"):
+    expect_tls(stage, "own.example", server_ca, "GW-MTLS-2", intruder, port=own_port)
+    assert tls_answer(stage, "own.example", server_ca, good, port=own_port) == REFUSED
+    assert tls_answer(stage, "own.example", server_ca, port=own_port) == REFUSED
+    for listener in ("https", "https-with-hostname", "https-own-port"):
         found = listener_conditions(stage, "mtls", listener)
         assert found["Accepted"] == ("True", "Accepted") and found["ResolvedRefs"] == ("True", "ResolvedRefs")
     assert "InsecureFrontendValidationMode" not in conditions(gateway_status(stage, "mtls"))
