@@ -17,8 +17,9 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import operator
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from .configmap import ControllerConfig
@@ -179,16 +180,51 @@ def certificates_table(secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, 
     Hosts without an entry get the default (--default-ssl-certificate when usable, else nginx's
     generated fake certificate). Whether a key matches its certificate is checked when nginx loads them.
     """
+    global _last_made
     refs = set(tls_secrets.values())
     default = default_certificate if default_certificate and secret_problem(
         secrets.get(_secret_key(default_certificate))) is None else None
     if default:
         refs.add(default)
-    certs = {}
-    for ref in sorted(refs):
-        data = secrets[_secret_key(ref)]["data"]
-        certs[ref] = _pems(data["tls.crt"], data["tls.key"])
-    return {"certs": certs, "hosts": dict(sorted(tls_secrets.items())), "default": default}
+    last = _last_made
+    if last is not None and refs == last.refs:
+        # The same Secrets: their data read in C (map), and compared with the last by identity (the store replaces
+        # an object that changes). Made in a Python loop at every change, this took 45-90 ms at 10,000 certificates.
+        datas = list(map(_DATA, map(secrets.__getitem__, last.keys)))
+        if datas == last.datas:
+            certs = last.certs
+        else:  # a Secret replaced: its entry made again
+            certs = dict(last.certs)
+            for ref, data, before in zip(last.refs_listed, datas, last.datas):
+                if data is not before:
+                    certs[ref] = _pems(data["tls.crt"], data["tls.key"])
+        hosts = last.hosts if tls_secrets == last.hosts else dict(tls_secrets)
+    else:
+        refs_listed = sorted(refs)
+        keys = [_secret_key(ref) for ref in refs_listed]
+        datas = [secrets[key]["data"] for key in keys]
+        certs = {ref: _pems(data["tls.crt"], data["tls.key"]) for ref, data in zip(refs_listed, datas)}
+        hosts = dict(tls_secrets)
+        last = _Made(refs=refs, refs_listed=refs_listed, keys=keys, datas=datas, certs=certs, hosts=hosts)
+    _last_made = replace(last, datas=datas, certs=certs, hosts=hosts)
+    return {"certs": certs, "hosts": hosts, "default": default}
+
+
+@dataclass(frozen=True)
+class _Made:
+    """The certificates table made last (its "certs" and "hosts", never changed once made) and what it was made of:
+    the Secrets it names ("namespace/name", also listed in order with their store keys) and their data objects."""
+    refs: set[str]
+    refs_listed: list[str]
+    keys: list[tuple[str, str]]
+    datas: list[Any]
+    certs: dict[str, Any]
+    hosts: dict[str, str]
+
+
+# One table kept: the syncer makes one model after another (another caller's table only makes the next one whole).
+_last_made: _Made | None = None
+_DATA = operator.itemgetter("data")
 
 
 @functools.lru_cache(maxsize=1 << 17)
