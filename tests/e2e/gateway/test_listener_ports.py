@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.e2e.gateway.test_status import gateway_status, stage  # noqa: F401
+from tests.e2e.tls.pki import TestCA, https_get, served_certificate, tls_secret
 from tests.support import gateway_objects as gw
 from tests.support.controller import tcp_ports_listened_by
 from tests.support.gateway_status import conditions, listener_status, observed
@@ -267,3 +268,18 @@ def test_a_port_another_program_listens_on_is_left_out_and_blocks_no_change(stag
         stage.cluster.apply(gw.http_route("after-taken", parents=[{"name": "squatted"}],
                                           hostnames=["after.example.com"], rules=[gw.rule(gw.backend_ref("free-port"))]))
         stage.expect_answer("after.example.com", "/", "PORT-FREE")
+
+
+def test_an_https_listener_on_a_port_of_its_own_serves_its_certificate_and_routes(stage, tmp_path):  # noqa: F811
+    host, port, ca = "tls-port.example.com", free_port(), TestCA(tmp_path)
+    stage.cluster.apply(tls_secret("tls-port", ca.issue(host)), *stage.backend("PORT-TLS", "tls-port-app"),
+                        gw.gateway("tls-port", listeners=[gw.listener("https", port=port, protocol="HTTPS",
+                                                                      hostname=host, certificate="tls-port")]),
+                        gw.http_route("over-tls", parents=[{"name": "tls-port"}],
+                                      rules=[gw.rule(gw.backend_ref("tls-port-app"))]))
+    wait_for(lambda: served_certificate(port, host, [ca.cert_path]).get("commonName") == host, 20,
+             what=f"the listener's certificate on port {port}")
+    wait_for(lambda: b'"PORT-TLS"' in https_get(port, host, "/", [ca.cert_path]).body, 10, what="the route over TLS")
+    # Not on the controller's HTTPS port, nor in plain HTTP on its own (nginx's 400 for HTTP on a TLS port).
+    assert b'"PORT-TLS"' not in https_get(stage.controller.https_port, host, "/", [ca.cert_path]).body
+    assert requests.get(f"http://127.0.0.1:{port}/", headers={"Host": host}, timeout=5).status_code == 400
