@@ -169,6 +169,9 @@ class LocationProfile:
     # disable-proxy-intercept-errors the backends' own answers pass (only nginx's errors are replaced).
     custom_http_errors: tuple[int, ...] | None = None
     pass_backend_errors: bool = False
+    # An HTTPRoute rule with `retry`: nginx's own 500 and 502, when no try reached a backend's answer (connection
+    # errors, a try the balancer refused), answer 503, as the Gateway API asks; a backend's own answers pass.
+    unreachable_answers_503: bool = False
     mirror: Mirror | None = None
     response_headers: tuple[tuple[str, str], ...] = ()  # custom-headers: (name, literal value), every answer
     # fastcgi-params-configmap (backend-protocol FCGI): (name, value) FastCGI parameters, a value holding at most

@@ -298,6 +298,7 @@ class _RenderedProfile:
     backend_tls: list[tuple[str, str, bool]]
     custom_http_errors: tuple[int, ...] | None  # None: the ConfigMap's list
     pass_backend_errors: bool
+    unreachable_answers_503: bool
     mirror: _RenderedMirror | None
     response_headers: list[str]  # custom-headers: "Name: value", its value literal (render.literal)
     fastcgi_params: list[str]  # fastcgi_param arguments: the quoted name and value (fastcgi_param_arguments)
@@ -386,6 +387,7 @@ def _rendered_profile(profile: LocationProfile) -> _RenderedProfile:
         backend_tls=_backend_tls(tls) if tls else [], sets_ssl_name=bool(tls and tls.name),
         verified=bool(tls and tls.verify == "on"),
         custom_http_errors=_error_codes(profile.custom_http_errors), pass_backend_errors=profile.pass_backend_errors,
+        unreachable_answers_503=profile.unreachable_answers_503,
         mirror=_mirror(profile.mirror) if profile.mirror else None,
         response_headers=[literal(f"{_response_header_name(name)}: {value}") for name, value in profile.response_headers],
         fastcgi_params=[fastcgi_param_arguments(name, value) for name, value in profile.fastcgi_params],

@@ -309,8 +309,10 @@ class _Actions:
         tls_settings = rule_tls.profile_settings(scheme)
         made.tls, made.ssl_files = self._upstream_tls.signature(f"{plan.kind} {plan.ref}", made.resolved), rule_tls.files
         if directives or scheme != "http" or tls_settings:
-            profile_made = LocationProfile.of(directives=tuple(sorted(directives)),
-                                              **{"backend_scheme": scheme, **tls_settings})
+            # A rule with `retry` (its profile retries): connection errors after the last attempt answer 503.
+            retried = action.budget is not None and action.budget.retry
+            profile_made = LocationProfile.of(directives=tuple(sorted(directives)), **{
+                "backend_scheme": scheme, "unreachable_answers_503": retried, **tls_settings})
             made.profiles[profile_made.name] = profile_made
             profile = profile_made.name
         matches = plan.rules[rule].matches
