@@ -61,8 +61,9 @@ log = logging.getLogger(__name__)
 # At most this many waiting connections per listener (the kernel caps it at net.core.somaxconn); it is what
 # absorbs the connections that arrive while no master runs.
 DEFAULT_BACKLOG = 4096
-# The most listeners handed over at once (HTTP, HTTPS, two Unix sockets, the Gateway listeners' own ports).
-MAX_LISTENERS = 250
+# The most listeners handed over at once (HTTP, HTTPS, two Unix sockets, the Gateway listeners' own ports: at most
+# MAX_OWN_PORTS of services/syncer/model/gateway/listeners.py); Linux passes at most 253 in one message (SCM_MAX_FD).
+MAX_LISTENERS = 253
 HAND_OVER_TIMEOUT_SECONDS = 5.0
 
 _SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture (the unified syscall table, 5.6+)

@@ -36,6 +36,10 @@ from .reference_grants import ReferenceGrants
 HTTP_ROUTE = (GATEWAY_GROUP, "HTTPRoute")
 # The route kinds each protocol takes (allowedRoutes.kinds narrows them; by default all of them).
 ROUTE_KINDS = {"HTTP": ("HTTPRoute", "GRPCRoute"), "HTTPS": ("HTTPRoute", "GRPCRoute"), "TLS": ("TLSRoute",)}
+# The most ports listeners may have to themselves: nginx-listeners hands every socket to a new nginx master in one
+# message, and Linux passes at most 253 descriptors in one (SCM_MAX_FD): two per port (IPv4, IPv6; more with several
+# bind-address hosts of a family) and a few of the controller's own must fit.
+MAX_OWN_PORTS = 100
 
 
 @dataclass(frozen=True)
@@ -122,8 +126,20 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
             if conflict := protocol_conflict(listener, listeners):
                 problems.append(Problem.error(ref, f"{conflict.message}; the listener is not served"))
                 continue
+            if too_many := _beyond_own_ports(listener, listeners):
+                problems.append(Problem.error(ref, f"{too_many}; the listener is not served"))
+                continue
             listeners.append(listener)
     return listeners, problems
+
+
+def _beyond_own_ports(listener: Listener, served: list[Listener]) -> str | None:
+    """Why `listener` cannot have a port of its own: MAX_OWN_PORTS others have one already."""
+    ports = {s.own_port for s in served if s.own_port is not None}
+    if listener.own_port is None or listener.own_port in ports or len(ports) < MAX_OWN_PORTS:
+        return None
+    return (f"listener {listener.name}: port {listener.port} is not available (reason PortUnavailable): pyngress "
+            f"serves at most {MAX_OWN_PORTS} ports of their own, and other listeners have them; use one of their ports")
 
 
 def protocol_conflict(listener: Listener, served: list[Listener]) -> Conflict | None:

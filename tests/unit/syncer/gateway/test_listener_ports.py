@@ -1,5 +1,6 @@
 """Listeners on ports of their own (listeners.py): the port in nginx.conf, each match carrying it, the ports the
 controller keeps for itself refused, and a TCP service's port left to the service."""
+from services.syncer.model.gateway.listeners import MAX_OWN_PORTS
 
 
 def test_a_listener_on_another_port_gets_it_and_its_matches_carry_it(gw):
@@ -55,3 +56,14 @@ def test_a_tcp_services_port_stays_the_services(gw):
     assert [s.port for s in model.config.stream_servers] == [9100]
     assert "Gateway listener port 9100: a TCP service of --tcp-services-configmap listens on it" in "".join(
         gw.rejections(model))
+
+
+def test_at_most_max_own_ports_ports_of_their_own(gw):
+    o = gw.objects
+    gw.gateway(*(o.listener(f"l{n}", port=20000 + n) for n in range(MAX_OWN_PORTS + 1)))
+    model = gw.build()
+    assert len(model.config.gateway_ports) == MAX_OWN_PORTS
+    assert gw.rejections(model) == [
+        f"Gateway default/gw: listener l{MAX_OWN_PORTS}: port {20000 + MAX_OWN_PORTS} is not available (reason "
+        f"PortUnavailable): pyngress serves at most {MAX_OWN_PORTS} ports of their own, and other listeners have them; "
+        "use one of their ports; the listener is not served"]
