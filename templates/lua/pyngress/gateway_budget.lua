@@ -12,7 +12,8 @@ Each attempt's connect, send and read timeouts are the smaller of the per-attemp
 deadline, so an attempt still running at the deadline is cut there and answers 504. One more try is granted at each
 attempt while retries are left: which failures are retried is the profile's proxy_next_upstream, and with a deadline
 its proxy_next_upstream_timeout starts no attempt after it. nginx itself adds a try after an error on a reused
-keepalive connection; a rule with `retry` refuses it once its own retries are spent (500), as the spec caps them.
+keepalive connection; a rule with `retry` refuses it once its own retries are spent, as the spec caps them (nginx's
+500, which the rule's location profile answers 503, as it answers nginx's 502 after the last connection error).
 ]==]
 local balancer = require("ngx.balancer")
 

@@ -46,10 +46,10 @@ Cases covered by the other e2e files:
   test_service_types_and_grpc_filters.py
 - HTTPRouteRetry, HTTPRouteRetryWithTimeouts, HTTPRouteRetryConnectionError, HTTPRouteTimeoutRequest,
   HTTPRouteTimeoutBackendRequest, HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket →
-  test_backend_protocols_retries_timeouts.py, with two differences docs/gateway-api.md explains: a connection error
-  after the last retry answers 502 (or 500) where HTTPRouteRetryConnectionError accepts 500 or 503, and the h2c
-  backend is reached from HTTP/1.1 (or HTTP/2 over TLS) clients, not from HTTP/2 with prior knowledge on the HTTP
-  listener, which nginx 1.22 does not speak (as GRPCRouteListenerHostnameMatching below)
+  test_backend_protocols_retries_timeouts.py (a connection error after the last retry answers 503, as
+  HTTPRouteRetryConnectionError asserts), with one difference docs/gateway-api.md explains: the h2c backend is
+  reached from HTTP/1.1 (or HTTP/2 over TLS) clients, not from HTTP/2 with prior knowledge on the HTTP listener,
+  which nginx 1.22 does not speak (as GRPCRouteListenerHostnameMatching below)
 - GatewayFrontendClientCertificateValidation, GatewayFrontendClientCertificateValidationInsecureFallback,
   GatewayFrontendInvalidDefaultClientCertificateValidation, GatewayInvalidFrontendClientCertificateValidation,
   BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
