@@ -132,6 +132,19 @@ def test_retry_connection_error(stage, flaky):
     assert ask(stage, flaky, host, "/no-retry", succeedAfter="4")[0] == 502
 
 
+def test_retry_connection_error_answer_keeps_the_rules_response_headers(stage, flaky):
+    """nginx's 503 after the last connection error carries the rule's ResponseHeaderModifier changes, as the 502 it
+    replaces did."""
+    host = "retry-reset-headers.example.com"
+    changes = {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "X-Route", "value": "r"}]}}
+    found = gw.rule(gw.backend_ref("flaky", 8080), filters=[changes])
+    stage.cluster.apply(route("retries-connection-error-headers", host, {**found, "retry": {"attempts": 1}}))
+    stage.expect_answer(host, "/", 200, timeout=30)
+    answer = stage.controller.request("GET", "/", host, params={"succeedAfter": "2", "uuid": str(uuid.uuid4())})
+    assert answer.status_code == 503 and answer.headers["X-Route"] == "r"
+    assert "503 Service Temporarily Unavailable" in answer.text  # nginx's own page
+
+
 @pytest.mark.parametrize("field", ["request", "backendRequest"])
 def test_timeout_answers_504_and_zero_disables_it(stage, flaky, field):
     """HTTPRouteTimeoutRequest and HTTPRouteTimeoutBackendRequest: a backend slower than the timeout gets 504, a
