@@ -12,8 +12,10 @@ ratios are medians of same-round ratios):
 "Direct" (client → backend) is shown for reference. With --controller the proxy is that of a whole running
 controller (nginx, watcher, syncer beside it), routed by an ssl-passthrough Ingress. With --twin a second
 nginx, configured as the first, is measured as one more path: its ratios to the first are what the machine's
-noise alone gives, the resolution of the proxy's ratios.
-Run: .venv/bin/python bench/bench_passthrough.py [--controller] [--floor] [--twin]
+noise alone gives, the resolution of the proxy's ratios. With --python the proxy (and the floor) run on another
+interpreter, such as /usr/bin/python3, the Debian Python the image ships, and the proxy on the venv's interpreter is
+measured beside it as one more path.
+Run: .venv/bin/python bench/bench_passthrough.py [--controller] [--floor] [--twin] [--python PATH]
 """
 from __future__ import annotations
 
@@ -95,18 +97,18 @@ def connection_rate(pool: ProcessPoolExecutor, port: int, ca: str, seconds: floa
 class LoneProxy:
     """One `pyngress proxy` process, its table published by the bench."""
 
-    def __init__(self, work: Path, backend_port: int) -> None:
-        self.work, self.backend_port = work, backend_port
+    def __init__(self, work: Path, backend_port: int, python: str | None = None, name: str = "run") -> None:
+        self.work, self.backend_port, self.python, self.name = work, backend_port, python, name
 
     def start(self) -> tuple[int, int]:
         """(port, pid) of the proxy once it serves the route."""
-        run_dir = self.work / "run"
+        run_dir = self.work / self.name
         run_dir.mkdir(mode=0o700)
         self.table = TablePublisher(run_dir)
         seq = self.table.replace_all({f"host/{HOST}": [f"127.0.0.1:{self.backend_port}"],
                                       "config": {"use_proxy_protocol": False}})
         port = free_port()
-        self.proxy = ProxyProcess(port, run_dir, log_path=self.work / "proxy.log")
+        self.proxy = ProxyProcess(port, run_dir, log_path=self.work / f"proxy-{self.name}.log", python=self.python)
         self.proxy.wait_serving(seq)
         return port, self.proxy.proc.pid
 
@@ -173,7 +175,12 @@ def main() -> None:
     parser.add_argument("--controller", action="store_true",
                         help="the proxy of a whole controller (`pyngress up --enable-ssl-passthrough "
                         "--proxy-processes=1`, an Ingress with ssl-passthrough), not a proxy process alone")
+    parser.add_argument("--python", metavar="PATH",
+                        help="run the proxy and the floor on this Python 3.11 (e.g. /usr/bin/python3, the Debian "
+                        "Python the image ships), and measure the proxy on the venv's interpreter beside it")
     args = parser.parse_args()
+    if args.python and args.controller:
+        parser.error("--python measures a proxy process alone: not with --controller")
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -220,7 +227,8 @@ stream {{
         stream = ssl_preread("stream", stream_port)
         twin_port = free_port() if args.twin else 0
         twin = ssl_preread("twin", twin_port) if args.twin else None
-        proxy = WholeController(work, backend_port) if args.controller else LoneProxy(work, backend_port)
+        proxy = WholeController(work, backend_port) if args.controller else LoneProxy(work, backend_port, args.python)
+        venv_proxy = LoneProxy(work, backend_port, name="venv") if args.python else None
         pool = ProcessPoolExecutor(args.processes)
         floor: subprocess.Popen[bytes] | None = None
         try:
@@ -233,7 +241,7 @@ stream {{
                      Path_("direct", backend_port, None)]
             if args.floor:
                 floor_port = free_port()
-                floor = subprocess.Popen([sys.executable, str(Path(__file__).with_name("minimal_forwarder.py")),
+                floor = subprocess.Popen([args.python or sys.executable, str(Path(__file__).with_name("minimal_forwarder.py")),
                                           str(floor_port), str(backend_port)], start_new_session=True)
                 wait_listening(floor_port)
                 paths.append(Path_("minimal forwarder", floor_port, floor.pid, "the floor for a Python forwarder"))
@@ -242,6 +250,9 @@ stream {{
                 (twin_worker,) = twin.worker_pids()
                 paths.append(Path_("second nginx", twin_port, twin_worker,
                                    "the same server twice: what noise alone gives"))
+            if venv_proxy is not None:
+                paths.append(Path_("proxy, venv python", *venv_proxy.start(),
+                                   f"the same proxy on {sys.executable}, not {args.python}"))
             ca = str(pki.ca)
             wait_for(lambda: download(proxy_port, ca) > 0, 60, what="the passthrough route")
             for p in paths:  # warm up: first connections, page cache
@@ -275,6 +286,8 @@ stream {{
                 floor.kill()
                 floor.wait()
             proxy.stop()
+            if venv_proxy is not None:
+                venv_proxy.stop()
             stream.stop()
             if twin is not None:
                 twin.stop()
@@ -285,7 +298,7 @@ def report(paths: list[Path_], args: argparse.Namespace) -> None:
     print()
     print(f"{args.rounds} rounds; per path and round: one 64 MiB download, then new connections for "
           f"{args.seconds:g} s from {args.processes} client processes x {args.threads} threads; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; the proxy on {args.python or sys.executable}")
     print(f"{'path':<20}{'MiB/s median (min-max)':>24}{'conn/s median (min-max)':>25}"
           f"{'CPU µs/conn (user+sys)':>24}{'CPU s/GiB':>11}{'elsewhere µs/conn':>19}")
     for p in paths:

@@ -11,6 +11,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -351,13 +352,18 @@ class ProxyProcess:
     """`pyngress proxy` as a real process."""
 
     def __init__(self, https_port: int, run_dir: Path, env: dict[str, str] | None = None,
-                 log_path: Path | None = None) -> None:
+                 log_path: Path | None = None, python: str | None = None) -> None:
+        """`python`: another interpreter to run it on (the venv's packages on its path), as the benchmark's
+        --python does; by default the venv's own `pyngress`."""
         self.run_dir = run_dir
         self.log_path = log_path or run_dir / f"proxy-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
+        entry = [str(REPO / ".venv/bin/pyngress")]
+        if python is not None:
+            entry = [python, "-c", "from services.cli import main; main()"]
+            env = {"PYTHONPATH": python_path(), **(env or {})}
         # It hands connections for nginx to nginx_tls_socket(run_dir).
-        command = [str(REPO / ".venv/bin/pyngress"), "proxy", f"--https-port={https_port}", f"--run-dir={run_dir}",
-                   "--log-level=info"]
+        command = [*entry, "proxy", f"--https-port={https_port}", f"--run-dir={run_dir}", "--log-level=info"]
         self.proc = subprocess.Popen(command, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})}, start_new_session=True)  # as Nginx
         self.status_path = run_dir / "status" / f"proxy-{self.proc.pid}.json"
@@ -386,6 +392,12 @@ class ProxyProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+def python_path() -> str:
+    """PYTHONPATH for another Python 3.11 interpreter to import pyngress and the venv's packages (the same minor
+    version: their compiled modules fit)."""
+    return os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]])
 
 
 def cpu_times(pid: int) -> tuple[float, float]:
