@@ -260,6 +260,7 @@ async def main_async(settings: Settings) -> None:
             if status_updates_enabled(settings):
                 tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,
                                                      synced_keys=lambda: syncer.synced_keys,
+                                                     taken_ports=lambda: syncer.applier.taken_ports,
                                                      after_sync=syncer.after_sync, errors=syncer.api_errors,
                                                      leadership=syncer.metrics.leadership))
     finally:

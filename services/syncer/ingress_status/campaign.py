@@ -30,14 +30,16 @@ def status_updates_enabled(settings: Settings) -> bool:
 async def run_status_updates(settings: Settings, *, current_store: Callable[[], Mapping[str, Any]],
                              after_sync: list[Callable[[], None]], errors: dict[str, str],
                              leadership: dict[str, Callable[[], bool]],
-                             synced_keys: Callable[[], ChangedKeys] = lambda: None) -> None:
+                             synced_keys: Callable[[], ChangedKeys] = lambda: None,
+                             taken_ports: Callable[[], Mapping[int, str]] = dict) -> None:
     """Campaign, and write Ingress status while leading, until cancelled.
 
     current_store: the syncer's store as it is now. after_sync: the syncer's callbacks, called after each
     sync; the updater joins them to be told when the store has changed, and at which keys (`synced_keys()`, read
     then: None when any may have). errors: filled with what the API
     refuses or fails ("lease", "ingress status" → the API's message) while it does, for /healthz. leadership:
-    the Lease's name → whether this process holds it now, for /metrics.
+    the Lease's name → whether this process holds it now, for /metrics. taken_ports: the Gateway listeners' ports
+    another program held when the syncer last applied (port → why), for their status.
 
     It never returns on its own (the syncer stops when one of its tasks ends): a configuration that
     cannot work is logged and status updates stay off; everything else keeps working.
@@ -59,7 +61,8 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
         return
     api_client = client.ApiClient(configuration)
     updater = IngressStatusUpdater(api_client, settings=settings, errors=errors)
-    gateways = GatewayStatusUpdater(api_client, settings=settings, addresses=updater.addresses, errors=errors)
+    gateways = GatewayStatusUpdater(api_client, settings=settings, addresses=updater.addresses, errors=errors,
+                                    taken_ports=taken_ports)
     elector = LeaderElector.from_settings(settings, api_client, errors=errors)
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,

@@ -92,8 +92,11 @@ class GatewayStatusUpdater:
 
     def __init__(self, api_client: client.ApiClient, *, settings: Settings,
                  addresses: Callable[[], Awaitable[list[Address] | None]], resync_seconds: float = RESYNC_SECONDS,
-                 errors: dict[str, str] | None = None) -> None:
+                 errors: dict[str, str] | None = None,
+                 taken_ports: Callable[[], Mapping[int, str]] = dict) -> None:
         self.settings = settings
+        # The listeners' ports another program held when the syncer last applied (port → why): the model cannot know.
+        self._taken_ports = taken_ports
         self.controller = settings.ingress.gateway_controller_name
         self.resync_seconds = resync_seconds
         # Shared with the syncer's /healthz detail: "gateway status" → why the last round failed, while it fails.
@@ -139,7 +142,8 @@ class GatewayStatusUpdater:
         addresses = await self._addresses() or []
         # In a thread (1,000 routes in a 30,000-object store: about 0.1 s), on a copy: the syncer changes its store
         # between syncs, and the objects themselves are replaced, never changed in place.
-        wanted = await asyncio.to_thread(store_statuses, dict(store), settings=self.settings, addresses=addresses)
+        wanted = await asyncio.to_thread(store_statuses, dict(store), settings=self.settings, addresses=addresses,
+                                         taken_ports=dict(self._taken_ports()))
         now = _now()
         written = 0
         for name, status in wanted.classes.items():

@@ -78,6 +78,9 @@ class NginxApplier:
         # The changes of the models applied since _tables last looked (TableChanges): it looks at those keys only.
         self._unseen = TableChanges()
         self.nginx_serving = False
+        # The Gateway listeners' ports another program held at the last apply (taken_ports.py), with why: left out of
+        # nginx.conf, and their listeners' status says so (the Gateway status writer reads this).
+        self.taken_ports: dict[int, str] = {}
 
     async def start(self) -> None:
         # After a syncer restart, the file on disk is what nginx runs: an identical render needs no reload.
@@ -237,8 +240,8 @@ class NginxApplier:
             held = gateway_ports(self.conf_path.read_text())
         except FileNotFoundError:
             held = ()
-        taken = taken_ports((port for port, _ in model.config.gateway_ports), held=held,
-                            ipv6=model.config.listen_ipv6)
+        taken = self.taken_ports = taken_ports((port for port, _ in model.config.gateway_ports), held=held,
+                                               ipv6=model.config.listen_ipv6)
         if not taken:
             return model
         for port, why in taken.items():

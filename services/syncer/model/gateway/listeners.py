@@ -126,20 +126,26 @@ def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settin
             if conflict := protocol_conflict(listener, listeners):
                 problems.append(Problem.error(ref, f"{conflict.message}; the listener is not served"))
                 continue
-            if too_many := _beyond_own_ports(listener, listeners):
+            if too_many := beyond_own_ports(listener, listeners):
                 problems.append(Problem.error(ref, f"{too_many}; the listener is not served"))
                 continue
             listeners.append(listener)
     return listeners, problems
 
 
-def _beyond_own_ports(listener: Listener, served: list[Listener]) -> str | None:
-    """Why `listener` cannot have a port of its own: MAX_OWN_PORTS others have one already."""
+def beyond_own_ports(listener: Listener, served: list[Listener]) -> RouteRejected | None:
+    """Why `listener` cannot have a port of its own (PortUnavailable): MAX_OWN_PORTS others have one already."""
     ports = {s.own_port for s in served if s.own_port is not None}
     if listener.own_port is None or listener.own_port in ports or len(ports) < MAX_OWN_PORTS:
         return None
-    return (f"listener {listener.name}: port {listener.port} is not available (reason PortUnavailable): pyngress "
-            f"serves at most {MAX_OWN_PORTS} ports of their own, and other listeners have them; use one of their ports")
+    return port_unavailable(listener, f"pyngress serves at most {MAX_OWN_PORTS} ports of their own, and other "
+                                      "listeners have them; use one of their ports")
+
+
+def port_unavailable(listener: Listener, why: str) -> RouteRejected:
+    """The refusal of a listener whose port nginx cannot listen on, `why` saying what holds it and what to do."""
+    return RouteRejected(f"listener {listener.name}: port {listener.port} is not available (reason PortUnavailable): "
+                         f"{why}", reason=Reason.PORT_UNAVAILABLE)
 
 
 def protocol_conflict(listener: Listener, served: list[Listener]) -> Conflict | None:
@@ -170,9 +176,24 @@ def ports_beside_streams(own_ports: Mapping[int, str], stream_ports: Iterable[in
     each one that does: the service keeps it (nginx cannot listen on one port twice)."""
     taken = set(stream_ports) & set(own_ports)
     return ({port: scheme for port, scheme in own_ports.items() if port not in taken},
-            [Problem.error(f"Gateway listener port {port}", "a TCP service of --tcp-services-configmap listens on it: "
-                           "the Gateway listeners on that port serve nothing; move them or the service to another port")
-             for port in sorted(taken)])
+            [Problem.error(f"Gateway listener port {port}", f"{TCP_SERVICE_PORT}: the Gateway listeners on that port "
+                           "serve nothing; move them or the service to another port") for port in sorted(taken)])
+
+
+# Why nginx does not listen on a listener's own port that a TCP service takes (ports_beside_streams): the problem's
+# words, and the listener's status's.
+TCP_SERVICE_PORT = "a TCP service of --tcp-services-configmap listens on it"
+
+
+def unavailable_own_ports(stream_ports: Iterable[int], taken: Mapping[int, str]) -> dict[int, str]:
+    """The ports listeners may have to themselves that nginx does not listen on, each with why and what to do: those a
+    TCP service takes (ports_beside_streams), and `taken` (port → why), those another program on the node listens on,
+    as the syncer found them when it last applied (it tries to bind a new port before nginx.conf names it)."""
+    unavailable = {port: f"{why}; stop that program or move the listener to another port"
+                   for port, why in taken.items()}
+    unavailable.update(dict.fromkeys(stream_ports, f"{TCP_SERVICE_PORT}; move the listener or the service to "
+                                                   "another port"))
+    return unavailable
 
 
 _PORTS = {"HTTP": ("http", 80), "HTTPS": ("https", 443), "TLS": ("tls", 443)}

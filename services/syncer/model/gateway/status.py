@@ -16,8 +16,9 @@ from services.common.settings import Settings
 
 from ..backends import BackendResolver, index_endpoint_slices
 from ..build import StoreIndex
+from ..stream_services import stream_services
 from ..tls import TlsSecrets
-from .attachment import attach
+from .attachment import Attachment, attach
 from .classes import our_classes
 from .tls_status import ConditionSpec, gateway_tls_conditions, policy_statuses
 from .client_validation import ValidationRejected
@@ -26,7 +27,7 @@ from .gateways import Refusal, class_refusal, gateway_addresses, gateway_refusal
 from .grpcroutes import plan_grpc_route
 from .httproutes import BackendChoice, RoutePlan, plan_route
 from .listener_verdicts import ListenerVerdict, listener_verdicts
-from .listeners import ROUTE_KINDS, Listener, served_listeners
+from .listeners import ROUTE_KINDS, Listener, served_listeners, unavailable_own_ports
 from .objects import GATEWAY_GROUP, GatewayObjects
 from .reasons import UNRESOLVED_LISTENER_REFS, Reason
 from .reference_grants import ReferenceGrants
@@ -70,20 +71,28 @@ def status_addresses(addresses: Iterable[Mapping[str, str]]) -> list[dict[str, s
 
 
 def store_statuses(store: Mapping[str, dict[str, Any]], *, settings: Settings,
-                   addresses: Iterable[Mapping[str, str]] = ()) -> GatewayStatuses:
+                   addresses: Iterable[Mapping[str, str]] = (),
+                   taken_ports: Mapping[int, str] | None = None) -> GatewayStatuses:
     """gateway_statuses of the watcher's store ("Kind/namespace/name" → object), Services and Secrets as the model
-    reads them."""
+    reads them. `taken_ports`: the ports of their own that the syncer found another program listening on when it last
+    applied (port → why; services/syncer/nginx_apply/taken_ports.py); the TCP services' ports are read here."""
     index = StoreIndex.of(store)
     resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
                                allow_external_name=not settings.ingress.disable_svc_external_name)
+    streams = stream_services(store, settings, resolver)
     return gateway_statuses(GatewayObjects.of(store), settings=settings, resolver=resolver,
                             secrets=TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate),
-                            addresses=addresses)
+                            addresses=addresses, unavailable_ports=unavailable_own_ports(
+                                (server.port for server in streams.servers if server.protocol == "tcp"),
+                                taken_ports or {}))
 
 
 def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver, secrets: TlsSecrets,
-                     addresses: Iterable[Mapping[str, str]] = ()) -> GatewayStatuses:
-    """The statuses of the store's Gateway API objects (GatewayObjects.of) that pyngress serves."""
+                     addresses: Iterable[Mapping[str, str]] = (),
+                     unavailable_ports: Mapping[int, str] | None = None) -> GatewayStatuses:
+    """The statuses of the store's Gateway API objects (GatewayObjects.of) that pyngress serves. `unavailable_ports`:
+    the ports of their own nginx does not listen on, with why (listeners.unavailable_own_ports); their listeners are
+    not accepted (PortUnavailable)."""
     found = GatewayStatuses()
     controller = settings.ingress.gateway_controller_name
     classes = our_classes(objects.classes, controller)
@@ -103,10 +112,13 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     refusals = {key: _refusal(gateway, objects) for key, gateway in ours.items()}
     verdicts = {(namespace, name): listener_verdicts(
         gateway, namespace=namespace, name=name, refused=refusals[namespace, name] is not None, served=served,
-        served_list=served_list, settings=settings, grants=grants, secrets=secrets, config_maps=objects.config_maps)
-        for (namespace, name), gateway in ours.items()}
+        served_list=served_list, settings=settings, grants=grants, secrets=secrets, config_maps=objects.config_maps,
+        unavailable_ports=unavailable_ports or {}) for (namespace, name), gateway in ours.items()}
     # The listeners routes attach to: those served, and those that take routes without serving them.
     listeners = [v.attachable for found_verdicts in verdicts.values() for v in found_verdicts if v.attachable]
+    # Those that take routes without serving them ((gateway, listener) → why): a route's parent entry says so.
+    unserved = {(v.unprogrammed.gateway, v.name): str(v.rejected) for found_verdicts in verdicts.values()
+                for v in found_verdicts if v.unprogrammed is not None}
     attached: dict[tuple[str, str], set[str]] = {}  # (gateway "namespace/name", listener) → routes attached
     for kind, routes in route_kinds(objects):
         kind_listeners = [listener for listener in listeners if kind in listener.kinds]
@@ -114,7 +126,7 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
         for order, namespace, name, route in objects.routes_oldest_first(routes):
             parents = _route_parents(kind, route, namespace=namespace, name=name, order=order, ours=our_gateways,
                                      controller=controller, grants=grants,
-                                     listeners=(kind_listeners, other_listeners),
+                                     listeners=(kind_listeners, other_listeners), unserved=unserved,
                                      objects=objects, resolver=resolver, attached=attached)
             if parents:
                 found.routes[kind, namespace, name] = parents
@@ -236,10 +248,11 @@ def _planned(kind: str, route: dict[str, Any], *, namespace: str, name: str, ord
 
 def _route_parents(kind: str, route: dict[str, Any], *, namespace: str, name: str, order: Any, ours: frozenset[str],
                    controller: str, grants: ReferenceGrants, listeners: tuple[list[Listener], list[Listener]],
-                   objects: GatewayObjects, resolver: BackendResolver,
+                   unserved: Mapping[tuple[str, str], str], objects: GatewayObjects, resolver: BackendResolver,
                    attached: dict[tuple[str, str], set[str]]) -> list[dict[str, Any]]:
-    """The route's status.parents entries for the parentRefs naming one of our Gateways; `listeners`: the served
-    listeners that take the route's kind, and those that do not."""
+    """The route's status.parents entries for the parentRefs naming one of our Gateways; `listeners`: the listeners
+    routes attach to that take the route's kind, and those that do not; `unserved`: of those, the ones that serve
+    none of their routes, with why."""
     raw_parents = [(i, p) for i, p in enumerate(_listing((route.get("spec") or {}).get("parentRefs")))
                    if isinstance(p, dict) and (p.get("group") or GATEWAY_GROUP, p.get("kind") or "Gateway")
                    == (GATEWAY_GROUP, "Gateway") and f"{p.get('namespace') or namespace}/{p.get('name')}" in ours]
@@ -260,15 +273,15 @@ def _route_parents(kind: str, route: dict[str, Any], *, namespace: str, name: st
         if plan is None:
             accepted = condition("Accepted", False, rejected_reason, rejected or "", generation=generation)
         else:
-            accepted = _accepted(plan, index, listeners=listeners, ours=ours, objects=objects, attached=attached,
-                                 generation=generation)
+            accepted = _accepted(plan, index, listeners=listeners, unserved=unserved, ours=ours, objects=objects,
+                                 attached=attached, generation=generation)
         entries.append({"parentRef": _echo(raw), "controllerName": controller, "conditions": [accepted, resolved]})
     return entries
 
 
 def _accepted(plan: RoutePlan, index: int, *, listeners: tuple[list[Listener], list[Listener]],
-              ours: frozenset[str], objects: GatewayObjects, attached: dict[tuple[str, str], set[str]],
-              generation: int) -> Condition:
+              unserved: Mapping[tuple[str, str], str], ours: frozenset[str], objects: GatewayObjects,
+              attached: dict[tuple[str, str], set[str]], generation: int) -> Condition:
     parent = replace(plan, parents=(plan.parents[index],))
     taking, others = listeners
     attachments, refusals = attach(parent, listeners=taking, our_gateways=ours, labels_of=objects.labels_of)
@@ -279,10 +292,22 @@ def _accepted(plan: RoutePlan, index: int, *, listeners: tuple[list[Listener], l
     if attachments:
         for attachment in attachments:
             attached.setdefault((attachment.listener.gateway, attachment.listener.name), set()).add(plan.ref)
-        return condition("Accepted", True, "Accepted", "attached to "
-                         + ", ".join(sorted({a.listener.name for a in attachments})), generation=generation)
+        return condition("Accepted", True, "Accepted", _attached_message(attachments, unserved), generation=generation)
     [refusal] = refusals  # one parentRef, of one of our Gateways
     return condition("Accepted", False, refusal.reason, refusal.message, generation=generation)
+
+
+def _attached_message(attachments: Iterable[Attachment], unserved: Mapping[tuple[str, str], str]) -> str:
+    """"attached to <listeners>", and which of them do not serve its hosts, and why. Accepted stays True (the spec
+    accepts a route on a listener whose certificate does not resolve: conformance GatewayWithAttachedRoutes), so the
+    message is where a user reads that those hosts are not served there."""
+    names = sorted({a.listener.name for a in attachments})
+    why = {a.listener.name: unserved[key] for a in attachments
+           if (key := (a.listener.gateway, a.listener.name)) in unserved}
+    if not why:
+        return f"attached to {', '.join(names)}"
+    where = "its hosts are not served" if len(why) == len(names) else f"not served on {', '.join(sorted(why))}"
+    return f"attached to {', '.join(names)}; {where}: " + "; ".join(why[name] for name in sorted(why))
 
 
 def _resolved_refs(backends: Iterable[BackendChoice], resolver: BackendResolver, *, generation: int) -> Condition:

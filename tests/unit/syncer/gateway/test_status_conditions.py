@@ -84,6 +84,22 @@ def test_an_https_listener_without_its_certificate_counts_its_routes_but_serves_
     assert "app.example.com" not in gw.build().routes
 
 
+def test_a_route_on_a_listener_without_its_certificate_is_accepted_and_told_its_hosts_are_not_served(gw):
+    o = gw.objects
+    gw.gateway(o.listener("tls", port=443, protocol="HTTPS", certificate="does-not-exist"), o.listener("http"))
+    gw.route("only-tls", hostnames=["app.example.com"], parents=[{"name": "gw", "sectionName": "tls"}],
+             rules=[o.rule(o.backend_ref("web"))])
+    gw.route("both", hostnames=["both.example.com"], rules=[o.rule(o.backend_ref("web"))])
+    found = statuses(gw)
+    [only_tls] = found.routes["HTTPRoute", "default", "only-tls"]
+    assert conditions(only_tls)["Accepted"] == ("True", "Accepted")  # GatewayWithAttachedRoutes
+    missing = "listener tls: TLS Secret default/does-not-exist not found (reason InvalidCertificateRef)"
+    assert only_tls["conditions"][0]["message"] == f"attached to tls; its hosts are not served: {missing}"
+    [both] = found.routes["HTTPRoute", "default", "both"]
+    assert both["conditions"][0]["message"] == f"attached to http, tls; not served on tls: {missing}"
+    assert "app.example.com" not in gw.build().routes
+
+
 def test_a_route_to_an_unresolved_listener_of_another_namespace_is_still_not_allowed(gw):
     o = gw.objects
     gw.gateway(o.listener("tls", port=443, protocol="HTTPS", certificate="does-not-exist"))
