@@ -1,10 +1,12 @@
 """Gateway conditions beyond a listener's own fields, through the whole controller in API mode (the API test server):
 listeners in conflict (Conflicted, none of them served), an HTTPS listener whose certificate Secret is missing (its
-routes counted and accepted, its host not served), and a Gateway's spec.addresses, infrastructure and parametersRef,
+routes counted and accepted, its host not served), listeners on ports nginx cannot listen on (a TCP service's, another
+program's: PortUnavailable), and a Gateway's spec.addresses, infrastructure and parametersRef,
 as the conformance cases GatewayWithAttachedRoutes, GatewayStaticAddresses, GatewayOptionalAddressValue,
 GatewayInfrastructure and GatewayInvalidParametersRef assert them (our own manifests)."""
 from __future__ import annotations
 
+import socket
 from typing import Any, Iterator
 
 import pytest
@@ -17,12 +19,13 @@ from tests.e2e.tls.pki import https_get
 from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
 from tests.support.gateway_status import conditions, listener_status, observed
-from tests.support.net import wait_for
+from tests.support.net import free_port, wait_for
 
 ADDRESS = "192.0.2.20"  # the controller's address (--publish-status-address)
 UNUSABLE = "192.0.2.21"
 ACCEPTED = ("True", "Accepted")
 RESOLVED = ("True", "ResolvedRefs")
+TCP_SERVICES = "cond-ports/tcp-services"  # --tcp-services-configmap
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,8 @@ def api(tmp_path_factory, echo) -> Iterator[GatewayStage]:
         cluster = GatewayApiCluster(api_client)
         cluster.apply(gw.gateway_class())
         controller = api_controller(tmp_path_factory.mktemp("status-conditions"), kubeconfig,
-                                    f"--publish-status-address={ADDRESS}", "--election-id=status-conditions").start()
+                                    f"--publish-status-address={ADDRESS}", "--election-id=status-conditions",
+                                    f"--tcp-services-configmap={TCP_SERVICES}").start()
         try:
             yield GatewayStage(controller, cluster, echo)
         finally:
@@ -118,6 +122,43 @@ def test_a_listener_whose_certificate_is_missing_counts_its_routes_and_serves_no
                                     "Conflicted": ("False", "NoConflicts")}
     # Not served without its certificate: the default server's 404, not the route's 500 for its missing backend.
     assert https_get(api.controller.https_port, host).status == 404
+    [parent] = (api.cluster.read("HTTPRoute", "route-4", ns).get("status") or {})["parents"]
+    assert parent["conditions"][0]["message"] == (
+        f"attached to tls; its hosts are not served: listener tls: TLS Secret {ns}/does-not-exist not found (reason "
+        "InvalidCertificateRef)")
+
+
+def test_listeners_on_ports_nginx_cannot_listen_on_are_port_unavailable(api):
+    """A TCP service's port (the ConfigMap and the Gateway in one change) and a port another program holds: the
+    listeners are not accepted (PortUnavailable) and say why; the Gateway's other listener is served."""
+    ns, tcp_port = TCP_SERVICES.split("/")[0], free_port()
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("0.0.0.0", 0))
+        squatter.listen()
+        taken_port = squatter.getsockname()[1]
+        api.cluster.apply(*api.backend("GW-COND-PORTS", "ports-app", namespace=ns),
+                          {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tcp-services", "namespace": ns},
+                           "data": {str(tcp_port): f"{ns}/ports-app:80"}},
+                          gw.gateway("ports", ns=ns, listeners=[gw.listener("tcp", port=tcp_port),
+                                                                gw.listener("taken", port=taken_port),
+                                                                gw.listener("http")]),
+                          gw.http_route("ports-route", ns=ns, parents=[{"name": "ports"}],
+                                        hostnames=["ports.status.example.com"],
+                                        rules=[gw.rule(gw.backend_ref("ports-app"))]))
+        api.expect_answer("ports.status.example.com", "/", "GW-COND-PORTS")
+        status = gateway_status(api, "ports", ns, Accepted=("True", "ListenersNotValid"))
+        assert conditions(status)["Programmed"] == ("True", "Programmed")
+        for name, why in (("tcp", "a TCP service of --tcp-services-configmap listens on it"),
+                          ("taken", "another program listens on it")):
+            listener = listener_status(status, name)
+            assert conditions(listener)["Accepted"] == ("False", "PortUnavailable"), listener
+            assert conditions(listener)["Programmed"] == ("False", "Invalid"), listener
+            assert why in listener["conditions"][0]["message"], listener
+            assert listener["attachedRoutes"] == 0
+        assert conditions(listener_status(status, "http"))["Programmed"] == ("True", "Programmed")
+        assert listener_status(status, "http")["attachedRoutes"] == 1
+        route_conditions(api, "ports-route", ns, {"Accepted": ACCEPTED, "ResolvedRefs": RESOLVED})
 
 
 def test_a_gateway_asking_for_addresses_is_programmed_only_on_those_the_controller_has(api):
