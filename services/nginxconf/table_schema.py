@@ -315,12 +315,6 @@ GATEWAY_HEADER_CHANGES = Record("gateway_header_changes", "gateway.lua (changes_
     Field("remove", ListOf(STRING), omit=((),)),
 ))
 
-GATEWAY_BACKEND = Record("gateway_backend", "gateway.lua (action_of)", (
-    Field("backend", Nullable(STRING), "null: its share of the requests answers 500"),
-    Field("weight", INTEGER),
-    Field("service", STRING, "the metrics' service label", omit=(None, "")),
-))
-
 GATEWAY_MIRROR = Record("gateway_mirror", "gateway.lua (action_of)", (
     Field("backend", STRING, "the mirrored copies' backend"),
     Field("numerator", INTEGER, "the share of requests copied: numerator/denominator", omit=(100,)),

@@ -100,4 +100,5 @@ def test_every_record_is_reachable_from_a_table():
     reachable = {r.name for t in schema.TABLES.values() for r in schema.records(t.entry)}
     assert reachable == {"host_routes", "route", "canary", "affinity", "client_auth", "certificates", "certificate",
                          "gateway_routes", "gateway_layer", "gateway_match", "gateway_value_match", "gateway_action",
-                         "gateway_backend", "gateway_redirect", "gateway_header_changes", "gateway_mirror"}
+                         "gateway_backend", "gateway_backend_filters", "gateway_redirect", "gateway_header_changes",
+                         "gateway_mirror", "gateway_cors", "gateway_cors_origin", "gateway_budget"}
