@@ -11,6 +11,7 @@ the syncer compares models to decide what to reload or push. Semantics follow in
 from __future__ import annotations
 
 import re
+from collections import ChainMap
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -741,7 +742,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
                    merged: Merged, problems: Iterable[Problem], auth_files: Mapping[str, bytes],
                    ssl_files: Mapping[str, bytes], changed: TableChanges = TableChanges(),
                    gateway_inputs: Mapping[str, dict[str, Any]] | None = None,
-                   gateway: GatewayModel | None = None) -> Model:
+                   gateway: GatewayModel | None = None, joined_routes: Mapping[str, HostRoutes] | None = None) -> Model:
     """The Model of the merged Ingresses (`merged`'s problems come after `problems`), with what depends on the
     whole store: the default backend, TCP and UDP services, auth-keepalive upstreams, DH parameters,
     certificates. Problems are ordered by object (each object's in the order found), so that the order does
@@ -749,7 +750,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     that changed since the last model (TableChanges); the backends added here beside them are always counted.
     `gateway_inputs`: the Gateway API objects and Namespaces of `store` alone (None: found in `store`). `gateway`: their
     part of the model when the caller keeps it (incremental.py), which then marks in `changed` the hosts whose Gateway
-    rules changed; else built here, and all its hosts marked changed."""
+    rules changed; else built here, and all its hosts marked changed. `joined_routes`: `merged`'s routes with
+    `gateway`'s laid over them (gateway.with_gateway_routes), when the caller keeps them (incremental.py)."""
     problems = [*problems, *merged.problems]
     backends = dict(merged.backends)
     beside_routes: set[str] = set()  # the backends added here
@@ -768,12 +770,15 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     ssl_files = {**ssl_files, **gateway.ssl_files}  # BackendTLSPolicies' CAs (their profiles name them)
     backends.update(gateway.backends)
     beside_routes.update(gateway.backends)
-    routes = with_gateway_routes(merged.routes, gateway.routes, redirect_code=config.server.redirect_code,
-                                 no_tls_redirect=config.server.no_tls_redirect_locations)
+    routes = (dict(joined_routes) if joined_routes is not None else
+              with_gateway_routes(merged.routes, gateway.routes, redirect_code=config.server.redirect_code,
+                                  no_tls_redirect=config.server.no_tls_redirect_locations))
     tls_secrets = {**gateway.tls_secrets, **merged.tls_secrets}  # a host's Ingress certificate first
     # TLSRoutes pass through only hosts that no Ingress names and no HTTPS listener's route serves (docs/gateway-api.md)
-    tls_routes, passthrough_problems = passthrough_beside(gateway.passthrough, ingress_hosts=merged.routes.keys()
-                                                          | merged.passthrough.keys(), https_hosts=gateway.tls_secrets)
+    # A ChainMap looks a host up in both: a set of both tables' hosts was made at each change (O(hosts)).
+    tls_routes, passthrough_problems = passthrough_beside(gateway.passthrough,
+                                                          ingress_hosts=ChainMap[str, Any](merged.routes, merged.passthrough),
+                                                          https_hosts=gateway.tls_secrets)
     problems.extend(passthrough_problems)
     if default_certificate and (problem := TlsSecrets(secrets, default_certificate).problem(default_certificate)):
         problems.append(Problem.warning(f"--default-ssl-certificate {default_certificate}",

@@ -10,7 +10,7 @@ same code makes with every route changed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Collection, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from services.common.settings import Settings
 from services.nginxconf.config import LocationProfile
@@ -46,6 +46,8 @@ class GatewayModel:
     own_ports: dict[int, str] = field(default_factory=dict)
     ssl_files: dict[str, bytes] = field(default_factory=dict)  # the backends' CAs, client certificates (upstream_tls)
     resolved: dict[ServiceRef, ResolvedBackend] = field(default_factory=dict)  # the Services its tables' rules use
+    # The hosts whose `routes` entry may differ from the previous build's (given as `previous`); None: any host.
+    changed_hosts: frozenset[str] | None = field(default=None, compare=False)
 
 
 def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
@@ -87,7 +89,8 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
         changed_hosts |= kept.add(_record(key, route, frame=frame, kept=kept, objects=objects))
     if whole:
         kept.plans.forget_unseen()
-    _tables(kept, frame, None if whole else changed_hosts, resolver=resolver, owners=owners, secrets=secrets)
+    made_hosts = _tables(kept, frame, None if whole else changed_hosts, resolver=resolver, owners=owners,
+                         secrets=secrets)
     if tls_changed:
         kept.passthrough = tls_passthrough([(record.tls_plan, record.attachments) for record in kept.tls_routes()
                                             if record.tls_plan is not None and record.attachments],
@@ -97,7 +100,8 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                         problems=kept.problems() + kept.passthrough.problems, passthrough=kept.passthrough,
                         ssl_files=dict(kept.ssl_files.values), resolved=dict(kept.resolved.values),
                         own_ports={listener.own_port: listener.scheme for listener in frame.listeners
-                                   if listener.own_port is not None})
+                                   if listener.own_port is not None},
+                        changed_hosts=None if whole else frozenset(made_hosts))
 
 
 def _changed_routes(changed: Collection[str] | None) -> list[RouteKey] | None:
@@ -160,16 +164,17 @@ def _record(key: RouteKey, route: dict[str, Any], *, frame: Frame, kept: Gateway
 
 
 def _tables(kept: GatewayKept, frame: Frame, changed_hosts: set[str] | None, *, resolver: BackendResolver,
-            owners: Mapping[str, str], secrets: TlsSecrets) -> None:
+            owners: Mapping[str, str], secrets: TlsSecrets) -> set[str]:
     """Make again the entries of the hosts a change reaches (`changed_hosts`: those the changed routes were or are
-    tabled for; None: every host), from the routes tabled for them, and what those routes' rules make."""
+    tabled for; None: every host), from the routes tabled for them, and what those routes' rules make. Returns the
+    hosts made again."""
     reached = None if changed_hosts is None else kept.hosts_reached(changed_hosts)
     if reached is None:
         records, scratch = kept.tabled_routes(), kept.tables  # gateway_tables keeps this build's hosts only
         reached = kept.tabled_hosts() | (changed_hosts or set())  # with those no route is tabled for any more
     else:
         if not reached:
-            return
+            return set()
         records = kept.routes_of(reached)
         # The routes' other hosts are made too, from only some of their routes: those entries are not kept.
         scratch = TablesKept()
@@ -210,6 +215,7 @@ def _tables(kept: GatewayKept, frame: Frame, changed_hosts: set[str] | None, *, 
                          profiles={name: profile for action in actions for name, profile in action.profiles.items()},
                          ssl_files={name: data for action in actions for name, data in action.ssl_files.items()},
                          resolved=resolved)
+    return reached
 
 
 def _forget_actions(tables: TablesKept, record: RouteRecord) -> None:
@@ -230,8 +236,25 @@ def with_gateway_routes(routes: Mapping[str, HostRoutes], gateway: Mapping[str, 
     """The Ingresses' host routes with each host's Gateway rules added (new HostRoutes: those given are shared
     with the incremental model's groups and never changed)."""
     joined = dict(routes)
-    for host, table in gateway.items():
-        existing = joined.get(host)
-        joined[host] = (replace(existing, gateway=table) if existing is not None else
-                        HostRoutes(gateway=table, redirect_code=redirect_code, no_tls_redirect=no_tls_redirect))
+    join_hosts(joined, gateway.keys(), routes, gateway, redirect_code=redirect_code, no_tls_redirect=no_tls_redirect)
     return joined
+
+
+def join_hosts(joined: dict[str, HostRoutes], hosts: Iterable[str], routes: Mapping[str, HostRoutes],
+               gateway: Mapping[str, dict[str, Any]], *, redirect_code: int, no_tls_redirect: tuple[str, ...]) -> int:
+    """Make `joined`'s entries of `hosts` again from the Ingresses' host routes and the Gateway rules (as
+    with_gateway_routes does for every host); returns how many entries were made or removed. A caller that keeps
+    `joined` (incremental.py) gives the hosts whose Ingress or Gateway entries changed: at 10,000 routes, laying
+    them all over again took 17-20 ms of each change."""
+    made = 0
+    for host in hosts:
+        made += 1
+        existing, table = routes.get(host), gateway.get(host)
+        if table is not None:
+            joined[host] = (replace(existing, gateway=table) if existing is not None else
+                            HostRoutes(gateway=table, redirect_code=redirect_code, no_tls_redirect=no_tls_redirect))
+        elif existing is not None:
+            joined[host] = existing
+        else:
+            joined.pop(host, None)
+    return made

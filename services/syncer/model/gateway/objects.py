@@ -29,35 +29,34 @@ class GatewayObjects:
     tls_policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # → BackendTLSPolicy
     config_maps: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (namespace, name) → ConfigMap
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    _grants: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)  # put()'s, by key
 
     @classmethod
     def of(cls, store: Mapping[str, dict[str, Any]]) -> GatewayObjects:
         found = cls()
         for key, obj in store.items():
-            kind, _, rest = key.partition("/")
-            if kind not in _INPUTS:
-                continue
-            namespace, _, name = rest.partition("/")
-            if kind == "GatewayClass":
-                found.classes[name] = obj
-            elif kind == "Gateway":
-                found.gateways[namespace, name] = obj
-            elif kind == "HTTPRoute":
-                found.routes[namespace, name] = obj
-            elif kind == "GRPCRoute":
-                found.grpc_routes[namespace, name] = obj
-            elif kind == "TLSRoute":
-                found.tls_routes[namespace, name] = obj
-            elif kind == "ReferenceGrant":
-                found.grants.append((namespace, obj))
-            elif kind == "BackendTLSPolicy":
-                found.tls_policies[namespace, name] = obj
-            elif kind == "ConfigMap":
-                found.config_maps[namespace, name] = obj
-            else:
-                labels = (obj.get("metadata") or {}).get("labels")
-                found.namespace_labels[name] = dict(labels) if isinstance(labels, dict) else {}
+            if is_gateway_input(key):
+                found.put(key, obj)
         return found
+
+    def put(self, key: str, obj: dict[str, Any] | None) -> None:
+        """Take the object at the store key "Kind/namespace/name" (one is_gateway_input takes; None: deleted), as the
+        store took it: kept up to date this way (incremental.py), a change costs that object, not a scan of the store."""
+        kind, _, rest = key.partition("/")
+        namespace, _, name = rest.partition("/")
+        if kind == "ReferenceGrant":
+            _put(self._grants, (namespace, name), obj)
+            self.grants = [(ns, grant) for (ns, _), grant in self._grants.items()]
+        elif kind == "Namespace":
+            labels = (obj.get("metadata") or {}).get("labels") if obj is not None else None
+            _put(self.namespace_labels, name, None if obj is None else dict(labels) if isinstance(labels, dict) else {})
+        elif kind == "GatewayClass":
+            _put(self.classes, name, obj)
+        else:
+            table = {"Gateway": self.gateways, "HTTPRoute": self.routes, "GRPCRoute": self.grpc_routes,
+                     "TLSRoute": self.tls_routes, "BackendTLSPolicy": self.tls_policies,
+                     "ConfigMap": self.config_maps}[kind]
+            _put(table, (namespace, name), obj)
 
     def labels_of(self, namespace: str) -> dict[str, str]:
         """A namespace's labels, with the one the API server sets on every namespace."""
@@ -70,3 +69,10 @@ class GatewayObjects:
         return sorted(((creation_order(route, namespace=ns, name=name), ns, name, route)
                        for (ns, name), route in (self.routes if routes is None else routes).items()),
                       key=lambda item: item[0])
+
+
+def _put(table: dict[Any, Any], key: Any, value: Any) -> None:
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value
