@@ -751,7 +751,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     `gateway_inputs`: the Gateway API objects and Namespaces of `store` alone (None: found in `store`). `gateway`: their
     part of the model when the caller keeps it (incremental.py), which then marks in `changed` the hosts whose Gateway
     rules changed; else built here, and all its hosts marked changed. `joined_routes`: `merged`'s routes with
-    `gateway`'s laid over them (gateway.with_gateway_routes), when the caller keeps them (incremental.py)."""
+    `gateway`'s laid over them (gateway.with_gateway_routes), when the caller keeps them (incremental.py): the
+    model's routes as they are, never changed afterwards (layered.py)."""
     problems = [*problems, *merged.problems]
     backends = dict(merged.backends)
     beside_routes: set[str] = set()  # the backends added here
@@ -770,7 +771,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     ssl_files = {**ssl_files, **gateway.ssl_files}  # BackendTLSPolicies' CAs (their profiles name them)
     backends.update(gateway.backends)
     beside_routes.update(gateway.backends)
-    routes = (dict(joined_routes) if joined_routes is not None else
+    routes = (joined_routes if joined_routes is not None else
               with_gateway_routes(merged.routes, gateway.routes, redirect_code=config.server.redirect_code,
                                   no_tls_redirect=config.server.no_tls_redirect_locations))
     tls_secrets = {**gateway.tls_secrets, **merged.tls_secrets}  # a host's Ingress certificate first

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from services.common import changed_keys
 from services.common.changed_keys import ChangedKeys
@@ -162,7 +162,8 @@ NOTHING_CHANGED = TableChanges(frozenset(), frozenset())
 @dataclass(kw_only=True)
 class Model:
     config: NginxConfig
-    routes: dict[str, HostRoutes] = field(default_factory=dict)  # host (lowercase, "*.x" wildcard, "_") → routes
+    # host (lowercase, "*.x" wildcard, "_") → routes; from the incremental model, a snapshot (layered.py), never changed
+    routes: Mapping[str, HostRoutes] = field(default_factory=dict)
     backends: dict[str, list[str]] = field(default_factory=dict)  # backend name → ["ip:port", ...] (ready only)
     # SNI host (exact or "*.x") → ["ip:port", ...], or the proxy's other entries (services/proxy/table.py's format)
     passthrough: dict[str, Any] = field(default_factory=dict)
