@@ -156,7 +156,7 @@ class SyncerMetrics:
         yield ("\n".join(lines) + "\n").encode()
         for chunk in self.requests.chunks(labels) if self.requests is not None else ():
             if chunk:
-                yield chunk.encode()
+                yield chunk
             await asyncio.sleep(0)  # the loop's turn
         yield generate_latest(self.registry)
 

@@ -16,10 +16,11 @@ a time, from a snapshot, so that the syncer's event loop (/healthz, the syncer's
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
-from itertools import accumulate
+from operator import add, itemgetter
 from typing import Any, Container, Iterable, Iterator, Mapping
 
 from services.common import logs
@@ -27,6 +28,7 @@ from services.nginxconf.request_metrics import KEY_LABELS, KNOWN_METHODS, OTHER_
     RequestMetricsLayout
 
 from . import exposition
+from .series_format import SeriesFormat, labels_bytes
 
 log = logging.getLogger("syncer")
 
@@ -49,6 +51,15 @@ def _is_status(text: str) -> bool:
     return len(text) == 3 and text.isascii() and text.isdigit()
 
 
+def _numbers(values: list) -> bool:
+    """Whether these are all numbers (a sum is the cheapest check: it fails on anything else)."""
+    try:
+        sum(values)
+    except TypeError:
+        return False
+    return True
+
+
 @dataclass
 class RequestTotals:
     """Running totals per label set (label values in `labels_names` order)."""
@@ -64,7 +75,9 @@ class RequestTotals:
     # Ingress → its label sets, so that the series of one that goes are found without a pass over all of them.
     _series_of: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
     # Each series' labels as the exposition writes them (the constant labels first), made at its first scrape.
-    _texts: dict[tuple[str, ...], str] = field(default_factory=dict)
+    _texts: dict[tuple[str, ...], bytes] = field(default_factory=dict)
+    # The same for the upstream latency summary's series (per Ingress), kept for the Ingresses of the last scrape.
+    _summary_texts: dict[tuple[str, ...], bytes] = field(default_factory=dict)
     _texts_prefix: str = ""
 
     @property
@@ -89,7 +102,7 @@ class RequestTotals:
                 values = key.split("\t", len(KEY_LABELS) - 1)
                 if len(values) != len(KEY_LABELS) or not isinstance(numbers, list) or len(numbers) != width \
                         or not _is_status(values[_STATUS]) or values[_METHOD] not in KNOWN_METHODS \
-                        and values[_METHOD] != OTHER_METHOD:
+                        and values[_METHOD] != OTHER_METHOD or not _numbers(numbers):
                     self.dropped += 1
                     continue
                 self._add(values, numbers)
@@ -106,7 +119,7 @@ class RequestTotals:
             if ingress and self.present is not None and ingress not in self.present:
                 return
             self._series_of.setdefault(ingress, set()).add(labels)
-            self.totals[labels] = [float(n) for n in numbers]
+            self.totals[labels] = list(numbers)  # ints stay ints: the exposition writes them fastest
         else:
             self.totals[labels] = [total + n for total, n in zip(totals, numbers)]
 
@@ -127,7 +140,7 @@ class RequestTotals:
                 self.totals.pop(labels, None)
                 self._texts.pop(labels, None)
 
-    def chunks(self, const_labels: Mapping[str, str]) -> Iterator[str]:
+    def chunks(self, const_labels: Mapping[str, str]) -> Iterator[bytes]:
         """The exposition text of the request metrics in pieces of at most CHUNK_SERIES series, each ending with a
         newline; an empty piece is a pause in work that writes nothing. The totals are those of the first piece."""
         # Parallel lists, not a tuple per series: fewer objects for the garbage collector, whose full passes are
@@ -136,108 +149,98 @@ class RequestTotals:
         names = self.label_names
         prefix = exposition.labels_text(const_labels)[1:-1]
         if prefix != self._texts_prefix:
-            self._texts, self._texts_prefix = {}, prefix
+            self._texts, self._summary_texts, self._texts_prefix = {}, {}, prefix
         made = self._texts
-        texts: list[str] = []  # each series' labels, without the braces
+        texts: list[bytes] = []  # each series' labels, without the braces (labels_bytes)
         for start in range(0, len(label_values), CHUNK_SERIES):
             for values in label_values[start:start + CHUNK_SERIES]:
                 text = made.get(values)
                 if text is None:
-                    text = exposition.labels_text(dict(zip(names, values)))[1:-1]
-                    text = made[values] = f"{prefix},{text}" if prefix else text
+                    labels = exposition.labels_text(dict(zip(names, values)))[1:-1]
+                    text = made[values] = labels_bytes(f"{prefix},{labels}" if prefix else labels)
                 texts.append(text)
-            yield ""
+            yield b""
         series = _Series(texts, label_values, totals_of)
         excluded = set(self.layout.excluded)
         if REQUESTS not in excluded:
             name = PREFIX + REQUESTS
             yield _join(exposition.family(name, "The total number of client requests", "counter", ()))
+            line = _formats(name, None).counter_line
             for texts, _, totals_of in series.chunks():
-                yield _join(f"{name}{{{text}}} {exposition.count(totals[0])}" for text, totals in zip(texts, totals_of))
+                yield b"".join([line(text, totals[0]) for text, totals in zip(texts, totals_of)])
         offset = 1
         for spec, bounds in self.layout.histograms:
             name = PREFIX + spec.name
             yield _join(exposition.family(name, spec.help, "histogram", ()))
+            lines, end = _formats(name, bounds).histogram_lines, offset + len(bounds) + 1
             for texts, _, totals_of in series.chunks():
-                yield _join(line for text, totals in zip(texts, totals_of)
-                            for line in _histogram_lines(name, text, bounds, totals, offset))
+                yield b"".join([lines(text, totals[offset:end], totals[end]) for text, totals in zip(texts, totals_of)])
             if spec.name == _CONNECT:
-                yield from _upstream_latency(series, names, const_labels, bounds, offset)
+                yield from _upstream_latency(series, names, self._summary_texts, const_labels, bounds, offset)
             offset += len(bounds) + 2
 
 
 @dataclass(frozen=True)
 class _Series:
     """A snapshot of the totals: each series' labels text, label values and totals, at the same index."""
-    texts: list[str]
+    texts: list[bytes]
     label_values: list[tuple[str, ...]]
     totals: list[list[float]]
 
-    def chunks(self) -> Iterator[tuple[list[str], list[tuple[str, ...]], list[list[float]]]]:
+    def chunks(self) -> Iterator[tuple[list[bytes], list[tuple[str, ...]], list[list[float]]]]:
         for start in range(0, len(self.texts), CHUNK_SERIES):
             end = start + CHUNK_SERIES
             yield self.texts[start:end], self.label_values[start:end], self.totals[start:end]
 
 
-def _join(lines: Iterable[str]) -> str:
+def _join(lines: Iterable[str]) -> bytes:
     text = "\n".join(lines)
-    return text + "\n" if text else ""
+    return (text + "\n").encode() if text else b""
 
 
-def _histogram_lines(name: str, labels_text: str, bounds: tuple[float, ...], totals: list[float],
-                     offset: int) -> list[str]:
-    """One series' _bucket, _sum and _count lines of one histogram (exposition.histogram_samples, with the labels
-    written once: the same text in a tenth of the time); none when it has no observation."""
-    counts = totals[offset:offset + len(bounds) + 1]
-    if not any(counts):
-        return []
-    count = exposition.count
-    cumulative = list(accumulate(counts))
-    bucket = f'{name}_bucket{{{labels_text},le="'
-    lines = [f'{bucket}{le}"}} {count(total)}' for le, total in zip(_le_texts(bounds), cumulative)]
-    lines.append(f"{name}_sum{{{labels_text}}} {exposition.number(totals[offset + len(bounds) + 1])}")
-    lines.append(f"{name}_count{{{labels_text}}} {count(cumulative[-1])}")
-    return lines
+@functools.cache
+def _formats(name: str, bounds: tuple[float, ...] | None) -> SeriesFormat:
+    """A counter's format (no bounds) or a histogram's."""
+    return SeriesFormat.counter(name) if bounds is None else SeriesFormat.histogram(name, bounds)
 
 
-_LE_TEXTS: dict[tuple[float, ...], tuple[str, ...]] = {}
-
-
-def _le_texts(bounds: tuple[float, ...]) -> tuple[str, ...]:
-    """The `le` label values of a histogram's buckets, +Inf last."""
-    texts = _LE_TEXTS.get(bounds)
-    if texts is None:
-        texts = _LE_TEXTS[bounds] = tuple(exposition.number(bound) for bound in (*bounds, float("inf")))
-    return texts
-
-
-def _upstream_latency(series: _Series, names: tuple[str, ...], const_labels: Mapping[str, str],
-                      bounds: tuple[float, ...], offset: int) -> Iterator[str]:
-    places = [names.index(name) for name in _UPSTREAM_LATENCY_LABELS]
+def _upstream_latency(series: _Series, names: tuple[str, ...], made: dict[tuple[str, ...], bytes],
+                      const_labels: Mapping[str, str], bounds: tuple[float, ...], offset: int) -> Iterator[bytes]:
+    """The summary's lines; `made` holds the labels texts of its series (those of Ingresses gone are dropped)."""
+    key_of = itemgetter(*(names.index(name) for name in _UPSTREAM_LATENCY_LABELS))
+    end = offset + len(bounds) + 1
     by_ingress: dict[tuple[str, ...], tuple[list[float], float]] = {}
     for _, label_values, totals_of in series.chunks():
         for values, totals in zip(label_values, totals_of):
-            key = tuple(values[place] for place in places)
-            counts, total = by_ingress.get(key, ([0.0] * (len(bounds) + 1), 0.0))
-            for i in range(len(bounds) + 1):
-                counts[i] += totals[offset + i]
-            by_ingress[key] = (counts, total + totals[offset + len(bounds) + 1])
-        yield ""
+            key = key_of(values)
+            seen = by_ingress.get(key)
+            by_ingress[key] = (totals[offset:end], totals[end]) if seen is None else \
+                (list(map(add, seen[0], totals[offset:end])), seen[1] + totals[end])
+        yield b""
     name = PREFIX + UPSTREAM_LATENCY
     yield _join(exposition.family(name, "DEPRECATED Upstream service latency per Ingress (quantiles estimated from "
                                         "the connect_duration_seconds buckets)", "summary", ()))
+    lines = _summary_format(name).summary_lines
+    for gone in made.keys() - by_ingress.keys():
+        del made[gone]
     rows = list(by_ingress.items())
     for start in range(0, len(rows), CHUNK_SERIES):
-        lines = []
+        parts = []
         for key, (counts, total) in rows[start:start + CHUNK_SERIES]:
-            if not sum(counts):
-                continue
-            labels = exposition.labels_text({**const_labels, **dict(zip(_UPSTREAM_LATENCY_LABELS, key))})
-            lines += [f'{name}{labels[:-1]},quantile="{quantile}"}} '
-                      f'{exposition.number(estimate_quantile(quantile, bounds, counts))}' for quantile in _QUANTILES]
-            lines.append(f"{name}_sum{labels} {exposition.number(total)}")
-            lines.append(f"{name}_count{labels} {exposition.count(sum(counts))}")
-        yield _join(lines)
+            count = sum(counts)
+            if count:
+                labels = made.get(key)
+                if labels is None:
+                    text = exposition.labels_text({**const_labels, **dict(zip(_UPSTREAM_LATENCY_LABELS, key))})
+                    labels = made[key] = labels_bytes(text[1:-1])
+                quantiles = [estimate_quantile(quantile, bounds, counts) for quantile in _QUANTILES]
+                parts.append(lines(labels, quantiles, total, count))
+        yield b"".join(parts)
+
+
+@functools.cache
+def _summary_format(name: str) -> SeriesFormat:
+    return SeriesFormat.summary(name, _QUANTILES)
 
 
 def estimate_quantile(quantile: float, bounds: tuple[float, ...], counts: list[float]) -> float:

@@ -45,7 +45,7 @@ def collect(nginx, totals: RequestTotals, expected_requests: int) -> dict[str, f
     time.sleep(1.2)  # nothing more may arrive
     totals.add_batches(nginx.api("GET", "/configuration/metrics").body)
     samples = {}
-    for line in "".join(totals.chunks(CONST)).splitlines():
+    for line in b"".join(totals.chunks(CONST)).decode().splitlines():
         if not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
             samples[name] = float(value)
@@ -203,7 +203,7 @@ def test_status_classes_and_no_host_label_and_gone_ingresses_dropped(nginx, back
     # Without per-host metrics, a request for a host no Ingress defines is counted, with empty labels.
     assert sample(samples, "nginx_ingress_controller_requests", ingress="", status="4xx") == 1
     totals.drop_ingresses({"team/other"})
-    lines = "".join(totals.chunks(CONST))
+    lines = b"".join(totals.chunks(CONST)).decode()
     assert 'ingress="other"' not in lines and 'ingress="web"' in lines
 
 
