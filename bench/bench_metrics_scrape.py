@@ -7,8 +7,9 @@ made-up but plausible times and sizes). A client reads /metrics as fast as it ca
 and again; a probe inside the server's loop records its longest stall (what the syncer's own work would wait for).
 
 Baseline, same run: /healthz with no scrape under way. Figures: the scrape's time and size, /healthz's median and
-worst time during it and their ratio to the baseline's, the loop's longest stall.
-Run: .venv/bin/python bench/bench_metrics_scrape.py [--ingresses N] [--rounds N]
+worst time during it and their ratio to the baseline's, the loop's longest stall. With --gzip the client asks for
+gzip, as Prometheus does (Accept-Encoding), and inflates it as it reads; without, for the text as it is (identity).
+Run: .venv/bin/python bench/bench_metrics_scrape.py [--ingresses N] [--rounds N] [--gzip]
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -109,18 +111,30 @@ def healthz_times(port: int, until: threading.Event | None, count: int = 0) -> l
 
 
 def scrape(port: int) -> tuple[float, int]:
+    """Seconds and bytes of one /metrics, asked for as it is (identity)."""
+    seconds, size, _ = scrape_sizes(port, gzip=False)
+    return seconds, size
+
+
+def scrape_sizes(port: int, gzip: bool) -> tuple[float, int, int]:
+    """Seconds, bytes of text and bytes on the wire of one /metrics."""
     start = time.perf_counter()
-    size = 0
-    with requests.get(f"http://127.0.0.1:{port}/metrics", stream=True, timeout=300) as response:
-        for chunk in response.iter_content(1 << 20):
-            size += len(chunk)
-    return time.perf_counter() - start, size
+    size = wire = 0
+    headers = {"Accept-Encoding": "gzip" if gzip else "identity"}
+    with requests.get(f"http://127.0.0.1:{port}/metrics", stream=True, timeout=300, headers=headers) as response:
+        assert (response.headers.get("Content-Encoding") == "gzip") == gzip
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
+        for chunk in response.raw.stream(1 << 20, decode_content=False):
+            wire += len(chunk)
+            size += len(inflate.decompress(chunk)) if inflate else len(chunk)
+    return time.perf_counter() - start, size, wire
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ingresses", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gzip", action="store_true", help="ask for gzip, as Prometheus does")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
@@ -142,15 +156,18 @@ def main() -> None:
             poller = threading.Thread(target=lambda: result.extend(healthz_times(port, done)))
             poller.start()
             time.sleep(0.05)
-            scrapes.append(scrape(port))
+            scrapes.append(scrape_sizes(port, args.gzip))
             done.set()
             poller.join()
             during += result
             stalls.append(server.worst_stall)
     idle_median, idle_max = statistics.median(idle), max(idle)
-    seconds = statistics.median(s for s, _ in scrapes)
+    seconds = statistics.median(s for s, _, _ in scrapes)
     print(f"{args.ingresses} Ingresses with traffic ({len(metrics.requests.totals)} label sets), {args.rounds} scrapes")
-    print(f"/metrics: {scrapes[0][1] / 1e6:.0f} MB in {seconds:.2f} s (median), {scrapes[0][1] / 1e6 / seconds:.0f} MB/s")
+    text, wire = scrapes[0][1], scrapes[0][2]
+    print(f"/metrics: {text / 1e6:.0f} MB in {seconds:.2f} s (median; rounds "
+          f"{', '.join(f'{s:.2f}' for s, _, _ in scrapes)}), {text / 1e6 / seconds:.0f} MB/s; "
+          f"{wire / 1e6:.1f} MB on the wire ({'gzip' if args.gzip else 'identity'})")
     print(f"{'/healthz':28} {'median':>10} {'max':>10} {'answers':>8}")
     print(f"{'no scrape (baseline)':28} {idle_median * 1000:>8.2f}ms {idle_max * 1000:>8.2f}ms {len(idle):>8}")
     print(f"{'during the scrapes':28} {statistics.median(during) * 1000:>8.2f}ms {max(during) * 1000:>8.2f}ms "

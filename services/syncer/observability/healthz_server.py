@@ -9,8 +9,10 @@ loopback, but nginx always adds X-Forwarded-For and X-Real-IP: such a request is
 """
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-from typing import Callable
+import zlib
+from typing import AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -20,6 +22,9 @@ from .dashboard import PAGE, Recent, dashboard_data
 from .metrics import SyncerMetrics
 
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
+# gzip's fastest level: /metrics at 10,000 Ingresses (320 MB) goes down about 30 times, at ~0.6 s of CPU in a thread
+# beside the event loop; level 6 saves a fourth more bytes for twice the CPU.
+METRICS_GZIP_LEVEL = 1
 
 
 # Set by nginx on every proxied request (and by other proxies): the client is not on this host.
@@ -36,6 +41,33 @@ def _dashboard_refused() -> web.Response:
     return web.json_response({"error": "the dashboard is served to clients on the node only (it names every "
                                        "tenant's routes): use `kubectl port-forward` to this port and open "
                                        "http://127.0.0.1:<port>/dashboard"}, status=403)
+
+
+def accepts_gzip(request: web.Request) -> bool:
+    """Whether the client's Accept-Encoding takes gzip (Prometheus asks for it), not refused with q=0."""
+    for part in request.headers.get("Accept-Encoding", "").split(","):
+        coding, _, params = part.partition(";")
+        if coding.strip().lower() == "gzip":
+            quality = params.replace(" ", "").lower().removeprefix("q=")
+            try:
+                return not params or float(quality) > 0
+            except ValueError:
+                return False
+    return False
+
+
+async def gzipped(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The chunks as one gzip stream. Each is compressed in a thread while the next one is written (zlib lets go
+    of the interpreter: the two run on two cores, and the event loop runs meanwhile)."""
+    compressor = zlib.compressobj(METRICS_GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    compressing: asyncio.Future[bytes] | None = None
+    async for chunk in chunks:
+        if compressing is not None and (compressed := await compressing):
+            yield compressed
+        compressing = asyncio.ensure_future(asyncio.to_thread(compressor.compress, chunk))
+    if compressing is not None:
+        yield await compressing
+    yield compressor.flush()
 
 
 def is_local_client(request: web.Request) -> bool:
@@ -61,9 +93,11 @@ async def start_healthz_server(settings: Settings, *, healthy: Callable[[], tupl
     async def metrics_handler(request: web.Request) -> web.StreamResponse:
         # Streamed as it is written (metrics.exposition), so a large /metrics is never whole in memory and a slow
         # client paces its own scrape.
-        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_METRICS})
+        gzip = accepts_gzip(request)
+        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_METRICS, "Vary": "Accept-Encoding",
+                                               **({"Content-Encoding": "gzip"} if gzip else {})})
         await response.prepare(request)
-        async for chunk in metrics.exposition():
+        async for chunk in gzipped(metrics.exposition()) if gzip else metrics.exposition():
             await response.write(chunk)
         await response.write_eof()
         return response
