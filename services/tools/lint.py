@@ -18,7 +18,7 @@ docs are generated from, once per key per object:
 
 for each key the controller ConfigMap sets and each annotation an Ingress of ours uses whose behaviour differs:
 its `differs` text (services/tools/configmap_docs.py's DIFFERS, the annotation registry's entries), or an
-annotation ingress-nginx reads and pyngress does not implement, or the reverse (services/tools/docs.py). The exit
+annotation ingress-nginx reads and pyngress does not implement, or the reverse (services/tools/ingress_nginx_annotations.py). The exit
 code is 1 when there is an ERROR, else 0 (2 when the input cannot be read at all).
 
 Kept light to import: `pyngress` builds its parser from this module (services/cli.py).
@@ -170,7 +170,8 @@ def _ingress_checklist(ingresses: list[Located], settings: Settings) -> list[str
 def _annotation_difference(name: str) -> str | None:
     """How the annotation `name` (without the prefix) behaves otherwise in ingress-nginx; None: the same."""
     from services.syncer.annotations import ANNOTATIONS
-    from services.tools.docs import INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED, not_implemented_behaviour
+    from services.tools.ingress_nginx_annotations import (INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED,
+                                                          not_implemented_behaviour)
 
     if name in NOT_IMPLEMENTED:
         return f"not implemented by pyngress: {not_implemented_behaviour(name)}"

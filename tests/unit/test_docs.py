@@ -8,7 +8,8 @@ from services.syncer.model.configmap import FIELDS, SERVER_FIELDS
 from services.syncer.annotations.external_auth import GLOBAL_AUTH_KEYS
 from services.tools.configmap_docs import DIFFERS, MEANING, configmap_keys, configmap_markdown
 from services.syncer.model.configmap_server_keys import ANNOTATION_DEFAULTS
-from services.tools.docs import INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED, annotations_markdown
+from services.tools.docs import annotations_markdown
+from services.tools.ingress_nginx_annotations import INGRESS_NGINX_ANNOTATIONS, NOT_IMPLEMENTED
 from services.tools.migrating_figures import figures_markdown, section_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "annotations.md"

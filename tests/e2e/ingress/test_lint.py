@@ -10,7 +10,7 @@ from kubernetes import client
 from services.syncer.annotations import ANNOTATIONS
 from services.syncer.model.configmap_unsupported import UNSUPPORTED
 from services.tools.configmap_docs import DIFFERS
-from services.tools.docs import not_implemented_behaviour
+from services.tools.ingress_nginx_annotations import not_implemented_behaviour
 from tests.e2e.ingress import scenarios
 from tests.e2e.ingress.scenarios import Stage
 from tests.kube_api import KubeApiServer

@@ -6,7 +6,7 @@ from services.syncer.annotations import ANNOTATIONS, Risk
 from services.nginxconf.config import DEFAULT_PROFILE, CorsPolicy, LocationProfile
 from services.nginxconf.render import render
 from services.syncer.annotations.access_control import is_access_control
-from services.tools.docs import NOT_IMPLEMENTED
+from services.tools.ingress_nginx_annotations import NOT_IMPLEMENTED
 
 PREFIX = "nginx.ingress.kubernetes.io"
 CORS_DEFAULTS = CorsPolicy(
