@@ -330,14 +330,17 @@ GATEWAY_REDIRECT = Record("gateway_redirect", "gateway.lua (action_of)", (
     Field("code", OneOf((301, 302, 303, 307, 308))),
 ))
 
-GATEWAY_BACKEND_FILTERS = Record("gateway_backend_filters", "gateway.lua (backend_filters_of)", (
+# The filters a rule and a backendRef both take (a backendRef's apply after its rule's).
+_GATEWAY_FILTERS = (
     Field("redirect", GATEWAY_REDIRECT, omit=(None,)),
     Field("rewrite_host", STRING, omit=(None,)),
     Field("rewrite_path", PATH, omit=(None,)),
     Field("rewrite_prefix", BOOLEAN, "rewrite_path replaces the matched prefix", omit=(False,)),
     Field("request_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
     Field("response_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
-))
+)
+
+GATEWAY_BACKEND_FILTERS = Record("gateway_backend_filters", "gateway.lua (backend_filters_of)", _GATEWAY_FILTERS)
 
 GATEWAY_BACKEND = Record("gateway_backend", "gateway.lua (action_of)", (
     Field("backend", Nullable(STRING), "null: its share of the requests answers 500"),
@@ -373,12 +376,7 @@ GATEWAY_ACTION = Record("gateway_action", "gateway.lua (action_of)", (
     Field("path", STRING, "the metrics' path label: the rule's first path"),
     Field("profile", STRING, "the named location @profile_<profile>"),
     Field("backends", ListOf(GATEWAY_BACKEND), "none (and no redirect): answer 500", omit=((),)),
-    Field("redirect", GATEWAY_REDIRECT, omit=(None,)),
-    Field("rewrite_host", STRING, omit=(None,)),
-    Field("rewrite_path", PATH, omit=(None,)),
-    Field("rewrite_prefix", BOOLEAN, "rewrite_path replaces the matched prefix", omit=(False,)),
-    Field("request_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
-    Field("response_headers", GATEWAY_HEADER_CHANGES, omit=(None,)),
+    *_GATEWAY_FILTERS,
     Field("mirrors", ListOf(GATEWAY_MIRROR), "RequestMirror: copy i goes to the profile's mirror location i",
           omit=((),)),
     Field("cors", GATEWAY_CORS, "the CORS filter: preflights answered, response headers added", omit=(None,)),

@@ -141,15 +141,21 @@ local function build(data, dict)
     return index, next(refused) and refused or nil
 end
 
+-- A certificate's PEMs under its own keys; nil and why when the dictionary refuses one.
+local function store_pair(dict, id, pair)
+    local ok, err = dict:safe_set("cert:" .. id, pair.cert)
+    if ok then
+        ok, err = dict:safe_set("key:" .. id, pair.key)
+    end
+    return ok, err
+end
+
 -- Each certificate under its own keys, those refused left as they were (their last good PEMs), then the index.
 local function put(dict, _, data, index, refused)
     local old = dict:get("index")
     for id, pair in pairs(data.certs or {}) do
         if not (refused and refused["certs/" .. id]) then
-            local ok, err = dict:safe_set("cert:" .. id, pair.cert)
-            if ok then
-                ok, err = dict:safe_set("key:" .. id, pair.key)
-            end
+            local ok, err = store_pair(dict, id, pair)
             if not ok then
                 return nil, err
             end
@@ -177,10 +183,7 @@ local function keep_certificates(dict, index, set, refused)
         if not ok then
             refused["certs/" .. id] = "certificate " .. id .. ": " .. tostring(digest)
         elseif digest ~= index.digests[id] then
-            local stored, err = dict:safe_set("cert:" .. id, pair.cert)
-            if stored then
-                stored, err = dict:safe_set("key:" .. id, pair.key)
-            end
+            local stored, err = store_pair(dict, id, pair)
             if not stored then
                 return nil, err
             end

@@ -475,24 +475,33 @@ local function serve_gateway(action, uri, prefix)
     return ngx.exec(action.location)
 end
 
--- On a port a Gateway listener has to itself (nginx.conf.j2's server of those ports): only the Gateway rules of that
--- port (gateway.lua compares it), found as on the controller's ports, never an Ingress path; else the default backend.
-local function route_own_port(entry, uri)
-    local routes = entry and entry.gateway
-    local action, prefix
-    if routes then
-        action, prefix = gateway.find(routes, uri, tonumber(ngx.var.server_port))
-    end
-    if action then
-        if gateway_refused(entry) then
-            return
-        end
-        return serve_gateway(action, uri, prefix)
-    end
+-- No Ingress path or Gateway rule takes the request: the default backend's answer (traced as its own span).
+local function no_route()
     if settings.tracing then
         tracing.start(nil)
     end
     return default_backend()
+end
+
+-- The Gateway rule of `entry` that takes `uri` (of those on `port`, when given) answers; false when none takes it.
+local function gateway_served(entry, uri, port)
+    local action, prefix = gateway.find(entry.gateway, uri, port)
+    if not action then
+        return false
+    end
+    if not gateway_refused(entry) then
+        serve_gateway(action, uri, prefix)
+    end
+    return true
+end
+
+-- On a port a Gateway listener has to itself (nginx.conf.j2's server of those ports): only the Gateway rules of that
+-- port (gateway.lua compares it), found as on the controller's ports, never an Ingress path; else the default backend.
+local function route_own_port(entry, uri)
+    if entry and entry.gateway and gateway_served(entry, uri, tonumber(ngx.var.server_port)) then
+        return
+    end
+    return no_route()
 end
 
 -- `own_port`: true in the server of the ports Gateway listeners have to themselves.
@@ -517,10 +526,7 @@ function _M.route(own_port)
         return ngx.exit(421)
     end
     if not entry then
-        if settings.tracing then
-            tracing.start(nil)
-        end
-        return default_backend()
+        return no_route()
     end
     local uri = var.uri
     if entry.redirect_host then
@@ -530,14 +536,8 @@ function _M.route(own_port)
         return ngx.redirect(var.scheme .. "://" .. entry.redirect_host .. port .. var.request_uri,
                             entry.redirect_code)
     end
-    if entry.gateway then
-        local action, prefix = gateway.find(entry.gateway, uri)
-        if action then
-            if gateway_refused(entry) then
-                return
-            end
-            return serve_gateway(action, uri, prefix)
-        end
+    if entry.gateway and gateway_served(entry, uri) then
+        return
     end
     -- The route first, so that the redirects below are counted for its Ingress (as ingress-nginx counts them).
     local route, captures = entry.exact[uri], nil
