@@ -7,8 +7,10 @@ made-up but plausible times and sizes). A client reads /metrics as fast as it ca
 and again; a probe inside the server's loop records its longest stall (what the syncer's own work would wait for).
 
 Baseline, same run: /healthz with no scrape under way. Figures: the scrape's time and size, /healthz's median and
-worst time during it and their ratio to the baseline's, the loop's longest stall. With --gzip the client asks for
-gzip, as Prometheus does (Accept-Encoding), and inflates it as it reads; without, for the text as it is (identity).
+worst time during it and their ratio to the baseline's, the loop's longest stall; then the CPU time of writing the
+request metrics alone (no server, no client: the figure that moves least with the machine's load). With --gzip the
+client asks for gzip, as Prometheus does (Accept-Encoding), and inflates it as it reads; without, for the text as it
+is (identity).
 Run: .venv/bin/python bench/bench_metrics_scrape.py [--ingresses N] [--rounds N] [--gzip]
 """
 from __future__ import annotations
@@ -130,6 +132,16 @@ def scrape_sizes(port: int, gzip: bool) -> tuple[float, int, int]:
     return time.perf_counter() - start, size, wire
 
 
+def write_seconds(metrics: SyncerMetrics) -> float:
+    """CPU seconds to write the request metrics once, in this thread, with nothing else running: the cost of the
+    text itself, steadier than a scrape's time on a busy machine."""
+    assert metrics.requests is not None
+    start = time.process_time()
+    for _ in metrics.requests.chunks(metrics.const_labels):
+        pass
+    return time.process_time() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ingresses", type=int, default=10000)
@@ -161,6 +173,7 @@ def main() -> None:
             poller.join()
             during += result
             stalls.append(server.worst_stall)
+        cpu = [write_seconds(metrics) for _ in range(args.rounds)]
     idle_median, idle_max = statistics.median(idle), max(idle)
     seconds = statistics.median(s for s, _, _ in scrapes)
     print(f"{args.ingresses} Ingresses with traffic ({len(metrics.requests.totals)} label sets), {args.rounds} scrapes")
@@ -168,6 +181,8 @@ def main() -> None:
     print(f"/metrics: {text / 1e6:.0f} MB in {seconds:.2f} s (median; rounds "
           f"{', '.join(f'{s:.2f}' for s, _, _ in scrapes)}), {text / 1e6 / seconds:.0f} MB/s; "
           f"{wire / 1e6:.1f} MB on the wire ({'gzip' if args.gzip else 'identity'})")
+    print(f"writing the request metrics, CPU: {statistics.median(cpu):.3f} s (median; rounds "
+          f"{', '.join(f'{c:.3f}' for c in cpu)})")
     print(f"{'/healthz':28} {'median':>10} {'max':>10} {'answers':>8}")
     print(f"{'no scrape (baseline)':28} {idle_median * 1000:>8.2f}ms {idle_max * 1000:>8.2f}ms {len(idle):>8}")
     print(f"{'during the scrapes':28} {statistics.median(during) * 1000:>8.2f}ms {max(during) * 1000:>8.2f}ms "
