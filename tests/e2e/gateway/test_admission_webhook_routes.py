@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.gateway.conftest import GatewayStage
-from tests.e2e.gateway.test_status import GROUP, PLURALS, VERSION, GatewayApiCluster
+from tests.e2e.gateway.api_stage import GROUP, PLURALS, VERSION, GatewayApiCluster
 from tests.e2e.ingress.test_admission_webhook import DENIED, Webhook
 from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw

@@ -76,13 +76,10 @@ import base64
 from typing import Any, Iterator
 
 import pytest
-from kubernetes import client
 
 from tests.e2e.gateway.conftest import GatewayStage
 from tests.e2e.gateway.test_grpcroute import call, grpc_stage, h2c_port  # noqa: F401 - fixtures used below
-from tests.e2e.gateway.test_status import GatewayApiCluster
-from tests.e2e.kube.helpers import api_controller
-from tests.kube_api import KubeApiServer
+from tests.e2e.gateway.api_stage import api_gateway_stage
 from tests.support import gateway_objects as gw
 from tests.support.gateway_status import conditions, listener_status, observed
 from tests.support.net import wait_for
@@ -95,16 +92,9 @@ ROUTE_KINDS = [{"group": gw.GROUP, "kind": "HTTPRoute"}, {"group": gw.GROUP, "ki
 @pytest.fixture(scope="module")
 def api(tmp_path_factory, echo) -> Iterator[GatewayStage]:
     """A controller watching the API test server, with the passthrough proxy (for TLS listeners)."""
-    with KubeApiServer() as server, client.ApiClient(server.configuration()) as api_client:
-        kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("kubeconfig") / "kubeconfig")
-        cluster = GatewayApiCluster(api_client)
-        cluster.apply(gw.gateway_class())
-        controller = api_controller(tmp_path_factory.mktemp("conformance-api"), kubeconfig,
-                                    "--enable-ssl-passthrough", "--election-id=conformance-cases").start()
-        try:
-            yield GatewayStage(controller, cluster, echo)
-        finally:
-            controller.stop()
+    with api_gateway_stage(tmp_path_factory.mktemp("conformance-api"), tmp_path_factory.mktemp("kubeconfig"), echo,
+                           "--enable-ssl-passthrough", "--election-id=conformance-cases") as stage:
+        yield stage
 
 
 def gateway_status(api: GatewayStage, name: str, ns: str, **want: tuple[str, str]) -> dict[str, Any]:

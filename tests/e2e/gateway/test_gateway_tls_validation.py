@@ -23,11 +23,10 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.gateway.conftest import GatewayStage
-from tests.e2e.gateway.test_status import GatewayApiCluster, gateway_status
-from tests.e2e.kube.helpers import api_controller
+from tests.e2e.gateway.test_status import gateway_status
+from tests.e2e.gateway.api_stage import GatewayApiCluster, api_gateway_stage
 from tests.e2e.tls.pki import Pair, TestCA, https_get, start_tls_echo, tls_secret
 from tests.integration.proxy.harness import Nginx, http_temp_paths
-from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
 from tests.support import k8s
 from tests.support.client_pki import Pki
@@ -66,16 +65,10 @@ class TlsApiCluster(GatewayApiCluster):
 
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory, echo) -> Iterator[GatewayStage]:
-    with KubeApiServer() as api, client.ApiClient(api.configuration()) as api_client:
-        kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kubeconfig") / "kubeconfig")
-        cluster = TlsApiCluster(api_client)
-        cluster.apply(gw.gateway_class())
-        controller = api_controller(tmp_path_factory.mktemp("gateway-tls"), kubeconfig,
-                                    "--publish-status-address=192.0.2.36", "--election-id=gateway-tls").start()
-        try:
-            yield GatewayStage(controller, cluster, echo)
-        finally:
-            controller.stop()
+    with api_gateway_stage(tmp_path_factory.mktemp("gateway-tls"), tmp_path_factory.mktemp("kubeconfig"), echo,
+                           "--publish-status-address=192.0.2.36", "--election-id=gateway-tls",
+                           cluster_type=TlsApiCluster) as stage:
+        yield stage
 
 
 @pytest.fixture(scope="module")

@@ -4,93 +4,27 @@ what the leader writes into GatewayClasses, Gateways and HTTPRoutes, as the conf
 is logged; a write the API server finds a no-op would show in no watch, so the log is what counts them)."""
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Iterator
 
 import pytest
-from kubernetes import client
 
 from tests.e2e.gateway.conftest import GatewayStage
-from tests.e2e.kube.helpers import api_controller
-from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
+from tests.e2e.gateway.api_stage import GROUP, api_gateway_stage
 from tests.support.gateway_status import conditions, listener_status, observed
-from tests.support.kube_cluster import ApiCluster
 from tests.support.net import wait_for
 
-GROUP, VERSION = gw.GROUP, "v1"
-PLURALS = {"GatewayClass": "gatewayclasses", "Gateway": "gateways", "HTTPRoute": "httproutes",
-           "ReferenceGrant": "referencegrants", "GRPCRoute": "grpcroutes", "TLSRoute": "tlsroutes"}
 ADDRESS = "192.0.2.10"
 OTHER_CONTROLLER = "example.com/other-controller"
 TIMESTAMP_RESOLUTION_SECONDS = 1.1  # lastTransitionTime is in whole seconds
 
 
-class GatewayApiCluster(ApiCluster):
-    """ApiCluster with the Gateway API kinds, through CustomObjectsApi."""
-
-    def __init__(self, api_client: client.ApiClient) -> None:
-        super().__init__(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
-
-    def apply(self, *objects: dict) -> None:
-        for obj in objects:
-            if obj["kind"] in PLURALS:
-                self._apply_custom(obj)
-            else:
-                super().apply(obj)
-
-    def delete(self, *objects: dict) -> None:
-        for obj in objects:
-            if obj["kind"] in PLURALS:
-                self._custom("delete", obj, obj["metadata"]["name"])
-            else:
-                super().delete(obj)
-
-    def read(self, kind: str, name: str, ns: str | None = "default") -> dict[str, Any]:
-        return self._custom("get", {"kind": kind, "metadata": {"name": name, "namespace": ns}}, name)
-
-    def patch_status(self, kind: str, name: str, body: dict, ns: str = "default") -> dict[str, Any]:
-        return self._custom("patch", {"kind": kind, "metadata": {"name": name, "namespace": ns}}, name, body,
-                            status=True)
-
-    def _apply_custom(self, obj: dict) -> None:
-        self._ensure_namespace(obj)
-        try:
-            self._custom("create", obj, obj)
-        except client.ApiException as err:
-            if err.status != 409:
-                raise
-            current = self._custom("get", obj, obj["metadata"]["name"])
-            self._custom("replace", obj, obj["metadata"]["name"],
-                         {**obj, "metadata": {**obj["metadata"],
-                                              "resourceVersion": current["metadata"]["resourceVersion"]}})
-
-    def _custom(self, verb: str, obj: dict, *args: Any, status: bool = False) -> dict[str, Any]:
-        namespaced = obj["kind"] != "GatewayClass"
-        scope = "namespaced" if namespaced else "cluster"
-        method = getattr(self.custom, f"{verb}_{scope}_custom_object{'_status' if status else ''}")
-        where = (GROUP, VERSION, obj["metadata"].get("namespace") or "default") if namespaced else (GROUP, VERSION)
-        response = method(*where, PLURALS[obj["kind"]], *args, _preload_content=False)
-        try:
-            return json.loads(response.data)
-        finally:
-            response.release_conn()
-
-
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory, echo) -> Iterator[GatewayStage]:
-    with KubeApiServer() as api, client.ApiClient(api.configuration()) as api_client:
-        kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kubeconfig") / "kubeconfig")
-        cluster = GatewayApiCluster(api_client)
-        cluster.apply(gw.gateway_class())
-        controller = api_controller(tmp_path_factory.mktemp("gateway-status"), kubeconfig,
-                                    f"--publish-status-address={ADDRESS}", "--election-id=gateway-status").start()
-        try:
-            yield GatewayStage(controller, cluster, echo)
-        finally:
-            controller.stop()
+    with api_gateway_stage(tmp_path_factory.mktemp("gateway-status"), tmp_path_factory.mktemp("kubeconfig"), echo,
+                           f"--publish-status-address={ADDRESS}", "--election-id=gateway-status") as stage:
+        yield stage
 
 
 def gateway_status(stage, name: str) -> dict[str, Any]:

@@ -10,13 +10,10 @@ import socket
 from typing import Any, Iterator
 
 import pytest
-from kubernetes import client
 
 from tests.e2e.gateway.conftest import GatewayStage
-from tests.e2e.gateway.test_status import GatewayApiCluster
-from tests.e2e.kube.helpers import api_controller
+from tests.e2e.gateway.api_stage import api_gateway_stage
 from tests.e2e.tls.pki import https_get
-from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
 from tests.support.gateway_status import conditions, listener_status, observed
 from tests.support.net import free_port, wait_for
@@ -30,17 +27,10 @@ TCP_SERVICES = "cond-ports/tcp-services"  # --tcp-services-configmap
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory, echo) -> Iterator[GatewayStage]:
-    with KubeApiServer() as server, client.ApiClient(server.configuration()) as api_client:
-        kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("kubeconfig") / "kubeconfig")
-        cluster = GatewayApiCluster(api_client)
-        cluster.apply(gw.gateway_class())
-        controller = api_controller(tmp_path_factory.mktemp("status-conditions"), kubeconfig,
-                                    f"--publish-status-address={ADDRESS}", "--election-id=status-conditions",
-                                    f"--tcp-services-configmap={TCP_SERVICES}").start()
-        try:
-            yield GatewayStage(controller, cluster, echo)
-        finally:
-            controller.stop()
+    with api_gateway_stage(tmp_path_factory.mktemp("status-conditions"), tmp_path_factory.mktemp("kubeconfig"), echo,
+                           f"--publish-status-address={ADDRESS}", "--election-id=status-conditions",
+                           f"--tcp-services-configmap={TCP_SERVICES}") as stage:
+        yield stage
 
 
 def gateway_status(api: GatewayStage, name: str, ns: str, **want: tuple[str, str]) -> dict[str, Any]:

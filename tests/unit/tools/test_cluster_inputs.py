@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from tests.e2e.gateway.test_status import GatewayApiCluster
+from tests.e2e.gateway.api_stage import GatewayApiCluster
 from tests.kube_api import KubeApiServer
 from tests.support import gateway_objects as gw
 from tests.support import k8s
