@@ -42,7 +42,7 @@ from services.proxy.event_loop import Deadlines, EventLoop
 from services.proxy.proxy_protocol import Address, ProxyProtocolError, parse_header, v1_header
 from services.proxy.splice import (EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, PEER_CLOSED, READ_EVENTS, READ_SIZE,
                                    READ_WRITE_EVENTS, Side, Splicer)
-from services.proxy.table import Endpoint, RoutingTable
+from services.proxy.table import BackendTls, Endpoint, RoutingTable
 from services.proxy.terminate import TlsTermination
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ class Counters:
     hello_timeouts: int = 0  # no complete ClientHello in time: closed
     shed_pending: int = 0  # closed because too many connections were waiting for their ClientHello
     no_endpoints: int = 0  # passthrough host without endpoints: closed
+    backend_tls_refused: int = 0  # a terminated host's TLS backend whose certificate did not verify: closed
     connect_failures: int = 0  # one upstream connect attempt failed
     unreachable: int = 0  # every upstream of a connection failed: closed
     idle_closed: int = 0
@@ -222,7 +223,7 @@ class PassthroughServer:
         counters = self.counters
         name = hello.server_name  # set for HelloKind.SNI only
         destination = self.table.lookup(name) if name is not None else None
-        tls = None
+        tls = backend_tls = None
         targets: tuple[Upstream, ...]
         if destination is None:
             if hello.kind is HelloKind.NOT_TLS:
@@ -240,8 +241,10 @@ class PassthroughServer:
                 incoming.close()
                 return
             tls = destination.tls
+            if tls is not None:
+                backend_tls = destination.backend_tls[destination.chosen]
             first_bytes = bytes(incoming.hello.raw)  # with `tls`: the handshake's first bytes, to the TLS object
-        _Connecting(self, incoming, targets, first_bytes, tls).next_target()
+        _Connecting(self, incoming, targets, first_bytes, tls, backend_tls).next_target()
 
     def splice(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes,
                upstream_missed: int) -> None:
@@ -430,12 +433,13 @@ class _Incoming:
 class _Connecting:
     """The upstream connection of a routed client, one target after the other until one answers."""
 
-    __slots__ = ("server", "incoming", "targets", "first_bytes", "tls", "index", "sock", "fd")
+    __slots__ = ("server", "incoming", "targets", "first_bytes", "tls", "backend_tls", "index", "sock", "fd")
 
     def __init__(self, server: PassthroughServer, incoming: _Incoming, targets: tuple[Upstream, ...],
-                 first_bytes: bytes, tls: ssl.SSLContext | None) -> None:
+                 first_bytes: bytes, tls: ssl.SSLContext | None, backend_tls: BackendTls | None = None) -> None:
         self.server, self.incoming, self.targets, self.first_bytes = server, incoming, targets, first_bytes
         self.tls = tls  # the host's TLS ends here, with this context; None: passed through
+        self.backend_tls = backend_tls  # with `tls`: the stream goes to the backend over TLS again; None: plain
         self.index = -1  # of the target being tried
         self.sock: _socket.socket = None  # type: ignore[assignment]
         self.fd = -1  # of the attempt under way
@@ -483,8 +487,9 @@ class _Connecting:
         self.incoming = self.sock = self.first_bytes = None  # type: ignore[assignment]
         if self.tls is not None:
             server.counters.terminated += 1
-            TlsTermination(server, incoming.sock, sock, self.tls, first_bytes, upstream_missed=events & ~EPOLLOUT)
-            self.tls = None
+            TlsTermination(server, incoming.sock, sock, self.tls, first_bytes, upstream_missed=events & ~EPOLLOUT,
+                           backend=self.backend_tls)
+            self.tls = self.backend_tls = None
             return
         server.splice(incoming, sock, self.targets is server.nginx, first_bytes, events & ~EPOLLOUT)
 

@@ -8,7 +8,10 @@ wildcards: one label or more). Its value is one of:
   Ingresses, a TLSRoute with one backend);
 - {"backends": [{"weight": int > 0, "endpoints": ["ip:port", ...]}, ...], "terminate": {"cert": PEM, "key": PEM}}:
   each connection goes to one backend chosen by weight (a TLSRoute's backendRefs); with "terminate", TLS ends here
-  with that certificate and the plain stream goes to the backend (a TLS listener in Terminate mode);
+  with that certificate and the plain stream goes to the backend (a TLS listener in Terminate mode); a backend
+  with "tls": {"ca": PEM or null (the CAs the system trusts), "name": host name} gets that stream over TLS, its
+  certificate verified against those CAs for that name, which is also the SNI (its BackendTLSPolicy). The CAs
+  come as PEM text, never as a file name: the table's values come from tenants' objects;
 - "nginx": to nginx although a wildcard above covers it (a host an Ingress or an HTTPS listener serves).
 The most specific name wins: the exact name, then the longest wildcard.
 
@@ -71,19 +74,32 @@ def parse_endpoint(text: Any) -> Endpoint:
 DEFAULT_PROXY_HEADER_TIMEOUT = 5.0
 
 
+class BackendTls:
+    """TLS from the proxy to a backend: the client context that verifies its certificate, and the name it must
+    hold (sent as SNI too)."""
+
+    __slots__ = ("context", "server_name")
+
+    def __init__(self, context: ssl.SSLContext, server_name: str) -> None:
+        self.context, self.server_name = context, server_name
+
+
 class Destination:
     """Where one host's connections go: backends (each a group of endpoints) chosen by weight, and the TLS
-    context when TLS ends in the proxy (None: passed through)."""
+    context when TLS ends in the proxy (None: passed through), with each backend's TLS (None: plain)."""
 
-    __slots__ = ("backends", "schedule", "step", "turns", "tls")
+    __slots__ = ("backends", "schedule", "step", "turns", "tls", "backend_tls", "chosen")
 
     def __init__(self, backends: tuple[tuple[Endpoint, ...], ...], weights: tuple[int, ...],
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None,
+                 backend_tls: tuple[BackendTls | None, ...] | None = None) -> None:
         self.backends = backends
         self.schedule = weighted_schedule(weights) if len(backends) > 1 else None
         self.step = 0
         self.turns = [0] * len(backends)  # round robin within each backend
         self.tls = tls
+        self.backend_tls = backend_tls or (None,) * len(backends)
+        self.chosen = 0  # the backend of the last targets() call (one connection loop per process)
 
     def targets(self) -> tuple[Endpoint, ...]:
         """The endpoints to try in order for one connection: the backend its weight gives it, round robin
@@ -92,7 +108,7 @@ class Destination:
         if schedule is None:
             index = 0
         else:
-            index = schedule[self.step]
+            index = self.chosen = schedule[self.step]
             self.step = (self.step + 1) % len(schedule)
         endpoints = self.backends[index]
         if len(endpoints) < 2:
@@ -132,6 +148,7 @@ class RoutingTable:
         self._hosts: dict[str, Destination | None] = {}  # None: to nginx
         self._wildcards: dict[str, Destination | None] = {}  # by suffix: "*.example.com" as ".example.com"
         self._contexts: dict[tuple[str, str], ssl.SSLContext] = {}  # by (cert, key): one per listener certificate
+        self._backend_contexts: dict[str | None, ssl.SSLContext] = {}  # by CA PEM (None: the system's)
         self.use_proxy_protocol = False
         self.listen_ipv6 = True  # ingress-nginx's default (no disable-ipv6)
         self.proxy_header_timeout = DEFAULT_PROXY_HEADER_TIMEOUT  # seconds a client has to send its PROXY header
@@ -145,12 +162,16 @@ class RoutingTable:
             # Built aside, then swapped in: the proxy's connection thread looks hosts up meanwhile.
             fresh = RoutingTable()
             fresh._contexts = self._contexts  # kept: a context costs a certificate load
+            fresh._backend_contexts = self._backend_contexts
             for key, value in event.state.items():
                 fresh._set(key, value)
             self._hosts, self._wildcards = fresh._hosts, fresh._wildcards
+            destinations = [d for d in (*fresh._hosts.values(), *fresh._wildcards.values()) if d is not None]
             self._contexts = {key: context for key, context in self._contexts.items()
-                              if any(d is not None and d.tls is context
-                                     for d in (*fresh._hosts.values(), *fresh._wildcards.values()))}
+                              if any(d.tls is context for d in destinations)}
+            used = {id(b.context) for d in destinations for b in d.backend_tls if b is not None}
+            self._backend_contexts = {ca: context for ca, context in fresh._backend_contexts.items()
+                                      if id(context) in used}
             self.use_proxy_protocol, self.proxy_header_timeout = fresh.use_proxy_protocol, fresh.proxy_header_timeout
             self.listen_ipv6 = fresh.listen_ipv6
         else:
@@ -211,7 +232,7 @@ class RoutingTable:
             log.warning("passthrough host entry must be a list of 'ip:port' or {'backends': [...]}; host gets no "
                         "endpoints", extra=kv(host=host, value=value))
             return Destination(((),), (1,))
-        backends, weights = [], []
+        backends, weights, backend_tls = [], [], []
         for backend in value["backends"]:
             weight = backend.get("weight") if isinstance(backend, dict) else None
             if not isinstance(weight, int) or isinstance(weight, bool) or weight <= 0:
@@ -219,14 +240,42 @@ class RoutingTable:
                             extra=kv(host=host, backend=backend))
                 continue
             endpoints = backend.get("endpoints")
-            backends.append(_endpoints(host, endpoints if isinstance(endpoints, list) else []))
+            found = _endpoints(host, endpoints if isinstance(endpoints, list) else [])
+            to_backend = None
+            if backend.get("tls") is not None and "terminate" in value:
+                to_backend = self._backend_tls(host, backend["tls"])
+                if to_backend is None:
+                    found = ()  # unverifiable: its share of connections is closed, never sent in clear
+            backends.append(found)
             weights.append(weight)
+            backend_tls.append(to_backend)
         tls = None
         if "terminate" in value:
             tls = self._context(host, value["terminate"])
             if tls is None:
                 backends, weights = [], []  # no certificate: close its connections rather than pass them through
-        return Destination(tuple(backends) or ((),), tuple(weights) or (1,), tls)
+        return Destination(tuple(backends) or ((),), tuple(weights) or (1,), tls,
+                           tuple(backend_tls) if tls is not None and any(backend_tls) else None)
+
+    def _backend_tls(self, host: str, value: Any) -> BackendTls | None:
+        """A backend's {"ca": PEM or None, "name": host name}; None (logged) when it is malformed or its CAs do not
+        load."""
+        ca = value.get("ca") if isinstance(value, dict) else None
+        name = value.get("name") if isinstance(value, dict) else None
+        if not isinstance(name, str) or not name or not (ca is None or isinstance(ca, str)):
+            log.warning("passthrough backend tls must be {'ca': PEM or null, 'name': host name}; the backend's "
+                        "connections are closed", extra=kv(host=host))
+            return None
+        context = self._backend_contexts.get(ca)
+        if context is None:
+            try:
+                context = backend_client_context(ca)
+            except (ssl.SSLError, ValueError) as err:
+                log.warning("cannot load the CA certificates of a TLS backend; its connections are closed",
+                            extra=kv(host=host, error=err))
+                return None
+            self._backend_contexts[ca] = context
+        return BackendTls(context, name)
 
     def _context(self, host: str, terminate: Any) -> ssl.SSLContext | None:
         cert = terminate.get("cert") if isinstance(terminate, dict) else None
@@ -260,6 +309,18 @@ def server_context(cert_pem: str, key_pem: str) -> ssl.SSLContext:
     finally:
         os.close(cert_fd)
         os.close(key_fd)
+    return context
+
+
+def backend_client_context(ca_pem: str | None) -> ssl.SSLContext:
+    """A TLS client context that verifies the server's certificate and name against `ca_pem` (None: the CAs the
+    system trusts, as OpenSSL finds them), TLS 1.2 and 1.3 (a BackendTLSPolicy's, as nginx applies it)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the certificate and the host name
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if ca_pem is None:
+        context.set_default_verify_paths()
+    else:
+        context.load_verify_locations(cadata=ca_pem)
     return context
 
 

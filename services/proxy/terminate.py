@@ -14,6 +14,11 @@ it has nothing more (or until what it gave is still waiting to be taken by the o
 once that is out, as splice.py does). Upstream bytes wait until the handshake is done. A close_notify or an EOF
 from either side is passed on as a write shutdown (with a close_notify towards the client); the pair is closed once
 both directions have ended and nothing is left to write, or when either side fails.
+
+A backend with a BackendTLSPolicy (table.py BackendTls) gets the plain stream over TLS again, through a second TLS
+object, client side: its handshake starts once connected, beside the client's, and the client's bytes wait until
+both are done. A backend whose certificate does not verify for the policy's CAs and name gets no byte of the
+client's: the client's connection is closed, counted (backend_tls_refused) and logged.
 """
 from __future__ import annotations
 
@@ -24,9 +29,15 @@ import ssl
 from typing import Protocol
 
 from services.proxy.event_loop import EventLoop
+from services.common.logs import kv
 from services.proxy.splice import EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, READ_SIZE, READ_WRITE_EVENTS, Splicer
+from services.proxy.table import BackendTls
 
 log = logging.getLogger(__name__)
+
+
+class Counts(Protocol):
+    backend_tls_refused: int  # backends whose certificate did not verify: their clients' connections closed
 
 
 class Owner(Protocol):
@@ -35,6 +46,9 @@ class Owner(Protocol):
     loop: EventLoop
     splicer: Splicer  # its read buffer, which this loop's connections share
     terminated: set[TlsTermination]
+
+    @property
+    def counters(self) -> Counts: ...
 
 
 class _End:
@@ -52,26 +66,44 @@ class _End:
         self.termination.on_event(self, events)
 
 
+class _BackendSession:
+    """The TLS object towards a backend (client side), between the upstream socket and the plain stream."""
+
+    __slots__ = ("tls", "into_tls", "out_of_tls", "server_name", "ready")
+
+    def __init__(self, backend: BackendTls) -> None:
+        self.into_tls, self.out_of_tls = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = backend.context.wrap_bio(self.into_tls, self.out_of_tls, server_side=False,
+                                            server_hostname=backend.server_name)
+        self.server_name = backend.server_name
+        self.ready = False  # handshake done, certificate verified
+
+
 class TlsTermination:
-    __slots__ = ("owner", "client", "upstream", "tls", "into_tls", "out_of_tls", "handshaken", "quiet_ticks")
+    __slots__ = ("owner", "client", "upstream", "tls", "into_tls", "out_of_tls", "handshaken", "quiet_ticks",
+                 "backend")
 
     def __init__(self, owner: Owner, client: _socket.socket, upstream: _socket.socket, context: ssl.SSLContext,
-                 first_bytes: bytes, *, upstream_missed: int) -> None:
+                 first_bytes: bytes, *, upstream_missed: int, backend: BackendTls | None = None) -> None:
         """`client` is on the epoll set (registered for reading), `upstream` connected and registered for reading
         and writing; `first_bytes` the client's bytes read so far (its ClientHello); `upstream_missed`: the events
-        epoll reported for the upstream since, which it will not report again. The client is read here in any
-        case: reading an edge-triggered socket until it has nothing more needs no event."""
+        epoll reported for the upstream since, which it will not report again; `backend`: the upstream's TLS (None:
+        plain). The client is read here in any case: reading an edge-triggered socket until it has nothing more
+        needs no event."""
         self.owner = owner
         self.client, self.upstream = _End(client, self, True), _End(upstream, self, False)
         self.into_tls, self.out_of_tls = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = context.wrap_bio(self.into_tls, self.out_of_tls, server_side=True)
         self.handshaken = False
         self.quiet_ticks = 0  # idle sweeps (server.py) since data last came either way
+        self.backend = None if backend is None else _BackendSession(backend)
         loop = owner.loop
         loop.handlers[self.client.fd] = self.client
         loop.handlers[self.upstream.fd] = self.upstream
         loop.epoll.modify(self.client.fd, READ_WRITE_EVENTS)
         owner.terminated.add(self)
+        if self.backend is not None and not self._from_backend():  # its ClientHello
+            return
         self.into_tls.write(first_bytes)
         if self._from_tls():
             self._read(self.client)  # the rest of the client's bytes, if any came meanwhile
@@ -91,8 +123,12 @@ class TlsTermination:
     def _read(self, end: _End) -> None:
         """Read `end` until it has nothing more, or until the other side has bytes waiting."""
         other = self.upstream if end.is_client else self.client
-        if not end.is_client and not self.handshaken:
-            return  # read once the handshake is done
+        backend = self.backend
+        if end.is_client:
+            if self.handshaken and backend is not None and not backend.ready:
+                return  # the client's bytes wait for the backend's handshake; read once it is done
+        elif not self.handshaken and (backend is None or backend.ready):
+            return  # read once the client's handshake is done (the backend's own handshake is read meanwhile)
         buffer, view = self.owner.splicer.buffer, self.owner.splicer.view
         while not other.pending and not end.ended and end.fd >= 0:
             try:
@@ -109,6 +145,10 @@ class TlsTermination:
             if end.is_client:
                 self.into_tls.write(view[:count])
                 self._from_tls()
+            elif backend is not None:
+                backend.into_tls.write(view[:count])
+                if not self._from_backend():
+                    return
             else:
                 try:
                     self.tls.write(view[:count])
@@ -135,7 +175,14 @@ class TlsTermination:
             self._send(self.client, self.out_of_tls.read())
             if self.client.fd < 0:
                 return False
+            if self.backend is not None:
+                if not self._from_backend():  # what the backend's TLS object holds for the client
+                    return False
+                if not self.backend.ready:
+                    return True  # the client's bytes wait for the backend's handshake
             self._read(self.upstream)  # what the backend sent first waited for the handshake
+        elif self.backend is not None and not self.backend.ready:
+            return self.client.fd >= 0
         plain = []
         closed_by_client = False
         while True:
@@ -155,15 +202,99 @@ class TlsTermination:
         if self.out_of_tls.pending:  # the TLS object's own answers (a key update)
             self._send(self.client, self.out_of_tls.read())
         if plain and self.upstream.fd >= 0:
-            self._send(self.upstream, b"".join(plain))
+            self._to_upstream(b"".join(plain))
         if closed_by_client and self.client.fd >= 0:
             self._ended(self.client)
         return self.client.fd >= 0
 
+    def _to_upstream(self, plain: bytes) -> None:
+        backend = self.backend
+        if backend is None:
+            self._send(self.upstream, plain)
+            return
+        try:
+            backend.tls.write(plain)
+        except ssl.SSLError:
+            self.close()
+            return
+        self._send(self.upstream, backend.out_of_tls.read())
+
+    def _from_backend(self) -> bool:
+        """Run the backend's TLS object on what the backend sent: its handshake (then the client's bytes that
+        waited), then plain bytes to the client once the client's handshake is done. False when the connection was
+        closed."""
+        backend = self.backend
+        assert backend is not None
+        tls = backend.tls
+        if not backend.ready:
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                self._send(self.upstream, backend.out_of_tls.read())
+                return self.upstream.fd >= 0
+            except ssl.SSLCertVerificationError as err:
+                self._refused(backend, err.verify_message or str(err))
+                return False
+            except (ssl.SSLError, ValueError) as err:
+                self._refused(backend, str(err))
+                return False
+            backend.ready = True
+            self._send(self.upstream, backend.out_of_tls.read())
+            if self.upstream.fd < 0:
+                return False
+            if self.handshaken:
+                if not self._from_tls():  # the client's bytes that waited
+                    return False
+                self._read(self.client)
+                if self.client.fd < 0:
+                    return False
+        if not self.handshaken:
+            return True  # the backend's bytes wait in its TLS object for the client's handshake
+        plain = []
+        closed_by_backend = False
+        while True:
+            try:
+                data = tls.read(READ_SIZE)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                closed_by_backend = True
+                break
+            except ssl.SSLError:
+                self.close()
+                return False
+            if not data:
+                break
+            plain.append(data)
+        if backend.out_of_tls.pending:  # the TLS object's own answers (a key update)
+            self._send(self.upstream, backend.out_of_tls.read())
+        if plain and self.client.fd >= 0:
+            try:
+                self.tls.write(b"".join(plain))
+            except ssl.SSLError:
+                self.close()
+                return False
+            self._send(self.client, self.out_of_tls.read())
+        if closed_by_backend and self.upstream.fd >= 0:
+            self._ended(self.upstream)
+        return self.upstream.fd >= 0 and self.client.fd >= 0
+
+    def _refused(self, backend: _BackendSession, error: str) -> None:
+        """The backend's certificate (or handshake) failed: close the client's connection, count and log it."""
+        self.owner.counters.backend_tls_refused += 1
+        try:
+            address = self.upstream.sock.getpeername()
+            upstream = f"{address[0]}:{address[1]}"
+        except OSError:
+            upstream = "?"
+        log.warning("TLS backend refused: its certificate does not verify; closing the client's connection",
+                    extra=kv(upstream=upstream, name=backend.server_name, error=error))
+        self.close()
+
     def _ended(self, end: _End) -> None:
         """No more bytes come from `end`: pass it on to the other side, as a close_notify towards the client."""
-        if not self.handshaken:
-            self.close()  # the client left mid-handshake: nothing was passed on yet
+        if not self.handshaken or (self.backend is not None and not self.backend.ready):
+            self.close()  # one side left mid-handshake: nothing was passed on yet
             return
         end.ended = True
         other = self.upstream if end.is_client else self.client
@@ -173,6 +304,12 @@ class TlsTermination:
             except (ssl.SSLError, ValueError):
                 pass  # the close_notify is written all the same; the client's comes later, or never
             self._send(self.client, self.out_of_tls.read())
+        elif self.backend is not None and other.fd >= 0:
+            try:
+                self.backend.tls.unwrap()
+            except (ssl.SSLError, ValueError):
+                pass  # as above, towards the backend
+            self._send(self.upstream, self.backend.out_of_tls.read())
         if other.fd < 0:
             return
         if other.pending:

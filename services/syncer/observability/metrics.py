@@ -223,7 +223,7 @@ def _process_exit_lines(records: list[dict]) -> list[str]:
 
 # The passthrough proxy's connection counters (services/proxy/server.py Counters), by what became of them.
 _PASSTHROUGH_OUTCOMES = ("passthrough", "terminated", "to_nginx", "malformed", "hello_timeouts", "shed_pending",
-                         "no_endpoints", "unreachable", "idle_closed")
+                         "no_endpoints", "backend_tls_refused", "unreachable", "idle_closed")
 
 
 def _passthrough_lines(records: list[dict]) -> list[str]:

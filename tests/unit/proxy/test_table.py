@@ -113,3 +113,37 @@ def test_terminate_hosts_get_a_tls_context_and_a_bad_certificate_closes_their_co
     assert isinstance(terminated.tls, ssl.SSLContext) and terminated.tls is table.lookup("u.example").tls
     assert table.lookup("bad.example").targets() == ()
     assert table.lookup("other.example") is None
+
+
+def test_terminate_backends_with_tls_get_a_verifying_context_and_bad_cas_close_their_share(tmp_path):
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", tmp_path / "k", "-out", tmp_path / "c", "-days", "1", "-subj", "/CN=t.example"],
+                   check=True, capture_output=True)
+    ca = (tmp_path / "c").read_text()
+    pems = {"cert": ca, "key": (tmp_path / "k").read_text()}
+    verified = {"weight": 1, "endpoints": ["10.0.0.1:1"], "tls": {"ca": ca, "name": "backend.example"}}
+    system = {"weight": 1, "endpoints": ["10.0.0.2:1"], "tls": {"ca": None, "name": "public.example"}}
+    plain = {"weight": 1, "endpoints": ["10.0.0.3:1"]}
+    table = RoutingTable()
+    table.apply(Snapshot({
+        "host/t.example": {"backends": [verified, system, plain], "terminate": pems},
+        "host/bad.example": {"backends": [{**verified, "tls": {"ca": "not a PEM", "name": "b.example"}}, plain],
+                             "terminate": pems},
+        "host/nameless.example": {"backends": [{**verified, "tls": {"ca": ca}}], "terminate": pems},
+        "host/passed.example": {"backends": [verified, plain]}}))  # passed through: the client's TLS, untouched
+    destination = table.lookup("t.example")
+    seen = {}
+    for _ in range(3):
+        [endpoint] = destination.targets()
+        seen[endpoint[0]] = destination.backend_tls[destination.chosen]
+    assert seen["10.0.0.3"] is None
+    assert seen["10.0.0.1"].server_name == "backend.example" and seen["10.0.0.2"].server_name == "public.example"
+    for backend in (seen["10.0.0.1"], seen["10.0.0.2"]):
+        assert backend.context.verify_mode == ssl.CERT_REQUIRED and backend.context.check_hostname
+    assert [cert["subject"] for cert in seen["10.0.0.1"].context.get_ca_certs()] == [((("commonName", "t.example"),),)]
+    bad = table.lookup("bad.example")
+    assert bad.backends == ((), (("10.0.0.3", 1),))  # the unverifiable backend's share is closed, never plain
+    assert table.lookup("nameless.example").backends == ((),)
+    assert table.lookup("passed.example").backend_tls == (None, None)
+    table.apply(Snapshot({"host/t.example": {"backends": [verified], "terminate": pems}}))
+    assert table.lookup("t.example").backend_tls[0].context is seen["10.0.0.1"].context  # kept: no reload of its CA

@@ -31,7 +31,8 @@ from .objects import GatewayObjects
 from .reference_grants import ReferenceGrants
 from .tables import TablesKept, gateway_tables
 from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
-from .upstream_tls import upstream_tls
+from .backend_tls_policies import BackendTlsPolicies
+from .upstream_tls import UpstreamTls, upstream_tls
 
 
 @dataclass
@@ -94,7 +95,9 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
     if tls_changed:
         kept.passthrough = tls_passthrough([(record.tls_plan, record.attachments) for record in kept.tls_routes()
                                             if record.tls_plan is not None and record.attachments],
-                                           resolver=resolver, secrets=secrets)
+                                           resolver=resolver, secrets=secrets,
+                                           upstream=UpstreamTls(BackendTlsPolicies.of(objects.tls_policies,
+                                                                                      objects.config_maps)))
     return GatewayModel(routes=dict(kept.routes), backends=dict(kept.backends.values),
                         profiles=dict(kept.profiles.values), tls_secrets=dict(kept.tls_secrets),
                         problems=kept.problems() + kept.passthrough.problems, passthrough=kept.passthrough,

@@ -71,9 +71,9 @@ def _conditions(verdict: PolicyVerdict, policies: BackendTlsPolicies) -> list[Co
 
 
 def _gateways_by_service(objects: GatewayObjects, ours: frozenset[str]) -> dict[tuple[str, str], set[str]]:
-    """(namespace, Service) → our Gateways ("namespace/name") whose HTTPRoutes or GRPCRoutes name it."""
+    """(namespace, Service) → our Gateways ("namespace/name") whose HTTPRoutes, GRPCRoutes or TLSRoutes name it."""
     found: dict[tuple[str, str], set[str]] = {}
-    for routes in (objects.routes, objects.grpc_routes):
+    for routes in (objects.routes, objects.grpc_routes, objects.tls_routes):
         for (namespace, _), route in routes.items():
             spec = route.get("spec") or {}
             parents = {f"{p.get('namespace') or namespace}/{p.get('name')}" for p in _dicts(spec.get("parentRefs"))

@@ -7,7 +7,11 @@ table.py says its format), beside the hosts of Ingresses with ssl-passthrough:
 
 - the route's backendRefs with a weight above 0 share its connections by weight, each connection to one of them;
 - on a listener in Passthrough mode the connection is passed through untouched; in Terminate mode the proxy ends
-  TLS with the listener's certificate and sends the plain stream to the backend;
+  TLS with the listener's certificate and sends the plain stream to the backend, over TLS again when the backend's
+  Service has a BackendTLSPolicy (upstream_tls.py decides which applies, as for HTTPRoutes): the table carries the
+  policy's CA certificates (or none: the system's) and host name, and the proxy verifies the backend's certificate
+  for that name; a backend whose policy is refused gets no connections (its share is closed). A Passthrough
+  listener's policies have no part: the client's TLS goes through to the backend untouched;
 - a host has one owner: the oldest TLSRoute (then "namespace/name"); an Ingress that names the host (by HTTP
   routing or ssl-passthrough) and a host an HTTPS listener's routes serve come first (passthrough_beside), also
   when a route's wildcard covers them: the table then sends them to nginx by name.
@@ -30,6 +34,7 @@ from . import fields
 from .attachment import Attachment
 from .httproutes import BackendChoice, RoutePlan, _backend, parents_and_hostnames
 from .reference_grants import ReferenceGrants
+from .upstream_tls import UpstreamTls, policy_refusal
 
 TLS_ROUTE = "TLSRoute"
 
@@ -51,6 +56,13 @@ TO_NGINX = "nginx"  # a host's value: to nginx, whatever wildcard covers it (ser
 class PassthroughHost:
     entry: TableEntry
     owner: str  # "TLSRoute namespace/name"
+
+
+@dataclass(frozen=True)
+class _Backend:
+    weight: int
+    endpoints: list[str]
+    tls: dict[str, Any] | None = None  # behind a Terminate listener: TLS to it, as the table says (its policy)
 
 
 @dataclass
@@ -79,21 +91,24 @@ def plan_tls_route(route: dict[str, Any], *, namespace: str, name: str, order: t
 
 
 def tls_passthrough(attached: Iterable[tuple[TlsRoutePlan, list[Attachment]]], *,
-                    resolver: BackendResolver, secrets: TlsSecrets) -> TlsPassthrough:
+                    resolver: BackendResolver, secrets: TlsSecrets, upstream: UpstreamTls) -> TlsPassthrough:
     """The passthrough hosts of the attached TLSRoutes, oldest route first (`attached` is in that order)."""
     found = TlsPassthrough()
     for plan, attachments in attached:
         where = f"{TLS_ROUTE} {plan.route.ref}"
-        backends = _backends(plan, resolver=resolver, found=found)
+        terminated = any(attachment.listener.certificate is not None for attachment in attachments)
+        backends = _backends(plan, resolver=resolver, found=found, upstream=upstream if terminated else None)
         for attachment in attachments:
             certificate = attachment.listener.certificate  # a Terminate listener's; None: Passthrough
             entry: TableEntry
             if certificate is None and len(backends) == 1:
-                entry = list(backends[0][1])
+                entry = list(backends[0].endpoints)
+            elif certificate is None:
+                entry = {"backends": [{"weight": b.weight, "endpoints": b.endpoints} for b in backends]}
             else:
-                entry = {"backends": [{"weight": weight, "endpoints": endpoints} for weight, endpoints in backends]}
-                if certificate is not None:
-                    entry["terminate"] = secrets.pems(certificate)
+                entry = {"backends": [{"weight": b.weight, "endpoints": b.endpoints,
+                                       **({"tls": b.tls} if b.tls is not None else {})} for b in backends],
+                         "terminate": secrets.pems(certificate)}
             for host in attachment.hosts:
                 if host == CATCH_ALL_HOST:
                     found.problems.append(Problem.warning(where, "a TLSRoute needs a host name (its own or its "
@@ -108,24 +123,34 @@ def tls_passthrough(attached: Iterable[tuple[TlsRoutePlan, list[Attachment]]], *
     return found
 
 
-def _backends(plan: TlsRoutePlan, *, resolver: BackendResolver, found: TlsPassthrough) -> list[tuple[int, list[str]]]:
-    """(weight, endpoints) of each backendRef with a weight; one without endpoints when none has a weight."""
+def _backends(plan: TlsRoutePlan, *, resolver: BackendResolver, found: TlsPassthrough,
+              upstream: UpstreamTls | None) -> list[_Backend]:
+    """Each backendRef with a weight; one without endpoints when none has a weight. With `upstream` (the route is
+    attached to a Terminate listener), each backend's TLS from its BackendTLSPolicy."""
     where = f"{TLS_ROUTE} {plan.route.ref}"
     if not plan.backends:
         found.problems.append(Problem.warning(where, "no backendRef with a weight above 0: its connections are "
                                                      "closed"))
-        return [(1, [])]
+        return [_Backend(1, [])]
     backends = []
     for choice in plan.backends:
         endpoints: list[str] = []
+        tls = None
         if choice.service is not None:  # else the reason is among the plan's warnings
             resolved = resolver.resolve(choice.service)
+            policy = upstream.policy(choice.service, resolved) if upstream is not None else None
             if resolved.name is None or resolved.refused:
                 found.problems.append(Problem.warning(where, f"{resolved.problem}; its share of connections is "
                                                              "closed (reason BackendNotFound)"))
+            elif policy is not None and policy.tls is None:
+                found.problems.append(Problem.warning(where, f"{policy_refusal(choice.service, policy)}; its share "
+                                                             "of terminated connections is closed"))
             else:
                 endpoints = list(resolved.endpoints)
-        backends.append((choice.weight, endpoints))
+                if policy is not None and policy.tls is not None:
+                    tls = {"ca": policy.ca_pem.decode() if policy.tls.ca_file is not None else None,
+                           "name": policy.tls.name}
+        backends.append(_Backend(choice.weight, endpoints, tls))
     return backends
 
 

@@ -79,6 +79,11 @@ class UpstreamTls:
                 *(self.policy(ref, backend) for ref, backend in resolved if backend.name is not None))
 
 
+def policy_refusal(ref: ServiceRef, policy: PolicyVerdict) -> str:
+    """Why a backend whose policy is refused is not reached (the caller says what answers instead)."""
+    return f"Service {ref.namespace}/{ref.service}: BackendTLSPolicy {policy.ref} is not accepted ({policy.accepted_message})"
+
+
 @dataclass
 class RuleTls:
     """The TLS of one rule's backends, collected as they are resolved (add), then its profile's settings."""
@@ -92,8 +97,7 @@ class RuleTls:
         """Why this backend answers 500 (its policy is refused, or the rule's backends differ), None to serve it."""
         policy = self.upstream.policy(ref, resolved)
         if policy is not None and policy.tls is None:
-            return (f"Service {ref.namespace}/{ref.service}: BackendTLSPolicy {policy.ref} is not accepted "
-                    f"({policy.accepted_message}); its share of requests answers 500")
+            return f"{policy_refusal(ref, policy)}; its share of requests answers 500"
         if self.seen and policy != self.chosen:
             return (f"Service {ref.namespace}/{ref.service}: its BackendTLSPolicy differs from the rule's other "
                     "backends', and a rule verifies its backends one way; its share of requests answers 500: give it "
