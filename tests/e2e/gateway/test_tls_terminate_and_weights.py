@@ -1,20 +1,26 @@
 """TLS listeners in Terminate mode, TLSRoute weights and wildcard host names, through the whole controller
 (--enable-ssl-passthrough) with real TLS handshakes, from the conformance suite's cases (our manifests):
 TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace (a Terminate and a Passthrough listener
-on one port), and the weighted and wildcard TLSRoutes the passthrough proxy now takes, in manifests mode; the status
-of TLSRouteListenerTerminateSupportedKinds and TLSRouteMixedTerminationSameNamespace through the API test server."""
+on one port), BackendTLSPolicyTLSRouteTerminate (TLS again to a backend with a policy: verified, wrong CA and wrong
+name refused), and the weighted and wildcard TLSRoutes the passthrough proxy now takes, in manifests mode; the status
+of TLSRouteListenerTerminateSupportedKinds, TLSRouteMixedTerminationSameNamespace and
+BackendTLSPolicyTLSRouteTerminate through the API test server."""
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
 import ssl
 import threading
 from collections import Counter
+from typing import Iterator
 
 import pytest
 import requests
 
+from tests.e2e.gateway.api_stage import api_gateway_stage
 from tests.e2e.gateway.test_conformance_cases import ACCEPTED, RESOLVED, api, gateway_status, route_parents  # noqa: F401
+from tests.e2e.gateway.test_gateway_tls_validation import TlsApiCluster
 from tests.e2e.tls.pki import TestCA, served_certificate, start_tls_echo, tls_secret
 from tests.support import gateway_objects as gw
 from tests.support.gateway_status import conditions, listener_status
@@ -283,3 +289,122 @@ def test_terminate_and_passthrough_listeners_on_one_port_are_accepted_with_their
         listener = listener_status(status, name)
         assert listener["supportedKinds"] == [{"group": gw.GROUP, "kind": "TLSRoute"}]
         assert conditions(listener)["Accepted"] == ACCEPTED
+
+
+# --- BackendTLSPolicyTLSRouteTerminate: TLS again from the proxy to the backend ------------------------------------
+
+SECURE_IP = "127.0.42.6"  # a TLS backend whose certificate names SECURE_NAME, from the test CA
+SECURE_NAME = "backend.term.example"
+
+
+@pytest.fixture(scope="module")
+def secure_backend(ca, tmp_path_factory):
+    server = start_tls_echo((SECURE_IP, 0), ca.issue(SECURE_NAME, (SECURE_NAME,)), tmp_path_factory.mktemp("secure"))
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def backend_tls_policy(hostname: str, ca_map: str, service: str = "secure", ns: str = "default") -> dict:
+    return {"apiVersion": f"{gw.GROUP}/v1", "kind": "BackendTLSPolicy",
+            "metadata": {"name": "secure-policy", "namespace": ns},
+            "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": service, "sectionName": "btls"}],
+                     "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca_map}],
+                                    "hostname": hostname}}}
+
+
+def terminate_to_secure(stage, ca: TestCA, port: int, other_ca: TestCA, *, hostname: str, ca_map: str) -> None:
+    """The Terminate host's route to the TLS backend "secure", with a policy of `hostname` and ConfigMap `ca_map`
+    ("test-ca": the CA that signed the backend's certificate; "other-ca": another)."""
+    stage.cluster.apply(
+        k8s.service("secure", port=8443, port_name="btls"), k8s.endpoint_slice("secure", [SECURE_IP], port, port_name="btls"),
+        k8s.config_map("test-ca", {"ca.crt": ca.cert_path.read_text()}),
+        k8s.config_map("other-ca", {"ca.crt": other_ca.cert_path.read_text()}),
+        backend_tls_policy(hostname, ca_map),
+        gw.tls_route("terminated", gw.backend_ref("secure", 8443), parents=[{"name": "mixed", "sectionName": "tls-terminate"}],
+                     hostnames=[TERMINATE_HOST]))
+
+
+def secure_answer(stage, ca: TestCA) -> dict | None:
+    """The TLS backend's JSON answer to a GET over the terminated host; None when the connection is closed first."""
+    context = ssl.create_default_context(cafile=str(ca.cert_path))
+    try:
+        with socket.create_connection(("127.0.0.1", stage.controller.https_port), timeout=5) as raw, \
+                context.wrap_socket(raw, server_hostname=TERMINATE_HOST) as tls:
+            tls.sendall(f"GET / HTTP/1.1\r\nHost: {TERMINATE_HOST}\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while data := tls.recv(65536):
+                answer += data
+    except (ssl.SSLError, OSError):
+        return None
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return json.loads(body) if head.startswith(b"HTTP/1.") else None
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory) -> TestCA:
+    return TestCA(tmp_path_factory.mktemp("other-pki"))
+
+
+def test_a_backend_tls_policy_makes_the_proxy_verify_the_terminated_hosts_backend(stage, ca, other_ca, secure_backend):
+    """BackendTLSPolicyTLSRouteTerminate: the client's TLS ends at the listener's certificate, and the stream goes to
+    the backend over TLS, the backend's certificate verified against the policy's ConfigMap, for its hostname, which
+    is also the SNI the backend sees."""
+    terminate_to_secure(stage, ca, secure_backend, other_ca, hostname=SECURE_NAME, ca_map="test-ca")
+    wait_for(lambda: (secure_answer(stage, ca) or {}).get("sni") == SECURE_NAME, 15,
+             what="the terminated stream at the TLS backend, with the policy's hostname as SNI")
+    assert backend_seen(stage, TERMINATE_HOST, ca) == TERMINATE_HOST  # the client still sees the listener's certificate
+
+
+@pytest.mark.parametrize("wrong", ["ca", "hostname"])
+def test_a_backend_whose_certificate_does_not_verify_gets_the_client_connection_closed(stage, ca, other_ca,
+                                                                                      secure_backend, wrong):
+    """A policy whose CA did not sign the backend's certificate, or whose hostname the certificate does not hold:
+    the client's connection is closed before any byte reaches the backend, and the refusal is counted."""
+    terminate_to_secure(stage, ca, secure_backend, other_ca, hostname=SECURE_NAME, ca_map="test-ca")
+    wait_for(lambda: (secure_answer(stage, ca) or {}).get("sni") == SECURE_NAME, 15, what="the verified backend")
+    refused = metric(stage, "pyngress_passthrough_connections_total", 'outcome="backend_tls_refused"')
+    terminate_to_secure(stage, ca, secure_backend, other_ca, hostname="other.term.example" if wrong == "hostname"
+                        else SECURE_NAME, ca_map="other-ca" if wrong == "ca" else "test-ca")
+    wait_for(lambda: secure_answer(stage, ca) is None, 15, what=f"the backend refused for its {wrong}")
+    wait_for(lambda: metric(stage, "pyngress_passthrough_connections_total", 'outcome="backend_tls_refused"')
+             > refused, 10, what="the refusal counted")
+
+
+@pytest.fixture(scope="module")
+def policy_api(tmp_path_factory, echo) -> Iterator[GatewayStage]:
+    """A controller watching the API test server, which also takes BackendTLSPolicies, with the passthrough proxy."""
+    with api_gateway_stage(tmp_path_factory.mktemp("btls-terminate-api"), tmp_path_factory.mktemp("kubeconfig"), echo,
+                           "--enable-ssl-passthrough", "--election-id=btls-terminate",
+                           cluster_type=TlsApiCluster) as stage:
+        yield stage
+
+
+def test_a_policy_of_a_terminated_tlsroutes_backend_is_accepted_for_its_gateway(policy_api, ca):
+    """The status part of BackendTLSPolicyTLSRouteTerminate: the policy of the TLSRoute's backend Service has the
+    route's Gateway among its ancestors, Accepted with its references resolved."""
+    ns = "conf-btls-terminate"
+    policy = backend_tls_policy("abc.example.com", "tls-checks-ca", service="term-tls-app", ns=ns)
+    policy_api.cluster.apply(
+        k8s.service("term-tls-app", port=8443, namespace=ns, port_name="btls"),
+        k8s.endpoint_slice("term-tls-app", ["127.0.42.7"], 8443, namespace=ns, port_name="btls"),
+        k8s.config_map("tls-checks-ca", {"ca.crt": ca.cert_path.read_text()}, namespace=ns),
+        tls_secret("term-cert", ca.issue("tls.example.com", ("tls.example.com",)), namespace=ns),
+        gw.gateway("btls-terminate", ns=ns, listeners=[
+            gw.listener("tls-terminate", port=443, protocol="TLS", hostname="tls.example.com", certificate="term-cert",
+                        kinds=["TLSRoute"])]),
+        gw.tls_route("btls-terminate", gw.backend_ref("term-tls-app", 8443), ns=ns, hostnames=["tls.example.com"],
+                     parents=[{"name": "btls-terminate"}]),
+        policy)
+    route_parents(policy_api, "TLSRoute", "btls-terminate", ns, {"Accepted": ACCEPTED, "ResolvedRefs": RESOLVED})
+    found: dict[str, tuple[str, str]] = {}
+
+    def written() -> bool:
+        obj = policy_api.cluster.policy("secure-policy", ns)
+        for entry in (obj.get("status") or {}).get("ancestors") or ():
+            if entry["controllerName"] == gw.CONTROLLER and entry["ancestorRef"]["name"] == "btls-terminate":
+                found.update(conditions(entry))
+                return True
+        return False
+    wait_for(written, 15, what="the policy's ancestor entry for the TLSRoute's Gateway")
+    assert found["Accepted"] == ACCEPTED and found["ResolvedRefs"] == RESOLVED
