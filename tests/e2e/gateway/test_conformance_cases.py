@@ -55,6 +55,7 @@ Cases covered by the other e2e files:
   BackendTLSPolicy, BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
   BackendTLSPolicyConflictResolution, BackendTLSPolicyObservedGenerationBump, BackendTLSPolicyGRPCRoute,
   GatewayTLSBackendClientCertificate, GatewayInvalidTLSBackendConfiguration → test_gateway_tls_validation.py
+- BackendTLSPolicyTLSRouteTerminate → test_tls_terminate_and_weights.py
 
 Cases that cannot pass, for a missing feature:
 - HTTPRouteMultipleGateways: every Gateway shares the controller's addresses and ports, so two Gateways' routes for
@@ -62,8 +63,7 @@ Cases that cannot pass, for a missing feature:
 - GatewayInfrastructure: it looks for a ServiceAccount, Pod or Service made for the Gateway, carrying its
   infrastructure labels and annotations; pyngress makes none (its Accepted part is in test_status_conditions.py).
 - BackendTLSPolicySANValidation: nginx verifies a backend's certificate for one name (validation.hostname), so a
-  policy with subjectAltNames is not accepted (its backends answer 500); BackendTLSPolicyTLSRouteTerminate: the
-  passthrough proxy that terminates TLS for TLSRoutes speaks plain TCP to the backend.
+  policy with subjectAltNames is not accepted (its backends answer 500).
 - TLSRouteListenerTerminateNotSupported, TLSRouteListenerMixedTerminationNotSupported: they run only for an
   implementation without Terminate or mixed termination; pyngress has both (test_tls_terminate_and_weights.py).
 - GRPCRouteListenerHostnameMatching: gRPC on HTTP listeners (HTTP/2 cleartext from the client) is not served; nginx
