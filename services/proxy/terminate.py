@@ -51,6 +51,25 @@ class Owner(Protocol):
     def counters(self) -> Counts: ...
 
 
+def _plain_from(tls: ssl.SSLObject) -> tuple[bytes, bool] | None:
+    """The plain bytes `tls` has decrypted so far, and whether its peer ended the TLS session (close_notify); None
+    on a TLS error."""
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = tls.read(READ_SIZE)
+        except ssl.SSLWantReadError:
+            break
+        except ssl.SSLZeroReturnError:
+            return b"".join(chunks), True
+        except ssl.SSLError:
+            return None
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks), False
+
+
 class _End:
     """One socket of a terminated connection, as the epoll set knows it."""
 
@@ -183,26 +202,15 @@ class TlsTermination:
             self._read(self.upstream)  # what the backend sent first waited for the handshake
         elif self.backend is not None and not self.backend.ready:
             return self.client.fd >= 0
-        plain = []
-        closed_by_client = False
-        while True:
-            try:
-                data = tls.read(READ_SIZE)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                closed_by_client = True
-                break
-            except ssl.SSLError:
-                self.close()
-                return False
-            if not data:
-                break
-            plain.append(data)
+        drained = _plain_from(tls)
+        if drained is None:
+            self.close()
+            return False
+        plain, closed_by_client = drained
         if self.out_of_tls.pending:  # the TLS object's own answers (a key update)
             self._send(self.client, self.out_of_tls.read())
         if plain and self.upstream.fd >= 0:
-            self._to_upstream(b"".join(plain))
+            self._to_upstream(plain)
         if closed_by_client and self.client.fd >= 0:
             self._ended(self.client)
         return self.client.fd >= 0
@@ -250,27 +258,16 @@ class TlsTermination:
                     return False
         if not self.handshaken:
             return True  # the backend's bytes wait in its TLS object for the client's handshake
-        plain = []
-        closed_by_backend = False
-        while True:
-            try:
-                data = tls.read(READ_SIZE)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                closed_by_backend = True
-                break
-            except ssl.SSLError:
-                self.close()
-                return False
-            if not data:
-                break
-            plain.append(data)
+        drained = _plain_from(tls)
+        if drained is None:
+            self.close()
+            return False
+        plain, closed_by_backend = drained
         if backend.out_of_tls.pending:  # the TLS object's own answers (a key update)
             self._send(self.upstream, backend.out_of_tls.read())
         if plain and self.client.fd >= 0:
             try:
-                self.tls.write(b"".join(plain))
+                self.tls.write(plain)
             except ssl.SSLError:
                 self.close()
                 return False
