@@ -150,6 +150,22 @@ local function store_pair(dict, id, pair)
     return ok, err
 end
 
+-- The index published, then the PEMs of the ids of `gone` it no longer lists removed (a worker still on the old
+-- index falls back for one handshake).
+local function publish(dict, index, gone)
+    local ok, err = dict:safe_set("index", cjson.encode(index))
+    if not ok then
+        return nil, err
+    end
+    for id in pairs(gone) do
+        if not index.digests[id] then
+            dict:delete("cert:" .. id)
+            dict:delete("key:" .. id)
+        end
+    end
+    return true
+end
+
 -- Each certificate under its own keys, those refused left as they were (their last good PEMs), then the index.
 local function put(dict, _, data, index, refused)
     local old = dict:get("index")
@@ -161,19 +177,8 @@ local function put(dict, _, data, index, refused)
             end
         end
     end
-    local ok, err = dict:safe_set("index", cjson.encode(index))
-    if not ok then
-        return nil, err
-    end
-    -- Certificates no longer listed; a worker still on the old index falls back for one handshake.
     local previous = old and cjson.decode(old)
-    for id in pairs(previous and previous.digests or {}) do
-        if not index.digests[id] then
-            dict:delete("cert:" .. id)
-            dict:delete("key:" .. id)
-        end
-    end
-    return true
+    return publish(dict, index, previous and previous.digests or {})
 end
 
 -- Each certificate of `set` ({id: pair}) checked and kept under its own keys, unless refused (why, into `refused`).
@@ -248,17 +253,7 @@ local function change(dict, set, delete, refused)
         index.hosts[lower(host)] = id
         refused["hosts/" .. host] = not_held(index, id, "hosts/" .. host)
     end
-    ok, err = dict:safe_set("index", cjson.encode(index))
-    if not ok then
-        return nil, err
-    end
-    for id in pairs(gone) do
-        if not index.digests[id] then
-            dict:delete("cert:" .. id)
-            dict:delete("key:" .. id)
-        end
-    end
-    return true
+    return publish(dict, index, gone)
 end
 
 store.define("certificates", { build = build, put = put, load = load, change = change })
