@@ -123,3 +123,17 @@ def reference_grant(name: str, *, ns: str, from_namespace: str, to_kind: str = "
     to: dict[str, Any] = {"group": "", "kind": to_kind, **({"name": to_name} if to_name else {})}
     return {"apiVersion": version, "kind": "ReferenceGrant", "metadata": {"name": name, "namespace": ns},
             "spec": {"from": [{"group": GROUP, "kind": from_kind, "namespace": from_namespace}], "to": [to]}}
+
+
+def backend_tls_policy(name: str, service: str, *ca_maps: str, hostname: str, ns: str = "default",
+                       section: str | None = None) -> dict[str, Any]:
+    """A BackendTLSPolicy (v1) for the Service `service` (its port `section` only, when given): TLS to it verified for
+    `hostname` against the ca.crt of the ConfigMaps `ca_maps`, or against the system's CAs when none is named."""
+    target = {"group": "", "kind": "Service", "name": service, **({"sectionName": section} if section else {})}
+    validation: dict[str, Any] = {"hostname": hostname}
+    if ca_maps:
+        validation["caCertificateRefs"] = [{"group": "", "kind": "ConfigMap", "name": ca} for ca in ca_maps]
+    else:
+        validation["wellKnownCACertificates"] = "System"
+    return {"apiVersion": V1, "kind": "BackendTLSPolicy", "metadata": {"name": name, "namespace": ns},
+            "spec": {"targetRefs": [target], "validation": validation}}

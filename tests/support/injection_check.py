@@ -36,6 +36,8 @@ _TEMPLATE_NAMES = {word for line in _TEMPLATE_TEXT.splitlines() if line.strip()
 _TEMPLATE_NAMES |= {f"{module}_{rest}" for rest in re.findall(r"\{\{ to_backend \}\}_([a-z_]+)", _TEMPLATE_TEXT)
                     for module in ("proxy", "grpc")}
 _TEMPLATE_NAMES |= {f"{module}_ssl_{directive}" for directive in BACKEND_TLS_DIRECTIVES for module in ("proxy", "grpc")}
+# A verified backend's profile turns TLS session reuse off (services/nginxconf/render.py, backend TLS).
+_TEMPLATE_NAMES |= {f"{module}_ssl_session_reuse" for module in ("proxy", "grpc")}
 # A profile's ModSecurity lines (services/nginxconf/modsecurity.py writes them whole; the snippet is one argument).
 _TEMPLATE_NAMES |= {"modsecurity", "modsecurity_rules", "modsecurity_transaction_id"}
 

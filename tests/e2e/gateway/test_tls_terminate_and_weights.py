@@ -305,14 +305,6 @@ def secure_backend(ca, tmp_path_factory):
     server.server_close()
 
 
-def backend_tls_policy(hostname: str, ca_map: str, service: str = "secure", ns: str = "default") -> dict:
-    return {"apiVersion": f"{gw.GROUP}/v1", "kind": "BackendTLSPolicy",
-            "metadata": {"name": "secure-policy", "namespace": ns},
-            "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": service, "sectionName": "btls"}],
-                     "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca_map}],
-                                    "hostname": hostname}}}
-
-
 def terminate_to_secure(stage, ca: TestCA, port: int, other_ca: TestCA, *, hostname: str, ca_map: str) -> None:
     """The Terminate host's route to the TLS backend "secure", with a policy of `hostname` and ConfigMap `ca_map`
     ("test-ca": the CA that signed the backend's certificate; "other-ca": another)."""
@@ -320,7 +312,7 @@ def terminate_to_secure(stage, ca: TestCA, port: int, other_ca: TestCA, *, hostn
         k8s.service("secure", port=8443, port_name="btls"), k8s.endpoint_slice("secure", [SECURE_IP], port, port_name="btls"),
         k8s.config_map("test-ca", {"ca.crt": ca.cert_path.read_text()}),
         k8s.config_map("other-ca", {"ca.crt": other_ca.cert_path.read_text()}),
-        backend_tls_policy(hostname, ca_map),
+        gw.backend_tls_policy("secure-policy", "secure", ca_map, hostname=hostname, section="btls"),
         gw.tls_route("terminated", gw.backend_ref("secure", 8443), parents=[{"name": "mixed", "sectionName": "tls-terminate"}],
                      hostnames=[TERMINATE_HOST]))
 
@@ -384,7 +376,8 @@ def test_a_policy_of_a_terminated_tlsroutes_backend_is_accepted_for_its_gateway(
     """The status part of BackendTLSPolicyTLSRouteTerminate: the policy of the TLSRoute's backend Service has the
     route's Gateway among its ancestors, Accepted with its references resolved."""
     ns = "conf-btls-terminate"
-    policy = backend_tls_policy("abc.example.com", "tls-checks-ca", service="term-tls-app", ns=ns)
+    policy = gw.backend_tls_policy("secure-policy", "term-tls-app", "tls-checks-ca", hostname="abc.example.com", ns=ns,
+                                   section="btls")
     policy_api.cluster.apply(
         k8s.service("term-tls-app", port=8443, namespace=ns, port_name="btls"),
         k8s.endpoint_slice("term-tls-app", ["127.0.42.7"], 8443, namespace=ns, port_name="btls"),

@@ -47,6 +47,8 @@ GATEWAY_OBJECTS = {
                                 hostnames=["grpc.gw.rbac.example.com"], rules=[gw.rule(gw.backend_ref("rbac"))]),
     "tlsroutes": gw.tls_route("rbac-tls", gw.backend_ref("rbac", 443), ns=APP_NAMESPACE, parents=[{"name": "rbac-gw"}],
                               hostnames=["tls.gw.rbac.example.com"]),
+    # The HTTPRoute's Service: the policy's status names the route's Gateway as its ancestor.
+    "backendtlspolicies": gw.backend_tls_policy("rbac-tls-policy", "rbac", hostname="rbac.internal", ns=APP_NAMESPACE),
 }
 @dataclass(frozen=True)
 class Case:
@@ -176,7 +178,8 @@ class Installation:
     def clear_gateway_status(self, plural: str) -> None:
         """The status of that kind's object as pyngress has not written it yet."""
         obj = GATEWAY_OBJECTS[plural]
-        status = {"parents": []} if plural.endswith("routes") else {"conditions": []}
+        status = {"parents": []} if plural.endswith("routes") else \
+            {"ancestors": []} if plural == "backendtlspolicies" else {"conditions": []}
         self.resource(obj["kind"], obj["apiVersion"]).status.patch(
             body={"metadata": {"name": obj["metadata"]["name"]}, "status": status}, name=obj["metadata"]["name"],
             namespace=obj["metadata"].get("namespace"), content_type="application/merge-patch+json")
@@ -189,7 +192,9 @@ class Installation:
         return all(any(p.get("controllerName") == gw.CONTROLLER for p in (found[plural].get("status") or {}).get(
             "parents") or ()) for plural in ("httproutes", "grpcroutes", "tlsroutes")) and all(
             "observedGeneration" in ((found[plural].get("status") or {}).get("conditions") or [{}])[0]
-            for plural in ("gatewayclasses", "gateways"))
+            for plural in ("gatewayclasses", "gateways")) and any(
+            a.get("controllerName") == gw.CONTROLLER
+            for a in (found["backendtlspolicies"].get("status") or {}).get("ancestors") or ())
 
     def published(self) -> list[str]:
         [ingress] = [o for o in self.api.objects("Ingress") if o["metadata"]["name"] == "rbac"]
