@@ -65,3 +65,23 @@ def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.
             last = err
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+def wait_until_steady(check: Callable[[], T], timeout: float = 10.0, times: int = 5, what: str = "condition") -> T:
+    """`wait_for(check)` until it holds `times` calls in a row: after an nginx reload, the old workers may accept a
+    few more connections before they close their listening sockets, so one answer from a new worker does not mean
+    every next one comes from them."""
+    streak: list[T] = []
+
+    def held() -> bool:
+        try:
+            result = check()
+        except Exception:
+            result = None  # type: ignore[assignment]
+        if not result:
+            streak.clear()
+            return False
+        streak.append(result)
+        return len(streak) >= times
+    wait_for(held, timeout, interval=0.02, what=f"{what} ({times} times in a row)")
+    return streak[-1]

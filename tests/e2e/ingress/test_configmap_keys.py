@@ -16,7 +16,7 @@ import requests
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
 from tests.support.controller import start_manifests_controller
-from tests.support.net import wait_for
+from tests.support.net import wait_for, wait_until_steady
 
 CONFIGMAP = "ingress/controller"
 HOST = "keys.example.com"
@@ -193,9 +193,9 @@ def test_headers_from_configmaps_to_clients_and_backends(stage: Stage) -> None:
                   "X-Unknown": "$no_such_variable"}},
         configmap(**{"add-headers": f"{namespace}/to-clients", "proxy-set-headers": f"{namespace}/to-backends"}))
     # Each manifest is a file of its own: wait until the watcher has read all three.
-    wait_for(lambda: (lambda r: r.headers.get("X-Served-By") == "pyngress edge" and
-                      r.json()["headers"].get("x-team") == "payments" and "x-var" in r.json()["headers"])(get(stage)),
-             15, what="both headers")
+    wait_until_steady(lambda: (lambda r: r.headers.get("X-Served-By") == "pyngress edge" and
+                               r.json()["headers"].get("x-team") == "payments" and
+                               "x-var" in r.json()["headers"])(get(stage)), 15, what="both headers")
     seen = get(stage).json()["headers"]
     assert seen["x-forwarded-for"] == "127.0.0.1" and "x-unknown" not in seen  # refused entries
     assert seen["x-var"] == "ip=127.0.0.1"  # nginx's variables are evaluated, as ingress-nginx's template lets them

@@ -15,7 +15,7 @@ import requests
 from tests.e2e.ingress.scenarios import Stage
 from tests.support import k8s
 from tests.support.controller import start_manifests_controller
-from tests.support.net import free_port, wait_for
+from tests.support.net import free_port, wait_for, wait_until_steady
 
 CONFIGMAP = "ingress/controller"
 HOST = "snippets.example.com"
@@ -107,8 +107,8 @@ def test_more_set_headers_in_a_configuration_snippet(stage: Stage) -> None:
                         k8s.ingress("headers-more", [k8s.rule("more.example.com", ("/", "Prefix", "headers-more", 80))],
                                     annotations={f"{PREFIX}/configuration-snippet":
                                                  'more_set_headers "X-Snippet: set";\nmore_clear_headers X-Backend;'}))
-    wait_for(lambda: get(stage, host="more.example.com").headers.get("X-Snippet") == "set", 15,
-             what="the configuration snippet's header")
+    wait_until_steady(lambda: get(stage, host="more.example.com").headers.get("X-Snippet") == "set", 20,
+                      what="the configuration snippet's header")
     answer = get(stage, host="more.example.com")
     assert "X-Backend" not in answer.headers and answer.json()["backend"] == "SNIPPETS"
     assert "X-Backend" in get(stage).headers  # another Ingress keeps the backend's header
