@@ -102,6 +102,15 @@ local function not_held(index, id, where)
     return where .. " names certificate " .. tostring(id) .. ", which nginx does not hold"
 end
 
+-- Each host of `hosts` ({host: id}) pointed at its certificate in `index`, as pushed; `refused` says which name one
+-- nginx does not hold.
+local function name_hosts(index, hosts, refused)
+    for host, id in pairs(hosts) do
+        index.hosts[lower(host)] = id
+        refused["hosts/" .. host] = not_held(index, id, "hosts/" .. host)
+    end
+end
+
 -- The index of `data` (see put); `dict` holds the last good certificates (nil: none).
 local function build(data, dict)
     local certs, hosts, default = data.certs, data.hosts, data.default
@@ -130,10 +139,7 @@ local function build(data, dict)
         end
     end
     -- Kept as pushed, refused or not: the certificate a host names may come with a later change.
-    for host, id in pairs(hosts) do
-        index.hosts[lower(host)] = id
-        refused["hosts/" .. host] = not_held(index, id, "hosts/" .. host)
-    end
+    name_hosts(index, hosts, refused)
     if default ~= nil then
         index.default = default
         refused.default = not_held(index, default, "default")
@@ -249,10 +255,7 @@ local function change(dict, set, delete, refused)
             refused.default = not_held(index, index.default, "default")
         end
     end
-    for host, id in pairs(hosts) do
-        index.hosts[lower(host)] = id
-        refused["hosts/" .. host] = not_held(index, id, "hosts/" .. host)
-    end
+    name_hosts(index, hosts, refused)
     return publish(dict, index, gone)
 end
 
