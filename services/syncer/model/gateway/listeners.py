@@ -8,18 +8,23 @@ socket is opened by nginx as it reloads, then held by the nginx-listeners progra
 (services/nginx/listeners.py), so a master that is killed or restarted loses no connection on it. A port the
 controller uses for something else (the healthz port, --status-port, --ssl-passthrough-proxy-port, the webhook's, the
 other protocol's port) is not available (the spec's reason PortUnavailable), nor is a port another listener serves
-with the other protocol (ProtocolConflict). A TLS listener in Passthrough mode is served on the HTTPS port by the
+with the other protocol (ProtocolConflict). Gateways claim what they share oldest first (creation.py), as the spec
+resolves conflicts: a port's protocol is that of its oldest Gateway's listener, whatever the namespaces are called, and
+the ports of their own go first to each namespace's first OWN_PORTS_PER_NAMESPACE, then oldest first (own_port_grants).
+A TLS listener in Passthrough mode is served on the HTTPS port by the
 passthrough proxy (by SNI, for TLSRoutes: tlsroutes.py), and only with --enable-ssl-passthrough, which starts that
 proxy; so is a TLS listener in Terminate mode (the proxy ends TLS with its certificate). TCP and UDP listeners are
 not served.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from services.common.settings import Settings
 
+from ..creation import creation_order
 from ..problems import Problem
 from ..stream_services import reserved_ports as stream_reserved_ports
 from ..tls import TlsSecrets
@@ -40,6 +45,9 @@ ROUTE_KINDS = {"HTTP": ("HTTPRoute", "GRPCRoute"), "HTTPS": ("HTTPRoute", "GRPCR
 # message, and Linux passes at most 253 descriptors in one (SCM_MAX_FD): two per port (IPv4, IPv6; more with several
 # bind-address hosts of a family) and a few of the controller's own must fit.
 MAX_OWN_PORTS = 100
+# Of those, the ports each namespace is sure of: a namespace's Gateways hold more only while no other namespace's
+# listener needs one, so that one namespace, however old its Gateways, cannot take every port from the others.
+OWN_PORTS_PER_NAMESPACE = 10
 
 
 @dataclass(frozen=True)
@@ -95,49 +103,110 @@ class Listener:
 def served_listeners(objects: GatewayObjects, *, classes: frozenset[str], settings: Settings,
                      grants: ReferenceGrants, secrets: TlsSecrets) -> tuple[list[Listener], list[Problem]]:
     """The listeners of the Gateways of our classes that are served, and a problem for each that is not."""
-    listeners: list[Listener] = []
-    problems: list[Problem] = []
-    for (namespace, name), gateway in sorted(objects.gateways.items()):
+    found: list[Listener | Problem] = []  # in the order of the Gateways, oldest first, and of their listeners
+    for (namespace, name), gateway in gateways_oldest_first(objects.gateways):
         spec = gateway.get("spec") or {}
         if spec.get("gatewayClassName") not in classes:
             continue
         ref = f"Gateway {namespace}/{name}"
         if refusal := gateway_refusal(gateway, objects.classes.get(spec["gatewayClassName"])):
-            problems.append(Problem.error(ref, f"{refusal.message}; its listeners are not served"))
+            found.append(Problem.error(ref, f"{refusal.message}; its listeners are not served"))
             continue
         conflicts = listener_conflicts(spec.get("listeners") or ())
         seen: set[str] = set()
         for index, raw in enumerate(spec.get("listeners") or ()):
             if index in conflicts:
-                problems.append(Problem.error(ref, f"{conflicts[index].message}; the listener is not served"))
+                found.append(Problem.error(ref, f"{conflicts[index].message}; the listener is not served"))
                 continue
             try:
                 listener = with_client_validation(
                     _listener(raw, namespace=namespace, name=name, index=index, settings=settings, grants=grants,
                               secrets=secrets), gateway, config_maps=objects.config_maps, grants=grants)
             except RouteRejected as err:
-                problems.append(Problem.error(ref, f"{err}; the listener is not served"))
+                found.append(Problem.error(ref, f"{err}; the listener is not served"))
                 continue
             if listener.name in seen:
-                problems.append(Problem.error(ref, f"listener name {listener.name} is used twice; the second is "
-                                                   "not served"))
+                found.append(Problem.error(ref, f"listener name {listener.name} is used twice; the second is "
+                                                "not served"))
                 continue
             seen.add(listener.name)
-            if conflict := protocol_conflict(listener, listeners):
-                problems.append(Problem.error(ref, f"{conflict.message}; the listener is not served"))
-                continue
-            if too_many := beyond_own_ports(listener, listeners):
-                problems.append(Problem.error(ref, f"{too_many}; the listener is not served"))
-                continue
+            found.append(listener)
+    return _claimed(found)
+
+
+def _claimed(found: list[Listener | Problem]) -> tuple[list[Listener], list[Problem]]:
+    """The valid listeners (oldest Gateway first) that keep their port: within the ports of their own granted
+    (own_port_grants), and not of the other protocol than the port's first; the problems in the same order."""
+    granted = own_port_grants(listener for listener in found if isinstance(listener, Listener))
+    listeners: list[Listener] = []
+    refused: dict[int, Conflict | None] = {}  # None: beyond the ports granted
+    for index, listener in enumerate(found):
+        if not isinstance(listener, Listener):
+            continue
+        if listener.own_port is not None and listener.own_port not in granted:
+            refused[index] = None
+        elif conflict := protocol_conflict(listener, listeners):
+            refused[index] = conflict
+        else:
             listeners.append(listener)
+    problems: list[Problem] = []
+    for index, listener in enumerate(found):  # told once every port's holder is known
+        if isinstance(listener, Problem):
+            problems.append(listener)
+        elif index in refused:
+            why = refused[index] or beyond_own_ports(listener, listeners)
+            problems.append(Problem.error(f"Gateway {listener.gateway}",
+                                          f"{why.message if isinstance(why, Conflict) else why}; the listener is "
+                                          "not served"))
     return listeners, problems
 
 
+def gateways_oldest_first(gateways: Mapping[tuple[str, str], dict[str, Any]]) -> list[tuple[tuple[str, str],
+                                                                                            dict[str, Any]]]:
+    """The Gateways in the order they claim what they share (a port's protocol, the ports of their own, a route's
+    client certificate): oldest first (creationTimestamp, then "namespace/name"), as the spec resolves conflicts, so
+    a tenant cannot take what an older Gateway of another namespace has by the name of its namespace."""
+    return sorted(gateways.items(), key=lambda item: creation_order(item[1], namespace=item[0][0], name=item[0][1]))
+
+
+def own_port_grants(listeners: Iterable[Listener]) -> set[int]:
+    """The ports of their own that are served, of those `listeners` (oldest Gateway first) ask for. A port belongs to
+    the namespace of its first listener (the others of its protocol share it, of the other protocol are conflicted);
+    each namespace gets its first OWN_PORTS_PER_NAMESPACE ports, then the ports left go in order, up to
+    MAX_OWN_PORTS in all."""
+    holders: dict[int, str] = {}
+    for listener in listeners:
+        if listener.own_port is not None:
+            holders.setdefault(listener.own_port, listener.gateway_namespace)
+    granted: dict[int, None] = {}
+    held: Counter[str] = Counter()
+    for port, namespace in holders.items():
+        if len(granted) < MAX_OWN_PORTS and held[namespace] < OWN_PORTS_PER_NAMESPACE:
+            granted[port] = None
+            held[namespace] += 1
+    for port in holders:
+        if len(granted) >= MAX_OWN_PORTS:
+            break
+        granted.setdefault(port, None)
+    return set(granted)
+
+
 def beyond_own_ports(listener: Listener, served: list[Listener]) -> RouteRejected | None:
-    """Why `listener` cannot have a port of its own (PortUnavailable): MAX_OWN_PORTS others have one already."""
-    ports = {s.own_port for s in served if s.own_port is not None}
-    if listener.own_port is None or listener.own_port in ports or len(ports) < MAX_OWN_PORTS:
+    """Why `listener` cannot have a port of its own (PortUnavailable): the MAX_OWN_PORTS are held by the `served`
+    listeners (own_port_grants), and what to change: its namespace's ports when it holds more than its share."""
+    holders: dict[int, str] = {}
+    for other in served:
+        if other.own_port is not None:
+            holders.setdefault(other.own_port, other.gateway_namespace)
+    if listener.own_port is None or listener.own_port in holders or len(holders) < MAX_OWN_PORTS:
         return None
+    namespace = listener.gateway_namespace
+    held = sum(holder == namespace for holder in holders.values())
+    if OWN_PORTS_PER_NAMESPACE <= held < len(holders):
+        return port_unavailable(listener, f"pyngress serves at most {MAX_OWN_PORTS} ports of their own and all are "
+                                          f"in use; namespace {namespace} holds {held} of them, each namespace is sure "
+                                          f"of {OWN_PORTS_PER_NAMESPACE} only, and other namespaces hold the rest; "
+                                          f"free one of {namespace}'s ports or use one of them")
     return port_unavailable(listener, f"pyngress serves at most {MAX_OWN_PORTS} ports of their own, and other "
                                       "listeners have them; use one of their ports")
 
@@ -149,8 +218,8 @@ def port_unavailable(listener: Listener, why: str) -> RouteRejected:
 
 
 def protocol_conflict(listener: Listener, served: list[Listener]) -> Conflict | None:
-    """Why `listener` cannot have its own port: a listener served before it (of the Gateways by namespace and name,
-    each in the order of its listeners) takes that port with the other protocol, and nginx serves one protocol on a
+    """Why `listener` cannot have its own port: a listener served before it (of an older Gateway, or before it in its
+    own Gateway: gateways_oldest_first) takes that port with the other protocol, and nginx serves one protocol on a
     port."""
     if listener.own_port is None:
         return None

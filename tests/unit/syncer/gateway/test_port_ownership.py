@@ -1,0 +1,142 @@
+"""Ports of their own across namespaces (listeners.py): the oldest Gateway keeps a port's protocol and its place under
+the cap, whatever its namespace is called, and no namespace takes every port while another one needs one.
+
+The attack these pin: where namespace owners may create Gateways, a tenant whose namespace sorts first ("a-attacker")
+declares a listener on a port another namespace's older Gateway serves, or as many ports as the cap allows, and must
+not take them from it."""
+from typing import Any
+
+from services.common.objects import object_key
+from services.syncer.model.build import build_model
+from services.syncer.model.gateway.listeners import MAX_OWN_PORTS, OWN_PORTS_PER_NAMESPACE
+from services.syncer.model.gateway.status import GatewayStatuses, store_statuses
+from services.syncer.model.incremental import IncrementalModel
+from tests.support.gateway_status import conditions, listener_status
+
+SERVED = {"Accepted": ("True", "Accepted"), "Programmed": ("True", "Programmed"),
+          "ResolvedRefs": ("True", "ResolvedRefs"), "Conflicted": ("False", "NoConflicts")}
+CONFLICTED = {"Accepted": ("False", "ProtocolConflict"), "Programmed": ("False", "ProtocolConflict"),
+              "ResolvedRefs": ("True", "ResolvedRefs"), "Conflicted": ("True", "ProtocolConflict")}
+NOT_ACCEPTED = {"Accepted": ("False", "PortUnavailable"), "Programmed": ("False", "Invalid"),
+                "ResolvedRefs": ("True", "ResolvedRefs"), "Conflicted": ("False", "NoConflicts")}
+
+
+def gateway(gw, name: str, ns: str, *listeners: dict[str, Any], created: str) -> dict[str, Any]:
+    found = gw.objects.gateway(name, ns=ns, listeners=listeners)
+    found["metadata"]["creationTimestamp"] = created
+    return gw.add(found)
+
+
+def listeners_of(found: GatewayStatuses, ns: str, name: str) -> dict[str, tuple[dict[str, tuple[str, str]], str]]:
+    """Each listener of a Gateway by name: its conditions and its Accepted message."""
+    return {item["name"]: (conditions(item), item["conditions"][0]["message"])
+            for item in found.gateways[ns, name]["listeners"]}
+
+
+def victim_and_attacker(gw) -> None:
+    """team-b's Gateway serves HTTP on 8080; a newer Gateway of a-attacker (first by name) asks HTTPS there."""
+    o = gw.objects
+    gateway(gw, "shop", "team-b", o.listener("web", port=8080), created="2026-01-01T00:00:00Z")
+    gw.certificate("evil-tls", ns="a-attacker")
+    gateway(gw, "grab", "a-attacker", o.listener("steal", port=8080, protocol="HTTPS", certificate="evil-tls"),
+            created="2026-06-01T00:00:00Z")
+
+
+def test_a_newer_gateway_of_a_namespace_first_by_name_cannot_take_an_older_ones_port(gw):
+    victim_and_attacker(gw)
+    model = gw.build()
+    assert model.config.gateway_ports == ((8080, "http"),)
+    assert gw.rejections(model) == [
+        "Gateway a-attacker/grab: listener steal: port 8080 is served with HTTP for Gateway team-b/shop listener web "
+        "(reason ProtocolConflict); use another port; the listener is not served"]
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "team-b", "shop")["web"][0] == SERVED
+    assert conditions(found.gateways["team-b", "shop"])["Accepted"] == ("True", "Accepted")
+    assert conditions(found.gateways["team-b", "shop"])["Programmed"] == ("True", "Programmed")
+    steal = listener_status(found.gateways["a-attacker", "grab"], "steal")
+    assert conditions(steal) == CONFLICTED
+    assert steal["conditions"][0]["message"] == (
+        "listener steal: port 8080 is served with HTTP for Gateway team-b/shop listener web (reason "
+        "ProtocolConflict); use another port")
+
+
+def test_the_oldest_gateway_keeps_its_port_also_when_the_newer_one_comes_in_a_later_change(gw):
+    """The incremental model, given only the attacker's Gateway as changed, decides as a whole build does."""
+    o = gw.objects
+    incremental = IncrementalModel(gw.settings)
+    gateway(gw, "shop", "team-b", o.listener("web", port=8080), created="2026-01-01T00:00:00Z")
+    incremental.update(gw.store, None)
+    changed = {object_key(gw.certificate("evil-tls", ns="a-attacker")),
+               object_key(gateway(gw, "grab", "a-attacker", o.listener("steal", port=8080, protocol="HTTPS",
+                                                                      certificate="evil-tls"),
+                                  created="2026-06-01T00:00:00Z"))}
+    model = incremental.update(gw.store, changed)
+    assert model == build_model(gw.store, settings=gw.settings)
+    assert model.config.gateway_ports == ((8080, "http"),)
+
+
+def test_without_creation_timestamps_namespace_and_name_decide(gw):
+    """creationTimestamp missing counts as newest (creation.py): then "namespace/name", as before."""
+    o = gw.objects
+    gw.gateway(o.listener("web", port=8080), name="shop", ns="team-b")
+    gw.certificate("evil-tls", ns="a-attacker")
+    gw.gateway(o.listener("steal", port=8080, protocol="HTTPS", certificate="evil-tls"), name="grab", ns="a-attacker")
+    assert gw.build().config.gateway_ports == ((8080, "https"),)
+
+
+def test_a_newer_namespace_cannot_take_the_port_cap_from_an_older_one(gw):
+    """a-attacker asks for every port there is; team-b's older Gateway keeps its port, and the attacker's listener
+    beyond the cap is told its namespace holds more than its share."""
+    o = gw.objects
+    gateway(gw, "shop", "team-b", o.listener("web", port=8080), created="2026-01-01T00:00:00Z")
+    gateway(gw, "grab", "a-attacker", *(o.listener(f"p{n}", port=20000 + n) for n in range(MAX_OWN_PORTS)),
+            created="2026-06-01T00:00:00Z")
+    model = gw.build()
+    ports = dict(model.config.gateway_ports)
+    assert len(ports) == MAX_OWN_PORTS and ports[8080] == "http"
+    last = MAX_OWN_PORTS - 1
+    assert gw.rejections(model) == [
+        f"Gateway a-attacker/grab: listener p{last}: port {20000 + last} is not available (reason PortUnavailable): "
+        f"pyngress serves at most {MAX_OWN_PORTS} ports of their own and all are in use; namespace a-attacker holds "
+        f"{MAX_OWN_PORTS - 1} of them, each namespace is sure of {OWN_PORTS_PER_NAMESPACE} only, and other namespaces "
+        "hold the rest; free one of a-attacker's ports or use one of them; the listener is not served"]
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "team-b", "shop")["web"][0] == SERVED
+    grab = listeners_of(found, "a-attacker", "grab")
+    assert grab[f"p{last}"][0] == NOT_ACCEPTED
+    assert f"namespace a-attacker holds {MAX_OWN_PORTS - 1} of them" in grab[f"p{last}"][1]
+    assert grab[f"p{last - 1}"][0] == SERVED
+
+
+def test_an_old_namespace_holding_every_port_keeps_only_its_share_for_a_newcomer(gw):
+    """One namespace alone may hold all the ports; a namespace that asks later still gets one, and the old one gives
+    up its newest port beyond its share."""
+    o = gw.objects
+    gateway(gw, "many", "team-old", *(o.listener(f"p{n}", port=20000 + n) for n in range(MAX_OWN_PORTS)),
+            created="2026-01-01T00:00:00Z")
+    assert len(gw.build().config.gateway_ports) == MAX_OWN_PORTS
+    gateway(gw, "one", "team-x", o.listener("web", port=8080), created="2026-06-01T00:00:00Z")
+    model = gw.build()
+    ports = dict(model.config.gateway_ports)
+    assert len(ports) == MAX_OWN_PORTS and ports[8080] == "http" and 20000 + MAX_OWN_PORTS - 1 not in ports
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "team-x", "one")["web"][0] == SERVED
+    assert listeners_of(found, "team-old", "many")[f"p{MAX_OWN_PORTS - 1}"][0] == NOT_ACCEPTED
+
+
+def test_namespaces_within_their_share_are_served_oldest_first_once_the_cap_is_full(gw):
+    """More namespaces than the cap has shares for: each within its share, the oldest first; the newest is told the
+    ports are in use (its namespace holds none beyond its share)."""
+    o = gw.objects
+    share = OWN_PORTS_PER_NAMESPACE
+    full = MAX_OWN_PORTS // share
+    for n in range(full):
+        gateway(gw, "gw", f"team-{n:02}", *(o.listener(f"p{i}", port=20000 + n * share + i) for i in range(share)),
+                created=f"2026-01-{n + 1:02}T00:00:00Z")
+    gateway(gw, "gw", "a-late", o.listener("web", port=8080), created="2026-06-01T00:00:00Z")
+    model = gw.build()
+    assert len(model.config.gateway_ports) == MAX_OWN_PORTS and 8080 not in dict(model.config.gateway_ports)
+    assert gw.rejections(model) == [
+        f"Gateway a-late/gw: listener web: port 8080 is not available (reason PortUnavailable): pyngress serves at most "
+        f"{MAX_OWN_PORTS} ports of their own, and other listeners have them; use one of their ports; the listener is "
+        "not served"]
