@@ -21,6 +21,7 @@ from .backend_tls_policies import BackendTlsPolicies, PolicyVerdict
 from .attachment import Attachment
 from .fields import RouteRejected
 from .httproutes import RoutePlan
+from .listeners import gateways_oldest_first
 from .objects import GATEWAY_GROUP, GatewayObjects
 from .reasons import Reason
 from .reference_grants import ReferenceGrants
@@ -123,13 +124,15 @@ class RuleTls:
 def upstream_tls(objects: GatewayObjects, attached: Iterable[tuple[RoutePlan, list[Attachment]]], *,
                  our_gateways: frozenset[str], grants: ReferenceGrants,
                  secrets: TlsSecrets) -> tuple[UpstreamTls, list[tuple[str, str]]]:
-    """The store's policies, and each attached route's client certificate: that of the first of its Gateways (by
-    "namespace/name") that has one; with (object, message) for each Gateway whose clientCertificateRef is unusable
-    (its routes then show none)."""
-    certificates: dict[str, ClientCertificate | None] = {}
+    """The store's policies, and each attached route's client certificate: that of the oldest of its Gateways
+    (listeners.gateways_oldest_first) that has one; with (object, message) for each Gateway whose clientCertificateRef
+    is unusable (its routes then show none)."""
+    certificates: dict[str, ClientCertificate | None] = {}  # oldest Gateway first
     problems: list[tuple[str, str]] = []
-    for gateway in sorted(our_gateways):
-        namespace, _, name = gateway.partition("/")
+    for (namespace, name), _ in gateways_oldest_first(objects.gateways):
+        gateway = f"{namespace}/{name}"
+        if gateway not in our_gateways:
+            continue
         try:
             certificates[gateway] = backend_client_certificate(
                 objects.gateways[namespace, name].get("spec") or {}, namespace=namespace, grants=grants,
@@ -137,9 +140,11 @@ def upstream_tls(objects: GatewayObjects, attached: Iterable[tuple[RoutePlan, li
         except RouteRejected as err:
             certificates[gateway] = None
             problems.append((f"Gateway {gateway}", f"{err}; no client certificate is shown to backends"))
+    rank = {gateway: index for index, gateway in enumerate(certificates)}
     routes: dict[str, ClientCertificate] = {}
     for plan, attachments in attached:
-        found = next((certificate for gateway in sorted({a.listener.gateway for a in attachments})
+        found = next((certificate for gateway in sorted({a.listener.gateway for a in attachments},
+                                                        key=lambda gateway: (rank.get(gateway, len(rank)), gateway))
                       if (certificate := certificates.get(gateway)) is not None), None)
         if found is not None:
             routes[f"{plan.kind} {plan.ref}"] = found

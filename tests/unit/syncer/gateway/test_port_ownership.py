@@ -7,11 +7,17 @@ not take them from it."""
 from typing import Any
 
 from services.common.objects import object_key
-from services.syncer.model.build import build_model
+from services.syncer.model.build import StoreIndex, build_model
 from services.syncer.model.gateway.listeners import MAX_OWN_PORTS, OWN_PORTS_PER_NAMESPACE
 from services.syncer.model.gateway.status import GatewayStatuses, store_statuses
+from services.syncer.model.gateway.reference_grants import ReferenceGrants
+from services.syncer.model.gateway.upstream_tls import backend_client_certificate
 from services.syncer.model.incremental import IncrementalModel
+from services.syncer.model.tls import TlsSecrets
 from tests.support.gateway_status import conditions, listener_status
+from tests.unit.syncer.gateway.conftest import _pems
+
+CA = _pems("ca.example")[0].decode()
 
 SERVED = {"Accepted": ("True", "Accepted"), "Programmed": ("True", "Programmed"),
           "ResolvedRefs": ("True", "ResolvedRefs"), "Conflicted": ("False", "NoConflicts")}
@@ -140,3 +146,32 @@ def test_namespaces_within_their_share_are_served_oldest_first_once_the_cap_is_f
         f"Gateway a-late/gw: listener web: port 8080 is not available (reason PortUnavailable): pyngress serves at most "
         f"{MAX_OWN_PORTS} ports of their own, and other listeners have them; use one of their ports; the listener is "
         "not served"]
+
+
+def test_a_route_on_gateways_of_two_namespaces_shows_its_backends_the_older_ones_client_certificate(gw):
+    """upstream_tls.py: of a route's Gateways that have a backend client certificate, the oldest one's, not the one
+    of the namespace first by name."""
+    o = gw.objects
+    gw.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca", "namespace": "default"},
+            "data": {"ca.crt": CA}})
+    gw.service("tls", ports=(("btls", 443),))
+    gw.endpoint_slice("tls", port_name="btls", port=8443)
+    gw.add({"apiVersion": f"{o.GROUP}/v1", "kind": "BackendTLSPolicy",
+            "metadata": {"name": "tls", "namespace": "default", "creationTimestamp": gw.timestamp()},
+            "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "tls"}], "validation": {
+                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}], "hostname": "b.example"}}})
+    certificates = {}
+    for ns, created in (("z-old", "2026-01-01T00:00:00Z"), ("a-new", "2026-06-01T00:00:00Z")):
+        gw.certificate("client", ns=ns, host=f"{ns}.example")
+        found = gateway(gw, "gw", ns, o.listener(hostname="app.example.com", namespaces={"from": "All"}),
+                        created=created)
+        found["spec"]["tls"] = {"backend": {"clientCertificateRef": {"name": "client"}}}
+        certificates[ns] = backend_client_certificate(found["spec"], namespace=ns, grants=ReferenceGrants(()),
+                                                      secrets=TlsSecrets(StoreIndex.of(gw.store).secrets, None))
+    gw.route("r", parents=[{"name": "gw", "namespace": "a-new"}, {"name": "gw", "namespace": "z-old"}],
+             rules=[o.rule(o.backend_ref("tls", 443))])
+    model = gw.build()
+    [action] = gw.gateway_of(model, "app.example.com")["actions"]
+    [profile] = [p for p in model.config.profiles if p.name == action["profile"]]
+    assert profile.backend_tls is not None and certificates["z-old"] is not None
+    assert profile.backend_tls.cert_file == certificates["z-old"].file_name
