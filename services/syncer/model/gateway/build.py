@@ -29,7 +29,7 @@ from .kept_routes import ROUTE_KINDS, Frame, GatewayKept, RouteKey, RouteRecord
 from .listeners import served_listeners
 from .objects import GatewayObjects
 from .reference_grants import ReferenceGrants
-from .tables import TablesKept, gateway_tables
+from .tables import TablesKept, gateway_tables, host_gateways
 from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
 from .backend_tls_policies import BackendTlsPolicies
 from .upstream_tls import UpstreamTls, upstream_tls
@@ -189,8 +189,14 @@ def _tables(kept: GatewayKept, frame: Frame, changed_hosts: set[str] | None, *, 
                                                    if record.plan is not None]
     backend_tls, _ = upstream_tls(frame.objects, attached, our_gateways=frame.our_gateways, grants=frame.grants,
                                   secrets=secrets)
+    # Which Gateway each host of these routes belongs to, from every route tabled for it (these are not all of them
+    # when only some hosts are made again).
+    hosts = {host for record in records for host in record.hosts}
+    claimants = records if changed_hosts is None else kept.routes_of(hosts)
+    claimed = host_gateways([(record.plan, record.attachments) for record in claimants if record.plan is not None],
+                            hosts, listeners=frame.listeners, ingress_owners=owners)
     made = gateway_tables(attached, listeners=frame.listeners, resolver=resolver, ingress_owners=owners,
-                          kept=scratch, upstream_tls=backend_tls)
+                          kept=scratch, upstream_tls=backend_tls, claimed=claimed)
     if scratch is not kept.tables:
         for record in records:
             _forget_actions(kept.tables, record)

@@ -12,6 +12,11 @@ controller's, or a port of their own), the one whose hostname matches the host m
 wildcard, then none), as the spec sends a request to the most specific listener. A match of a listener on a port of
 its own carries that port, and gateway.lua takes it only for a request that came on it.
 
+Gateways of different namespaces share the controller's addresses, so a host name on a port belongs to one of them:
+the oldest Gateway whose routes are tabled for that very name there (host_gateways); the listeners of Gateways of
+other namespaces do not serve it, however precisely their hostname matches it (a tenant's newer Gateway cannot take a
+host from an older one of another namespace), and their routes naming it are warned.
+
 TablesKept keeps each rule's action and each host's entry from one build to the next: an action is made again only
 when its route's plan is another object (route_plans.py keeps unchanged ones) or a Service it resolved resolves
 otherwise, a host's entry only when its candidate rules or their actions changed (at 10,000 HTTPRoutes making every
@@ -20,7 +25,7 @@ host's entry again took 0.9 s of each build).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from services.nginxconf import table_schema
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile
@@ -106,13 +111,50 @@ class TablesKept:
         self.hosts: dict[str, _Host] = {}
 
 
+HostPort = tuple[str, tuple[str, int | None]]  # a host name on a listener's port (Listener.port_key)
+
+
+def host_gateways(attached: Iterable[tuple[RoutePlan, list[Attachment]]], hosts: Collection[str], *,
+                  listeners: list[Listener], ingress_owners: Mapping[str, str]) -> dict[HostPort, str]:
+    """Of `hosts` (not "_"), each on each port its routes are tabled for it: the Gateway ("namespace/name") it belongs
+    to, the oldest (`listeners` are the oldest Gateway's first) of those whose routes are. `attached`: every route
+    tabled for those hosts; a route the host's Ingress owner keeps out does not count."""
+    order: dict[str, int] = {}
+    for listener in listeners:
+        order.setdefault(listener.gateway, len(order))
+    found: dict[HostPort, str] = {}
+    for plan, attachments in attached:
+        for attachment in attachments:
+            gateway = attachment.listener.gateway
+            for host in attachment.hosts:
+                owner = ingress_owners.get(host)
+                if host == CATCH_ALL_HOST or host not in hosts or (owner is not None and owner != plan.namespace):
+                    continue
+                key = (host, attachment.listener.port_key)
+                if key not in found or order.get(gateway, len(order)) < order.get(found[key], len(order)):
+                    found[key] = gateway
+    return found
+
+
+def _serves(claimed: Mapping[HostPort, str], host: str, listener: Listener) -> bool:
+    """Whether `listener` may serve `host`: no Gateway of another namespace has the host on its port."""
+    gateway = claimed.get((host, listener.port_key))
+    return gateway is None or gateway.partition("/")[0] == listener.gateway_namespace
+
+
 def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, listeners: list[Listener],
                    resolver: BackendResolver, ingress_owners: Mapping[str, str],
-                   kept: TablesKept | None = None, upstream_tls: UpstreamTls | None = None) -> GatewayTables:
+                   kept: TablesKept | None = None, upstream_tls: UpstreamTls | None = None,
+                   claimed: Mapping[HostPort, str] | None = None) -> GatewayTables:
     """`ingress_owners`: host → the namespace whose Ingress owns it; only that namespace's routes serve the host (as
     an Ingress of another namespace cannot take its certificate or redirects, a route cannot take its paths). `kept`:
     the last build's actions and host entries, updated to this build's. `upstream_tls`: the BackendTLSPolicies and the
-    routes' backend client certificates."""
+    routes' backend client certificates. `claimed`: the Gateway each host of `attached` belongs to on each port
+    (host_gateways, of every route tabled for it); None: made here from `attached`."""
+    attached = list(attached)
+    if claimed is None:
+        claimed = host_gateways(attached, {host for _, attachments in attached for a in attachments for host in a.hosts},
+                                listeners=listeners, ingress_owners=ingress_owners)
     kept = TablesKept() if kept is None else kept
     tables = GatewayTables()
     by_host: dict[str, list[_Candidate]] = {}
@@ -123,6 +165,13 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
                 if owner is not None and owner != plan.namespace and host != CATCH_ALL_HOST:
                     tables.warnings.append((f"{plan.kind} {plan.ref}", f"host {host} belongs to namespace {owner}, "
                                             "whose Ingress names it; this route does not serve it"))
+                    continue
+                if not _serves(claimed, host, attachment.listener):
+                    tables.warnings.append((f"{plan.kind} {plan.ref}", (
+                        f"host {host} on port {attachment.listener.port} belongs to Gateway "
+                        f"{claimed[host, attachment.listener.port_key]}, the oldest whose routes name it there; "
+                        f"{attachment.listener.where}, of another namespace, does not serve it: use another host "
+                        "name")))
                     continue
                 if attachment.listener.certificate and host != CATCH_ALL_HOST:
                     tables.tls_secrets.setdefault(host, attachment.listener.certificate)
@@ -141,11 +190,13 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
                 layer_hosts.append(CATCH_ALL_HOST)
         best: dict[tuple[str, int | None], int] = {}
         for listener in listeners:
-            best[listener.port_key] = max(best.get(listener.port_key, -1), specificity(listener.hostname, host))
+            if _serves(claimed, host, listener):
+                best[listener.port_key] = max(best.get(listener.port_key, -1), specificity(listener.hostname, host))
         owner = ingress_owners.get(host) if host != CATCH_ALL_HOST else None
         # A wildcard's or any host's routes of another namespace do not serve an owned host either.
         candidates = tuple(found for layer_host in layer_hosts if (found := tuple(
-            c for c in by_host[layer_host] if specificity(c.listener.hostname, host) == best[c.listener.port_key]
+            c for c in by_host[layer_host] if _serves(claimed, host, c.listener)
+            and specificity(c.listener.hostname, host) == best[c.listener.port_key]
             and (owner is None or c.plan.namespace == owner))))
         entry = kept.hosts.get(host)
         # The same candidates (the same plans: equal tuples compare their members by identity first) and, made again

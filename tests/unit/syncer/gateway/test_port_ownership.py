@@ -175,3 +175,97 @@ def test_a_route_on_gateways_of_two_namespaces_shows_its_backends_the_older_ones
     [profile] = [p for p in model.config.profiles if p.name == action["profile"]]
     assert profile.backend_tls is not None and certificates["z-old"] is not None
     assert profile.backend_tls.cert_file == certificates["z-old"].file_name
+
+
+def two_tenants(gw, *, attacker_listener: dict[str, Any], attacker_route: bool = True) -> None:
+    """team-b's older Gateway serves shop.example.com through its wildcard listener; a-attacker's newer Gateway has
+    `attacker_listener` and, with `attacker_route`, a route for any host of it to its own Service."""
+    o = gw.objects
+    gw.app_service("web", ns="team-b")
+    gw.app_service("evil", ns="a-attacker", address="10.0.0.66")
+    gateway(gw, "shop", "team-b", o.listener("web", hostname="*.example.com"), created="2026-01-01T00:00:00Z")
+    gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                        hostnames=["shop.example.com"], rules=[o.rule(o.backend_ref("web"))], created=gw.timestamp()))
+    gateway(gw, "grab", "a-attacker", attacker_listener, created="2026-06-01T00:00:00Z")
+    if attacker_route:
+        gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                            rules=[o.rule(o.backend_ref("evil"))], created=gw.timestamp()))
+
+
+def backends_of(gw, model, host: str) -> list[str]:
+    return [b["backend"] for action in gw.gateway_of(model, host)["actions"] for b in action["backends"]]
+
+
+def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_more_specific_listener(gw):
+    two_tenants(gw, attacker_listener=gw.objects.listener("web", hostname="shop.example.com"))
+    model = gw.build()
+    assert backends_of(gw, model, "shop.example.com") == ["team-b-web-80"]
+    assert gw.warnings(model) == [
+        "warning: HTTPRoute a-attacker/grab: host shop.example.com on port 80 belongs to Gateway team-b/shop, the "
+        "oldest whose routes name it there; Gateway a-attacker/grab listener web, of another namespace, does not "
+        "serve it: use another host name"]
+
+
+def test_a_newer_gateways_listener_without_routes_does_not_blank_an_older_ones_host(gw):
+    two_tenants(gw, attacker_listener=gw.objects.listener("web", hostname="shop.example.com"), attacker_route=False)
+    assert backends_of(gw, gw.build(), "shop.example.com") == ["team-b-web-80"]
+
+
+def test_a_host_changes_hands_only_with_the_routes_naming_it_and_the_incremental_model_agrees(gw):
+    """Route changes alone are built incrementally: the host's Gateway is decided from every route tabled for it."""
+    o = gw.objects
+    two_tenants(gw, attacker_listener=o.listener("web", hostname="shop.example.com"), attacker_route=False)
+    gw.store["Gateway/a-attacker/grab"]["spec"]["listeners"].append(o.listener("other", hostname="other.example.com"))
+    incremental = IncrementalModel(gw.settings)
+    incremental.update(gw.store, None)
+    steps = [
+        lambda: gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                                    hostnames=["shop.example.com", "other.example.com"],
+                                    rules=[o.rule(o.backend_ref("evil"))], created=gw.timestamp())),
+        lambda: gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                                    hostnames=["www.example.com"], rules=[o.rule(o.backend_ref("web"))],
+                                    created="2026-01-01T00:00:01Z")),  # team-b gives the host up
+    ]
+    expected = [["team-b-web-80"], ["a-attacker-evil-80"]]
+    for step, backends in zip(steps, expected):
+        model = incremental.update(gw.store, {object_key(step())})
+        assert model == build_model(gw.store, settings=gw.settings)
+        assert backends_of(gw, model, "shop.example.com") == backends
+        assert backends_of(gw, model, "other.example.com") == ["a-attacker-evil-80"]
+
+
+def test_a_team_may_still_carve_a_host_out_of_an_older_namespaces_wildcard(gw):
+    """An older Gateway's route for "*.example.com" names no host of its own: a newer Gateway's route for
+    shop.example.com on its exact listener serves it, as the spec's most specific listener."""
+    o = gw.objects
+    gw.app_service("web", ns="infra")
+    gw.app_service("shop", ns="shop", address="10.0.0.7")
+    gateway(gw, "public", "infra", o.listener("web", hostname="*.example.com"), created="2026-01-01T00:00:00Z")
+    gw.add(o.http_route("all", ns="infra", parents=[{"name": "public", "namespace": "infra"}],
+                        rules=[o.rule(o.backend_ref("web"))], created=gw.timestamp()))
+    gateway(gw, "own", "shop", o.listener("web", hostname="shop.example.com"), created="2026-06-01T00:00:00Z")
+    gw.add(o.http_route("shop", ns="shop", parents=[{"name": "own", "namespace": "shop"}],
+                        rules=[o.rule(o.backend_ref("shop"))], created=gw.timestamp()))
+    model = gw.build()
+    assert backends_of(gw, model, "shop.example.com") == ["shop-shop-80"]
+    assert backends_of(gw, model, "*.example.com") == ["infra-web-80"]
+    assert gw.warnings(model) == []
+
+
+def test_the_host_keeps_the_older_gateways_certificate(gw):
+    o = gw.objects
+    gw.app_service("web", ns="team-b")
+    gw.certificate("shop-tls", ns="team-b", host="shop.example.com")
+    gw.certificate("evil-tls", ns="a-attacker", host="shop.example.com")
+    gateway(gw, "shop", "team-b", o.listener("tls", port=443, protocol="HTTPS", certificate="shop-tls"),
+            created="2026-01-01T00:00:00Z")
+    gateway(gw, "grab", "a-attacker", o.listener("tls", port=443, protocol="HTTPS", hostname="shop.example.com",
+                                                 certificate="evil-tls"), created="2026-06-01T00:00:00Z")
+    gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                        rules=[o.rule(o.backend_ref("web", ns="team-b"))], created=gw.timestamp(1)))  # the older route
+    gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                        hostnames=["shop.example.com"], rules=[o.rule(o.backend_ref("web"))],
+                        created=gw.timestamp(2)))
+    model = gw.build()
+    assert model.tls_secrets["shop.example.com"] == "team-b/shop-tls"
+    assert backends_of(gw, model, "shop.example.com") == ["team-b-web-80"]
