@@ -61,7 +61,8 @@ def post_timeout(body_bytes: int) -> float:
     return config_api.HTTP_TIMEOUT_SECONDS + POST_SECONDS_PER_MB * body_bytes / 1e6
 
 
-def table_delta(last: dict[str, Any], new: dict[str, Any], keys: Iterable[str] | None = None) -> dict[str, Any] | None:
+def table_delta(last: Mapping[str, Any], new: Mapping[str, Any],
+                keys: Iterable[str] | None = None) -> dict[str, Any] | None:
     """The entries of `new` that differ from `last` and the keys it no longer has; None when equal. `keys`: the
     only keys at which they may differ (None: any). Entries kept from one push to the next are the same objects, so
     most are compared by identity."""
@@ -77,16 +78,22 @@ def table_delta(last: dict[str, Any], new: dict[str, Any], keys: Iterable[str] |
     return {"set": changed, "delete": removed} if changed or removed else None
 
 
-def certificates_delta(last: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+def certificates_delta(last: Mapping[str, Any], new: Mapping[str, Any],
+                       keys: Iterable[str] | None = None) -> dict[str, Any] | None:
     """The entries of the certificates table `new` that differ from `last` ("certs/<id>", "hosts/<host>",
-    "default") and those it no longer has; None when equal. Kept certificates are the same objects (model/tls.py),
-    compared by identity."""
-    if last == new:  # most pushes change no certificate: one comparison in C, not a loop over every entry
-        return None
+    "default") and those it no longer has; None when equal. `keys`: the only entries, so named, at which they may
+    differ (None: any). Kept certificates are the same objects (model/tls.py), compared by identity."""
+    names: dict[str, list[str]] | None = None
+    if keys is not None:
+        names = {"certs": [], "hosts": []}
+        for key in keys:
+            part, _, name = key.partition("/")
+            if part in names:
+                names[part].append(name)
     changed: dict[str, Any] = {}
     removed: list[str] = []
     for part in ("certs", "hosts"):
-        delta = table_delta(last.get(part) or {}, new.get(part) or {})
+        delta = table_delta(last.get(part) or {}, new.get(part) or {}, None if names is None else names[part])
         if delta is not None:
             changed.update((f"{part}/{key}", value) for key, value in delta["set"].items())
             removed += (f"{part}/{key}" for key in delta["delete"])
@@ -120,8 +127,9 @@ class TablePusher:
         # Table → what that version holds: of a keyed table the pusher's own copy (a caller may change its keyed
         # tables in place), brought to each delta sent by that delta's entries alone; the certificates table is made
         # anew at each change (model/tls.py), never changed in place, and kept as it came.
-        self._sent: dict[str, dict[str, Any]] = {}
-        # Keyed table → the keys at which the tables pushed since may differ from what was sent (None: any key).
+        self._sent: dict[str, Mapping[str, Any]] = {}
+        # Table → the keys at which the tables pushed since may differ from what was sent (None: any key); of the
+        # certificates table, its entries as certificates_delta names them.
         self._unsent: dict[str, ChangedKeys] = {}
         self._refused: dict[str, dict[str, str]] = {}  # table → key → why nginx does not serve that entry as sent
 
@@ -131,12 +139,13 @@ class TablePusher:
         push; those keys keep their last good value in nginx, or are absent."""
         return self._refused
 
-    async def push(self, *, routes: dict[str, Any], backends: dict[str, list[str]], certificates: dict[str, Any],
-                   changed: Mapping[str, ChangedKeys] | None = None) -> list[str]:
+    async def push(self, *, routes: Mapping[str, Any], backends: Mapping[str, list[str]],
+                   certificates: Mapping[str, Any], changed: Mapping[str, ChangedKeys] | None = None) -> list[str]:
         """Bring nginx's tables to these, without a reload; the names of the tables nginx did not hold yet.
 
-        `changed`: for each keyed table, the keys at which it may differ from the last push's (None or left out: at
-        any key). Only those keys are compared, so that a push of one host's change costs the same at any size.
+        `changed`: for each table, the keys at which it may differ from the last push's (None or left out: at any
+        key; of the certificates table, its entries as certificates_delta names them). Only those keys are compared,
+        so that a push of one host's change costs the same at any size.
 
         A table's state file is replaced once nginx has taken it, or when nginx does not answer (so that
         a starting nginx loads it). Raises NginxUnavailableError when nginx does not answer, and
@@ -144,7 +153,7 @@ class TablePusher:
         """
         tables = {"routes": routes, "backends": backends, "certificates": certificates}
         async with self._lock:
-            for name in KEYED_TABLES:
+            for name in DELTA_TABLES:
                 self._unsent[name] = changed_keys.union(self._unsent.get(name), (changed or {}).get(name))
             pushed = []
             async with self._session() as session:
@@ -152,7 +161,7 @@ class TablePusher:
                     held = await self._get(session, "/configuration/versions")
                 except NginxUnavailableError:
                     for name in DYNAMIC_TABLES:
-                        version, body = self._whole(tables[name])
+                        version, body = self._whole(name, tables[name])
                         await self._state.keep_whole(name, version=version, body=body)
                     raise
                 for name in DYNAMIC_TABLES:  # backends before the routes that may name them
@@ -165,7 +174,7 @@ class TablePusher:
                         if name in DELTA_TABLES and await self._push_delta(session, name, base, delta, table):
                             pushed.append(name)
                             continue
-                    version, body = self._whole(table)
+                    version, body = self._whole(name, table)
                     if held.get(name) != version:
                         self._refused[name] = await self._post(session, f"/configuration/{name}", body=body)
                         pushed.append(name)
@@ -177,26 +186,26 @@ class TablePusher:
                     self._refused = {**await self._get(session, "/configuration/refused"), **self._refused}
             return pushed
 
-    def _delta(self, name: str, table: dict[str, Any]) -> dict[str, Any] | None:
+    def _delta(self, name: str, table: Mapping[str, Any]) -> dict[str, Any] | None:
         """What `table` changes of the one nginx holds (None: nothing)."""
         if name == "certificates":
-            return certificates_delta(self._sent[name], table)
+            return certificates_delta(self._sent[name], table, self._unsent.get(name))
         return table_delta(self._sent[name], table, self._unsent.get(name))
 
     def _sent_now(self, name: str, *, version: str) -> None:
         """nginx holds `_sent[name]` as `version`."""
         self._pushed[name] = version
-        if name in KEYED_TABLES:
+        if name in DELTA_TABLES:
             self._unsent[name] = frozenset()
 
     @staticmethod
-    def _whole(table: dict[str, Any]) -> tuple[str, bytes]:
-        data = canonical_json(table)
+    def _whole(name: str, table: Mapping[str, Any]) -> tuple[str, bytes]:
+        data = canonical_json(_plain(name, table))
         version = hashlib.sha256(data).hexdigest()
         return version, _envelope(version, data)
 
     async def _push_delta(self, session: aiohttp.ClientSession, name: str, base: str, delta: dict[str, Any],
-                          table: dict[str, Any]) -> bool:
+                          table: Mapping[str, Any]) -> bool:
         """Send `delta` (to `table` from version `base`, which nginx holds); False when nginx has moved on and
         the whole table must go."""
         data = canonical_json(delta)
@@ -207,12 +216,12 @@ class TablePusher:
         except _StaleBase:
             return False
         if name in KEYED_TABLES:
-            apply_delta(self._sent[name], delta)
+            apply_delta(self._sent[name], delta)  # type: ignore[arg-type]  # the pusher's own copy (_own), a dict
         else:
             self._sent[name] = table
         self._sent_now(name, version=version)
         if not self._state.append(name, base=base, version=version, delta=body):
-            whole = await asyncio.to_thread(canonical_json, table)
+            whole = await asyncio.to_thread(canonical_json, _plain(name, table))
             await self._state.keep_whole(name, version=version, body=_envelope(version, whole))
         return True
 
@@ -267,6 +276,15 @@ class TablePusher:
             raise NginxPushError(f"nginx took {name} but its answer does not list refused entries: {text!r}") from err
 
 
-def _own(name: str, table: dict[str, Any]) -> dict[str, Any]:
+def _own(name: str, table: Mapping[str, Any]) -> Mapping[str, Any]:
     """What the pusher keeps of a table it sent whole (see TablePusher._sent)."""
     return dict(table) if name in KEYED_TABLES else table
+
+
+def _plain(name: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """`table` as canonical_json writes it: dicts. The model hands out its large tables, and the certificates table's
+    parts, as snapshots of a table it keeps (model/layered.py): a whole push copies them."""
+    if name == "certificates":
+        return {part: dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
+                for part, value in table.items()}
+    return table if isinstance(table, dict) else dict(table)

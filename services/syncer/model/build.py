@@ -40,7 +40,8 @@ from .gateway.tlsroutes import passthrough_beside
 from .ingress_class import IngressClassFilter
 from .problems import Problem
 from .stream_services import stream_services
-from .tls import TlsEntry, TlsSecrets, certificate_for, certificates_table, hsts_header, names_match
+from .kept_tables import KeptTables
+from .tls import TlsEntry, TlsSecrets, certificate_for, hsts_header, names_match
 from .types import CATCH_ALL_HOST, CanaryRoute, ClientAuth, HostRoutes, Model, Route, TableChanges
 
 # pathType → which HostRoutes table the path goes to. ImplementationSpecific is matched as a prefix.
@@ -742,7 +743,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
                    merged: Merged, problems: Iterable[Problem], auth_files: Mapping[str, bytes],
                    ssl_files: Mapping[str, bytes], changed: TableChanges = TableChanges(),
                    gateway_inputs: Mapping[str, dict[str, Any]] | None = None,
-                   gateway: GatewayModel | None = None, joined_routes: Mapping[str, HostRoutes] | None = None) -> Model:
+                   gateway: GatewayModel | None = None, joined_routes: Mapping[str, HostRoutes] | None = None,
+                   kept: KeptTables | None = None) -> Model:
     """The Model of the merged Ingresses (`merged`'s problems come after `problems`), with what depends on the
     whole store: the default backend, TCP and UDP services, auth-keepalive upstreams, DH parameters,
     certificates. Problems are ordered by object (each object's in the order found), so that the order does
@@ -752,10 +754,12 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     part of the model when the caller keeps it (incremental.py), which then marks in `changed` the hosts whose Gateway
     rules changed; else built here, and all its hosts marked changed. `joined_routes`: `merged`'s routes with
     `gateway`'s laid over them (gateway.with_gateway_routes), when the caller keeps them (incremental.py): the
-    model's routes as they are, never changed afterwards (layered.py)."""
+    model's routes as they are, never changed afterwards (layered.py). `kept`: the backends, TLS hosts and
+    certificates of the last model, which the caller keeps (incremental.py) and this one changes at the keys
+    `changed` names (kept_tables.py); else they are made whole."""
+    kept = KeptTables() if kept is None else kept
     problems = [*problems, *merged.problems]
-    backends = dict(merged.backends)
-    beside_routes: set[str] = set()  # the backends added here
+    beside: dict[str, list[str]] = {}  # the backends no route names, added here
     profiles = {DEFAULT_PROFILE: LocationProfile(DEFAULT_PROFILE), **merged.profiles}
     default_certificate = settings.ingress.default_ssl_certificate
     # Made whole here unless the caller keeps it (incremental.py keeps it while nothing it read changes), from
@@ -769,12 +773,10 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     problems.extend(gateway.problems)
     profiles.update(gateway.profiles)
     ssl_files = {**ssl_files, **gateway.ssl_files}  # BackendTLSPolicies' CAs (their profiles name them)
-    backends.update(gateway.backends)
-    beside_routes.update(gateway.backends)
+    beside.update(gateway.backends)
     routes = (joined_routes if joined_routes is not None else
               with_gateway_routes(merged.routes, gateway.routes, redirect_code=config.server.redirect_code,
                                   no_tls_redirect=config.server.no_tls_redirect_locations))
-    tls_secrets = {**gateway.tls_secrets, **merged.tls_secrets}  # a host's Ingress certificate first
     # TLSRoutes pass through only hosts that no Ingress names and no HTTPS listener's route serves (docs/gateway-api.md)
     # A ChainMap looks a host up in both: a set of both tables' hosts was made at each change (O(hosts)).
     tls_routes, passthrough_problems = passthrough_beside(gateway.passthrough,
@@ -790,8 +792,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
             problems.append(Problem.warning(f"--default-backend-service {settings.ingress.default_backend_service}",
                                             f"{default.problem}; the built-in 404 answers instead"))
         else:
-            backends[default.name] = list(default.endpoints)
-            beside_routes.add(default.name)
+            beside[default.name] = list(default.endpoints)
     streams = stream_services(store, settings, resolver)
     problems.extend(streams.problems)
     gateway_ports, port_problems = ports_beside_streams(
@@ -800,8 +801,7 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     for profile in profiles.values():
         if profile.external_auth and profile.external_auth.keepalive:
             # The upstream of auth-keepalive balances over this backend (a name is resolved at each push).
-            backends[auth_upstream(profile.name)] = [auth_endpoint(profile.external_auth)]
-            beside_routes.add(auth_upstream(profile.name))
+            beside[auth_upstream(profile.name)] = [auth_endpoint(profile.external_auth)]
     dh, server = None, config.server
     if config.ssl_dh_param:
         dh, problem = dh_param(store, config.ssl_dh_param)
@@ -813,6 +813,12 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
         server = replace(server, ssl_session_ticket_key=ticket_key_file(config.ssl_session_ticket_key))
         ssl_files = {**ssl_files, server.ssl_session_ticket_key: config.ssl_session_ticket_key}
     problems.sort(key=lambda problem: problem.object)
+    beside_routes = frozenset(beside)
+    changed_routes = None if changed.routes is None else changed.routes | gateway_hosts
+    changed_backends = None if changed.backends is None else changed.backends | beside_routes
+    tls_secrets, certificates, changed_certificates = kept.tls_of(
+        secrets, ingress_tls=merged.tls_secrets, gateway_tls=gateway.tls_secrets, touched=changed_routes,
+        default_certificate=default_certificate)
     return Model(
         config=NginxConfig(
             http_port=settings.ports.http, https_port=settings.ports.https,
@@ -832,21 +838,19 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
         ),
         configmap_accepted=config.accepted,
         routes=routes,
-        backends=backends,
+        backends=kept.backends_of(merged.backends, beside, changed_backends),
         passthrough={**tls_routes, **merged.passthrough},
         stream_endpoints=streams.endpoints,
         dh_param=dh,
-        tls_secrets=dict(sorted(tls_secrets.items())),
+        tls_secrets=tls_secrets,
         auth_files=_used_auth_files(auth_files, profiles.values()),
         ssl_files={name: content for name, content in ssl_files.items()
                    if name == server.ssl_session_ticket_key or any(p.backend_tls and name in (p.backend_tls.ca_file, p.backend_tls.cert_file)
                           for p in profiles.values())},
-        certificates=certificates_table(secrets, tls_secrets=tls_secrets,
-                                        default_certificate=default_certificate),
+        certificates=certificates,
         use_proxy_protocol=config.use_proxy_protocol,
         problems=problems,
-        changed=TableChanges(None if changed.routes is None else changed.routes | gateway_hosts, None if changed.backends is None else changed.backends | beside_routes,
-                             frozenset(beside_routes)),
+        changed=TableChanges(changed_routes, changed_backends, beside_routes, certificates=changed_certificates),
     )
 
 

@@ -41,6 +41,7 @@ from .gateway.build import joined_entries
 from .gateway.kept_routes import Work
 from .gateway.objects import GATEWAY_KINDS
 from .ingress_class import IngressClassFilter
+from .kept_tables import KeptTables
 from .problems import Problem
 from .tls import TlsSecrets
 from .layered import Layered
@@ -301,6 +302,8 @@ class IncrementalModel:
         # The Ingresses' routes with the Gateway rules laid over them, made again host by host as they change: each
         # model's routes (layered.py).
         self._joined: Layered[str, HostRoutes] = Layered()
+        # The last model's backends, TLS hosts and certificates, changed at the keys a change touches (kept_tables.py).
+        self.kept = KeptTables()
         self._plans: dict[str, _PlanEntry] = {}
         self._plans_reading = _Dependents()  # store key → plans whose planning read it
         self._by_name = _Dependents()  # host name → planned Ingresses naming it
@@ -578,7 +581,8 @@ class IncrementalModel:
         model = assemble_model(store, settings=self.settings, config=self._cluster.config, secrets=self._secrets,
                                resolver=resolver, merged=self._totals.joined(group_problems), problems=problems,
                                auth_files=auth_files, ssl_files=ssl_files, changed=changed,
-                               gateway_inputs=self._gateway_inputs, gateway=gateway, joined_routes=self._joined)
+                               gateway_inputs=self._gateway_inputs, gateway=gateway, joined_routes=self._joined,
+                               kept=self.kept)
         self._beside_routes = model.changed.beside_routes
         return model
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import functools
-import operator
 import ssl
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .configmap import ControllerConfig
+from .layered import Layered
 from .openssl import certificate_problem, decode_certificate
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
@@ -173,65 +174,89 @@ def hsts_header(config: ControllerConfig) -> str | None:
     return value
 
 
-def certificates_table(secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, tls_secrets: Mapping[str, str],
-                       default_certificate: str | None) -> dict[str, Any]:
-    """The table nginx's SNI selection reads: PEMs by Secret, host → Secret, and the default certificate.
+class CertificatesTable:
+    """The table nginx's SNI selection reads: PEMs by Secret ("certs"), host → Secret ("hosts"), and the default
+    certificate ("default"), kept from one model to the next (kept_tables.py).
 
-    Hosts without an entry get the default (--default-ssl-certificate when usable, else nginx's
-    generated fake certificate). Whether a key matches its certificate is checked when nginx loads them.
-    """
-    global _last_made
-    refs = set(tls_secrets.values())
-    default = default_certificate if default_certificate and secret_problem(
-        secrets.get(_secret_key(default_certificate))) is None else None
-    if default:
-        refs.add(default)
-    last = _last_made
-    if last is not None and refs == last.refs:
-        # The same Secrets: their data read in C (map), and compared with the last by identity (the store replaces
-        # an object that changes). Made in a Python loop at every change, this took 45-90 ms at 10,000 certificates.
-        datas = list(map(_DATA, map(secrets.__getitem__, last.keys)))
-        if datas == last.datas:
-            certs = last.certs
-        else:  # a Secret replaced: its entry made again
-            certs = dict(last.certs)
-            for ref, data, before in zip(last.refs_listed, datas, last.datas):
-                if data is not before:
-                    certs[ref] = _pems(data["tls.crt"], data["tls.key"])
-        hosts = last.hosts if tls_secrets == last.hosts else dict(tls_secrets)
-    else:
-        refs_listed = sorted(refs)
-        keys = [_secret_key(ref) for ref in refs_listed]
-        datas = [secrets[key]["data"] for key in keys]
-        certs = {ref: _pems(data["tls.crt"], data["tls.key"]) for ref, data in zip(refs_listed, datas)}
-        hosts = dict(tls_secrets)
-        last = _Made(refs=refs, refs_listed=refs_listed, keys=keys, datas=datas, certs=certs, hosts=hosts)
-    _last_made = replace(last, datas=datas, certs=certs, hosts=hosts)
-    return {"certs": certs, "hosts": hosts, "default": default}
+    Hosts without an entry get the default (--default-ssl-certificate when usable, else nginx's generated fake
+    certificate). Whether a key matches its certificate is checked when nginx loads them. A step makes again the
+    entries of the Secrets its TLS hosts took or left, and of those replaced in the store among the Secrets of the
+    hosts it looked at: made whole at every change, with a set, a sort and a comparison of every entry, the table
+    cost 15-45 ms a change at 10,000 certificates."""
+
+    def __init__(self) -> None:
+        self._users: dict[str, int] = {}  # Secret → the TLS hosts naming it, and 1 more while it is the default
+        self._made_of: dict[str, Any] = {}  # Secret → the data (a store object's) its entry was made from
+        self._certs: Layered[str, dict[str, str]] = Layered()
+        self._default: str | None = None
+        self.entries_made = 0  # certificate entries made (not kept), for the tests that count a change's work
+
+    def whole(self, secrets: Mapping[tuple[str, str], Mapping[str, Any]], hosts: Mapping[str, str], *,
+              default_certificate: str | None) -> dict[str, Any]:
+        """The table of the TLS hosts `hosts` (host → "namespace/name" of a usable Secret), made whole."""
+        default = _usable_default(secrets, default_certificate)
+        users = collections.Counter(hosts.values())
+        if default:
+            users[default] += 1
+        self._made_of = {}
+        certs = {ref: self._made(secrets, ref) for ref in users}
+        self._users, self._certs, self._default = dict(users), Layered(dict(certs)), default
+        return {"certs": certs, "hosts": hosts, "default": default}
+
+    def step(self, secrets: Mapping[tuple[str, str], Mapping[str, Any]], *, hosts: Mapping[str, str],
+             before: Mapping[str, str], looked: Iterable[str],
+             default_certificate: str | None) -> tuple[dict[str, Any], frozenset[str]]:
+        """The table of `hosts`, which differs from `before` (the last step's) only at the hosts `looked` at; and its
+        keys that changed ("certs/<Secret>", "hosts/<host>", "default"), as the certificates delta names them."""
+        default = _usable_default(secrets, default_certificate)
+        uses: collections.Counter[str] = collections.Counter()
+        changed: set[str] = set()
+        checked = {default} if default else set()  # Secrets whose store object may have been replaced
+        for host in looked:
+            old, new = before.get(host), hosts.get(host)
+            if new is not None:
+                checked.add(new)
+            if old != new:
+                changed.add(f"hosts/{host}")
+                uses.update({ref: step for ref, step in ((old, -1), (new, 1)) if ref is not None})
+        if default != self._default:
+            changed.add("default")
+            uses.update({ref: step for ref, step in ((self._default, -1), (default, 1)) if ref is not None})
+        entries: dict[str, dict[str, str] | None] = {}
+        for ref, use in uses.items():
+            was = self._users.get(ref, 0)
+            if was + use > 0:
+                self._users[ref] = was + use
+                if not was:
+                    entries[ref] = self._made(secrets, ref)
+            elif was:
+                del self._users[ref], self._made_of[ref]
+                entries[ref] = None
+        for ref in checked - entries.keys():
+            if secrets[_secret_key(ref)]["data"] is not self._made_of[ref]:
+                entries[ref] = self._made(secrets, ref)
+        self._certs, self._default = self._certs.changed(entries), default
+        changed.update(f"certs/{ref}" for ref in entries)
+        return {"certs": self._certs, "hosts": hosts, "default": default}, frozenset(changed)
+
+    def _made(self, secrets: Mapping[tuple[str, str], Mapping[str, Any]], ref: str) -> dict[str, str]:
+        data = self._made_of[ref] = secrets[_secret_key(ref)]["data"]
+        self.entries_made += 1
+        return _pems(data["tls.crt"], data["tls.key"])
 
 
-@dataclass(frozen=True)
-class _Made:
-    """The certificates table made last (its "certs" and "hosts", never changed once made) and what it was made of:
-    the Secrets it names ("namespace/name", also listed in order with their store keys) and their data objects."""
-    refs: set[str]
-    refs_listed: list[str]
-    keys: list[tuple[str, str]]
-    datas: list[Any]
-    certs: dict[str, Any]
-    hosts: dict[str, str]
-
-
-# One table kept: the syncer makes one model after another (another caller's table only makes the next one whole).
-_last_made: _Made | None = None
-_DATA = operator.itemgetter("data")
+def _usable_default(secrets: Mapping[tuple[str, str], Mapping[str, Any]], default_certificate: str | None) -> str | None:
+    """--default-ssl-certificate when its Secret is usable, else None (nginx's generated fake certificate)."""
+    if default_certificate and secret_problem(secrets.get(_secret_key(default_certificate))) is None:
+        return default_certificate
+    return None
 
 
 @functools.lru_cache(maxsize=1 << 17)
 def _pems(cert_base64: str, key_base64: str) -> dict[str, str]:
-    """A Secret's certificate and key as the certificates table holds them. Kept: the table is made again at every
-    change, and decoding every Secret's PEMs each time cost 0.1 s a change at 3,000 TLS Secrets. The same entry
-    object each time also lets the pusher see an unchanged table by identity. Bounded: 131,072 Secrets."""
+    """A Secret's certificate and key as the certificates table holds them. Kept: a Secret replaced by an equal one (a
+    relist) gives the same entry object, which the pusher sees unchanged by identity; and a table made whole (a model
+    built afresh) decodes no PEMs again. Bounded: 131,072 Secrets."""
     return {"cert": base64.b64decode(cert_base64).decode("ascii", "replace"),
             "key": base64.b64decode(key_base64).decode("ascii", "replace")}
 

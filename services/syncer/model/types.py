@@ -142,21 +142,24 @@ CATCH_ALL_HOST = "_"
 
 @dataclass(frozen=True)
 class TableChanges:
-    """Which entries of a model's routes and backends may differ from the model its builder returned before
-    (incremental.py), so that what pushes the tables looks at those keys only; None: any entry may."""
+    """Which entries of a model's routes, backends and certificates may differ from the model its builder returned
+    before (incremental.py), so that what pushes the tables looks at those keys only; None: any entry may."""
     routes: ChangedKeys = None
     backends: ChangedKeys = None
     # The backends no route names, which the model adds beside the routes' own (the default backend, the upstream
     # of each auth-keepalive profile): the next build marks them changed too, in case they are gone by then.
     beside_routes: frozenset[str] = frozenset()
+    # The certificates table's entries, named as its delta names them: "certs/<Secret>", "hosts/<host>", "default".
+    certificates: ChangedKeys = None
 
     def then(self, later: TableChanges) -> TableChanges:
         """The changes of this model and then of `later`, one after the other."""
         return TableChanges(changed_keys.union(self.routes, later.routes),
-                            changed_keys.union(self.backends, later.backends), later.beside_routes)
+                            changed_keys.union(self.backends, later.backends), later.beside_routes,
+                            changed_keys.union(self.certificates, later.certificates))
 
 
-NOTHING_CHANGED = TableChanges(frozenset(), frozenset())
+NOTHING_CHANGED = TableChanges(frozenset(), frozenset(), certificates=frozenset())
 
 
 @dataclass(kw_only=True)
@@ -164,15 +167,16 @@ class Model:
     config: NginxConfig
     # host (lowercase, "*.x" wildcard, "_") → routes; from the incremental model, a snapshot (layered.py), never changed
     routes: Mapping[str, HostRoutes] = field(default_factory=dict)
-    backends: dict[str, list[str]] = field(default_factory=dict)  # backend name → ["ip:port", ...] (ready only)
+    # backend name → ["ip:port", ...] (ready only); from the incremental model, a snapshot (layered.py), never changed
+    backends: Mapping[str, list[str]] = field(default_factory=dict)
     # SNI host (exact or "*.x") → ["ip:port", ...], or the proxy's other entries (services/proxy/table.py's format)
     passthrough: dict[str, Any] = field(default_factory=dict)
     # TCP and UDP services: the backend of each stream server (NginxConfig.stream_servers) → ["ip:port", ...].
     stream_endpoints: dict[str, list[str]] = field(default_factory=dict)
     # Host with tls → "namespace/name" of the kubernetes.io/tls Secret that holds its certificate
-    # (present with valid base64 tls.crt/tls.key; whoever fills `certificates` loads them from here).
-    tls_secrets: dict[str, str] = field(default_factory=dict)
-    # Certificates for SNI selection inside nginx (the Lua's certificates table format).
+    # (present with valid base64 tls.crt/tls.key; whoever fills `certificates` loads them from here). A snapshot too.
+    tls_secrets: Mapping[str, str] = field(default_factory=dict)
+    # Certificates for SNI selection inside nginx (the Lua's certificates table format; tls.py CertificatesTable).
     certificates: dict[str, Any] = field(default_factory=dict)
     # htpasswd (htdigest) file name → content, for basic (digest) authentication (nginx_apply/worker_files.py
     # writes them where nginx reads them). Password hashes: never printed, logged or published.

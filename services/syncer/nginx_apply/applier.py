@@ -19,7 +19,7 @@ from services.nginxconf.modsecurity import log_files
 from services.nginxconf.paths import STREAM_ENDPOINTS_FILE, NginxPaths
 from services.nginxconf.reload import NginxReloader, NginxReloadError
 from services.nginxconf.render import render
-from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher
+from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher, certificates_delta
 from services.nginxconf.template import Template
 from services.syncer.model.configmap_snippets import snippets_of, with_snippets
 from services.syncer.model.problems import Problem
@@ -37,7 +37,8 @@ from .worker_files import WorkerFiles, remove_others_root_only, write_root_only
 log = logging.getLogger("syncer")
 
 # A push of the same tables: nothing in them changed since the last (nginx lost them, and gets them whole).
-NOTHING_CHANGED_KEYS: dict[str, ChangedKeys] = {"routes": frozenset(), "backends": frozenset()}
+NOTHING_CHANGED_KEYS: dict[str, ChangedKeys] = {"routes": frozenset(), "backends": frozenset(),
+                                                "certificates": frozenset()}
 
 # Each location profile is a named location in nginx.conf (templates/nginx.conf.j2).
 PROFILE_LOCATION = re.compile(r"^\s*location @profile_(\S+) \{", re.MULTILINE)
@@ -345,12 +346,11 @@ class NginxApplier:
                     raw[host], json[host] = data, json_fragment(data)
                     routes_moved = True
         return ({"routes": json, "backends": model.backends, "certificates": model.certificates},
-                {"routes": hosts, "backends": changed.backends}, routes_moved)
+                {"routes": hosts, "backends": changed.backends, "certificates": changed.certificates}, routes_moved)
 
     def _differs(self, tables: dict[str, Any], changed: dict[str, ChangedKeys]) -> bool:
-        """Whether the backends or certificates of `tables` differ from those last pushed: at the backends `changed`
-        names only (any: compared whole); the certificates compared whole, their entries kept from one model to the
-        next by identity (model/tls.py)."""
+        """Whether the backends or certificates of `tables` differ from those last pushed: at the keys `changed`
+        names only (any: compared whole, their entries kept from one model to the next by identity)."""
         last = self.tables
         if last is None:
             return True
@@ -358,7 +358,8 @@ class NginxApplier:
         if backends is not before and (backends != before if keys is None
                                        else any(backends.get(key) != before.get(key) for key in keys)):
             return True
-        return bool(tables["certificates"] != last["certificates"])
+        certificates, before = tables["certificates"], last["certificates"]
+        return certificates is not before and certificates_delta(before, certificates, changed["certificates"]) is not None
 
     def _servable(self, host: str, host_routes: dict[str, Any]) -> dict[str, Any]:
         """A route whose profile nginx has not loaded cannot be served with the settings its Ingress asked for.

@@ -8,7 +8,7 @@ have changed: the first model, or one built afresh), so that the work of one cha
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from services.syncer.model.types import HostRoutes, Model
 
@@ -66,7 +66,7 @@ class RoutedIngresses:
         for orphan in self._host_orphans.pop(host, ()):
             _decrement(self.orphans, orphan, None)
 
-    def _learn(self, host: str, host_routes: HostRoutes, backends: dict[str, list[str]]) -> None:
+    def _learn(self, host: str, host_routes: HostRoutes, backends: Mapping[str, list[str]]) -> None:
         entries = tuple((route.ingress, route.backend) for route in _routes_of(host_routes) if route.ingress)
         orphans = []
         for ingress, backend in entries:

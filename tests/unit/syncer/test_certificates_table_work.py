@@ -20,19 +20,22 @@ def test_only_the_replaced_secrets_are_read_again(monkeypatch):
     made = []
     real_pems = tls._pems
     monkeypatch.setattr(tls, "_pems", lambda crt, key: made.append(crt) or real_pems(crt, key))
-    first = tls.certificates_table(secrets, tls_secrets=hosts, default_certificate=None)
+    table = tls.CertificatesTable()
+    first = table.whole(secrets, hosts, default_certificate=None)
     assert len(made) == CERTIFICATES
 
     del made[:]
-    again = tls.certificates_table(secrets, tls_secrets=dict(hosts), default_certificate=None)
-    assert made == [] and again == first
+    again, changed = table.step(secrets, hosts=hosts, before=hosts, looked=(), default_certificate=None)
+    assert made == [] and again == first and changed == frozenset()
 
     secrets[("ns", "tls-7")] = secret("certificate 7, renewed")
-    rotated = tls.certificates_table(secrets, tls_secrets=dict(hosts), default_certificate=None)
+    rotated, changed = table.step(secrets, hosts=hosts, before=hosts, looked=["h7.example"], default_certificate=None)
     assert len(made) == 1 and rotated["certs"]["ns/tls-7"]["cert"] == "certificate 7, renewed"
-    assert rotated["certs"]["ns/tls-8"] is first["certs"]["ns/tls-8"]
+    assert rotated["certs"]["ns/tls-8"] is first["certs"]["ns/tls-8"] and changed == {"certs/ns/tls-7"}
 
     del made[:]
     secrets[("ns", "added")] = secret("added")
-    added = tls.certificates_table(secrets, tls_secrets={**hosts, "added.example": "ns/added"}, default_certificate=None)
+    more = {**hosts, "added.example": "ns/added"}
+    added, changed = table.step(secrets, hosts=more, before=hosts, looked=["added.example"], default_certificate=None)
     assert set(added["certs"]) == set(first["certs"]) | {"ns/added"} and added["hosts"]["added.example"] == "ns/added"
+    assert len(made) == 1 and changed == {"certs/ns/added", "hosts/added.example"}

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from services.common.objects import object_key
 from services.common.settings import Settings
 from services.nginxconf.prefix import make_self_signed
+from services.nginxconf.tables import certificates_delta
 from services.syncer.model.build import build_model
 from services.syncer.model.incremental import IncrementalModel
 from tests.support import gateway_objects
@@ -208,6 +209,9 @@ def follow_and_compare(store: dict[str, dict[str, Any]], steps: list[list[tuple[
             before, after = getattr(previous, table), getattr(model, table)
             if marked is not None:
                 assert {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)} <= marked
+        if model.changed.certificates is not None:
+            delta = certificates_delta(previous.certificates, model.certificates) or {"set": {}, "delete": []}
+            assert {*delta["set"], *delta["delete"]} <= model.changed.certificates
         previous = model
 
 

@@ -62,8 +62,5 @@ def _lines_of_one_change(n: int) -> collections.Counter[str]:
 def test_one_ingress_change_runs_the_same_python_at_any_cluster_size():
     small, large = _lines_of_one_change(40), _lines_of_one_change(80)
     assert large[base64.__file__] == 0  # no certificate decoded again
-    # The certificates table is still made whole at each change: a pass over the TLS hosts' entries, each already
-    # decoded (a few ms at 10,000); everything else is flat.
-    tls_file = sys.modules["services.syncer.model.tls"].__file__
-    grown = {name: (small[name], count) for name, count in large.items() if count != small[name] and name != tls_file}
+    grown = {name: (small[name], count) for name, count in large.items() if count != small[name]}
     assert grown == {}
