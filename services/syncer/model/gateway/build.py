@@ -81,13 +81,14 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
     for key in keys:
         if (old := kept.records.get(key)) is not None and not whole:
             _forget_actions(kept.tables, old)
-        changed_hosts |= kept.forget(key)
+        changed_hosts |= kept.forget(key) | _claims_over_tls(old, kept)
         tls_changed = tls_changed or key[0] == "TLSRoute"
         route = _routes(objects, key[0]).get((key[1], key[2]))
         if route is None:
             kept.plans.forget(key)
             continue
-        changed_hosts |= kept.add(_record(key, route, frame=frame, kept=kept, objects=objects))
+        record = _record(key, route, frame=frame, kept=kept, objects=objects)
+        changed_hosts |= kept.add(record) | _claims_over_tls(record, kept)
     if whole:
         kept.plans.forget_unseen()
     made_hosts = _tables(kept, frame, None if whole else changed_hosts, resolver=resolver, owners=owners,
@@ -118,6 +119,14 @@ def _changed_routes(changed: Collection[str] | None) -> list[RouteKey] | None:
             return None
         keys.append((kind, namespace, name))
     return keys
+
+
+def _claims_over_tls(record: RouteRecord | None, kept: GatewayKept) -> set[str]:
+    """A TLSRoute's hosts that routes are tabled for: their entries change with its Gateway's claim on them
+    (tables.host_gateways)."""
+    if record is None or record.key[0] != "TLSRoute":
+        return set()
+    return {host for attachment in record.attachments for host in attachment.hosts if kept.routes_of((host,))}
 
 
 def _routes(objects: GatewayObjects, kind: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -192,9 +201,11 @@ def _tables(kept: GatewayKept, frame: Frame, changed_hosts: set[str] | None, *, 
     # Which Gateway each host of these routes belongs to, from every route tabled for it (these are not all of them
     # when only some hosts are made again).
     hosts = {host for record in records for host in record.hosts}
-    claimants = records if changed_hosts is None else kept.routes_of(hosts)
+    claimants = [*(records if changed_hosts is None else kept.routes_of(hosts)), *kept.tls_routes()]
     claimed = host_gateways([(record.plan, record.attachments) for record in claimants if record.plan is not None],
-                            hosts, listeners=frame.listeners, ingress_owners=owners)
+                            hosts, listeners=frame.listeners, ingress_owners=owners, gateway_orders={
+                                f"{namespace}/{name}": creation_order(gateway, namespace=namespace, name=name)
+                                for (namespace, name), gateway in frame.objects.gateways.items()})
     made = gateway_tables(attached, listeners=frame.listeners, resolver=resolver, ingress_owners=owners,
                           kept=scratch, upstream_tls=backend_tls, claimed=claimed)
     if scratch is not kept.tables:

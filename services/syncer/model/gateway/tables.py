@@ -13,9 +13,12 @@ wildcard, then none), as the spec sends a request to the most specific listener.
 its own carries that port, and gateway.lua takes it only for a request that came on it.
 
 Gateways of different namespaces share the controller's addresses, so a host name on a port belongs to one of them:
-the oldest Gateway whose routes are tabled for that very name there (host_gateways); the listeners of Gateways of
-other namespaces do not serve it, however precisely their hostname matches it (a tenant's newer Gateway cannot take a
-host from an older one of another namespace), and their routes naming it are warned.
+the Gateway of the oldest claim on it (host_gateways): a listener whose hostname takes it, as old as its Gateway, or a
+route naming it through a listener without one, as old as the route. The listeners of Gateways of other namespaces
+do not serve it, however precisely their hostname matches it (a tenant's newer Gateway cannot take a host from an
+older one of another namespace, nor a tenant's route on a shared Gateway one that another namespace's listener names),
+and their routes naming it are warned. Over TLS "there" is every port:
+a host has one certificate, whatever the port, and its TLSRoute (TLS listeners) or its HTTPS routes take its SNI.
 
 TablesKept keeps each rule's action and each host's entry from one build to the next: an action is made again only
 when its route's plan is another object (route_plans.py keeps unchanged ones) or a Service it resolved resolves
@@ -25,6 +28,7 @@ host's entry again took 0.9 s of each build).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Collection, Iterable, Mapping
 
 from services.nginxconf import table_schema
@@ -111,34 +115,53 @@ class TablesKept:
         self.hosts: dict[str, _Host] = {}
 
 
-HostPort = tuple[str, tuple[str, int | None]]  # a host name on a listener's port (Listener.port_key)
+HostPort = tuple[str, tuple[str, int | None]]  # a host name on a listener's port (_claim_port)
+Order = tuple[datetime, str]  # creation.py's
 
 
 def host_gateways(attached: Iterable[tuple[RoutePlan, list[Attachment]]], hosts: Collection[str], *,
-                  listeners: list[Listener], ingress_owners: Mapping[str, str]) -> dict[HostPort, str]:
-    """Of `hosts` (not "_"), each on each port its routes are tabled for it: the Gateway ("namespace/name") it belongs
-    to, the oldest (`listeners` are the oldest Gateway's first) of those whose routes are. `attached`: every route
-    tabled for those hosts; a route the host's Ingress owner keeps out does not count."""
-    order: dict[str, int] = {}
+                  listeners: list[Listener], gateway_orders: Mapping[str, Order],
+                  ingress_owners: Mapping[str, str]) -> dict[HostPort, str]:
+    """Of `hosts` (not "_"), each on each port: the Gateway ("namespace/name") it belongs to, that of the oldest claim
+    on it there. A listener whose hostname takes the host claims it as old as its Gateway (`gateway_orders`:
+    creation.py's); a route tabled for that very name claims it for the Gateway of its listener as old as the younger
+    of the two (what counts through a listener without hostname). `attached`: every route tabled for those hosts, and
+    the TLSRoutes attached with them; a route the host's Ingress owner keeps out does not claim it."""
+    found: dict[HostPort, tuple[Order, str]] = {}
+
+    def claim(host: str, listener: Listener, order: Order) -> None:
+        key = (host, _claim_port(listener))
+        if key not in found or (order, listener.gateway) < found[key]:
+            found[key] = (order, listener.gateway)
+    named: dict[str, list[Listener]] = {}  # a hostname → the listeners with it
     for listener in listeners:
-        order.setdefault(listener.gateway, len(order))
-    found: dict[HostPort, str] = {}
+        if listener.hostname is not None:
+            named.setdefault(listener.hostname, []).append(listener)
+    for host in hosts:
+        if host == CATCH_ALL_HOST:
+            continue
+        labels = host.split(".")
+        for name in {host, *(f"*.{'.'.join(labels[i:])}" for i in range(1, len(labels)))}:  # its name, its wildcards
+            for listener in named.get(name, ()):
+                if specificity(listener.hostname, host) > 0:
+                    claim(host, listener, gateway_orders[listener.gateway])
     for plan, attachments in attached:
         for attachment in attachments:
-            gateway = attachment.listener.gateway
             for host in attachment.hosts:
                 owner = ingress_owners.get(host)
-                if host == CATCH_ALL_HOST or host not in hosts or (owner is not None and owner != plan.namespace):
-                    continue
-                key = (host, attachment.listener.port_key)
-                if key not in found or order.get(gateway, len(order)) < order.get(found[key], len(order)):
-                    found[key] = gateway
-    return found
+                if host != CATCH_ALL_HOST and host in hosts and (owner is None or owner == plan.namespace):
+                    claim(host, attachment.listener, max(plan.order, gateway_orders[attachment.listener.gateway]))
+    return {key: gateway for key, (_, gateway) in found.items()}
+
+
+def _claim_port(listener: Listener) -> tuple[str, int | None]:
+    """Where a listener's routes claim their hosts: its port; every port over TLS (one certificate a host)."""
+    return ("tls", None) if listener.scheme in ("https", "tls") else listener.port_key
 
 
 def _serves(claimed: Mapping[HostPort, str], host: str, listener: Listener) -> bool:
     """Whether `listener` may serve `host`: no Gateway of another namespace has the host on its port."""
-    gateway = claimed.get((host, listener.port_key))
+    gateway = claimed.get((host, _claim_port(listener)))
     return gateway is None or gateway.partition("/")[0] == listener.gateway_namespace
 
 
@@ -150,11 +173,8 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
     an Ingress of another namespace cannot take its certificate or redirects, a route cannot take its paths). `kept`:
     the last build's actions and host entries, updated to this build's. `upstream_tls`: the BackendTLSPolicies and the
     routes' backend client certificates. `claimed`: the Gateway each host of `attached` belongs to on each port
-    (host_gateways, of every route tabled for it); None: made here from `attached`."""
-    attached = list(attached)
-    if claimed is None:
-        claimed = host_gateways(attached, {host for _, attachments in attached for a in attachments for host in a.hosts},
-                                listeners=listeners, ingress_owners=ingress_owners)
+    (host_gateways, from every route tabled for it); none: any Gateway's listener serves any host."""
+    claimed = {} if claimed is None else claimed
     kept = TablesKept() if kept is None else kept
     tables = GatewayTables()
     by_host: dict[str, list[_Candidate]] = {}
@@ -169,7 +189,7 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
                 if not _serves(claimed, host, attachment.listener):
                     tables.warnings.append((f"{plan.kind} {plan.ref}", (
                         f"host {host} on port {attachment.listener.port} belongs to Gateway "
-                        f"{claimed[host, attachment.listener.port_key]}, the oldest whose routes name it there; "
+                        f"{claimed[host, _claim_port(attachment.listener)]}, which claimed it first there; "
                         f"{attachment.listener.where}, of another namespace, does not serve it: use another host "
                         "name")))
                     continue

@@ -6,6 +6,8 @@ declares a listener on a port another namespace's older Gateway serves, or as ma
 not take them from it."""
 from typing import Any
 
+import pytest
+
 from services.common.objects import object_key
 from services.syncer.model.build import StoreIndex, build_model
 from services.syncer.model.gateway.listeners import MAX_OWN_PORTS, OWN_PORTS_PER_NAMESPACE
@@ -201,9 +203,9 @@ def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_more_spe
     model = gw.build()
     assert backends_of(gw, model, "shop.example.com") == ["team-b-web-80"]
     assert gw.warnings(model) == [
-        "warning: HTTPRoute a-attacker/grab: host shop.example.com on port 80 belongs to Gateway team-b/shop, the "
-        "oldest whose routes name it there; Gateway a-attacker/grab listener web, of another namespace, does not "
-        "serve it: use another host name"]
+        "warning: HTTPRoute a-attacker/grab: host shop.example.com on port 80 belongs to Gateway team-b/shop, which "
+        "claimed it first there; Gateway a-attacker/grab listener web, of another namespace, does not serve it: use "
+        "another host name"]
 
 
 def test_a_newer_gateways_listener_without_routes_does_not_blank_an_older_ones_host(gw):
@@ -211,32 +213,40 @@ def test_a_newer_gateways_listener_without_routes_does_not_blank_an_older_ones_h
     assert backends_of(gw, gw.build(), "shop.example.com") == ["team-b-web-80"]
 
 
-def test_a_host_changes_hands_only_with_the_routes_naming_it_and_the_incremental_model_agrees(gw):
-    """Route changes alone are built incrementally: the host's Gateway is decided from every route tabled for it."""
+def test_a_host_named_through_a_listener_without_hostname_changes_hands_with_its_routes(gw):
+    """team-b names shop.example.com through a listener without hostname (its claim is its route's); a-attacker's
+    newer Gateway has a listener for that name. Route changes alone are built incrementally: the host's Gateway is
+    decided from every route tabled for it."""
     o = gw.objects
-    two_tenants(gw, attacker_listener=o.listener("web", hostname="shop.example.com"), attacker_route=False)
-    gw.store["Gateway/a-attacker/grab"]["spec"]["listeners"].append(o.listener("other", hostname="other.example.com"))
+    gw.app_service("web", ns="team-b")
+    gw.app_service("evil", ns="a-attacker", address="10.0.0.66")
+    gateway(gw, "shop", "team-b", o.listener("web"), created="2026-01-01T00:00:00Z")
+    gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                        hostnames=["shop.example.com"], rules=[o.rule(o.backend_ref("web"))],
+                        created="2026-01-02T00:00:00Z"))
+    gateway(gw, "grab", "a-attacker", o.listener("web", hostname="shop.example.com"),
+            o.listener("other", hostname="other.test"), created="2026-06-01T00:00:00Z")
     incremental = IncrementalModel(gw.settings)
     incremental.update(gw.store, None)
     steps = [
         lambda: gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
-                                    hostnames=["shop.example.com", "other.example.com"],
+                                    hostnames=["shop.example.com", "other.test"],
                                     rules=[o.rule(o.backend_ref("evil"))], created=gw.timestamp())),
         lambda: gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
                                     hostnames=["www.example.com"], rules=[o.rule(o.backend_ref("web"))],
-                                    created="2026-01-01T00:00:01Z")),  # team-b gives the host up
+                                    created="2026-01-02T00:00:00Z")),  # team-b gives the host up
     ]
     expected = [["team-b-web-80"], ["a-attacker-evil-80"]]
     for step, backends in zip(steps, expected):
         model = incremental.update(gw.store, {object_key(step())})
         assert model == build_model(gw.store, settings=gw.settings)
         assert backends_of(gw, model, "shop.example.com") == backends
-        assert backends_of(gw, model, "other.example.com") == ["a-attacker-evil-80"]
+        assert backends_of(gw, model, "other.test") == ["a-attacker-evil-80"]
 
 
-def test_a_team_may_still_carve_a_host_out_of_an_older_namespaces_wildcard(gw):
-    """An older Gateway's route for "*.example.com" names no host of its own: a newer Gateway's route for
-    shop.example.com on its exact listener serves it, as the spec's most specific listener."""
+def test_an_older_namespaces_wildcard_listener_keeps_every_name_under_it(gw):
+    """The older Gateway's listener for "*.example.com" claims shop.example.com too, with or without a route naming
+    it: a newer Gateway of another namespace cannot take that name out of it."""
     o = gw.objects
     gw.app_service("web", ns="infra")
     gw.app_service("shop", ns="shop", address="10.0.0.7")
@@ -247,9 +257,46 @@ def test_a_team_may_still_carve_a_host_out_of_an_older_namespaces_wildcard(gw):
     gw.add(o.http_route("shop", ns="shop", parents=[{"name": "own", "namespace": "shop"}],
                         rules=[o.rule(o.backend_ref("shop"))], created=gw.timestamp()))
     model = gw.build()
-    assert backends_of(gw, model, "shop.example.com") == ["shop-shop-80"]
+    assert "shop.example.com" not in model.routes  # the wildcard's entry serves it
     assert backends_of(gw, model, "*.example.com") == ["infra-web-80"]
-    assert gw.warnings(model) == []
+    assert gw.warnings(model) == [
+        "warning: HTTPRoute shop/shop: host shop.example.com on port 80 belongs to Gateway infra/public, which claimed "
+        "it first there; Gateway shop/own listener web, of another namespace, does not serve it: use another host "
+        "name"]
+
+
+def test_a_shared_gateways_route_keeps_its_host_from_a_newer_tenants_listener(gw):
+    """team-b's route names shop.example.com on infra's shared Gateway (no hostname, every namespace allowed):
+    a-attacker's newer Gateway with a listener for that name does not take it."""
+    o = gw.objects
+    gw.app_service("web", ns="team-b")
+    gateway(gw, "public", "infra", o.listener("web", namespaces={"from": "All"}), created="2026-01-01T00:00:00Z")
+    gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "public", "namespace": "infra"}],
+                        hostnames=["shop.example.com"], rules=[o.rule(o.backend_ref("web"))],
+                        created="2026-01-02T00:00:00Z"))
+    gw.app_service("evil", ns="a-attacker", address="10.0.0.66")
+    gateway(gw, "grab", "a-attacker", o.listener("web", hostname="shop.example.com"), created="2026-06-01T00:00:00Z")
+    gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                        rules=[o.rule(o.backend_ref("evil"))], created="2026-06-02T00:00:00Z"))
+    assert backends_of(gw, gw.build(), "shop.example.com") == ["team-b-web-80"]
+
+
+def test_a_tenants_later_route_on_a_shared_gateway_cannot_take_a_name_another_namespaces_listener_has(gw):
+    """The reverse: shop's Gateway for "*.shop.example" (newer than the shared one) keeps www.shop.example from a
+    tenant's route on the shared Gateway, made after it, also before shop's own route names the host."""
+    o = gw.objects
+    gw.app_service("shop", ns="shop")
+    gw.app_service("tenant", ns="tenant", address="10.0.0.66")
+    gateway(gw, "public", "infra", o.listener("web", namespaces={"from": "All"}), created="2026-01-01T00:00:00Z")
+    gateway(gw, "shop-gw", "shop", o.listener("web", hostname="*.shop.example"), created="2026-02-01T00:00:00Z")
+    gw.add(o.http_route("steal", ns="tenant", parents=[{"name": "public", "namespace": "infra"}],
+                        hostnames=["www.shop.example"], rules=[o.rule(o.backend_ref("tenant"))],
+                        created="2026-03-01T00:00:00Z"))
+    assert "www.shop.example" not in gw.build().routes
+    gw.add(o.http_route("store", ns="shop", parents=[{"name": "shop-gw", "namespace": "shop"}],
+                        hostnames=["www.shop.example"], rules=[o.rule(o.backend_ref("shop"))],
+                        created="2026-04-01T00:00:00Z"))
+    assert backends_of(gw, gw.build(), "www.shop.example") == ["shop-shop-80"]
 
 
 def test_the_host_keeps_the_older_gateways_certificate(gw):
@@ -269,3 +316,86 @@ def test_the_host_keeps_the_older_gateways_certificate(gw):
     model = gw.build()
     assert model.tls_secrets["shop.example.com"] == "team-b/shop-tls"
     assert backends_of(gw, model, "shop.example.com") == ["team-b-web-80"]
+
+
+def passthrough_victim(gw) -> None:
+    """team-b's older Gateway passes secure.example.com through (a TLSRoute), with --enable-ssl-passthrough."""
+    o = gw.objects
+    gw.settings = gw.settings.replace_flags(enable_ssl_passthrough=True)
+    gw.app_service("web", ns="team-b")
+    gateway(gw, "secure", "team-b", o.listener("tls", passthrough=True), created="2026-01-01T00:00:00Z")
+    gw.add(o.tls_route("secure", o.backend_ref("web"), ns="team-b", parents=[{"name": "secure", "namespace": "team-b"}],
+                       hostnames=["secure.example.com"], created=gw.timestamp()))
+
+
+def https_attacker(gw, *, port: int = 443, route: bool = True) -> dict[str, Any] | None:
+    """a-attacker's newer Gateway with an HTTPS listener (on `port`) and, with `route`, a route for
+    secure.example.com (returned)."""
+    o = gw.objects
+    gw.app_service("evil", ns="a-attacker", address="10.0.0.66")
+    gw.certificate("evil-tls", ns="a-attacker", host="secure.example.com")
+    gateway(gw, "grab", "a-attacker", o.listener("tls", port=port, protocol="HTTPS", certificate="evil-tls"),
+            created="2026-06-01T00:00:00Z")
+    if not route:
+        return None
+    return gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                               hostnames=["secure.example.com"], rules=[o.rule(o.backend_ref("evil"))],
+                               created=gw.timestamp()))
+
+
+@pytest.mark.parametrize("port", [443, 8443])
+def test_a_newer_https_gateway_of_another_namespace_cannot_take_an_older_ones_passthrough_host(gw, port):
+    """The older TLS Gateway keeps the host's SNI, on 443 as on a port of their own of the newer Gateway (a host has
+    one certificate): the proxy still passes it through, nginx has no certificate or rules for it. The attacker's
+    route comes as a change alone (built incrementally)."""
+    passthrough_victim(gw)
+    https_attacker(gw, port=port, route=False)
+    incremental = IncrementalModel(gw.settings)
+    incremental.update(gw.store, None)
+    route = gw.add(gw.objects.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                                         hostnames=["secure.example.com"],
+                                         rules=[gw.objects.rule(gw.objects.backend_ref("evil"))],
+                                         created=gw.timestamp()))
+    model = incremental.update(gw.store, {object_key(route)})
+    assert model == build_model(gw.store, settings=gw.settings)
+    assert model.passthrough["secure.example.com"] == ["10.0.0.1:8080"]
+    assert "secure.example.com" not in model.tls_secrets and "secure.example.com" not in model.routes
+    assert gw.warnings(model) == [
+        f"warning: HTTPRoute a-attacker/grab: host secure.example.com on port {port} belongs to Gateway "
+        "team-b/secure, which claimed it first there; Gateway a-attacker/grab listener tls, of another "
+        "namespace, does not serve it: use another host name"]
+
+
+def test_a_tls_route_of_the_older_gateway_takes_its_host_back_from_a_newer_https_one(gw):
+    """The newer Gateway's HTTPS route came first; the older Gateway's TLSRoute, added later (a route change alone,
+    built incrementally), takes the host."""
+    gw.settings = gw.settings.replace_flags(enable_ssl_passthrough=True)
+    gw.app_service("web", ns="team-b")
+    gateway(gw, "secure", "team-b", gw.objects.listener("tls", passthrough=True), created="2026-01-01T00:00:00Z")
+    https_attacker(gw)
+    incremental = IncrementalModel(gw.settings)
+    assert "secure.example.com" in incremental.update(gw.store, None).tls_secrets
+    route = gw.add(gw.objects.tls_route("secure", gw.objects.backend_ref("web"), ns="team-b",
+                                        parents=[{"name": "secure", "namespace": "team-b"}],
+                                        hostnames=["secure.example.com"], created=gw.timestamp()))
+    model = incremental.update(gw.store, {object_key(route)})
+    assert model == build_model(gw.store, settings=gw.settings)
+    assert model.passthrough["secure.example.com"] == ["10.0.0.1:8080"]
+    assert "secure.example.com" not in model.tls_secrets
+    gw.store.pop(object_key(route))
+    model = incremental.update(gw.store, {object_key(route)})
+    assert model == build_model(gw.store, settings=gw.settings)
+    assert "secure.example.com" in model.tls_secrets and "secure.example.com" not in model.passthrough
+
+
+def test_within_a_namespace_an_https_listener_still_comes_before_a_tls_route(gw):
+    passthrough_victim(gw)
+    o = gw.objects
+    gw.certificate("own-tls", ns="team-b", host="secure.example.com")
+    gateway(gw, "web", "team-b", o.listener("tls", port=443, protocol="HTTPS", certificate="own-tls"),
+            created="2026-06-01T00:00:00Z")
+    gw.add(o.http_route("web", ns="team-b", parents=[{"name": "web", "namespace": "team-b"}],
+                        hostnames=["secure.example.com"], rules=[o.rule(o.backend_ref("web"))], created=gw.timestamp()))
+    model = gw.build()
+    assert model.tls_secrets["secure.example.com"] == "team-b/own-tls"
+    assert "secure.example.com" not in model.passthrough
