@@ -11,10 +11,9 @@ other protocol's port) is not available (the spec's reason PortUnavailable), nor
 with the other protocol (ProtocolConflict). Gateways claim what they share oldest first (creation.py), as the spec
 resolves conflicts: a port's protocol is that of its oldest Gateway's listener, whatever the namespaces are called, and
 the ports of their own go first to each namespace's first OWN_PORTS_PER_NAMESPACE, then oldest first (own_port_grants).
-A TLS listener in Passthrough mode is served on the HTTPS port by the
-passthrough proxy (by SNI, for TLSRoutes: tlsroutes.py), and only with --enable-ssl-passthrough, which starts that
-proxy; so is a TLS listener in Terminate mode (the proxy ends TLS with its certificate). TCP and UDP listeners are
-not served.
+A TLS listener in Passthrough mode is served on the HTTPS port by the passthrough proxy (by SNI, for TLSRoutes:
+tlsroutes.py), and only with --enable-ssl-passthrough, which starts that proxy; so is a TLS listener in Terminate mode
+(the proxy ends TLS with its certificate). TCP and UDP listeners are not served.
 """
 from __future__ import annotations
 

@@ -1,0 +1,82 @@
+"""Tenants' Gateways competing for one thing, through the whole controller in API mode (creationTimestamp set by the
+API server) and real nginx: a newer Gateway of a namespace first by name ("a-attacker") asks for a port another
+namespace's older Gateway serves, or for a host it serves, and the older one keeps serving it, the newer one's
+status or problems saying why (services/syncer/model/gateway/listeners.py and tables.py; the model's cases in
+tests/unit/syncer/gateway/test_port_ownership.py)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.e2e.gateway.test_listener_ports import answered_by, expect_on_port
+from tests.e2e.gateway.test_status import TIMESTAMP_RESOLUTION_SECONDS, stage  # noqa: F401
+from tests.e2e.tls.pki import TestCA, tls_secret
+from tests.support import gateway_objects as gw
+from tests.support.gateway_status import conditions, listener_status, observed
+from tests.support.net import free_port, wait_for
+
+
+def gateway_status(stage, name: str, ns: str) -> dict[str, Any]:  # noqa: F811
+    """The Gateway's status once pyngress has written it for its current generation."""
+    found: dict[str, Any] = {}
+
+    def written() -> bool:
+        obj = stage.cluster.read("Gateway", name, ns)
+        found.update(obj.get("status") or {})
+        return bool(found.get("listeners")) and observed(obj, [found, *found["listeners"]])
+    wait_for(written, 15, what=f"Gateway {ns}/{name}'s status")
+    return found
+
+
+def test_a_newer_gateway_of_a_namespace_first_by_name_cannot_take_a_port(stage, tmp_path):  # noqa: F811
+    port = free_port()
+    stage.cluster.apply(*stage.backend("VICTIM-PORT", "victim", namespace="team-b"),
+                        gw.gateway("shop", ns="team-b", listeners=[gw.listener("web", port=port)]),
+                        gw.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                                      hostnames=["shop.example.com"], rules=[gw.rule(gw.backend_ref("victim"))]))
+    expect_on_port(port, "shop.example.com", "VICTIM-PORT")
+    time.sleep(TIMESTAMP_RESOLUTION_SECONDS)  # creationTimestamp is in whole seconds: the attacker's is later
+    ca = TestCA(tmp_path)
+    stage.cluster.apply(tls_secret("evil", ca.issue("shop.example.com"), namespace="a-attacker"),
+                        gw.gateway("grab", ns="a-attacker", listeners=[
+                            gw.listener("steal", port=port, protocol="HTTPS", certificate="evil")]))
+    found: dict = {}
+
+    def refused() -> bool:
+        found.update(listener_status(gateway_status(stage, "grab", ns="a-attacker"), "steal"))
+        return conditions(found).get("Conflicted") == ("True", "ProtocolConflict")
+    wait_for(refused, 20, what="the attacker's listener conflicted")
+    assert conditions(found)["Accepted"] == ("False", "ProtocolConflict")
+    accepted = next(c for c in found["conditions"] if c["type"] == "Accepted")
+    assert accepted["message"] == (f"listener steal: port {port} is served with HTTP for Gateway team-b/shop listener "
+                                   "web (reason ProtocolConflict); use another port")
+    victim = gateway_status(stage, "shop", ns="team-b")
+    assert conditions(victim)["Accepted"] == ("True", "Accepted")
+    assert conditions(victim)["Programmed"] == ("True", "Programmed")
+    assert conditions(listener_status(victim, "web"))["Programmed"] == ("True", "Programmed")
+    for _ in range(10):
+        assert answered_by(port, "shop.example.com") == "VICTIM-PORT"
+
+
+def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_listener_for_it(stage):  # noqa: F811
+    stage.cluster.apply(*stage.backend("VICTIM-HOST", "victim", namespace="team-c"),
+                        gw.gateway("site", ns="team-c", listeners=[gw.listener("web", hostname="*.site.example")]),
+                        gw.http_route("site", ns="team-c", parents=[{"name": "site", "namespace": "team-c"}],
+                                      hostnames=["www.site.example"], rules=[gw.rule(gw.backend_ref("victim"))]))
+    stage.expect_answer("www.site.example", "/", "VICTIM-HOST")
+    time.sleep(TIMESTAMP_RESOLUTION_SECONDS)
+    stage.cluster.apply(*stage.backend("ATTACKER", "evil", namespace="a-attacker"),
+                        gw.gateway("grab-host", ns="a-attacker", listeners=[
+                            gw.listener("web", hostname="www.site.example")]),
+                        gw.http_route("grab-host", ns="a-attacker",
+                                      parents=[{"name": "grab-host", "namespace": "a-attacker"}],
+                                      rules=[gw.rule(gw.backend_ref("evil"))]),
+                        gw.http_route("marker", ns="a-attacker",
+                                      parents=[{"name": "grab-host", "namespace": "a-attacker"}],
+                                      hostnames=["www.site.example", "marker.example"],
+                                      rules=[gw.rule(gw.backend_ref("evil"))]))
+    wait_for(lambda: any("a-attacker/grab-host: host www.site.example on port 80 belongs to Gateway team-c/site"
+                         in problem for problem in stage.controller.problems()), 20,
+             what="the attacker's route warned")
+    for _ in range(10):
+        assert stage.answer("www.site.example", "/")["backend"] == "VICTIM-HOST"
