@@ -98,7 +98,7 @@ class RequestMetricsLayout:
     @property
     def read_variables(self) -> tuple[str, ...]:
         """The nginx variables the histograms observe, each once, in order. nginx.conf joins them, after $status
-        and $request_method, into $pyngress_observed."""
+        and $request_method, into $pg_obs."""
         return tuple(dict.fromkeys(spec.variable for spec, _ in self.histograms))
 
     def lua_config(self) -> dict:

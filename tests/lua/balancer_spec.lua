@@ -20,7 +20,7 @@ describe("balancer", function()
 
     it("goes round the endpoints, one after the other", function()
         for _ = 1, 6 do
-            fake_request.start({ pyngress_balance = "web" })
+            fake_request.start({ pg_bal = "web" })
             balancer.balance()
         end
         local seen = {}
@@ -32,7 +32,7 @@ describe("balancer", function()
     end)
 
     it("takes the endpoint the router chose, and the next one on a retry", function()
-        fake_request.start({ pyngress_balance = "#3 web", pyngress_affinity = "" })
+        fake_request.start({ pg_bal = "#3 web", pyngress_affinity = "" })
         balancer.balance()
         failure = "failed"
         balancer.balance()

@@ -49,14 +49,14 @@ store.define("backends", { entry = entry_of })
 local cursors = setmetatable({}, { __mode = "k" })
 
 -- The backend of `fixed` (an upstream of its own always uses it: auth-keepalive's), else the router's choice in
--- $pyngress_balance: "<backend>", or "#<index> <backend>" when the router chose the endpoint too (affinity.lua,
+-- $pg_bal: "<backend>", or "#<index> <backend>" when the router chose the endpoint too (affinity.lua,
 -- hashing.lua, ewma.lua), or "!<budget> <backend>" for an HTTPRoute rule's retry and timeouts (gateway_budget.lua,
 -- its state the third value); one variable, because each read by name costs the balancer about 500 instructions.
 local function choice(fixed)
     if fixed then
         return fixed, nil
     end
-    local chosen = ngx.var.pyngress_balance
+    local chosen = ngx.var.pg_bal
     local first = byte(chosen, 1)
     if first == BUDGET then
         local backend, budget = gateway_budget.parse(chosen)

@@ -4,7 +4,7 @@ plans them; table_schema.GATEWAY_BUDGET declares the action's "budget" field):
 
     "budget": {"attempts": <retries after the first try>, "request_ms": <deadline>, "backend_ms": <per attempt>}
 
-The router hands a budgeted request to the balancer in $pyngress_balance as "!<attempts> <deadline> <per attempt>
+The router hands a budgeted request to the balancer in $pg_bal as "!<attempts> <deadline> <per attempt>
 <backend>" (the deadline in epoch milliseconds, 0 for none; a variable survives the jump to the profile's location,
 ngx.ctx does not), so that requests without a budget cost the balancer nothing more than a byte compared.
 
@@ -46,7 +46,7 @@ function _M.budget_of(raw, where)
              backend_ms = count_of(raw.backend_ms, where .. " backend_ms") }
 end
 
--- What the router puts in $pyngress_balance for `backend`: the backend alone without a budget.
+-- What the router puts in $pg_bal for `backend`: the backend alone without a budget.
 function _M.choice(budget, backend)
     if not budget then
         return backend

@@ -2,7 +2,7 @@
 Per-request metrics (services/nginxconf/request_metrics.py describes the batch format).
 
 record() runs in the log phase of every request on the public server. It only counts the request's
-$pyngress_observed line (status, method, observed values, labels) in a table keyed by the line: under load most
+$pg_obs line (status, method, observed values, labels) in a table keyed by the line: under load most
 requests repeat a line seen shortly before (times are in milliseconds), so record() costs one variable read and one
 table update. count() parses each distinct line once, folding it into this worker's counts keyed by labels, when
 BATCH_LINES distinct lines wait and before each flush. Once a second (and when the worker exits) the counts go to
@@ -34,7 +34,7 @@ local _M = {}
 
 local pending = {}   -- this worker's counts since its last batch (numbers_for)
 local pending_count = 0
-local lines = new_table(0, BATCH_LINES)  -- $pyngress_observed -> how many requests not counted yet sent it
+local lines = new_table(0, BATCH_LINES)  -- $pg_obs -> how many requests not counted yet sent it
 local line_count = 0  -- distinct lines in `lines`
 local observed = {}  -- one line's value of each observed variable (false: none)
 
@@ -127,7 +127,7 @@ function _M.record()
     if not config then
         return
     end
-    local line = ngx.var.pyngress_observed
+    local line = ngx.var.pg_obs
     if config.per_undefined_host and byte(line, -1) == PIPE then
         -- No labels: a host no Ingress defines, counted under its name (--metrics-per-undefined-host).
         -- Cut to a DNS name's longest: the label is the client's, its length must not be (the collector bounds how
@@ -215,7 +215,7 @@ function _M.host_labels(host)
 end
 
 -- settings.metrics from the rendered layout: each histogram's offset into a key's numbers, and where count_line()
--- finds its value (the place of its variable in $pyngress_observed, after the status and the method).
+-- finds its value (the place of its variable in $pg_obs, after the status and the method).
 function _M.configure(values)
     if not values then
         return nil

@@ -193,6 +193,8 @@ local function host_of(raw, host)
         end
     end
     entry.default = route_of(raw.default, host .. " default", auths, host, "/")
+    -- Its requests are the Ingress's, which never answer 421 (misdirected): decided here, not per request.
+    entry.ingress_paths = entry.default ~= nil or entry.longest_prefix > 0 or next(entry.exact) ~= nil
     if entry.gateway and byte(host, 1) == STAR then
         -- A Gateway API wildcard matches any number of labels, an Ingress one only one: names deeper than one label
         -- get this host's Gateway rules alone (find_host).
@@ -243,10 +245,18 @@ local function default_backend()
     local peers = store.current("backends")[DEFAULT_BACKEND]
     if peers and #peers > 0 then
         local var = ngx.var
-        var.proxy_upstream_name, var.pyngress_balance = DEFAULT_BACKEND, DEFAULT_BACKEND
+        var.proxy_upstream_name, var.pg_bal = DEFAULT_BACKEND, DEFAULT_BACKEND
         return ngx.exec("@profile_default")
     end
     return ngx.exec("@pyngress_default_backend")
+end
+
+-- Whether a request of location profile `profile` can end on an error page: `location /` has the ConfigMap's
+-- custom-http-errors, the profile's location its own list (else the ConfigMap's). Only those pages read
+-- $pyngress_service_port: other requests skip the write (about 600 instructions).
+local function error_pages(profile)
+    local own = settings.error_codes[profile]
+    return next(settings.custom_http_errors) ~= nil or (own ~= nil and next(own) ~= nil)
 end
 
 -- nginx's own 503 page, for a route whose custom-http-errors (its own list) leaves 503 out while the ConfigMap's
@@ -293,15 +303,15 @@ function _M.error_page(status)
     local var = ngx.var
     local backends = store.current("backends")
     -- The route's default-backend annotation first, then --default-backend-service.
-    local name = var.pyngress_error_backend
-    local peers = name ~= "" and backends[name]
+    local name = var.pyngress_error_backend  -- nil: the router wrote none (lua_variables in nginx.conf.j2)
+    local peers = name and name ~= "" and backends[name]
     if not peers or #peers == 0 then
         name, peers = DEFAULT_BACKEND, backends[DEFAULT_BACKEND]
     end
     if not peers or #peers == 0 then
         return ngx.exec("@pyngress_default_backend")
     end
-    var.proxy_upstream_name, var.pyngress_balance = name, name
+    var.proxy_upstream_name, var.pg_bal = name, name
     var.proxy_alternative_upstream_name = ""
     ngx.req.set_uri("/", false)
 end
@@ -412,15 +422,10 @@ local function gateway_refused(entry)
     return auth ~= nil and ngx.var.https == "on" and client_auth.check(auth) == true
 end
 
--- Whether an entry has Ingress paths: its requests are the Ingress's, which never answer 421 (nor does ingress-nginx).
-local function has_ingress_paths(entry)
-    return entry ~= nil and (entry.default ~= nil or entry.longest_prefix > 0 or next(entry.exact) ~= nil)
-end
-
 -- Over TLS, a request whose Host one Gateway HTTPS listener takes and its SNI another answers 421 (gateway.lua,
 -- misdirected); a name of an Ingress, on either side, keeps ingress-nginx's behaviour.
 local function misdirected(entry, host)
-    if has_ingress_paths(entry) or ngx.var.https ~= "on" then
+    if (entry and entry.ingress_paths) or ngx.var.https ~= "on" then
         return false
     end
     local sni = ngx.var.ssl_server_name
@@ -432,7 +437,7 @@ local function misdirected(entry, host)
         return false
     end
     local sni_entry = find_host(store.current("routes"), sni)
-    if has_ingress_paths(sni_entry) then
+    if sni_entry and sni_entry.ingress_paths then
         return false
     end
     local routes = entry and entry.gateway or sni_entry and sni_entry.gateway
@@ -471,7 +476,7 @@ local function serve_gateway(action, uri, prefix)
         return ngx.exit(refused)
     end
     gateway.change_request(action, uri, prefix, chosen)
-    var.pyngress_balance = gateway_budget.choice(action.budget, backend)  -- its retry and timeouts, if any
+    var.pg_bal = gateway_budget.choice(action.budget, backend)  -- its retry and timeouts, if any
     return ngx.exec(action.location)
 end
 
@@ -509,7 +514,7 @@ function _M.route(own_port)
     local var = ngx.var
     if settings.generate_request_id then
         -- First: every answer below (404, redirects, 413) is logged with its id.
-        var.pyngress_router_request_id = request_id.new()
+        var.pg_rid = request_id.new()
     end
     -- Only HTTP/1.0 may come without a Host header (nginx refuses HTTP/1.1 without one, HTTP/2 has :authority).
     local version = ngx.req.http_version()
@@ -599,7 +604,9 @@ function _M.route(own_port)
         unsticky = not canary_route.sticky
     end
     var.proxy_upstream_name = route.backend or "-"
-    var.pyngress_service_port = route.service_port  -- X-Service-Port of its error pages
+    if error_pages(route.profile) then
+        var.pyngress_service_port = route.service_port  -- X-Service-Port of its error pages
+    end
     local fallback = route.default_backend
     if fallback then
         var.pyngress_error_backend = fallback  -- custom-http-errors' pages come from it too
@@ -629,7 +636,7 @@ function _M.route(own_port)
     elseif route.ewma then
         index = ewma.pick(peers)
     end
-    var.pyngress_balance = index and ("#" .. index .. " " .. backend) or backend
+    var.pg_bal = index and ("#" .. index .. " " .. backend) or backend
     if route.rewrite then
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).
         local target = rewrite.target(route.rewrite, captures)
