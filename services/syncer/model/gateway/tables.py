@@ -127,6 +127,8 @@ def host_gateways(attached: Iterable[tuple[RoutePlan, list[Attachment]]], hosts:
     creation.py's); a route tabled for that very name claims it for the Gateway of its listener as old as the younger
     of the two (what counts through a listener without hostname). `attached`: every route tabled for those hosts, and
     the TLSRoutes attached with them; a route the host's Ingress owner keeps out does not claim it."""
+    if len({listener.gateway_namespace for listener in listeners}) < 2:
+        return {}  # one namespace's Gateways: the most specific listener decides alone (and no pass over the hosts)
     found: dict[HostPort, tuple[Order, str]] = {}
 
     def claim(host: str, listener: Listener, order: Order) -> None:
