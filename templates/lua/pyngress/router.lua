@@ -303,8 +303,8 @@ function _M.error_page(status)
     local var = ngx.var
     local backends = store.current("backends")
     -- The route's default-backend annotation first, then --default-backend-service.
-    local name = var.pyngress_error_backend  -- nil: the router wrote none (lua_variables in nginx.conf.j2)
-    local peers = name and name ~= "" and backends[name]
+    local name = var.pyngress_error_backend
+    local peers = name ~= "" and backends[name]
     if not peers or #peers == 0 then
         name, peers = DEFAULT_BACKEND, backends[DEFAULT_BACKEND]
     end
