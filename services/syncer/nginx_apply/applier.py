@@ -28,7 +28,7 @@ from services.syncer.observability.metrics import SyncerMetrics
 
 from .external_names import NameIndex, resolve_backends
 from .modsecurity_logs import create_missing_logs
-from .refused_entries import refused_problems
+from .refused_entries import RefusedBackendUsers, refused_problems
 from .reload_rate import ReloadRateLimiter
 from .taken_ports import taken_ports
 from .template_watch import TemplateTracker
@@ -76,6 +76,7 @@ class NginxApplier:
         self._json_deferred = False  # whether a reload was waiting when the kept JSON was made (see _servable)
         self._route_profiles: dict[str, frozenset[str]] = {}  # the profiles each host's routes name
         self._backend_names = NameIndex()
+        self._refused_backend_users = RefusedBackendUsers()  # the Ingresses of the backends nginx refuses
         # The changes of the models applied since _tables last looked (TableChanges): it looks at those keys only.
         self._unseen = TableChanges()
         self.nginx_serving = False
@@ -141,7 +142,8 @@ class NginxApplier:
         tables, changed, routes_moved = self._tables(model)
         if routes_moved or self._differs(tables, changed):
             await self._push(tables, changed)
-        model.problems.extend(refused_problems(self.pusher.refused, model.routes))
+        model.problems.extend(refused_problems(self.pusher.refused, model.routes, self._refused_backend_users,
+                                               changed["routes"]))
         if deferred:
             return {}  # the files of the configuration nginx still runs stay until it runs another
         self.auth_files.remove_others(model.auth_files)

@@ -1,7 +1,7 @@
 """The table entries nginx refused become problems of the objects they came from (the Ingresses, the Secret)."""
 from services.syncer.annotations.base import CanaryPolicy
 from services.syncer.model.types import CanaryRoute, HostRoutes, Route
-from services.syncer.nginx_apply.refused_entries import refused_problems
+from services.syncer.nginx_apply.refused_entries import RefusedBackendUsers, refused_problems
 
 
 def test_each_refused_entry_names_the_objects_it_came_from():
@@ -17,9 +17,9 @@ def test_each_refused_entry_names_the_objects_it_came_from():
                                 "hosts/a.test": "hosts/a.test names certificate ns/tls, which nginx does not hold",
                                 "default": "default names certificate d/d, which nginx does not hold"}}
 
-    lines = [str(problem) for problem in refused_problems(refused, routes)]
+    lines = [str(problem) for problem in refused_problems(refused, routes, RefusedBackendUsers())]
 
-    assert all(problem.is_error for problem in refused_problems(refused, routes))
+    assert all(problem.is_error for problem in refused_problems(refused, routes, RefusedBackendUsers()))
     host = "nginx refused the routes of host a.test (a.test: path /[ is not a regular expression nginx can use)"
     assert lines[:4] == [f"Ingress ns/a: {host}; nginx keeps what it served before for it, if anything",
                          f"Ingress ns/b: {host}; nginx keeps what it served before for it, if anything",
@@ -32,4 +32,4 @@ def test_each_refused_entry_names_the_objects_it_came_from():
 
 
 def test_nothing_refused_is_no_problem():
-    assert refused_problems({"routes": {}, "backends": {}, "certificates": {}}, {}) == []
+    assert refused_problems({"routes": {}, "backends": {}, "certificates": {}}, {}, RefusedBackendUsers()) == []
