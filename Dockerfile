@@ -71,6 +71,9 @@ COPY --from=venv /opt/pyngress /opt/pyngress
 # The CNI plugin as a static binary (cni-plugin/), for nodes without Python: the CNI DaemonSet's init
 # container copies it from here into the node's /opt/cni/bin.
 COPY build/pyngress-cni-static /usr/lib/pyngress/cni/pyngress-cni
+# The passthrough proxy's relay (relay/), a CPython extension on the stable ABI, built on the host by `make image`.
+COPY build/pyngress-relay.so /usr/lib/pyngress/pyngress-relay.so
+ENV PYNGRESS_RELAY_LIBRARY=/usr/lib/pyngress/pyngress-relay.so
 # ingress-nginx's entrypoint and preStop hook, at the paths its deploy.yaml and Helm chart name, so that
 # swapping the image of an ingress-nginx Deployment is enough (docs/migrating.md).
 COPY deploy/nginx-ingress-controller /nginx-ingress-controller

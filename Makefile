@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
-	libnginx-mod-stream libnginx-mod-stream-js lua-cjson lua-busted libnginx-mod-http-brotli-filter libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 libnginx-mod-http-modsecurity modsecurity-crs nftables iproute2 iputils-ping curl openssl util-linux procps \
+	libnginx-mod-stream libnginx-mod-stream-js lua-cjson lua-busted libnginx-mod-http-brotli-filter libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 libnginx-mod-http-modsecurity modsecurity-crs nftables iproute2 iputils-ping curl openssl util-linux procps python3-dev \
 	containernetworking-plugins musl-tools prometheus chromium
 # Only the benchmarks need these (the load generator); `make bench` installs them.
 BENCH_PACKAGES := wrk
@@ -17,7 +17,14 @@ TEST_WORKERS ?= 3
 
 .PHONY: setup run test bench clean hooks
 
-setup: .setup-apt.stamp $(VENV)/.installed build/pyngress-cni-static
+setup: .setup-apt.stamp $(VENV)/.installed build/pyngress-cni-static build/pyngress-relay.so
+
+# The passthrough proxy's relay (relay/): a CPython extension on the stable ABI, built against the venv's headers.
+build/pyngress-relay.so: $(wildcard relay/*.c relay/*.h) | .setup-apt.stamp $(VENV)/.installed
+	@mkdir -p $(@D)
+	gcc -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror \
+		-I"$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		-o $@.$$$$.tmp $(filter %.c,$^) && mv -f $@.$$$$.tmp $@
 
 # The CNI plugin as a static binary, for nodes without Python (cni-plugin/README.md).
 build/pyngress-cni-static: $(wildcard cni-plugin/*.c cni-plugin/*.h) cni-plugin/Makefile | .setup-apt.stamp
@@ -78,7 +85,7 @@ PODMAN := CONTAINERS_CONF=$(CURDIR)/$(IMAGE_DIR)/containers.conf podman
 
 .PHONY: image image-tools image-base image-wheels
 
-image: image-base image-wheels build/pyngress-cni-static
+image: image-base image-wheels build/pyngress-cni-static build/pyngress-relay.so
 	$(PODMAN) build --pull=never --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
 
 image-tools:

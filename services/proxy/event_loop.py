@@ -9,7 +9,10 @@ through an eventfd.
 Every object on the epoll set has an `on_event(events)` method. Sockets closed while handling a batch of
 events are closed after the batch, so that no new socket reuses the number of one whose events are still to
 be handled in it. A handler with more to read than one turn allows asks to be called again after the batch
-(`ready`): the connections are edge-triggered (splice.py), so epoll would not report it again.
+(`ready`): the connections are edge-triggered, so epoll would not report it again.
+
+Passed-through pairs are the C relay's (relay.py): they share this epoll set, and the loop waits through the relay
+(`wait`), which handles their events and returns the loop's own.
 """
 from __future__ import annotations
 
@@ -24,6 +27,16 @@ from collections import deque
 from typing import Any, Callable, Protocol
 
 log = logging.getLogger(__name__)
+
+EPOLLIN, EPOLLOUT = select.EPOLLIN, select.EPOLLOUT
+EPOLLERR_OR_HUP = select.EPOLLERR | select.EPOLLHUP
+PEER_CLOSED = select.EPOLLRDHUP | select.EPOLLHUP
+# How the connections' sockets are registered: edge-triggered, EPOLLOUT only while a send waits to go on.
+READ_EVENTS = EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
+READ_WRITE_EVENTS = READ_EVENTS | EPOLLOUT
+# One read per event at most this big (the relay's own reads are the same size): a fast sender stays busy without
+# one connection holding more than this of the proxy's memory per direction.
+READ_SIZE = 256 * 1024
 
 MAX_EVENTS = 512
 # The longest the loop sleeps without a timer due: commands wake it at once, so this only bounds how late a
@@ -77,6 +90,8 @@ class Deadlines:
 class EventLoop:
     def __init__(self) -> None:
         self.epoll = select.epoll()
+        # Waits for events, as select.epoll.poll(timeout, max_events); the relay replaces it with its own.
+        self.wait: Callable[[float, int], list[tuple[int, int]]] = self.epoll.poll
         self.handlers: dict[int, Any] = {}  # fd -> the object whose on_event handles it
         self.deadlines: list[Deadlines] = []
         self._timers: list[tuple[float, int, Callable[[], None]]] = []  # a heap, for the few irregular timers
@@ -153,7 +168,7 @@ class EventLoop:
             os.close(self._wakeup)
 
     def _loop(self) -> None:
-        poll, handlers, to_close, ready = self.epoll.poll, self.handlers, self._to_close, self._ready
+        poll, handlers, to_close, ready = self.wait, self.handlers, self._to_close, self._ready
         monotonic = time.monotonic
         timeout = MAX_SLEEP_SECONDS
         while self._running:

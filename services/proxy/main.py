@@ -23,6 +23,7 @@ from services.common.logs import kv
 from services.common.runner import run_process
 from services.common.settings import ProxySettings, Settings
 from services.nginxconf.paths import NginxPaths
+from services.proxy.relay import RelayUnavailable
 from services.proxy.server import PassthroughServer
 from services.proxy.table import RoutingTable
 
@@ -107,13 +108,17 @@ async def _follow_table(subscriber: CloneSubscriber, *, table: RoutingTable, ser
 
 async def _serve(settings: Settings, options: ProxySettings) -> int:
     loop = asyncio.get_running_loop()
-    ctx = zmq.asyncio.Context()
-    subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.syncer_updates(settings.paths.run_dir),
-                                 snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
     table = RoutingTable()
     # nginx's TLS listener is a Unix socket (--ssl-passthrough-proxy-port is accepted but opens no port).
     nginx_paths = NginxPaths.of(settings.paths.state_dir, settings.paths.run_dir)
-    server = PassthroughServer(table, nginx_socket=nginx_paths.passthrough_tls_socket, options=options)
+    try:
+        server = PassthroughServer(table, nginx_socket=nginx_paths.passthrough_tls_socket, options=options)
+    except RelayUnavailable as err:
+        log.error("cannot start the proxy", extra=kv(error=err))
+        return 1
+    ctx = zmq.asyncio.Context()
+    subscriber = CloneSubscriber(ctx, updates_endpoint=endpoints.syncer_updates(settings.paths.run_dir),
+                                 snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
     status = _StatusReporter(settings, server)
     first_table = asyncio.Event()
     follow = asyncio.create_task(_follow_table(subscriber, table=table, server=server, status=status,
@@ -143,7 +148,7 @@ async def _serve(settings: Settings, options: ProxySettings) -> int:
                       exc_info=follow.exception())
         finally:
             reporting.cancel()
-            log.info("stopping", extra=kv(active=len(server.spliced), drain_timeout=options.drain_timeout))
+            log.info("stopping", extra=kv(active=server.established, drain_timeout=options.drain_timeout))
             server.stop_accepting()
             await status.write("draining")
             await server.drain()

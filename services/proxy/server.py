@@ -1,4 +1,4 @@
-"""The passthrough listener: read each connection's ClientHello, route on its SNI, splice.
+"""The passthrough listener: read each connection's ClientHello, route on its SNI, relay.
 
 Per connection:
 1. when the table's config says `use_proxy_protocol`, an inbound PROXY v1/v2 header (from the load
@@ -12,8 +12,8 @@ Per connection:
    where nginx terminates TLS or answers with its default server. That is a Unix socket in a root-only directory
    (services/nginxconf/paths.py): nginx trusts the address in the header, so nobody but this proxy may connect
    there;
-4. passed through: the bytes read so far are replayed upstream and both connections are spliced (splice.py). A
-   host whose TLS ends here (a TLS listener in Terminate mode) is handshaken with its certificate instead, and the
+4. passed through: both connections go to the C relay (relay.py), which replays the bytes read so far upstream
+   and copies both ways from then on. A host whose TLS ends here (a TLS listener in Terminate mode) is handshaken with its certificate instead, and the
    plain stream goes upstream (terminate.py).
 
 Connections live on the connection loop's thread (event_loop.py); the methods of PassthroughServer are called
@@ -38,10 +38,10 @@ from services.common.ipv6 import ipv6_available, is_no_ipv6_error
 from services.common.logs import kv
 from services.common.settings import ProxySettings
 from services.proxy.clienthello import ClientHelloError, ClientHelloReader, Hello, HelloKind
-from services.proxy.event_loop import Deadlines, EventLoop
+from services.proxy.event_loop import (EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, PEER_CLOSED, READ_EVENTS, READ_SIZE,
+                                       READ_WRITE_EVENTS, Deadlines, EventLoop)
 from services.proxy.proxy_protocol import Address, ProxyProtocolError, parse_header, v1_header
-from services.proxy.splice import (EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, PEER_CLOSED, READ_EVENTS, READ_SIZE,
-                                   READ_WRITE_EVENTS, Side, Splicer)
+from services.proxy.relay import Relay
 from services.proxy.table import BackendTls, Endpoint, RoutingTable
 from services.proxy.terminate import TlsTermination
 
@@ -74,7 +74,10 @@ class Counters:
     backend_tls_refused: int = 0  # a terminated host's TLS backend whose certificate did not verify: closed
     connect_failures: int = 0  # one upstream connect attempt failed
     unreachable: int = 0  # every upstream of a connection failed: closed
-    idle_closed: int = 0
+    idle_closed: int = 0  # established connections closed after the idle timeout
+    relay_failed: int = 0  # relayed pairs closed on an error of either socket (a reset, a refused send)
+    bytes_to_upstream: int = 0  # relayed from clients (their ClientHello included)
+    bytes_to_client: int = 0  # relayed from upstreams
 
 
 class PassthroughServer:
@@ -86,10 +89,12 @@ class PassthroughServer:
         self.counters = Counters()
         # Insertion-ordered, so the first key is the connection that has waited longest for its hello.
         self.pending: dict[_Incoming, None] = {}
-        self.spliced: set[Side] = set()  # the client side of each established pair
         self.terminated: set[TlsTermination] = set()  # each connection whose TLS ends here
         self.loop = EventLoop()
-        self.splicer = Splicer(self.loop, self._pair_closed)
+        self.relay = Relay(self.loop)  # the passed-through pairs; raises RelayUnavailable without its library
+        # What connections read before they are relayed, or while their TLS ends here, one read at a time.
+        self.read_buffer = bytearray(READ_SIZE)
+        self.read_view = memoryview(self.read_buffer)
         self.hello_deadlines = Deadlines(self.loop, options.hello_timeout, _Incoming.hello_expired)
         self.connect_deadlines = Deadlines(self.loop, options.connect_timeout, _Connecting.timed_out)
         self._listeners: list[_Listener] = []
@@ -171,9 +176,17 @@ class PassthroughServer:
                 log.info("closed the IPv6 listener (disable-ipv6)", extra=kv(port=self.port))
         self.loop.call_soon_threadsafe(change)
 
+    @property
+    def established(self) -> int:
+        """Connections past their ClientHello and upstream connect: relayed, or with their TLS ended here."""
+        return self.relay.active + len(self.terminated)
+
     def status(self) -> dict[str, Any]:
-        return {"active": len(self.spliced) + len(self.terminated), "pending_hellos": len(self.pending),
-                **asdict(self.counters)}
+        relayed = self.relay.counters()
+        counters = self.counters
+        counters.relay_failed = relayed.failed
+        counters.bytes_to_upstream, counters.bytes_to_client = relayed.bytes_to_upstream, relayed.bytes_to_client
+        return {"active": self.established, "pending_hellos": len(self.pending), **asdict(counters)}
 
     def stop_accepting(self) -> None:
         """Close the listeners and the connections that have not sent their ClientHello yet."""
@@ -187,30 +200,19 @@ class PassthroughServer:
     async def drain(self) -> None:
         """Let established connections finish for the drain timeout, then cut the rest and stop the loop."""
         deadline = asyncio.get_running_loop().time() + self.options.drain_timeout
-        while (self.spliced or self.terminated) and asyncio.get_running_loop().time() < deadline:
+        while self.established and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(DRAIN_POLL_SECONDS)
 
         def cut() -> None:
-            for side in list(self.spliced):
-                self.splicer.close_pair(side)
+            self.relay.close_all()
             for termination in list(self.terminated):
                 termination.close()
         self.loop.call_soon_threadsafe(cut)
         self.loop.stop_threadsafe()
         await asyncio.to_thread(self.loop.join, 1.0)
 
-    def _pair_closed(self, side: Side) -> None:
-        self.spliced.discard(side)
-        self.spliced.discard(side.peer)
-
     def _sweep_idle(self) -> None:
-        for side in list(self.spliced):
-            peer = side.peer
-            side.quiet_ticks += 1
-            peer.quiet_ticks += 1
-            if side.quiet_ticks > IDLE_SWEEPS and peer.quiet_ticks > IDLE_SWEEPS:
-                self.counters.idle_closed += 1
-                self.splicer.close_pair(side)
+        self.counters.idle_closed += self.relay.sweep(IDLE_SWEEPS)
         for termination in list(self.terminated):
             termination.quiet_ticks += 1
             if termination.quiet_ticks > IDLE_SWEEPS:
@@ -246,35 +248,41 @@ class PassthroughServer:
             first_bytes = bytes(incoming.hello.raw)  # with `tls`: the handshake's first bytes, to the TLS object
         _Connecting(self, incoming, targets, first_bytes, tls, backend_tls).next_target()
 
-    def splice(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes,
-               upstream_missed: int) -> None:
+    def relay_pair(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes,
+                   upstream_on_set: bool, upstream_missed: int) -> None:
+        """Hand a routed client and its connected upstream to the relay (relay.Relay.add says how each may be on the
+        epoll set)."""
         if to_nginx:
             self.counters.to_nginx += 1
         else:
             self.counters.passthrough += 1
-        client = self.splicer.pair(incoming.sock, upstream, first_bytes, incoming.missed, upstream_missed)
-        if client.fd >= 0:  # not failed at once
-            self.spliced.add(client)
+        client_on_set = incoming.registered
+        try:
+            self.relay.add(incoming.hand_over(), client_on_set, upstream.detach(), upstream_on_set, upstream_missed,
+                           first_bytes)
+        except OSError as err:  # out of memory, or of epoll's watches (fs.epoll.max_user_watches)
+            log.warning("cannot relay a connection; closed", extra=kv(error=err))
 
 
 class _Listener:
-    __slots__ = ("server", "sock", "family")
+    __slots__ = ("server", "sock", "fd", "family", "accept")
 
     def __init__(self, server: PassthroughServer, sock: socket.socket) -> None:
-        self.server, self.sock, self.family = server, sock, int(sock.family)
+        self.server, self.sock, self.fd, self.family = server, sock, sock.fileno(), int(sock.family)
+        self.accept = server.relay.accept
 
     def on_event(self, events: int) -> None:
         # One connection per event, as nginx without multi_accept: the epoll set reports the listener again
         # while more are waiting, and the connections already open get their turn in between.
         try:
-            fd, _ = self.sock._accept()  # type: ignore[attr-defined]  # private: the bare fd, no Python socket
-        except BlockingIOError:
-            return
+            fd = self.accept(self.fd)
         except OSError as err:
             if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                 log.warning("cannot accept: out of resources; pausing", extra=kv(error=err))
                 self._pause()
             return  # ECONNABORTED and the like: that client is gone
+        if fd < 0:
+            return  # taken by another process sharing the port
         # The C socket type: the socket module's Python wrapper costs microseconds a connection, for nothing used here.
         _Incoming(self.server, _socket.socket(self.family, socket.SOCK_STREAM, 0, fd))
 
@@ -295,7 +303,7 @@ class _Listener:
 class _Incoming:
     """A client connection from accept until its ClientHello is complete; then the server routes it."""
 
-    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting", "missed")
+    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting", "registered")
 
     def __init__(self, server: PassthroughServer, sock: _socket.socket) -> None:
         self.server = server
@@ -305,8 +313,7 @@ class _Incoming:
         self.proxy_bytes: bytearray | None = None  # collects an inbound PROXY header when one is due
         self.proxy_header: tuple[Address, Address] | None = None
         self.waiting = False  # in server.pending, with a deadline for its hello (and header)
-        self.missed = 0  # events after the hello, which the splicer handles once connected upstream
-        sock.setblocking(False)  # accept() does not pass O_NONBLOCK on
+        self.registered = False  # on the loop's epoll set (only when its hello was not whole at accept)
         loop = server.loop
         loop.handlers[self.fd] = self
         server.counters.accepted += 1
@@ -316,11 +323,11 @@ class _Incoming:
         # Read before registering: the hello has usually arrived by the time of accept, and then no event is
         # needed for it. What arrives from here on is reported once registered (epoll looks at the socket then).
         self._read(False)
-        if self.fd < 0:
-            return  # closed, or routed and failed at once
+        if self.fd < 0 or self.hello.result is not None:
+            return  # closed, or routed: the relay (or the TLS termination) watches it from here
         loop.epoll.register(self.fd, READ_EVENTS)
-        if self.hello.result is None:
-            self._wait(table.proxy_header_timeout)
+        self.registered = True
+        self._wait(table.proxy_header_timeout)
 
     def _wait(self, proxy_header_timeout: float) -> None:
         """Start the bounds of waiting for the hello: its deadline, the per-process cap."""
@@ -338,19 +345,17 @@ class _Incoming:
 
     def on_event(self, events: int) -> None:
         if events & EPOLLIN:
-            if self.hello.result is not None:  # routed
-                self.missed |= events  # connecting upstream: the splicer reads it once connected
-            else:
+            if self.hello.result is None:  # else routed: what came is read once relayed (or by the termination)
                 self._read(bool(events & PEER_CLOSED))
         elif events & EPOLLERR_OR_HUP:
             self.close()  # while connecting upstream, the attempt ends too (_Connecting)
 
     def _read(self, peer_closed: bool) -> None:
         """Read what has arrived (the socket is edge-triggered: all of it); route once the hello is complete."""
-        splicer = self.server.splicer
+        server = self.server
         while True:
             try:
-                count = self.sock.recv_into(splicer.buffer)
+                count = self.sock.recv_into(server.read_buffer)
             except BlockingIOError:
                 return
             except OSError:
@@ -359,21 +364,19 @@ class _Incoming:
             if not count:
                 self.close()  # EOF before the hello is complete: nothing to route
                 return
-            data = bytes(splicer.view[:count])
+            data = bytes(server.read_view[:count])
             try:
                 if self.proxy_bytes is not None:
                     data = self._take_proxy_header(data)
                 hello = self.hello.feed(data) if data else None
             except (ClientHelloError, ProxyProtocolError) as err:
-                self.server.counters.malformed += 1
+                server.counters.malformed += 1
                 log.debug("closing connection", extra=kv(peer=self._peer(), error=err))
                 self.close()
                 return
-            if hello is not None:
-                if count == READ_SIZE or peer_closed:
-                    self.missed = EPOLLIN | (PEER_CLOSED if peer_closed else 0)  # more, or the EOF, to read
+            if hello is not None:  # what else waits (more, an EOF) is reported once the socket is on the relay's set
                 self._leave_pending()
-                self.server.route(self, hello)
+                server.route(self, hello)
                 return
             if count < READ_SIZE and not peer_closed:
                 return  # all there was; the next arrival is a new edge
@@ -408,6 +411,13 @@ class _Incoming:
         if self.fd >= 0:
             self.server.loop.close_later(self.fd, self)
             self.fd = -1
+
+    def hand_over(self) -> int:
+        """Leave the loop's handlers (routed and connected): returns the socket's descriptor, which the caller owns
+        now, on the epoll set still when `registered`."""
+        del self.server.loop.handlers[self.fd]
+        self.fd = -1
+        return self.sock.detach()
 
     def _leave_pending(self) -> None:
         if self.waiting:
@@ -459,6 +469,9 @@ class _Connecting:
                 sock = _socket.socket(socket.AF_INET6 if ":" in target[0] else socket.AF_INET, NONBLOCKING_STREAM)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             result = sock.connect_ex(target)
+            if result == 0 and self.tls is None:  # nginx's Unix socket, usually: connected at once
+                server.relay_pair(self.incoming, sock, self.targets is server.nginx, self.first_bytes, False, 0)
+                return
             if result in (0, errno.EINPROGRESS):
                 break
             sock.close()
@@ -466,7 +479,7 @@ class _Connecting:
         self.sock, self.fd = sock, sock.fileno()
         loop = server.loop
         loop.handlers[self.fd] = self
-        loop.epoll.register(self.fd, READ_WRITE_EVENTS)  # EPOLLOUT: connected; registered as the splicer needs
+        loop.epoll.register(self.fd, READ_WRITE_EVENTS)  # EPOLLOUT: connected; as the relay and the termination need
         server.connect_deadlines.add((self, self.index))
 
     def on_event(self, events: int) -> None:
@@ -479,8 +492,8 @@ class _Connecting:
             self._failed(os.strerror(error) if error else "connection closed")
             self.next_target()
             return
-        self.fd = -1  # connected: the splicer owns the socket now
         server = self.server
+        fd, self.fd = self.fd, -1  # connected: the relay or the termination owns the socket now
         incoming, sock, first_bytes = self.incoming, self.sock, self.first_bytes
         # The connect deadline keeps this object until it comes due, seconds from now: let go of the connection,
         # or every connection of those seconds would stay in memory (and in the cyclic collector's way).
@@ -488,10 +501,11 @@ class _Connecting:
         if self.tls is not None:
             server.counters.terminated += 1
             TlsTermination(server, incoming.sock, sock, self.tls, first_bytes, upstream_missed=events & ~EPOLLOUT,
-                           backend=self.backend_tls)
+                           backend=self.backend_tls, client_registered=incoming.registered)
             self.tls = self.backend_tls = None
             return
-        server.splice(incoming, sock, self.targets is server.nginx, first_bytes, events & ~EPOLLOUT)
+        del server.loop.handlers[fd]
+        server.relay_pair(incoming, sock, self.targets is server.nginx, first_bytes, True, events & ~EPOLLOUT)
 
     def _failed(self, error: str) -> None:
         self.server.counters.connect_failures += 1

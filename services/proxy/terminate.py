@@ -11,7 +11,7 @@ TLS object's memory buffers.
 The TLS object (ssl.SSLObject) reads from and writes to memory buffers; this module moves bytes between those and
 the two sockets. Both sockets are on the epoll set edge-triggered for reading and writing, so each is read until
 it has nothing more (or until what it gave is still waiting to be taken by the other side: then it is read again
-once that is out, as splice.py does). Upstream bytes wait until the handshake is done. A close_notify or an EOF
+once that is out, as the relay does for passed-through pairs). Upstream bytes wait until the handshake is done. A close_notify or an EOF
 from either side is passed on as a write shutdown (with a close_notify towards the client); the pair is closed once
 both directions have ended and nothing is left to write, or when either side fails.
 
@@ -28,9 +28,8 @@ import socket
 import ssl
 from typing import Protocol
 
-from services.proxy.event_loop import EventLoop
 from services.common.logs import kv
-from services.proxy.splice import EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, READ_SIZE, READ_WRITE_EVENTS, Splicer
+from services.proxy.event_loop import EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, READ_SIZE, READ_WRITE_EVENTS, EventLoop
 from services.proxy.table import BackendTls
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,8 @@ class Owner(Protocol):
     """What a termination needs of the server that made it."""
 
     loop: EventLoop
-    splicer: Splicer  # its read buffer, which this loop's connections share
+    read_buffer: bytearray  # one read, which this loop's connections share
+    read_view: memoryview  # of read_buffer
     terminated: set[TlsTermination]
 
     @property
@@ -103,9 +103,10 @@ class TlsTermination:
                  "backend")
 
     def __init__(self, owner: Owner, client: _socket.socket, upstream: _socket.socket, context: ssl.SSLContext,
-                 first_bytes: bytes, *, upstream_missed: int, backend: BackendTls | None = None) -> None:
-        """`client` is on the epoll set (registered for reading), `upstream` connected and registered for reading
-        and writing; `first_bytes` the client's bytes read so far (its ClientHello); `upstream_missed`: the events
+                 first_bytes: bytes, *, upstream_missed: int, backend: BackendTls | None = None,
+                 client_registered: bool = True) -> None:
+        """`client` is on the epoll set when `client_registered` (registered for reading), `upstream` connected and
+        registered for reading and writing; `first_bytes` the client's bytes read so far (its ClientHello); `upstream_missed`: the events
         epoll reported for the upstream since, which it will not report again; `backend`: the upstream's TLS (None:
         plain). The client is read here in any case: reading an edge-triggered socket until it has nothing more
         needs no event."""
@@ -119,7 +120,10 @@ class TlsTermination:
         loop = owner.loop
         loop.handlers[self.client.fd] = self.client
         loop.handlers[self.upstream.fd] = self.upstream
-        loop.epoll.modify(self.client.fd, READ_WRITE_EVENTS)
+        if client_registered:
+            loop.epoll.modify(self.client.fd, READ_WRITE_EVENTS)
+        else:
+            loop.epoll.register(self.client.fd, READ_WRITE_EVENTS)
         owner.terminated.add(self)
         if self.backend is not None and not self._from_backend():  # its ClientHello
             return
@@ -148,7 +152,7 @@ class TlsTermination:
                 return  # the client's bytes wait for the backend's handshake; read once it is done
         elif not self.handshaken and (backend is None or backend.ready):
             return  # read once the client's handshake is done (the backend's own handshake is read meanwhile)
-        buffer, view = self.owner.splicer.buffer, self.owner.splicer.view
+        buffer, view = self.owner.read_buffer, self.owner.read_view
         while not other.pending and not end.ended and end.fd >= 0:
             try:
                 count = end.sock.recv_into(buffer)

@@ -1,0 +1,179 @@
+/* The relay's Python binding: the module _pyngress_relay, which services/proxy/relay.py loads from the file the
+ * Makefile builds. The stable ABI (3.11 and later), so that the file built against the venv's interpreter also
+ * loads in the image's Debian python3.
+ *
+ * Calls are METH_FASTCALL (ctypes, tried first, spent about 3,000 instructions per call on argument conversion and
+ * the GIL). `poll` gives the GIL up while it waits and relays, as select.epoll.poll does while it waits. `accept` is
+ * here for the same reason as the rest: the socket module's accept formats the peer's address (inet_ntop), and
+ * needs another call to make the socket non-blocking. */
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "relay.h"
+
+#define MAX_EVENTS 512
+
+static const char CAPSULE[] = "pyngress.relay";
+
+static void capsule_free(PyObject *capsule) {
+    relay_free(PyCapsule_GetPointer(capsule, CAPSULE));
+}
+
+static struct relay *relay_of(PyObject *capsule) {
+    return PyCapsule_GetPointer(capsule, CAPSULE);
+}
+
+/* new(epoll_fd): a relay on the proxy's epoll set */
+static PyObject *py_new(PyObject *self, PyObject *fd_obj) {
+    (void)self;
+    int epfd = PyLong_AsLong(fd_obj);
+    if (epfd == -1 && PyErr_Occurred())
+        return NULL;
+    struct relay *r = relay_new(epfd);
+    if (r == NULL)
+        return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(r, CAPSULE, capsule_free);
+    if (capsule == NULL)
+        relay_free(r);
+    return capsule;
+}
+
+/* add(relay, client_fd, client_on_set, upstream_fd, upstream_on_set, upstream_missed, first_bytes) */
+static PyObject *py_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "add(relay, client_fd, client_on_set, upstream_fd, upstream_on_set, "
+                                         "upstream_missed, first_bytes)");
+        return NULL;
+    }
+    struct relay *r = relay_of(args[0]);
+    if (r == NULL)
+        return NULL;
+    int client = PyLong_AsLong(args[1]), client_on_set = PyObject_IsTrue(args[2]);
+    int upstream = PyLong_AsLong(args[3]), upstream_on_set = PyObject_IsTrue(args[4]);
+    unsigned long missed = PyLong_AsUnsignedLong(args[5]);
+    char *first;
+    Py_ssize_t len;
+    if (PyErr_Occurred() || client_on_set < 0 || upstream_on_set < 0 ||
+        PyBytes_AsStringAndSize(args[6], &first, &len) < 0)
+        return NULL;
+    if (relay_add(r, client, client_on_set, upstream, upstream_on_set, (uint32_t)missed,
+                  (const unsigned char *)first, (size_t)len) < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
+/* poll(relay, timeout_seconds[, max_events]) -> [(fd, events), ...] for the proxy's own descriptors, as
+ * select.epoll.poll */
+static PyObject *py_poll(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "poll(relay, timeout_seconds[, max_events])");
+        return NULL;
+    }
+    struct relay *r = relay_of(args[0]);
+    double timeout = r ? PyFloat_AsDouble(args[1]) : 0;
+    long max = nargs == 3 ? PyLong_AsLong(args[2]) : MAX_EVENTS;
+    if (r == NULL || PyErr_Occurred())
+        return NULL;
+    if (max <= 0 || max > MAX_EVENTS)
+        max = MAX_EVENTS;
+    struct epoll_event events[MAX_EVENTS], theirs[MAX_EVENTS];
+    int n;
+    Py_BEGIN_ALLOW_THREADS
+    n = relay_poll(r, timeout, events, (int)max, theirs);
+    Py_END_ALLOW_THREADS
+    if (n < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    PyObject *list = PyList_New(n);
+    if (list == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *item = Py_BuildValue("(iI)", theirs[i].data.fd, theirs[i].events);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SetItem(list, i, item);
+    }
+    return list;
+}
+
+/* sweep(relay, max_quiet_sweeps) */
+static PyObject *py_sweep(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sweep(relay, max_quiet_sweeps)");
+        return NULL;
+    }
+    struct relay *r = relay_of(args[0]);
+    unsigned long max_quiet = r ? PyLong_AsUnsignedLong(args[1]) : 0;
+    if (r == NULL || PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSize_t(relay_sweep(r, (unsigned)max_quiet));
+}
+
+static PyObject *py_close_all(PyObject *self, PyObject *capsule) {
+    (void)self;
+    struct relay *r = relay_of(capsule);
+    return r ? PyLong_FromSize_t(relay_close_all(r)) : NULL;
+}
+
+/* (active, opened, idle_closed, failed, bytes_to_upstream, bytes_to_client) */
+static PyObject *py_counters(PyObject *self, PyObject *capsule) {
+    (void)self;
+    struct relay *r = relay_of(capsule);
+    if (r == NULL)
+        return NULL;
+    const struct relay_counters *c = relay_counters(r);
+    return Py_BuildValue("(KKKKKK)", (unsigned long long)c->active, (unsigned long long)c->opened,
+                         (unsigned long long)c->idle_closed, (unsigned long long)c->failed,
+                         (unsigned long long)c->bytes_to_upstream, (unsigned long long)c->bytes_to_client);
+}
+
+static PyObject *py_active(PyObject *self, PyObject *capsule) {
+    (void)self;
+    struct relay *r = relay_of(capsule);
+    return r ? PyLong_FromUnsignedLongLong(relay_counters(r)->active) : NULL;
+}
+
+/* accept(listener_fd) -> a non-blocking, close-on-exec descriptor, or -1 when none is waiting */
+static PyObject *py_accept(PyObject *self, PyObject *fd_obj) {
+    (void)self;
+    int listener = PyLong_AsLong(fd_obj);
+    if (listener == -1 && PyErr_Occurred())
+        return NULL;
+    int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return PyLong_FromLong(-1);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromLong(fd);
+}
+
+static PyMethodDef methods[] = {
+    {"new", py_new, METH_O, "A relay on the proxy's epoll set (its descriptor)."},
+    {"add", (PyCFunction)(void (*)(void))py_add, METH_FASTCALL,
+     "Take two connected non-blocking sockets and relay between them, sending first_bytes upstream first."},
+    {"poll", (PyCFunction)(void (*)(void))py_poll, METH_FASTCALL,
+     "Wait on the set and handle the relay's events; the others as select.epoll.poll returns them."},
+    {"sweep", (PyCFunction)(void (*)(void))py_sweep, METH_FASTCALL,
+     "Close the pairs idle for more than max_quiet_sweeps sweeps; returns how many."},
+    {"close_all", py_close_all, METH_O, "Close every pair; returns how many."},
+    {"counters", py_counters, METH_O, "(active, opened, idle_closed, failed, bytes_to_upstream, bytes_to_client)"},
+    {"active", py_active, METH_O, "Pairs open now."},
+    {"accept", py_accept, METH_O, "accept4 without the peer's address: a non-blocking descriptor, or -1."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_pyngress_relay", "The passthrough proxy's relay (relay/relay.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__pyngress_relay(void) { return PyModule_Create(&module); }
