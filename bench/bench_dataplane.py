@@ -101,12 +101,17 @@ def plain_ingress_cluster(directory: Path, backend_port: int) -> ManifestsCluste
 PLAIN_HEADERS = {"Host": "$host", "Connection": '""'}
 # The least that passes a WebSocket upgrade on.
 UPGRADE_HEADERS = {"Host": "$host", "Upgrade": "$http_upgrade", "Connection": "$bench_connection"}
-# What ingress-nginx (and pyngress) sends every backend: the request id (the client's, else a new one),
-# X-Real-IP, the X-Forwarded-* headers, X-Scheme, the websocket upgrade and an empty Proxy header. What pyngress
-# costs beyond a static nginx sending these is its routing in Lua and its metrics.
+# What ingress-nginx (and pyngress) sends every backend (its nginx.tmpl, v1.15.1, for a location without
+# annotations): the request id (the client's, else a new one), X-Real-IP, the X-Forwarded-* headers with
+# X-Forwarded-Scheme, X-Scheme, the client's own X-Forwarded-For and -Host as X-Original-Forwarded-*, the websocket
+# upgrade and an empty Proxy header. What pyngress costs beyond a static nginx sending these is its routing in Lua
+# and its metrics.
 FORWARDED_HEADERS = {"Host": "$host", "X-Request-ID": "$bench_request_id", "X-Real-IP": "$remote_addr",
                      "X-Forwarded-For": "$remote_addr", "X-Forwarded-Host": "$host",
-                     "X-Forwarded-Port": "$server_port", "X-Forwarded-Proto": "$scheme", "X-Scheme": "$scheme",
+                     "X-Forwarded-Port": "$server_port", "X-Forwarded-Proto": "$scheme",
+                     "X-Forwarded-Scheme": "$scheme", "X-Scheme": "$scheme",
+                     "X-Original-Forwarded-For": "$http_x_forwarded_for",
+                     "X-Original-Forwarded-Host": "$http_x_forwarded_host",
                      "Upgrade": "$http_upgrade", "Connection": "$bench_connection", "Proxy": '""'}
 
 
