@@ -29,7 +29,7 @@ from .kept_routes import ROUTE_KINDS, Frame, GatewayKept, RouteKey, RouteRecord
 from .listeners import served_listeners
 from .objects import GatewayObjects
 from .reference_grants import ReferenceGrants
-from .tables import TablesKept, gateway_tables, host_gateways
+from .tables import TablesKept, gateway_orders, gateway_tables, host_gateways
 from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
 from .backend_tls_policies import BackendTlsPolicies
 from .upstream_tls import UpstreamTls, upstream_tls
@@ -203,9 +203,8 @@ def _tables(kept: GatewayKept, frame: Frame, changed_hosts: set[str] | None, *, 
     hosts = {host for record in records for host in record.hosts}
     claimants = [*(records if changed_hosts is None else kept.routes_of(hosts)), *kept.tls_routes()]
     claimed = host_gateways([(record.plan, record.attachments) for record in claimants if record.plan is not None],
-                            hosts, listeners=frame.listeners, ingress_owners=owners, gateway_orders={
-                                f"{namespace}/{name}": creation_order(gateway, namespace=namespace, name=name)
-                                for (namespace, name), gateway in frame.objects.gateways.items()})
+                            hosts, listeners=frame.listeners, ingress_owners=owners,
+                            gateway_orders=gateway_orders(frame.objects.gateways))
     made = gateway_tables(attached, listeners=frame.listeners, resolver=resolver, ingress_owners=owners,
                           kept=scratch, upstream_tls=backend_tls, claimed=claimed)
     if scratch is not kept.tables:

@@ -27,10 +27,12 @@ from .gateways import Refusal, class_refusal, gateway_addresses, gateway_refusal
 from .grpcroutes import plan_grpc_route
 from .httproutes import BackendChoice, RoutePlan, plan_route
 from .listener_verdicts import ListenerVerdict, listener_verdicts
+from .conflicts import Conflict
 from .listeners import ROUTE_KINDS, Listener, served_listeners, unavailable_own_ports
 from .objects import GATEWAY_GROUP, GatewayObjects
 from .reasons import UNRESOLVED_LISTENER_REFS, Reason
 from .reference_grants import ReferenceGrants
+from .tables import HostPort, claims_weighed, gateway_orders, host_gateways, host_owner, lost_host
 from .tlsroutes import plan_tls_route
 
 Condition = dict[str, Any]
@@ -119,21 +121,29 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     # Those that take routes without serving them ((gateway, listener) → why): a route's parent entry says so.
     unserved = {(v.unprogrammed.gateway, v.name): str(v.rejected) for found_verdicts in verdicts.values()
                 for v in found_verdicts if v.unprogrammed is not None}
-    attached: dict[tuple[str, str], set[str]] = {}  # (gateway "namespace/name", listener) → routes attached
+    our_routes: dict[tuple[str, str, str], _OurRoute] = {}  # (kind, namespace, name), each kind oldest first
     for kind, routes in route_kinds(objects):
-        kind_listeners = [listener for listener in listeners if kind in listener.kinds]
-        other_listeners = [listener for listener in listeners if kind not in listener.kinds]
         for order, namespace, name, route in objects.routes_oldest_first(routes):
-            parents = _route_parents(kind, route, namespace=namespace, name=name, order=order, ours=our_gateways,
-                                     controller=controller, grants=grants,
-                                     listeners=(kind_listeners, other_listeners), unserved=unserved,
-                                     objects=objects, resolver=resolver, attached=attached)
-            if parents:
-                found.routes[kind, namespace, name] = parents
+            if parents := _our_parents(route, namespace=namespace, ours=our_gateways):
+                our_routes[kind, namespace, name] = _our_route(kind, route, parents, namespace=namespace, name=name,
+                                                               order=order, grants=grants)
+    claimed = _host_claims(our_routes.values(), listeners=served_list, objects=objects, ours=our_gateways)
+    # The served listeners whose own hostname an older Gateway of another namespace has: they serve nothing.
+    lost = {(listener.gateway, listener.name): Conflict(Reason.HOSTNAME_CONFLICT, (
+        f"listener {listener.name}: {lost_host(listener.hostname, listener, owner)} (reason HostnameConflict)"))
+        for listener in served_list if listener.hostname is not None
+        and (owner := host_owner(claimed, listener.hostname, listener)) is not None}
+    attached: dict[tuple[str, str], set[str]] = {}  # (gateway "namespace/name", listener) → routes attached
+    for (kind, namespace, name), our_route in our_routes.items():
+        found.routes[kind, namespace, name] = _route_parents(
+            our_route, ours=our_gateways, controller=controller, unserved=unserved, claimed=claimed, objects=objects,
+            listeners=([listener for listener in listeners if kind in listener.kinds],
+                       [listener for listener in listeners if kind not in listener.kinds]),
+            resolver=resolver, attached=attached)
     controller_addresses = status_addresses(addresses)
     for (namespace, name), gateway in sorted(ours.items()):
         found.gateways[namespace, name] = _gateway_status(
-            gateway, verdicts[namespace, name], namespace=namespace, attached=attached,
+            gateway, verdicts[namespace, name], namespace=namespace, attached=attached, lost=lost,
             refusal=refusals[namespace, name], addresses=controller_addresses, name=name,
             tls=gateway_tls_conditions(gateway, namespace=namespace, grants=grants, secrets=secrets))
     for key, (ancestors, conditions) in policy_statuses(objects, ours=our_gateways).items():
@@ -148,19 +158,21 @@ def _refusal(gateway: Mapping[str, Any], objects: GatewayObjects) -> Refusal | N
 
 
 def _gateway_status(gateway: dict[str, Any], verdicts: list[ListenerVerdict], *, namespace: str, name: str,
-                    attached: Mapping[tuple[str, str], set[str]], refusal: Refusal | None,
-                    addresses: list[dict[str, str]], tls: list[ConditionSpec]) -> dict[str, Any]:
+                    attached: Mapping[tuple[str, str], set[str]], lost: Mapping[tuple[str, str], Conflict],
+                    refusal: Refusal | None, addresses: list[dict[str, str]],
+                    tls: list[ConditionSpec]) -> dict[str, Any]:
+    """`lost`: the served listeners ((gateway, listener) → why) whose hostname another namespace's Gateway has."""
     generation = _generation(gateway)
     ref = f"{namespace}/{name}"
 
     def make(kind: str, ok: bool, reason: str, message: str) -> Condition:
         return condition(kind, ok, reason, message, generation=generation)
-    statuses = [_listener_status(verdict, refused=refusal is not None,
+    statuses = [_listener_status(verdict, refused=refusal is not None, lost=lost.get((ref, verdict.name)),
                                  routes=len(attached.get((ref, verdict.name), ())), generation=generation)
                 for verdict in verdicts]
     count = len(statuses)
     accepted = sum(status["conditions"][0]["status"] == "True" for status in statuses)
-    programmed = sum(verdict.served is not None for verdict in verdicts)
+    programmed = sum(verdict.served is not None and (ref, verdict.name) not in lost for verdict in verdicts)
     conflicted = [verdict.name for verdict in verdicts if verdict.conflict is not None]
     if refusal is not None:
         acceptance = make("Accepted", False, refusal.reason, refusal.message)
@@ -183,7 +195,12 @@ def _gateway_status(gateway: dict[str, Any], verdicts: list[ListenerVerdict], *,
             "listeners": statuses}
 
 
-def _listener_status(verdict: ListenerVerdict, *, refused: bool, routes: int, generation: int) -> dict[str, Any]:
+def _listener_status(verdict: ListenerVerdict, *, refused: bool, lost: Conflict | None, routes: int,
+                     generation: int) -> dict[str, Any]:
+    """`lost`: why the served listener's hostname is another namespace's (HostnameConflict). Such a listener is valid
+    and its routes attach (it serves them as soon as that Gateway gives the host up, as the spec has a route attach to
+    a conflicted listener): Accepted, not Programmed, Conflicted. A listener with a wildcard that loses only some names
+    under it stays Programmed: its routes' statuses name those hosts."""
     def make(kind: str, ok: bool, reason: str, message: str) -> Condition:
         return condition(kind, ok, reason, message, generation=generation)
     kinds = _supported_kinds(verdict.raw, verdict.served)
@@ -198,7 +215,8 @@ def _listener_status(verdict: ListenerVerdict, *, refused: bool, routes: int, ge
     else:
         accepted = make("Accepted", True, "Accepted", "the listener is accepted; its references do not resolve"
                         if unresolved else "the listener is accepted")
-        programmed = (make("Programmed", True, "Programmed", "the listener is served") if verdict.served else
+        programmed = (make("Programmed", False, lost.reason, lost.message) if lost is not None else
+                      make("Programmed", True, "Programmed", "the listener is served") if verdict.served else
                       make("Programmed", False, "Invalid", str(rejected) if rejected is not None else
                            "the Gateway is not accepted" if refused else "the listener is not served"))
     resolved = make("ResolvedRefs", True, "ResolvedRefs", "every reference resolves")
@@ -209,6 +227,7 @@ def _listener_status(verdict: ListenerVerdict, *, refused: bool, routes: int, ge
     elif kinds.unsupported:
         resolved = make("ResolvedRefs", False, "InvalidRouteKinds",
                         f"route kinds {', '.join(kinds.unsupported)} are not served on this listener")
+    conflict = conflict or lost
     conflicted = (make("Conflicted", True, conflict.reason, conflict.message) if conflict is not None else
                   make("Conflicted", False, "NoConflicts", "no other listener conflicts with it"))
     return {"name": verdict.name, "supportedKinds": kinds.supported, "attachedRoutes": routes,
@@ -234,6 +253,42 @@ def _supported_kinds(raw: dict[str, Any], listener: Listener | None) -> _Kinds:
                   tuple(f"{kind} ({group})" for group, kind in named if group != GATEWAY_GROUP or kind not in served))
 
 
+@dataclass(frozen=True)
+class _OurRoute:
+    """A route naming our Gateways, planned once: for the host claims of every route, then for its own status."""
+    kind: str
+    route: dict[str, Any]
+    parents: list[tuple[int, dict[str, Any]]]  # its parentRefs naming our Gateways, with their index
+    plan: RoutePlan | RouteRejected  # or why it is not served
+    backends: tuple[BackendChoice, ...] = ()
+
+
+def _our_route(kind: str, route: dict[str, Any], parents: list[tuple[int, dict[str, Any]]], *, namespace: str,
+               name: str, order: Any, grants: ReferenceGrants) -> _OurRoute:
+    try:
+        plan, backends = _planned(kind, route, namespace=namespace, name=name, order=order, grants=grants)
+    except RouteRejected as err:
+        return _OurRoute(kind, route, parents, err)
+    return _OurRoute(kind, route, parents, plan, backends)
+
+
+def _host_claims(routes: Iterable[_OurRoute], *, listeners: list[Listener], objects: GatewayObjects,
+                 ours: frozenset[str]) -> dict[HostPort, str]:
+    """The Gateway each host of the served `listeners` and of the routes attached to them belongs to on each port,
+    as build.py's tables decide it (tables.host_gateways). The hosts an Ingress owns are not told apart here."""
+    if not claims_weighed(listeners):
+        return {}
+    by_kind = {kind: [listener for listener in listeners if kind in listener.kinds]
+               for kind in {kind for listener in listeners for kind in listener.kinds}}
+    attached = [(route.plan, attach(route.plan, listeners=by_kind.get(route.kind, []), our_gateways=ours,
+                                    labels_of=objects.labels_of)[0])
+                for route in routes if isinstance(route.plan, RoutePlan)]
+    hosts = {listener.hostname for listener in listeners if listener.hostname is not None}
+    hosts.update(host for _, attachments in attached for attachment in attachments for host in attachment.hosts)
+    return host_gateways(attached, hosts, listeners=listeners, gateway_orders=gateway_orders(objects.gateways),
+                         ingress_owners={})
+
+
 def _planned(kind: str, route: dict[str, Any], *, namespace: str, name: str, order: Any,
              grants: ReferenceGrants) -> tuple[RoutePlan, tuple[BackendChoice, ...]]:
     """A route of `kind` validated as build.py does (RouteRejected when it is not served), and its backendRefs (a
@@ -246,42 +301,45 @@ def _planned(kind: str, route: dict[str, Any], *, namespace: str, name: str, ord
     return plan, tuple(choice for rule in plan.rules for choice in rule.action.backends)
 
 
-def _route_parents(kind: str, route: dict[str, Any], *, namespace: str, name: str, order: Any, ours: frozenset[str],
-                   controller: str, grants: ReferenceGrants, listeners: tuple[list[Listener], list[Listener]],
-                   unserved: Mapping[tuple[str, str], str], objects: GatewayObjects, resolver: BackendResolver,
+def _our_parents(route: dict[str, Any], *, namespace: str, ours: frozenset[str]) -> list[tuple[int, dict[str, Any]]]:
+    """The route's parentRefs (with their index) that name one of our Gateways."""
+    return [(i, p) for i, p in enumerate(_listing((route.get("spec") or {}).get("parentRefs")))
+            if isinstance(p, dict) and (p.get("group") or GATEWAY_GROUP, p.get("kind") or "Gateway")
+            == (GATEWAY_GROUP, "Gateway") and f"{p.get('namespace') or namespace}/{p.get('name')}" in ours]
+
+
+def _route_parents(route: _OurRoute, *, ours: frozenset[str], controller: str,
+                   listeners: tuple[list[Listener], list[Listener]], unserved: Mapping[tuple[str, str], str],
+                   claimed: Mapping[HostPort, str], objects: GatewayObjects, resolver: BackendResolver,
                    attached: dict[tuple[str, str], set[str]]) -> list[dict[str, Any]]:
-    """The route's status.parents entries for the parentRefs naming one of our Gateways; `listeners`: the listeners
+    """The route's status.parents entries for its parentRefs naming one of our Gateways; `listeners`: the listeners
     routes attach to that take the route's kind, and those that do not; `unserved`: of those, the ones that serve
-    none of their routes, with why."""
-    raw_parents = [(i, p) for i, p in enumerate(_listing((route.get("spec") or {}).get("parentRefs")))
-                   if isinstance(p, dict) and (p.get("group") or GATEWAY_GROUP, p.get("kind") or "Gateway")
-                   == (GATEWAY_GROUP, "Gateway") and f"{p.get('namespace') or namespace}/{p.get('name')}" in ours]
-    if not raw_parents:
-        return []
-    generation = _generation(route)
-    plan: RoutePlan | None = None
-    try:
-        plan, backends = _planned(kind, route, namespace=namespace, name=name, order=order, grants=grants)
-        resolved = _resolved_refs(backends, resolver, generation=generation)
-        rejected = None
-    except RouteRejected as err:
-        rejected = f"{err}; the route is not served"
-        rejected_reason = err.reason or Reason.UNSUPPORTED_VALUE
+    none of their routes, with why; `claimed`: which Gateway each host belongs to (_host_claims)."""
+    generation = _generation(route.route)
+    plan = route.plan
+    if isinstance(plan, RouteRejected):
+        rejected = f"{plan}; the route is not served"
+        rejected_reason = plan.reason or Reason.UNSUPPORTED_VALUE
         resolved = condition("ResolvedRefs", True, "ResolvedRefs", "the route is not served", generation=generation)
+    else:
+        resolved = _resolved_refs(route.backends, resolver, generation=generation)
     entries = []
-    for index, raw in raw_parents:
-        if plan is None:
-            accepted = condition("Accepted", False, rejected_reason, rejected or "", generation=generation)
+    for index, raw in route.parents:
+        if isinstance(plan, RouteRejected):
+            accepted = condition("Accepted", False, rejected_reason, rejected, generation=generation)
         else:
-            accepted = _accepted(plan, index, listeners=listeners, unserved=unserved, ours=ours, objects=objects,
-                                 attached=attached, generation=generation)
+            accepted = _accepted(plan, index, listeners=listeners, unserved=unserved, claimed=claimed, ours=ours,
+                                 objects=objects, attached=attached, generation=generation)
         entries.append({"parentRef": _echo(raw), "controllerName": controller, "conditions": [accepted, resolved]})
     return entries
 
 
 def _accepted(plan: RoutePlan, index: int, *, listeners: tuple[list[Listener], list[Listener]],
-              unserved: Mapping[tuple[str, str], str], ours: frozenset[str], objects: GatewayObjects,
-              attached: dict[tuple[str, str], set[str]], generation: int) -> Condition:
+              unserved: Mapping[tuple[str, str], str], claimed: Mapping[HostPort, str], ours: frozenset[str],
+              objects: GatewayObjects, attached: dict[tuple[str, str], set[str]], generation: int) -> Condition:
+    """The parentRef's Accepted. A route whose hosts there all belong to other namespaces' Gateways (tables.py) is
+    not: NoMatchingListenerHostname, the spec's reason for a parent with no listener whose hostname it may serve
+    (the listeners that match it serve those hosts for no route of this namespace)."""
     parent = replace(plan, parents=(plan.parents[index],))
     taking, others = listeners
     attachments, refusals = attach(parent, listeners=taking, our_gateways=ours, labels_of=objects.labels_of)
@@ -290,9 +348,16 @@ def _accepted(plan: RoutePlan, index: int, *, listeners: tuple[list[Listener], l
         return condition("Accepted", False, "NotAllowedByListeners", "no listener it names allows its kind",
                          generation=generation)
     if attachments:
+        lost = [lost_host(host, attachment.listener, owner) for attachment in attachments for host in attachment.hosts
+                if (owner := host_owner(claimed, host, attachment.listener)) is not None]
+        if len(lost) == sum(len(attachment.hosts) for attachment in attachments):
+            return condition("Accepted", False, Reason.NO_MATCHING_LISTENER_HOSTNAME, (
+                f"not attached to Gateway {parent.parents[0].namespace}/{parent.parents[0].name}: no host it names "
+                "there is served (reason NoMatchingListenerHostname): " + "; ".join(lost)), generation=generation)
         for attachment in attachments:
             attached.setdefault((attachment.listener.gateway, attachment.listener.name), set()).add(plan.ref)
-        return condition("Accepted", True, "Accepted", _attached_message(attachments, unserved), generation=generation)
+        return condition("Accepted", True, "Accepted", "; ".join([_attached_message(attachments, unserved), *lost]),
+                         generation=generation)
     [refusal] = refusals  # one parentRef, of one of our Gateways
     return condition("Accepted", False, refusal.reason, refusal.message, generation=generation)
 

@@ -35,6 +35,7 @@ from services.nginxconf import table_schema
 from services.nginxconf.config import DEFAULT_PROFILE, LocationProfile
 
 from ..backends import BackendResolver, ResolvedBackend, ServiceRef
+from ..creation import creation_order
 from ..types import CATCH_ALL_HOST
 from .attachment import Attachment
 from .backend_protocols import rule_scheme
@@ -127,8 +128,8 @@ def host_gateways(attached: Iterable[tuple[RoutePlan, list[Attachment]]], hosts:
     creation.py's); a route tabled for that very name claims it for the Gateway of its listener as old as the younger
     of the two (what counts through a listener without hostname). `attached`: every route tabled for those hosts, and
     the TLSRoutes attached with them; a route the host's Ingress owner keeps out does not claim it."""
-    if len({listener.gateway_namespace for listener in listeners}) < 2:
-        return {}  # one namespace's Gateways: the most specific listener decides alone (and no pass over the hosts)
+    if not claims_weighed(listeners):
+        return {}
     found: dict[HostPort, tuple[Order, str]] = {}
 
     def claim(host: str, listener: Listener, order: Order) -> None:
@@ -156,6 +157,33 @@ def host_gateways(attached: Iterable[tuple[RoutePlan, list[Attachment]]], hosts:
     return {key: gateway for key, (_, gateway) in found.items()}
 
 
+def claims_weighed(listeners: Iterable[Listener]) -> bool:
+    """Whether host_gateways has claims to weigh: with one namespace's Gateways the most specific listener decides
+    alone (and no pass over the hosts)."""
+    return len({listener.gateway_namespace for listener in listeners}) > 1
+
+
+def gateway_orders(gateways: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[str, Order]:
+    """Each Gateway's ("namespace/name") age, as host_gateways weighs its claims."""
+    return {f"{namespace}/{name}": creation_order(gateway, namespace=namespace, name=name)
+            for (namespace, name), gateway in gateways.items()}
+
+
+def host_owner(claimed: Mapping[HostPort, str], host: str, listener: Listener) -> str | None:
+    """The Gateway ("namespace/name") of another namespace that `host` belongs to where `listener` would serve it
+    (host_gateways); None when the listener may serve it."""
+    gateway = claimed.get((host, _claim_port(listener)))
+    return None if gateway is None or gateway.partition("/")[0] == listener.gateway_namespace else gateway
+
+
+def lost_host(host: str, listener: Listener, owner: str) -> str:
+    """Why `listener` does not serve `host` (host_owner gave `owner`), and what to change: the log's, the problems'
+    and the route's status's words."""
+    return (f"host {host} on port {listener.port} belongs to Gateway {owner}, which claimed it first there; "
+            f"{listener.where}, of another namespace, does not serve it: use another host name, or ask namespace "
+            f"{owner.partition('/')[0]} to give it up")
+
+
 def _claim_port(listener: Listener) -> tuple[str, int | None]:
     """Where a listener's routes claim their hosts: its port; every port over TLS (one certificate a host)."""
     return ("tls", None) if listener.scheme in ("https", "tls") else listener.port_key
@@ -163,8 +191,7 @@ def _claim_port(listener: Listener) -> tuple[str, int | None]:
 
 def _serves(claimed: Mapping[HostPort, str], host: str, listener: Listener) -> bool:
     """Whether `listener` may serve `host`: no Gateway of another namespace has the host on its port."""
-    gateway = claimed.get((host, _claim_port(listener)))
-    return gateway is None or gateway.partition("/")[0] == listener.gateway_namespace
+    return host_owner(claimed, host, listener) is None
 
 
 def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, listeners: list[Listener],
@@ -188,12 +215,8 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
                     tables.warnings.append((f"{plan.kind} {plan.ref}", f"host {host} belongs to namespace {owner}, "
                                             "whose Ingress names it; this route does not serve it"))
                     continue
-                if not _serves(claimed, host, attachment.listener):
-                    tables.warnings.append((f"{plan.kind} {plan.ref}", (
-                        f"host {host} on port {attachment.listener.port} belongs to Gateway "
-                        f"{claimed[host, _claim_port(attachment.listener)]}, which claimed it first there; "
-                        f"{attachment.listener.where}, of another namespace, does not serve it: use another host "
-                        "name")))
+                if (claimant := host_owner(claimed, host, attachment.listener)) is not None:
+                    tables.warnings.append((f"{plan.kind} {plan.ref}", lost_host(host, attachment.listener, claimant)))
                     continue
                 if attachment.listener.certificate and host != CATCH_ALL_HOST:
                     tables.tls_secrets.setdefault(host, attachment.listener.certificate)

@@ -205,7 +205,7 @@ def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_more_spe
     assert gw.warnings(model) == [
         "warning: HTTPRoute a-attacker/grab: host shop.example.com on port 80 belongs to Gateway team-b/shop, which "
         "claimed it first there; Gateway a-attacker/grab listener web, of another namespace, does not serve it: use "
-        "another host name"]
+        "another host name, or ask namespace team-b to give it up"]
 
 
 def test_a_newer_gateways_listener_without_routes_does_not_blank_an_older_ones_host(gw):
@@ -262,7 +262,7 @@ def test_an_older_namespaces_wildcard_listener_keeps_every_name_under_it(gw):
     assert gw.warnings(model) == [
         "warning: HTTPRoute shop/shop: host shop.example.com on port 80 belongs to Gateway infra/public, which claimed "
         "it first there; Gateway shop/own listener web, of another namespace, does not serve it: use another host "
-        "name"]
+        "name, or ask namespace infra to give it up"]
 
 
 def test_a_shared_gateways_route_keeps_its_host_from_a_newer_tenants_listener(gw):
@@ -363,7 +363,7 @@ def test_a_newer_https_gateway_of_another_namespace_cannot_take_an_older_ones_pa
     assert gw.warnings(model) == [
         f"warning: HTTPRoute a-attacker/grab: host secure.example.com on port {port} belongs to Gateway "
         "team-b/secure, which claimed it first there; Gateway a-attacker/grab listener tls, of another "
-        "namespace, does not serve it: use another host name"]
+        "namespace, does not serve it: use another host name, or ask namespace team-b to give it up"]
 
 
 def test_a_tls_route_of_the_older_gateway_takes_its_host_back_from_a_newer_https_one(gw):
@@ -399,3 +399,115 @@ def test_within_a_namespace_an_https_listener_still_comes_before_a_tls_route(gw)
     model = gw.build()
     assert model.tls_secrets["secure.example.com"] == "team-b/own-tls"
     assert "secure.example.com" not in model.passthrough
+
+
+# What the tenant who loses a host reads in the status (status.py): its listener for that very name Conflicted, its
+# routes' parents saying which hosts are not served, and why.
+LOST = {"Accepted": ("True", "Accepted"), "Programmed": ("False", "HostnameConflict"),
+        "ResolvedRefs": ("True", "ResolvedRefs"), "Conflicted": ("True", "HostnameConflict")}
+
+
+def route_parent(found: GatewayStatuses, ns: str, name: str, kind: str = "HTTPRoute") -> tuple[tuple[str, str], str]:
+    """A route's one parent entry: its Accepted (status, reason) and message."""
+    [parent] = found.routes[kind, ns, name]
+    [accepted] = [c for c in parent["conditions"] if c["type"] == "Accepted"]
+    return (accepted["status"], accepted["reason"]), accepted["message"]
+
+
+def test_a_newer_tenants_listener_for_an_older_namespaces_host_is_conflicted_and_its_route_not_accepted(gw):
+    two_tenants(gw, attacker_listener=gw.objects.listener("web", hostname="shop.example.com"))
+    found = store_statuses(gw.store, settings=gw.settings)
+    grab = found.gateways["a-attacker", "grab"]
+    web = listener_status(grab, "web")
+    assert conditions(web) == LOST
+    lost = ("host shop.example.com on port 80 belongs to Gateway team-b/shop, which claimed it first there; Gateway "
+            "a-attacker/grab listener web, of another namespace, does not serve it: use another host name, or ask "
+            "namespace team-b to give it up")
+    [conflicted] = [c for c in web["conditions"] if c["type"] == "Conflicted"]
+    assert conflicted["message"] == f"listener web: {lost} (reason HostnameConflict)"
+    assert web["attachedRoutes"] == 0
+    assert conditions(grab)["Programmed"] == ("False", "Invalid")
+    assert route_parent(found, "a-attacker", "grab") == (
+        ("False", "NoMatchingListenerHostname"),
+        "not attached to Gateway a-attacker/grab: no host it names there is served (reason "
+        f"NoMatchingListenerHostname): {lost}")
+    assert listeners_of(found, "team-b", "shop")["web"][0] == SERVED
+    assert route_parent(found, "team-b", "shop") == (("True", "Accepted"), "attached to web")
+
+
+def test_the_losing_listener_is_programmed_again_once_the_owner_gives_the_host_up(gw):
+    two_tenants(gw, attacker_listener=gw.objects.listener("web", hostname="shop.example.com"))
+    gw.store.pop("Gateway/team-b/shop")
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "a-attacker", "grab")["web"][0] == SERVED
+    assert route_parent(found, "a-attacker", "grab") == (("True", "Accepted"), "attached to web")
+    assert backends_of(gw, gw.build(), "shop.example.com") == ["a-attacker-evil-80"]
+
+
+def test_a_route_that_loses_some_of_its_hosts_stays_accepted_and_names_them(gw):
+    """a-attacker's route on its listener without hostname names shop.example.com (team-b's wildcard listener has
+    it) and a host of its own: accepted, the message says which host is not served and why."""
+    o = gw.objects
+    two_tenants(gw, attacker_listener=o.listener("web"), attacker_route=False)
+    gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                        hostnames=["shop.example.com", "mine.test"], rules=[o.rule(o.backend_ref("evil"))],
+                        created=gw.timestamp()))
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "a-attacker", "grab")["web"][0] == SERVED
+    assert route_parent(found, "a-attacker", "grab") == (
+        ("True", "Accepted"),
+        "attached to web; host shop.example.com on port 80 belongs to Gateway team-b/shop, which claimed it first "
+        "there; Gateway a-attacker/grab listener web, of another namespace, does not serve it: use another host "
+        "name, or ask namespace team-b to give it up")
+    assert listener_status(found.gateways["a-attacker", "grab"], "web")["attachedRoutes"] == 1
+    model = gw.build()
+    assert backends_of(gw, model, "mine.test") == ["a-attacker-evil-80"]
+    assert backends_of(gw, model, "shop.example.com") == ["team-b-web-80"]
+
+
+def test_a_wildcard_listener_that_loses_a_name_under_it_stays_programmed(gw):
+    """team-b's older Gateway has shop.example.com exactly; a-attacker's newer "*.example.com" listener serves the
+    other names under it: Programmed, not Conflicted; its route's status names the host it does not serve."""
+    o = gw.objects
+    gw.app_service("web", ns="team-b")
+    gw.app_service("evil", ns="a-attacker", address="10.0.0.66")
+    gateway(gw, "shop", "team-b", o.listener("web", hostname="shop.example.com"), created="2026-01-01T00:00:00Z")
+    gateway(gw, "grab", "a-attacker", o.listener("web", hostname="*.example.com"), created="2026-06-01T00:00:00Z")
+    gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                        hostnames=["shop.example.com", "www.example.com"], rules=[o.rule(o.backend_ref("evil"))],
+                        created=gw.timestamp()))
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "a-attacker", "grab")["web"][0] == SERVED
+    assert listeners_of(found, "team-b", "shop")["web"][0] == SERVED
+    (accepted, message) = route_parent(found, "a-attacker", "grab")
+    assert accepted == ("True", "Accepted")
+    assert message.startswith("attached to web; host shop.example.com on port 80 belongs to Gateway team-b/shop")
+    assert "www.example.com" not in message
+    assert backends_of(gw, gw.build(), "www.example.com") == ["a-attacker-evil-80"]
+
+
+def test_a_newer_https_listener_for_an_older_namespaces_passthrough_host_is_conflicted_on_any_port(gw):
+    """Over TLS a host has one owner whatever the port: team-b's TLSRoute passes secure.example.com through on 443;
+    a-attacker's newer HTTPS listener for that name on a port of its own serves nothing."""
+    o = gw.objects
+    passthrough_victim(gw)
+    gw.app_service("evil", ns="a-attacker", address="10.0.0.66")
+    gw.certificate("evil-tls", ns="a-attacker", host="secure.example.com")
+    gateway(gw, "grab", "a-attacker", o.listener("tls", port=8443, protocol="HTTPS", certificate="evil-tls",
+                                                 hostname="secure.example.com"), created="2026-06-01T00:00:00Z")
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "a-attacker", "grab")["tls"][0] == LOST
+    assert "belongs to Gateway team-b/secure" in listener_status(found.gateways["a-attacker", "grab"], "tls")[
+        "conditions"][3]["message"]
+    assert route_parent(found, "team-b", "secure", kind="TLSRoute")[0] == ("True", "Accepted")
+
+
+def test_within_one_namespace_the_more_specific_listener_of_a_newer_gateway_is_not_conflicted(gw):
+    o = gw.objects
+    gw.app_service("web", ns="team-b")
+    gateway(gw, "shop", "team-b", o.listener("web", hostname="*.example.com"), created="2026-01-01T00:00:00Z")
+    gateway(gw, "own", "team-b", o.listener("web", hostname="shop.example.com"), created="2026-06-01T00:00:00Z")
+    gateway(gw, "other", "team-c", o.listener("web", hostname="other.test"), created="2026-07-01T00:00:00Z")
+    found = store_statuses(gw.store, settings=gw.settings)
+    assert listeners_of(found, "team-b", "own")["web"][0] == SERVED
+    assert listeners_of(found, "team-c", "other")["web"][0] == SERVED
