@@ -143,11 +143,11 @@ static bool watch_out(struct relay *r, struct side *s) {
 /* Send to `s` what its peer read; keep what the socket did not take. False when the pair was closed. */
 static bool send_to(struct relay *r, struct side *s, const unsigned char *data, size_t len) {
     size_t sent = 0;
-    while (sent < len) {
-        ssize_t n = send(s->fd, data + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    for (;;) {
+        ssize_t n = send(s->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0) {
-            sent += (size_t)n;
-            continue;
+            sent = (size_t)n; /* short: the socket's buffer is full, and another send now would find it so */
+            break;
         }
         if (errno == EINTR)
             continue;
