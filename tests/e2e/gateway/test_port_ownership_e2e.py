@@ -80,3 +80,46 @@ def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_listener
              what="the attacker's route warned")
     for _ in range(10):
         assert stage.answer("www.site.example", "/")["backend"] == "VICTIM-HOST"
+
+
+def test_the_tenant_whose_listener_lost_its_host_reads_why_in_the_status(stage):  # noqa: F811
+    """A newer Gateway's listener for a name another namespace's older Gateway serves: the tenant reads it through the
+    API, the listener Conflicted (HostnameConflict) and not Programmed, its route not Accepted."""
+    stage.cluster.apply(*stage.backend("STORE", "store", namespace="team-e"),
+                        gw.gateway("store", ns="team-e", listeners=[gw.listener("web", hostname="*.store.example")]),
+                        gw.http_route("store", ns="team-e", parents=[{"name": "store", "namespace": "team-e"}],
+                                      hostnames=["www.store.example"], rules=[gw.rule(gw.backend_ref("store"))]))
+    stage.expect_answer("www.store.example", "/", "STORE")
+    time.sleep(TIMESTAMP_RESOLUTION_SECONDS)
+    stage.cluster.apply(*stage.backend("TAKER", "taker", namespace="a-taker"),
+                        gw.gateway("take", ns="a-taker", listeners=[gw.listener("web", hostname="www.store.example")]),
+                        gw.http_route("take", ns="a-taker", parents=[{"name": "take", "namespace": "a-taker"}],
+                                      rules=[gw.rule(gw.backend_ref("taker"))]))
+    lost = ("host www.store.example on port 80 belongs to Gateway team-e/store, which claimed it first there; Gateway "
+            "a-taker/take listener web, of another namespace, does not serve it: use another host name, or ask "
+            "namespace team-e to give it up")
+    found: dict = {}
+
+    def conflicted() -> bool:
+        found.update(listener_status(gateway_status(stage, "take", ns="a-taker"), "web"))
+        return conditions(found).get("Conflicted") == ("True", "HostnameConflict")
+    wait_for(conflicted, 20, what="the newer Gateway's listener conflicted")
+    assert conditions(found)["Programmed"] == ("False", "HostnameConflict")
+    assert conditions(found)["Accepted"] == ("True", "Accepted")
+    assert found["attachedRoutes"] == 0
+    [message] = [c["message"] for c in found["conditions"] if c["type"] == "Conflicted"]
+    assert message == f"listener web: {lost} (reason HostnameConflict)"
+    parents: list = []
+
+    def refused() -> bool:
+        route = stage.cluster.read("HTTPRoute", "take", "a-taker")
+        parents[:] = [p for p in (route.get("status") or {}).get("parents") or []
+                      if p["controllerName"] == gw.CONTROLLER]
+        return bool(parents) and observed(route, parents) and conditions(parents[0])["Accepted"][0] == "False"
+    wait_for(refused, 20, what=f"the newer Gateway's route not accepted (now {parents})")
+    assert conditions(parents[0])["Accepted"] == ("False", "NoMatchingListenerHostname")
+    [accepted] = [c for c in parents[0]["conditions"] if c["type"] == "Accepted"]
+    assert accepted["message"] == ("not attached to Gateway a-taker/take: no host it names there is served (reason "
+                                   f"NoMatchingListenerHostname): {lost}")
+    for _ in range(10):
+        assert stage.answer("www.store.example", "/")["backend"] == "STORE"
