@@ -14,7 +14,8 @@ class Reason(enum.StrEnum):
     PORT_UNAVAILABLE = "PortUnavailable"
     UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
     UNSUPPORTED_VALUE = "UnsupportedValue"
-    # A listener in conflict with another of its Gateway (Conflicted True, and not accepted)
+    # A listener in conflict with another of its Gateway (Conflicted True, and not accepted); HostnameConflict also
+    # for one whose hostname an older Gateway of another namespace has (Conflicted True, accepted, not programmed)
     HOSTNAME_CONFLICT = "HostnameConflict"
     PROTOCOL_CONFLICT = "ProtocolConflict"
     # A reference that does not resolve (a listener's or a route's ResolvedRefs False)
