@@ -167,8 +167,9 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--floor", action="store_true",
-                        help="also measure bench/minimal_forwarder.py: what a Python forwarder that does nothing "
-                        "else costs (the floor under the proxy's CPU per connection)")
+                        help="also measure bench/minimal_forwarder.py: what accepting and connecting in Python, "
+                        "and relaying with the proxy's C relay, cost with nothing else (the floor under the proxy's "
+                        "CPU per connection)")
     parser.add_argument("--twin", action="store_true",
                         help="also measure a second nginx ssl_preread configured as the first: its ratios to the "
                         "first are this machine's noise, the resolution of the proxy's ratios")
@@ -244,7 +245,8 @@ stream {{
                 floor = subprocess.Popen([args.python or sys.executable, str(Path(__file__).with_name("minimal_forwarder.py")),
                                           str(floor_port), str(backend_port)], start_new_session=True)
                 wait_listening(floor_port)
-                paths.append(Path_("minimal forwarder", floor_port, floor.pid, "the floor for a Python forwarder"))
+                paths.append(Path_("minimal forwarder", floor_port, floor.pid,
+                                   "the floor: accept and connect in Python, the same C relay"))
             if twin is not None:
                 wait_listening(twin_port)
                 (twin_worker,) = twin.worker_pids()
