@@ -70,17 +70,51 @@ struct relay {
     size_t ready_len, ready_cap;
     struct side **by_fd;          /* descriptor -> the relay's side on it, NULL for the proxy's own */
     size_t by_fd_len;
+    int *closing;                 /* descriptors of closed pairs, closed for good by finish_closes() */
+    size_t closing_len, closing_cap;
     unsigned char buffer[RELAY_READ_SIZE];
 };
+
+/* What by_fd holds for a descriptor whose pair is closed but which is not closed yet: its events are dropped. */
+static struct side closed_marker;
+
+/* Close a pair's descriptors for good. Not at once: the events of the batch being handled may name them, and the
+ * proxy's own batch too when relay_add fails, so a new connection could take the number and get a stale event (a
+ * hang-up that would close it). Each is closed at the end of the batch, or at the start of the next wait. */
+static void finish_closes(struct relay *r) {
+    for (size_t i = 0; i < r->closing_len; i++) {
+        int fd = r->closing[i];
+        close(fd); /* takes it off the epoll set; the number may be the proxy's again from here */
+        if ((size_t)fd < r->by_fd_len)
+            r->by_fd[fd] = NULL;
+    }
+    r->closing_len = 0;
+}
+
+static void close_later(struct relay *r, int fd) {
+    if (r->closing_len == r->closing_cap) {
+        size_t cap = r->closing_cap ? r->closing_cap * 2 : 64;
+        int *grown = realloc(r->closing, cap * sizeof *grown);
+        if (!grown) { /* out of memory: at once, and its events are the proxy's to ignore */
+            if ((size_t)fd < r->by_fd_len)
+                r->by_fd[fd] = NULL;
+            close(fd);
+            return;
+        }
+        r->closing = grown;
+        r->closing_cap = cap;
+    }
+    if ((size_t)fd < r->by_fd_len)
+        r->by_fd[fd] = &closed_marker;
+    r->closing[r->closing_len++] = fd;
+}
 
 static void close_pair(struct relay *r, struct pair *p, bool failed) {
     if (p->closed)
         return;
     p->closed = true;
-    /* Closing a descriptor takes it off the epoll set; its number may be the proxy's again from here. */
-    r->by_fd[p->client.fd] = r->by_fd[p->upstream.fd] = NULL;
-    close(p->client.fd);
-    close(p->upstream.fd);
+    close_later(r, p->client.fd);
+    close_later(r, p->upstream.fd);
     p->client.fd = p->upstream.fd = -1;
     if (p->prev)
         p->prev->next = p->next;
@@ -313,7 +347,6 @@ int relay_add(struct relay *r, int client_fd, bool client_on_set, int upstream_f
     r->counters.bytes_to_upstream += first_len;
     int result = 0;
     if (!own(r, &p->client) || !own(r, &p->upstream)) {
-        r->by_fd[client_fd] = NULL;
         close_pair(r, p, true);
         errno = ENOMEM;
         result = -1;
@@ -352,6 +385,7 @@ int relay_poll(struct relay *r, double timeout, struct epoll_event *events, int 
     }
     if (r->ready_len)
         ms = 0;
+    finish_closes(r); /* of relay_add, during the proxy's batch */
     int n = epoll_wait(r->epfd, events, max, ms);
     if (n < 0)
         return errno == EINTR ? 0 : -1;
@@ -361,7 +395,7 @@ int relay_poll(struct relay *r, double timeout, struct epoll_event *events, int 
         struct side *s = fd < r->by_fd_len ? r->by_fd[fd] : NULL;
         if (s == NULL)
             out[theirs++] = events[i];
-        else if (!s->pair->closed)
+        else if (s != &closed_marker && !s->pair->closed)
             on_event(r, s, events[i].events);
     }
     /* The ready sides of earlier turns; what these add waits for the next call. */
@@ -375,6 +409,7 @@ int relay_poll(struct relay *r, double timeout, struct epoll_event *events, int 
     memmove(r->ready, r->ready + count, (r->ready_len - count) * sizeof *r->ready);
     r->ready_len -= count;
     reap(r);
+    finish_closes(r);
     return theirs;
 }
 
@@ -390,6 +425,7 @@ size_t relay_sweep(struct relay *r, unsigned max_quiet) {
     }
     r->counters.idle_closed += closed;
     reap(r);
+    finish_closes(r);
     return closed;
 }
 
@@ -401,6 +437,7 @@ size_t relay_close_all(struct relay *r) {
         closed++;
     }
     reap(r);
+    finish_closes(r);
     return closed;
 }
 
@@ -411,5 +448,6 @@ void relay_free(struct relay *r) {
     relay_close_all(r);
     free(r->ready);
     free(r->by_fd);
+    free(r->closing);
     free(r);
 }

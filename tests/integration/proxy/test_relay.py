@@ -73,6 +73,17 @@ def relayed() -> Iterator[Relayed]:
     each.close()
 
 
+def reset(sock: socket.socket) -> bool:
+    """Whether the (non-blocking) socket's peer has reset it."""
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    return False
+
+
 def received(sock: socket.socket, count: int) -> bytes:
     data = bytearray()
     while len(data) < count:
@@ -150,6 +161,19 @@ def test_a_backend_reset_closes_the_clients_connection(relayed):
     assert received(backend, 5) == b"hello"
     backend.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     backend.close()  # RST
+    assert closed_by_peer(client)
+    wait_for(lambda: relayed.counters().active == 0, what="the pair closed")
+    assert relayed.counters().failed == 1
+
+
+def test_an_upstream_reset_before_the_first_bytes_closes_the_pair(relayed):
+    client, client_ours = relayed.connection()
+    backend, upstream_ours = relayed.connection()
+    backend.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    backend.close()  # RST: the relay's first send fails
+    wait_for(lambda: reset(upstream_ours), what="the reset to arrive")
+    relayed.on_loop(lambda: relayed.relay.add(client_ours.detach(), False, upstream_ours.detach(), False, 0,
+                                              b"hello"))
     assert closed_by_peer(client)
     wait_for(lambda: relayed.counters().active == 0, what="the pair closed")
     assert relayed.counters().failed == 1
