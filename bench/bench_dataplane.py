@@ -20,6 +20,8 @@ under the last one.
 --scenario websocket: the backend is a WebSocket echo server (bench/websocket_echo.py, Python, one process),
 the load 2 client processes x 16 upgraded connections each sending a 64-byte text frame and waiting for its echo:
 round trips per second and their p99. Both static servers pass the upgrade on (Upgrade and Connection headers).
+Each round also measures the CPU time (user + system, from /proc) each server's nginx workers spent per request: on a
+machine shared with other work, throughput moves with the load, CPU time per request much less.
 Run: .venv/bin/python bench/bench_dataplane.py [--rounds N] [--seconds S]
      [--scenario plain|tls|routes|h2|websocket] [--controller-arg FLAG ...]
 """
@@ -183,6 +185,15 @@ def stop_nginx(process: subprocess.Popen) -> None:
     process.wait(30)
 
 
+def workers_cpu_seconds(master: int) -> float:
+    """The CPU time (user + system) the worker processes of the nginx master `master` have used so far."""
+    total = 0
+    for worker in Path(f"/proc/{master}/task/{master}/children").read_text().split():
+        fields = Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (stat's 14th and 15th fields), in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def wrk(url: str, seconds: float, headers: dict[str, str] | None = None) -> tuple[float, float]:
     """(requests per second, p99 latency in seconds); `headers` replace the Host header of HOST."""
     sent = [arg for name, value in (headers or {"Host": HOST}).items() for arg in ("-H", f"{name}: {value}")]
@@ -272,11 +283,15 @@ def main() -> None:
             for name in urls:
                 load(name, 1)  # warm each: Lua code cache, upstream keepalive connections
             runs: dict[str, list[tuple[float, float]]] = {name: [] for name in urls}
+            masters = {"pyngress": controller.pid("nginx"), "static": static.pid, "static+headers": static_headers.pid}
+            cpu: dict[str, list[float]] = {name: [] for name in urls}  # workers' CPU seconds per request
             order = random.Random(0)  # the same orders in every run of the bench
             for _ in range(args.rounds):
                 # A new order each round, so that no server always runs first, or right after the same one.
                 for name in order.sample(list(urls), len(urls)):
+                    before = workers_cpu_seconds(masters[name])
                     runs[name].append(load(name, args.seconds))
+                    cpu[name].append((workers_cpu_seconds(masters[name]) - before) / (runs[name][-1][0] * args.seconds))
                 time.sleep(0.5)
         finally:
             if pool is not None:
@@ -303,6 +318,12 @@ def main() -> None:
         print(f"vs {baseline}: req/s ratio (median of rounds) {statistics.median(rate_ratios):.2f}x "
               f"(rounds: {', '.join(f'{r:.2f}' for r in rate_ratios)}); {latency.split()[0]} ratio "
               f"{statistics.median(p99_ratios):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in p99_ratios)})")
+    print("nginx workers' CPU per request (median of rounds): " + ", ".join(
+        f"{name} {statistics.median(cpu[name]) * 1e6:.1f} us" for name in cpu))
+    for baseline in ("static", "static+headers"):
+        ratios = [b / o for o, b in zip(cpu["pyngress"], cpu[baseline])]
+        print(f"vs {baseline}: CPU per request, {baseline} / pyngress (median of rounds) {statistics.median(ratios):.2f}x "
+              f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
     print("targets: req/s >= 0.9x static, p99 <= 1.2x static")
 
 
