@@ -28,6 +28,17 @@ def gateway_status(stage, name: str, ns: str) -> dict[str, Any]:  # noqa: F811
     return found
 
 
+def conflicted_listener(stage, name: str, *, ns: str, listener: str, reason: str) -> dict[str, Any]:  # noqa: F811
+    """The Gateway's listener's status once pyngress has written it Conflicted for `reason`."""
+    found: dict[str, Any] = {}
+
+    def conflicted() -> bool:
+        found.update(listener_status(gateway_status(stage, name, ns=ns), listener))
+        return conditions(found).get("Conflicted") == ("True", reason)
+    wait_for(conflicted, 20, what=f"Gateway {ns}/{name}'s listener {listener} conflicted ({reason})")
+    return found
+
+
 def test_a_newer_gateway_of_a_namespace_first_by_name_cannot_take_a_port(stage, tmp_path):  # noqa: F811
     port = free_port()
     stage.cluster.apply(*stage.backend("VICTIM-PORT", "victim", namespace="team-b"),
@@ -40,12 +51,7 @@ def test_a_newer_gateway_of_a_namespace_first_by_name_cannot_take_a_port(stage, 
     stage.cluster.apply(tls_secret("evil", ca.issue("shop.example.com"), namespace="a-attacker"),
                         gw.gateway("grab", ns="a-attacker", listeners=[
                             gw.listener("steal", port=port, protocol="HTTPS", certificate="evil")]))
-    found: dict = {}
-
-    def refused() -> bool:
-        found.update(listener_status(gateway_status(stage, "grab", ns="a-attacker"), "steal"))
-        return conditions(found).get("Conflicted") == ("True", "ProtocolConflict")
-    wait_for(refused, 20, what="the attacker's listener conflicted")
+    found = conflicted_listener(stage, "grab", ns="a-attacker", listener="steal", reason="ProtocolConflict")
     assert conditions(found)["Accepted"] == ("False", "ProtocolConflict")
     accepted = next(c for c in found["conditions"] if c["type"] == "Accepted")
     assert accepted["message"] == (f"listener steal: port {port} is served with HTTP for Gateway team-b/shop listener "
@@ -58,13 +64,19 @@ def test_a_newer_gateway_of_a_namespace_first_by_name_cannot_take_a_port(stage, 
         assert answered_by(port, "shop.example.com") == "VICTIM-PORT"
 
 
+def older_wildcard_gateway(stage, *, ns: str, name: str, host: str, answer: str) -> None:  # noqa: F811
+    """Namespace `ns`'s Gateway `name`, its listener the wildcard over `host`, and a route for `host` to a backend
+    answering `answer`; once it answers, a wait so that a Gateway made next is newer."""
+    stage.cluster.apply(*stage.backend(answer, name, namespace=ns),
+                        gw.gateway(name, ns=ns, listeners=[gw.listener("web", hostname="*." + host.split(".", 1)[1])]),
+                        gw.http_route(name, ns=ns, parents=[{"name": name, "namespace": ns}],
+                                      hostnames=[host], rules=[gw.rule(gw.backend_ref(name))]))
+    stage.expect_answer(host, "/", answer)
+    time.sleep(TIMESTAMP_RESOLUTION_SECONDS)  # creationTimestamp is in whole seconds
+
+
 def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_listener_for_it(stage):  # noqa: F811
-    stage.cluster.apply(*stage.backend("VICTIM-HOST", "victim", namespace="team-c"),
-                        gw.gateway("site", ns="team-c", listeners=[gw.listener("web", hostname="*.site.example")]),
-                        gw.http_route("site", ns="team-c", parents=[{"name": "site", "namespace": "team-c"}],
-                                      hostnames=["www.site.example"], rules=[gw.rule(gw.backend_ref("victim"))]))
-    stage.expect_answer("www.site.example", "/", "VICTIM-HOST")
-    time.sleep(TIMESTAMP_RESOLUTION_SECONDS)
+    older_wildcard_gateway(stage, ns="team-c", name="site", host="www.site.example", answer="VICTIM-HOST")
     stage.cluster.apply(*stage.backend("ATTACKER", "evil", namespace="a-attacker"),
                         gw.gateway("grab-host", ns="a-attacker", listeners=[
                             gw.listener("web", hostname="www.site.example")]),
@@ -85,12 +97,7 @@ def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_listener
 def test_the_tenant_whose_listener_lost_its_host_reads_why_in_the_status(stage):  # noqa: F811
     """A newer Gateway's listener for a name another namespace's older Gateway serves: the tenant reads it through the
     API, the listener Conflicted (HostnameConflict) and not Programmed, its route not Accepted."""
-    stage.cluster.apply(*stage.backend("STORE", "store", namespace="team-e"),
-                        gw.gateway("store", ns="team-e", listeners=[gw.listener("web", hostname="*.store.example")]),
-                        gw.http_route("store", ns="team-e", parents=[{"name": "store", "namespace": "team-e"}],
-                                      hostnames=["www.store.example"], rules=[gw.rule(gw.backend_ref("store"))]))
-    stage.expect_answer("www.store.example", "/", "STORE")
-    time.sleep(TIMESTAMP_RESOLUTION_SECONDS)
+    older_wildcard_gateway(stage, ns="team-e", name="store", host="www.store.example", answer="STORE")
     stage.cluster.apply(*stage.backend("TAKER", "taker", namespace="a-taker"),
                         gw.gateway("take", ns="a-taker", listeners=[gw.listener("web", hostname="www.store.example")]),
                         gw.http_route("take", ns="a-taker", parents=[{"name": "take", "namespace": "a-taker"}],
@@ -98,12 +105,7 @@ def test_the_tenant_whose_listener_lost_its_host_reads_why_in_the_status(stage):
     lost = ("host www.store.example on port 80 belongs to Gateway team-e/store, which claimed it first there; Gateway "
             "a-taker/take listener web, of another namespace, does not serve it: use another host name, or ask "
             "namespace team-e to give it up")
-    found: dict = {}
-
-    def conflicted() -> bool:
-        found.update(listener_status(gateway_status(stage, "take", ns="a-taker"), "web"))
-        return conditions(found).get("Conflicted") == ("True", "HostnameConflict")
-    wait_for(conflicted, 20, what="the newer Gateway's listener conflicted")
+    found = conflicted_listener(stage, "take", ns="a-taker", listener="web", reason="HostnameConflict")
     assert conditions(found)["Programmed"] == ("False", "HostnameConflict")
     assert conditions(found)["Accepted"] == ("True", "Accepted")
     assert found["attachedRoutes"] == 0
