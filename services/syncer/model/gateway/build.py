@@ -29,7 +29,7 @@ from .kept_routes import ROUTE_KINDS, Frame, GatewayKept, RouteKey, RouteRecord
 from .listeners import served_listeners
 from .objects import GatewayObjects
 from .reference_grants import ReferenceGrants
-from .tables import TablesKept, gateway_orders, gateway_tables, host_gateways
+from .tables import TablesKept, claims_weighed, gateway_orders, gateway_tables, host_gateways, lost_listeners
 from .tlsroutes import TlsPassthrough, TlsRoutePlan, plan_tls_route, tls_passthrough
 from .backend_tls_policies import BackendTlsPolicies
 from .upstream_tls import UpstreamTls, upstream_tls
@@ -49,6 +49,9 @@ class GatewayModel:
     resolved: dict[ServiceRef, ResolvedBackend] = field(default_factory=dict)  # the Services its tables' rules use
     # The hosts whose `routes` entry may differ from the previous build's (given as `previous`); None: any host.
     changed_hosts: frozenset[str] | None = field(default=None, compare=False)
+    # The problems of the listeners whose hostname another namespace's Gateway has (among `problems`), kept for the
+    # next build that changes no route tabled for a listener's hostname.
+    lost_listeners: list[Problem] = field(default_factory=list)
 
 
 def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver,
@@ -93,6 +96,9 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
         kept.plans.forget_unseen()
     made_hosts = _tables(kept, frame, None if whole else changed_hosts, resolver=resolver, owners=owners,
                          secrets=secrets)
+    listener_hosts = {listener.hostname for listener in frame.listeners if listener.hostname is not None}
+    lost = (previous.lost_listeners if previous is not None and not (whole or tls_changed)
+            and made_hosts.isdisjoint(listener_hosts) else _lost_listeners(kept, frame, listener_hosts, owners))
     if tls_changed:
         kept.passthrough = tls_passthrough([(record.tls_plan, record.attachments) for record in kept.tls_routes()
                                             if record.tls_plan is not None and record.attachments],
@@ -101,11 +107,11 @@ def build_gateway(objects: GatewayObjects, *, settings: Settings, resolver: Back
                                                                                       objects.config_maps)))
     return GatewayModel(routes=dict(kept.routes), backends=dict(kept.backends.values),
                         profiles=dict(kept.profiles.values), tls_secrets=dict(kept.tls_secrets),
-                        problems=kept.problems() + kept.passthrough.problems, passthrough=kept.passthrough,
+                        problems=kept.problems() + lost + kept.passthrough.problems, passthrough=kept.passthrough,
                         ssl_files=dict(kept.ssl_files.values), resolved=dict(kept.resolved.values),
                         own_ports={listener.own_port: listener.scheme for listener in frame.listeners
                                    if listener.own_port is not None},
-                        changed_hosts=None if whole else frozenset(made_hosts))
+                        changed_hosts=None if whole else frozenset(made_hosts), lost_listeners=lost)
 
 
 def _changed_routes(changed: Collection[str] | None) -> list[RouteKey] | None:
@@ -235,6 +241,20 @@ def _tables(kept: GatewayKept, frame: Frame, changed_hosts: set[str] | None, *, 
                          ssl_files={name: data for action in actions for name, data in action.ssl_files.items()},
                          resolved=resolved)
     return reached
+
+
+def _lost_listeners(kept: GatewayKept, frame: Frame, hosts: set[str], owners: Mapping[str, str]) -> list[Problem]:
+    """The warnings of the served listeners whose own hostname (`hosts`) a Gateway of another namespace has, in their
+    status's words (tables.lost_listeners): they serve nothing, and without routes no route's warning says so. The
+    claims on those names are the routes' tabled for them and the TLSRoutes', as _tables weighs them."""
+    if not hosts or not claims_weighed(frame.listeners):
+        return []
+    claimants = [*kept.routes_of(hosts), *kept.tls_routes()]
+    claimed = host_gateways([(record.plan, record.attachments) for record in claimants if record.plan is not None],
+                            hosts, listeners=frame.listeners, ingress_owners=owners,
+                            gateway_orders=gateway_orders(frame.objects.gateways))
+    return [Problem.warning(f"Gateway {listener.gateway}", why)
+            for listener, why in lost_listeners(frame.listeners, claimed)]
 
 
 def _forget_actions(tables: TablesKept, record: RouteRecord) -> None:

@@ -18,6 +18,7 @@ from ..backends import BackendResolver, index_endpoint_slices
 from ..build import StoreIndex
 from ..stream_services import stream_services
 from ..tls import TlsSecrets
+from ..types import CATCH_ALL_HOST
 from .attachment import Attachment, attach
 from .attachment import Refusal as AttachRefusal
 from .classes import our_classes
@@ -33,7 +34,8 @@ from .listeners import ROUTE_KINDS, Listener, served_listeners, unavailable_own_
 from .objects import GATEWAY_GROUP, GatewayObjects
 from .reasons import UNRESOLVED_LISTENER_REFS, Reason
 from .reference_grants import ReferenceGrants
-from .tables import HostPort, claims_weighed, gateway_orders, host_gateways, host_owner, lost_host
+from .tables import (HostPort, claims_weighed, gateway_orders, host_gateways, host_owner, ingress_lost_host,
+                     lost_host, lost_listeners)
 from .tlsroutes import plan_tls_route
 
 Condition = dict[str, Any]
@@ -75,10 +77,12 @@ def status_addresses(addresses: Iterable[Mapping[str, str]]) -> list[dict[str, s
 
 def store_statuses(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                    addresses: Iterable[Mapping[str, str]] = (),
-                   taken_ports: Mapping[int, str] | None = None) -> GatewayStatuses:
+                   taken_ports: Mapping[int, str] | None = None,
+                   ingress_owners: Mapping[str, str] | None = None) -> GatewayStatuses:
     """gateway_statuses of the watcher's store ("Kind/namespace/name" → object), Services and Secrets as the model
     reads them. `taken_ports`: the ports of their own that the syncer found another program listening on when it last
-    applied (port → why; services/syncer/nginx_apply/taken_ports.py); the TCP services' ports are read here."""
+    applied (port → why; services/syncer/nginx_apply/taken_ports.py); the TCP services' ports are read here.
+    `ingress_owners`: the last model's host → the namespace whose Ingress owns it (build.IngressOwners)."""
     index = StoreIndex.of(store)
     resolver = BackendResolver(index.services, slices=index_endpoint_slices(index.endpoint_slices),
                                allow_external_name=not settings.ingress.disable_svc_external_name)
@@ -87,17 +91,20 @@ def store_statuses(store: Mapping[str, dict[str, Any]], *, settings: Settings,
                             secrets=TlsSecrets(index.secrets, settings.ingress.default_ssl_certificate),
                             addresses=addresses, unavailable_ports=unavailable_own_ports(
                                 (server.port for server in streams.servers if server.protocol == "tcp"),
-                                taken_ports or {}))
+                                taken_ports or {}), ingress_owners=ingress_owners)
 
 
 def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: BackendResolver, secrets: TlsSecrets,
                      addresses: Iterable[Mapping[str, str]] = (),
-                     unavailable_ports: Mapping[int, str] | None = None) -> GatewayStatuses:
+                     unavailable_ports: Mapping[int, str] | None = None,
+                     ingress_owners: Mapping[str, str] | None = None) -> GatewayStatuses:
     """The statuses of the store's Gateway API objects (GatewayObjects.of) that pyngress serves. `unavailable_ports`:
     the ports of their own nginx does not listen on, with why (listeners.unavailable_own_ports); their listeners are
-    not accepted (PortUnavailable)."""
+    not accepted (PortUnavailable). `ingress_owners`: host → the namespace whose Ingress owns it, as the model has it
+    (read host by host): a route of another namespace does not serve that host."""
     found = GatewayStatuses()
     controller = settings.ingress.gateway_controller_name
+    owners: Mapping[str, str] = {} if ingress_owners is None else ingress_owners
     classes = our_classes(objects.classes, controller)
     for name in sorted(classes):
         refused = class_refusal(objects.classes[name])
@@ -136,17 +143,15 @@ def gateway_statuses(objects: GatewayObjects, *, settings: Settings, resolver: B
     if claims_weighed(served_list):
         our_routes = list(our_routes)
         claimed = _host_claims([route for _, route in our_routes], served=served_list, attachable=listeners,
-                               objects=objects, ours=our_gateways)
+                               objects=objects, ours=our_gateways, owners=owners)
     # The served listeners whose own hostname an older Gateway of another namespace has: they serve nothing.
-    lost = {(listener.gateway, listener.name): Conflict(Reason.HOSTNAME_CONFLICT, (
-        f"listener {listener.name}: {lost_host(listener.hostname, listener, owner)} (reason HostnameConflict)"))
-        for listener in served_list if listener.hostname is not None
-        and (owner := host_owner(claimed, listener.hostname, listener)) is not None}
+    lost = {(listener.gateway, listener.name): Conflict(Reason.HOSTNAME_CONFLICT, why)
+            for listener, why in lost_listeners(served_list, claimed)}
     attached: dict[tuple[str, str], set[str]] = {}  # (gateway "namespace/name", listener) → routes attached
     for (kind, namespace, name), our_route in our_routes:
         found.routes[kind, namespace, name] = _route_parents(
-            our_route, ours=our_gateways, controller=controller, unserved=unserved, claimed=claimed, objects=objects,
-            other_listeners=others[kind], attached=attached)
+            our_route, ours=our_gateways, controller=controller, unserved=unserved, claimed=claimed, owners=owners,
+            objects=objects, other_listeners=others[kind], attached=attached)
     controller_addresses = status_addresses(addresses)
     for (namespace, name), gateway in sorted(ours.items()):
         found.gateways[namespace, name] = _gateway_status(
@@ -290,11 +295,12 @@ def _our_route(kind: str, route: dict[str, Any], parents: list[tuple[int, dict[s
 
 
 def _host_claims(routes: Iterable[_OurRoute], *, served: list[Listener], attachable: list[Listener],
-                 objects: GatewayObjects, ours: frozenset[str]) -> dict[HostPort, str]:
+                 objects: GatewayObjects, ours: frozenset[str], owners: Mapping[str, str]) -> dict[HostPort, str]:
     """The Gateway each host of the `served` listeners (the model's) and of the routes attached to them belongs to on
     each port, as build.py's tables decide it (tables.host_gateways). The routes' attachments are those to the
     `attachable` listeners, of which the served; those attached to a listener served but not attachable (its port
-    unavailable) are found here. The hosts an Ingress owns are not told apart here."""
+    unavailable) are found here. `owners`: the Ingresses' (gateway_statuses), whose hosts other namespaces' routes do
+    not claim."""
     keys = {(listener.gateway, listener.name) for listener in served}
     taking = {(listener.gateway, listener.name) for listener in attachable}
     apart = [listener for listener in served if (listener.gateway, listener.name) not in taking]
@@ -306,7 +312,7 @@ def _host_claims(routes: Iterable[_OurRoute], *, served: list[Listener], attacha
     hosts = {listener.hostname for listener in served if listener.hostname is not None}
     hosts.update(host for _, attachments in attached for attachment in attachments for host in attachment.hosts)
     return host_gateways(attached, hosts, listeners=served, gateway_orders=gateway_orders(objects.gateways),
-                         ingress_owners={})
+                         ingress_owners=owners)
 
 
 def _planned(kind: str, route: dict[str, Any], *, namespace: str, name: str, order: Any,
@@ -330,11 +336,12 @@ def _our_parents(route: dict[str, Any], *, namespace: str, ours: frozenset[str])
 
 def _route_parents(route: _OurRoute, *, ours: frozenset[str], controller: str,
                    other_listeners: list[Listener], unserved: Mapping[tuple[str, str], str],
-                   claimed: Mapping[HostPort, str], objects: GatewayObjects,
+                   claimed: Mapping[HostPort, str], owners: Mapping[str, str], objects: GatewayObjects,
                    attached: dict[tuple[str, str], set[str]]) -> list[dict[str, Any]]:
     """The route's status.parents entries for its parentRefs naming one of our Gateways; `other_listeners`: the
     listeners routes attach to that do not take the route's kind; `unserved`: of the listeners routes attach to, the
-    ones that serve none of their routes, with why; `claimed`: which Gateway each host belongs to (_host_claims)."""
+    ones that serve none of their routes, with why; `claimed`: which Gateway each host belongs to (_host_claims);
+    `owners`: which namespace's Ingress owns a host (gateway_statuses)."""
     generation = _generation(route.route)
     plan = route.plan
     entries = []
@@ -344,7 +351,7 @@ def _route_parents(route: _OurRoute, *, ours: frozenset[str], controller: str,
                                  f"{plan}; the route is not served", generation=generation)
         else:
             accepted = _accepted(plan, index, route.attached[position], others=other_listeners, unserved=unserved,
-                                 claimed=claimed, ours=ours, objects=objects, attached=attached,
+                                 claimed=claimed, owners=owners, ours=ours, objects=objects, attached=attached,
                                  generation=generation)
         entries.append({"parentRef": _echo(raw), "controllerName": controller,
                         "conditions": [accepted, route.resolved]})
@@ -353,11 +360,11 @@ def _route_parents(route: _OurRoute, *, ours: frozenset[str], controller: str,
 
 def _accepted(plan: RoutePlan, index: int, attached_here: tuple[list[Attachment], list[AttachRefusal]], *,
               others: list[Listener], unserved: Mapping[tuple[str, str], str], claimed: Mapping[HostPort, str],
-              ours: frozenset[str], objects: GatewayObjects, attached: dict[tuple[str, str], set[str]],
+              owners: Mapping[str, str], ours: frozenset[str], objects: GatewayObjects, attached: dict[tuple[str, str], set[str]],
               generation: int) -> Condition:
     """The Accepted of the route's parentRef `index`, attached as `attached_here` to the listeners that take its kind
-    (`others`: those that do not). A route whose hosts there all belong to other namespaces' Gateways (tables.py) is
-    not: NoMatchingListenerHostname, the spec's reason for a parent with no listener whose hostname it may serve
+    (`others`: those that do not). A route whose hosts there all belong to other namespaces' Gateways or Ingresses
+    (`owners`), as tables.gateway_tables decides, is not: NoMatchingListenerHostname, the spec's reason for a parent with no listener whose hostname it may serve
     (the listeners that match it serve those hosts for no route of this namespace)."""
     attachments, refusals = attached_here
     if not attachments and attach(replace(plan, parents=(plan.parents[index],)), listeners=others, our_gateways=ours,
@@ -366,8 +373,8 @@ def _accepted(plan: RoutePlan, index: int, attached_here: tuple[list[Attachment]
         return condition("Accepted", False, "NotAllowedByListeners", "no listener it names allows its kind",
                          generation=generation)
     if attachments:
-        lost = [lost_host(host, attachment.listener, owner) for attachment in attachments for host in attachment.hosts
-                if (owner := host_owner(claimed, host, attachment.listener)) is not None] if claimed else []
+        lost = [why for attachment in attachments for host in attachment.hosts
+                if (why := _lost(host, attachment.listener, plan.namespace, claimed=claimed, owners=owners))]
         if lost and len(lost) == sum(len(attachment.hosts) for attachment in attachments):
             return condition("Accepted", False, Reason.NO_MATCHING_LISTENER_HOSTNAME, (
                 f"not attached to Gateway {plan.parents[index].namespace}/{plan.parents[index].name}: no host it names "
@@ -378,6 +385,18 @@ def _accepted(plan: RoutePlan, index: int, attached_here: tuple[list[Attachment]
                          generation=generation)
     [refusal] = refusals  # one parentRef, of one of our Gateways
     return condition("Accepted", False, refusal.reason, refusal.message, generation=generation)
+
+
+def _lost(host: str, listener: Listener, namespace: str, *, claimed: Mapping[HostPort, str],
+          owners: Mapping[str, str]) -> str | None:
+    """Why `listener` does not serve `host` for a route of `namespace`, in tables.gateway_tables' order: another
+    namespace's Ingress owns it, or another namespace's Gateway claimed it first there; None when it serves it."""
+    if host == CATCH_ALL_HOST:
+        return None
+    if (ingress := owners.get(host)) is not None and ingress != namespace:
+        return ingress_lost_host(host, ingress)
+    gateway = host_owner(claimed, host, listener) if claimed else None
+    return lost_host(host, listener, gateway) if gateway is not None else None
 
 
 def _attached_message(attachments: Iterable[Attachment], unserved: Mapping[tuple[str, str], str]) -> str:

@@ -45,6 +45,7 @@ from .httproutes import Action, HeaderChanges, Match, Redirect, RoutePlan
 from .client_validation import host_validation
 from .listeners import Listener
 from .mirrors import mirror_locations
+from .reasons import Reason
 from .upstream_tls import RuleTls, UpstreamTls
 
 
@@ -184,6 +185,21 @@ def lost_host(host: str, listener: Listener, owner: str) -> str:
             f"{owner.partition('/')[0]} to give it up")
 
 
+def lost_listeners(listeners: Iterable[Listener], claimed: Mapping[HostPort, str]) -> list[tuple[Listener, str]]:
+    """The `listeners` whose own hostname a Gateway of another namespace has (host_owner), with why: they serve
+    nothing. The words of their status (Conflicted, HostnameConflict) and of their problem."""
+    return [(listener, f"listener {listener.name}: {lost_host(listener.hostname, listener, owner)} (reason "
+                       f"{Reason.HOSTNAME_CONFLICT})") for listener in listeners if listener.hostname is not None
+            and (owner := host_owner(claimed, listener.hostname, listener)) is not None]
+
+
+def ingress_lost_host(host: str, owner: str) -> str:
+    """Why a route of another namespace than `owner` (whose Ingress owns `host`: the model's ingress_owners) does not
+    serve `host`, and what to change: the log's, the problems' and the route's status's words."""
+    return (f"host {host} belongs to namespace {owner}, whose Ingress names it; this route, of another namespace, does "
+            f"not serve it: use another host name, or ask namespace {owner} to give it up")
+
+
 def _claim_port(listener: Listener) -> tuple[str, int | None]:
     """Where a listener's routes claim their hosts: its port; every port over TLS (one certificate a host)."""
     return ("tls", None) if listener.scheme in ("https", "tls") else listener.port_key
@@ -212,8 +228,7 @@ def gateway_tables(attached: Iterable[tuple[RoutePlan, list[Attachment]]], *, li
             for host in attachment.hosts:
                 owner = ingress_owners.get(host)
                 if owner is not None and owner != plan.namespace and host != CATCH_ALL_HOST:
-                    tables.warnings.append((f"{plan.kind} {plan.ref}", f"host {host} belongs to namespace {owner}, "
-                                            "whose Ingress names it; this route does not serve it"))
+                    tables.warnings.append((f"{plan.kind} {plan.ref}", ingress_lost_host(host, owner)))
                     continue
                 if (claimant := host_owner(claimed, host, attachment.listener)) is not None:
                     tables.warnings.append((f"{plan.kind} {plan.ref}", lost_host(host, attachment.listener, claimant)))

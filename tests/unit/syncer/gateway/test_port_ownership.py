@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from services.common.objects import object_key
-from services.syncer.model.build import StoreIndex, build_model
+from services.syncer.model.build import IngressOwners, StoreIndex, build_model
 from services.syncer.model.gateway.listeners import MAX_OWN_PORTS, OWN_PORTS_PER_NAMESPACE
 from services.syncer.model.gateway.status import GatewayStatuses, store_statuses
 from services.syncer.model.gateway.reference_grants import ReferenceGrants
@@ -202,10 +202,11 @@ def test_a_newer_gateway_of_another_namespace_cannot_take_a_host_with_a_more_spe
     two_tenants(gw, attacker_listener=gw.objects.listener("web", hostname="shop.example.com"))
     model = gw.build()
     assert backends_of(gw, model, "shop.example.com") == ["team-b-web-80"]
-    assert gw.warnings(model) == [
-        "warning: HTTPRoute a-attacker/grab: host shop.example.com on port 80 belongs to Gateway team-b/shop, which "
-        "claimed it first there; Gateway a-attacker/grab listener web, of another namespace, does not serve it: use "
-        "another host name, or ask namespace team-b to give it up"]
+    lost = ("host shop.example.com on port 80 belongs to Gateway team-b/shop, which claimed it first there; Gateway "
+            "a-attacker/grab listener web, of another namespace, does not serve it: use another host name, or ask "
+            "namespace team-b to give it up")
+    assert gw.warnings(model) == [f"warning: Gateway a-attacker/grab: listener web: {lost} (reason HostnameConflict)",
+                                  f"warning: HTTPRoute a-attacker/grab: {lost}"]
 
 
 def test_a_newer_gateways_listener_without_routes_does_not_blank_an_older_ones_host(gw):
@@ -259,10 +260,11 @@ def test_an_older_namespaces_wildcard_listener_keeps_every_name_under_it(gw):
     model = gw.build()
     assert "shop.example.com" not in model.routes  # the wildcard's entry serves it
     assert backends_of(gw, model, "*.example.com") == ["infra-web-80"]
-    assert gw.warnings(model) == [
-        "warning: HTTPRoute shop/shop: host shop.example.com on port 80 belongs to Gateway infra/public, which claimed "
-        "it first there; Gateway shop/own listener web, of another namespace, does not serve it: use another host "
-        "name, or ask namespace infra to give it up"]
+    lost = ("host shop.example.com on port 80 belongs to Gateway infra/public, which claimed it first there; Gateway "
+            "shop/own listener web, of another namespace, does not serve it: use another host name, or ask namespace "
+            "infra to give it up")
+    assert gw.warnings(model) == [f"warning: Gateway shop/own: listener web: {lost} (reason HostnameConflict)",
+                                  f"warning: HTTPRoute shop/shop: {lost}"]
 
 
 def test_a_shared_gateways_route_keeps_its_host_from_a_newer_tenants_listener(gw):
@@ -511,3 +513,90 @@ def test_within_one_namespace_the_more_specific_listener_of_a_newer_gateway_is_n
     found = store_statuses(gw.store, settings=gw.settings)
     assert listeners_of(found, "team-b", "own")["web"][0] == SERVED
     assert listeners_of(found, "team-c", "other")["web"][0] == SERVED
+
+
+# A host an Ingress of another namespace owns: the route's status says what the model serves (tables.gateway_tables),
+# with the model's owners (build.IngressOwners of its routes, as the syncer hands them to the status writer).
+def ingress_and_tenant(gw, *hostnames: str) -> None:
+    """team-b's Ingress has shop.example.com; a-attacker's Gateway (a listener without hostname) has a route naming
+    `hostnames` to its own Service."""
+    o = gw.objects
+    gw.ingress_class()
+    gw.app("web", ns="team-b", host="shop.example.com")
+    gw.app_service("evil", ns="a-attacker", address="10.0.0.66")
+    gateway(gw, "grab", "a-attacker", o.listener("web"), created="2026-06-01T00:00:00Z")
+    gw.add(o.http_route("grab", ns="a-attacker", parents=[{"name": "grab", "namespace": "a-attacker"}],
+                        hostnames=list(hostnames), rules=[o.rule(o.backend_ref("evil"))], created=gw.timestamp()))
+
+
+INGRESS_LOST = ("host shop.example.com belongs to namespace team-b, whose Ingress names it; this route, of another "
+                "namespace, does not serve it: use another host name, or ask namespace team-b to give it up")
+
+
+def statuses_with_owners(gw, model) -> GatewayStatuses:
+    return store_statuses(gw.store, settings=gw.settings, ingress_owners=IngressOwners(model.routes))
+
+
+def test_a_route_naming_another_namespaces_ingress_host_among_others_stays_accepted_and_names_it(gw):
+    ingress_and_tenant(gw, "shop.example.com", "mine.test")
+    model = gw.build()
+    assert model.routes["shop.example.com"].gateway is None  # the Ingress alone serves it
+    assert backends_of(gw, model, "mine.test") == ["a-attacker-evil-80"]
+    assert gw.warnings(model) == [f"warning: HTTPRoute a-attacker/grab: {INGRESS_LOST}"]
+    found = statuses_with_owners(gw, model)
+    assert route_parent(found, "a-attacker", "grab") == (("True", "Accepted"), f"attached to web; {INGRESS_LOST}")
+    assert listeners_of(found, "a-attacker", "grab")["web"][0] == SERVED
+
+
+def test_a_route_whose_only_host_another_namespaces_ingress_owns_is_not_accepted(gw):
+    ingress_and_tenant(gw, "shop.example.com")
+    model = gw.build()
+    assert model.routes["shop.example.com"].gateway is None
+    found = statuses_with_owners(gw, model)
+    assert route_parent(found, "a-attacker", "grab") == (
+        ("False", "NoMatchingListenerHostname"),
+        "not attached to Gateway a-attacker/grab: no host it names there is served (reason "
+        f"NoMatchingListenerHostname): {INGRESS_LOST}")
+    assert listener_status(found.gateways["a-attacker", "grab"], "web")["attachedRoutes"] == 0
+    # The Ingress's own namespace's route serves it (beside the Ingress's paths): accepted.
+    gw.store.pop("Ingress/team-b/web")
+    gw.ingress("web", ns="a-attacker", host="shop.example.com")
+    model = gw.build()
+    assert backends_of(gw, model, "shop.example.com") == ["a-attacker-evil-80"]
+    assert route_parent(statuses_with_owners(gw, model), "a-attacker", "grab") == (
+        ("True", "Accepted"), "attached to web")
+
+
+def test_a_losing_listener_without_routes_is_a_problem_as_its_status_says(gw):
+    """a-attacker's listener for shop.example.com has no route: its problem (the log, /status, lint) has the words of
+    its status; built incrementally, it goes once team-b's route gives the host up."""
+    o = gw.objects
+    gw.app_service("web", ns="team-b")
+    gateway(gw, "shop", "team-b", o.listener("web"), created="2026-01-01T00:00:00Z")
+    gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                        hostnames=["shop.example.com"], rules=[o.rule(o.backend_ref("web"))],
+                        created="2026-01-02T00:00:00Z"))
+    gateway(gw, "grab", "a-attacker", o.listener("web", hostname="shop.example.com"), created="2026-06-01T00:00:00Z")
+    incremental = IncrementalModel(gw.settings)
+    model = incremental.update(gw.store, None)
+    [conflicted] = [c for c in listener_status(store_statuses(gw.store, settings=gw.settings).gateways[
+        "a-attacker", "grab"], "web")["conditions"] if c["type"] == "Conflicted"]
+    assert conflicted["status"] == "True"
+    assert gw.warnings(model) == [f"warning: Gateway a-attacker/grab: {conflicted['message']}"]
+    assert "shop.example.com on port 80 belongs to Gateway team-b/shop" in conflicted["message"]
+    changed = gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                                  hostnames=["www.example.com"], rules=[o.rule(o.backend_ref("web"))],
+                                  created="2026-01-02T00:00:00Z"))
+    model = incremental.update(gw.store, {object_key(changed)})
+    assert model == build_model(gw.store, settings=gw.settings)
+    assert gw.warnings(model) == []
+    # A change that reaches no hostname of a listener keeps the problems as they were.
+    gw.add(o.http_route("shop", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                        hostnames=["shop.example.com"], rules=[o.rule(o.backend_ref("web"))],
+                        created="2026-01-02T00:00:00Z"))
+    model = incremental.update(gw.store, {"HTTPRoute/team-b/shop"})
+    other = gw.add(o.http_route("more", ns="team-b", parents=[{"name": "shop", "namespace": "team-b"}],
+                                hostnames=["more.test"], rules=[o.rule(o.backend_ref("web"))], created=gw.timestamp()))
+    model = incremental.update(gw.store, {object_key(other)})
+    assert model == build_model(gw.store, settings=gw.settings)
+    assert len(gw.warnings(model)) == 1
