@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import zmq.asyncio
 
@@ -29,6 +29,7 @@ from services.common.runner import run_process
 from services.common.settings import Settings
 from services.syncer.annotations.validators import duration_seconds
 from services.syncer.ingress_status.campaign import run_status_updates, status_updates_enabled
+from services.syncer.model.build import IngressOwners
 from services.syncer.model.incremental import IncrementalModel
 from services.syncer.model.types import Model
 from services.syncer.nginx_apply.applier import NginxApplier
@@ -61,6 +62,8 @@ class Syncer:
         self._updates: dict[str, dict | None] = {}
         # The model, kept up to date with the store keys changed since the last sync.
         self.model = IncrementalModel(settings)
+        # The applied model's host → the namespace whose Ingress owns it: the Gateway API status reads it.
+        self.ingress_owners: Mapping[str, str] = {}
         self._afresh = True  # the next sync builds the model from scratch (the first, or one after a failure)
         self.changed = asyncio.Event()
         # Called after every sync (the Ingress status updater re-reads the store then), with the store keys changed by
@@ -131,6 +134,7 @@ class Syncer:
             self.metrics.stats.last_error = f"sync failed: {err}"
             log.exception("sync failed; the last applied configuration keeps serving")
             return
+        self.ingress_owners = IngressOwners(model.routes)  # its routes are a snapshot, never changed
         self.metrics.applied(model)
         self.metrics.objects.set(len(self.store))
         self.metrics.rejected.set(sum(1 for p in model.problems if p.is_error))
@@ -261,6 +265,7 @@ async def main_async(settings: Settings) -> None:
                 tasks.create_task(run_status_updates(settings, current_store=lambda: syncer.store,
                                                      synced_keys=lambda: syncer.synced_keys,
                                                      taken_ports=lambda: syncer.applier.taken_ports,
+                                                     ingress_owners=lambda: syncer.ingress_owners,
                                                      after_sync=syncer.after_sync, errors=syncer.api_errors,
                                                      leadership=syncer.metrics.leadership))
     finally:

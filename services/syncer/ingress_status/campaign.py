@@ -31,7 +31,8 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
                              after_sync: list[Callable[[], None]], errors: dict[str, str],
                              leadership: dict[str, Callable[[], bool]],
                              synced_keys: Callable[[], ChangedKeys] = lambda: None,
-                             taken_ports: Callable[[], Mapping[int, str]] = dict) -> None:
+                             taken_ports: Callable[[], Mapping[int, str]] = dict,
+                             ingress_owners: Callable[[], Mapping[str, str]] = dict) -> None:
     """Campaign, and write Ingress status while leading, until cancelled.
 
     current_store: the syncer's store as it is now. after_sync: the syncer's callbacks, called after each
@@ -39,7 +40,8 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
     then: None when any may have). errors: filled with what the API
     refuses or fails ("lease", "ingress status" → the API's message) while it does, for /healthz. leadership:
     the Lease's name → whether this process holds it now, for /metrics. taken_ports: the Gateway listeners' ports
-    another program held when the syncer last applied (port → why), for their status.
+    another program held when the syncer last applied (port → why), for their status. ingress_owners: the applied
+    model's host → the namespace whose Ingress owns it, for the routes' status.
 
     It never returns on its own (the syncer stops when one of its tasks ends): a configuration that
     cannot work is logged and status updates stay off; everything else keeps working.
@@ -62,7 +64,7 @@ async def run_status_updates(settings: Settings, *, current_store: Callable[[], 
     api_client = client.ApiClient(configuration)
     updater = IngressStatusUpdater(api_client, settings=settings, errors=errors)
     gateways = GatewayStatusUpdater(api_client, settings=settings, addresses=updater.addresses, errors=errors,
-                                    taken_ports=taken_ports)
+                                    taken_ports=taken_ports, ingress_owners=ingress_owners)
     elector = LeaderElector.from_settings(settings, api_client, errors=errors)
     log.info("campaigning for the Ingress status lease", extra=kv(
         lease=f"{elector.namespace}/{elector.name}", identity=elector.identity,

@@ -93,8 +93,12 @@ class GatewayStatusUpdater:
     def __init__(self, api_client: client.ApiClient, *, settings: Settings,
                  addresses: Callable[[], Awaitable[list[Address] | None]], resync_seconds: float = RESYNC_SECONDS,
                  errors: dict[str, str] | None = None,
-                 taken_ports: Callable[[], Mapping[int, str]] = dict) -> None:
+                 taken_ports: Callable[[], Mapping[int, str]] = dict,
+                 ingress_owners: Callable[[], Mapping[str, str]] = dict) -> None:
         self.settings = settings
+        # The applied model's host → the namespace whose Ingress owns it: a route of another namespace does not serve
+        # that host, and its status says so as the model decides.
+        self._ingress_owners = ingress_owners
         # The listeners' ports another program held when the syncer last applied (port → why): the model cannot know.
         self._taken_ports = taken_ports
         self.controller = settings.ingress.gateway_controller_name
@@ -143,7 +147,8 @@ class GatewayStatusUpdater:
         # In a thread (1,000 routes in a 30,000-object store: about 0.1 s), on a copy: the syncer changes its store
         # between syncs, and the objects themselves are replaced, never changed in place.
         wanted = await asyncio.to_thread(store_statuses, dict(store), settings=self.settings, addresses=addresses,
-                                         taken_ports=dict(self._taken_ports()))
+                                         taken_ports=dict(self._taken_ports()),
+                                         ingress_owners=self._ingress_owners())
         now = _now()
         written = 0
         for name, status in wanted.classes.items():
