@@ -1,5 +1,5 @@
 /* The relay's Python binding: the module _pyngress_relay, which services/proxy/relay.py loads from the file the
- * Makefile builds. The stable ABI (3.11 and later), so that the file built against the venv's interpreter also
+ * Makefile builds. Besides the relay (relay.c) it reads the ClientHello's server name (hello.c) for the proxy. The stable ABI (3.11 and later), so that the file built against the venv's interpreter also
  * loads in the image's Debian python3.
  *
  * Calls are METH_FASTCALL (ctypes, tried first, spent about 3,000 instructions per call on argument conversion and
@@ -13,9 +13,13 @@
 #include <errno.h>
 #include <sys/socket.h>
 
+#include "hello.h"
 #include "relay.h"
 
 #define MAX_EVENTS 512
+/* What hello() returns for these verdicts: not a byte count (those are > 0). */
+#define HELLO_NO_SNI_VALUE (-1)
+#define HELLO_NOT_TLS_VALUE (-2)
 
 static const char CAPSULE[] = "pyngress.relay";
 
@@ -156,6 +160,42 @@ static PyObject *py_accept(PyObject *self, PyObject *fd_obj) {
     return PyLong_FromLong(fd);
 }
 
+static PyObject *client_hello_error;
+
+/* hello(first_bytes) -> the SNI host name (str), NO_SNI, NOT_TLS, or the number of bytes needed in all before anything
+ * can be decided (> 0); raises ClientHelloError (a ValueError) with the reason for a malformed hello (hello.c) */
+static PyObject *py_hello(PyObject *self, PyObject *data) {
+    (void)self;
+    struct hello h;
+    enum hello_verdict verdict;
+    if (PyBytes_Check(data)) {
+        char *bytes;
+        Py_ssize_t len;
+        if (PyBytes_AsStringAndSize(data, &bytes, &len) < 0)
+            return NULL;
+        verdict = hello_read((const unsigned char *)bytes, (size_t)len, &h);
+    } else {
+        Py_buffer view;
+        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        verdict = hello_read(view.buf, (size_t)view.len, &h);
+        PyBuffer_Release(&view);
+    }
+    switch (verdict) {
+    case HELLO_SNI:
+        return PyUnicode_FromStringAndSize(h.name, (Py_ssize_t)h.name_len);
+    case HELLO_NO_SNI:
+        return PyLong_FromLong(HELLO_NO_SNI_VALUE);
+    case HELLO_NOT_TLS:
+        return PyLong_FromLong(HELLO_NOT_TLS_VALUE);
+    case HELLO_INCOMPLETE:
+        return PyLong_FromSize_t(h.needed);
+    default:
+        PyErr_SetString(client_hello_error, h.reason);
+        return NULL;
+    }
+}
+
 static PyMethodDef methods[] = {
     {"new", py_new, METH_O, "A relay on the proxy's epoll set (its descriptor)."},
     {"add", (PyCFunction)(void (*)(void))py_add, METH_FASTCALL,
@@ -168,6 +208,8 @@ static PyMethodDef methods[] = {
     {"counters", py_counters, METH_O, "(active, opened, idle_closed, failed, bytes_to_upstream, bytes_to_client)"},
     {"active", py_active, METH_O, "Pairs open now."},
     {"accept", py_accept, METH_O, "accept4 without the peer's address: a non-blocking descriptor, or -1."},
+    {"hello", py_hello, METH_O,
+     "The verdict on a connection's first bytes: its SNI host name, NO_SNI, NOT_TLS, or the bytes needed in all."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -176,4 +218,22 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__pyngress_relay(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__pyngress_relay(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (client_hello_error == NULL)
+        client_hello_error = PyErr_NewExceptionWithDoc(
+            "_pyngress_relay.ClientHelloError",
+            "The client sent something that claims to be a TLS ClientHello but is malformed or too large.",
+            PyExc_ValueError, NULL);
+    if (client_hello_error == NULL || PyModule_AddObjectRef(m, "ClientHelloError", client_hello_error) < 0 ||
+        PyModule_AddIntConstant(m, "NO_SNI", HELLO_NO_SNI_VALUE) < 0 ||
+        PyModule_AddIntConstant(m, "NOT_TLS", HELLO_NOT_TLS_VALUE) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_HELLO_LENGTH", HELLO_MAX_LENGTH) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_BUFFERED", HELLO_MAX_BUFFERED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -23,6 +23,10 @@ from typing import Any, Callable, Protocol
 LIBRARY_ENV = "PYNGRESS_RELAY_LIBRARY"
 BUILT_LIBRARY = Path(__file__).resolve().parents[2] / "build" / "pyngress-relay.so"
 MODULE_NAME = "_pyngress_relay"
+# The relay module's hello(first_bytes) returns the SNI host name, the number of bytes needed in all before a verdict
+# (> 0), or one of these (relay/module.c defines them too: tests/unit/proxy/test_hello.py holds the two together).
+NO_SNI = -1  # a well-formed ClientHello without a server name
+NOT_TLS = -2  # not a TLS handshake record
 
 
 class RelayUnavailable(RuntimeError):
@@ -79,7 +83,7 @@ class Relay:
     """The pairs of one connection loop, on its epoll set. Every method but `counters` and `active` runs on the
     loop's thread."""
 
-    __slots__ = ("handle", "accept", "_add", "_lib")
+    __slots__ = ("handle", "accept", "hello", "hello_error", "_add", "_lib")
 
     def __init__(self, loop: Loop, path: Path | None = None) -> None:
         self._lib = load(path)
@@ -88,6 +92,10 @@ class Relay:
         # accept(listener_fd): a connection, non-blocking already, without its peer's address (which the socket
         # module's accept formats, at a cost, for nothing used); -1 when none is waiting; OSError as accept(2).
         self.accept = self._lib.accept
+        # hello(first_bytes): the ClientHello's verdict (relay/hello.c); it raises hello_error (a ValueError) with what
+        # is wrong with a malformed one.
+        self.hello: Callable[[bytes | bytearray], str | int] = self._lib.hello
+        self.hello_error: type[ValueError] = self._lib.ClientHelloError
         # The loop waits through the relay from here: poll(timeout, max_events) handles the pairs' events in C and
         # returns the loop's own, as select.epoll.poll does.
         loop.wait = functools.partial(self._lib.poll, self.handle)

@@ -3,7 +3,8 @@
 Per connection:
 1. when the table's config says `use_proxy_protocol`, an inbound PROXY v1/v2 header (from the load
    balancer) gives the real client address;
-2. the ClientHello is read within a size bound (clienthello.py) and a time bound (the hello timeout);
+2. the ClientHello is read within a size bound (relay/hello.c, in the relay module) and a time bound (the hello
+   timeout);
    connections still waiting for theirs are capped per process: past the cap the oldest is closed, so a
    flood of idle connections cannot crowd out clients that do send a hello;
 3. a host of the table (table.py: exact name, then the longest wildcard) goes to one of its backends (by
@@ -37,11 +38,10 @@ from typing import Any
 from services.common.ipv6 import ipv6_available, is_no_ipv6_error
 from services.common.logs import kv
 from services.common.settings import ProxySettings
-from services.proxy.clienthello import ClientHelloError, ClientHelloReader, Hello, HelloKind
 from services.proxy.event_loop import (EPOLLERR_OR_HUP, EPOLLIN, EPOLLOUT, PEER_CLOSED, READ_EVENTS, READ_SIZE,
                                        READ_WRITE_EVENTS, Deadlines, EventLoop)
 from services.proxy.proxy_protocol import Address, ProxyProtocolError, parse_header, v1_header
-from services.proxy.relay import Relay
+from services.proxy.relay import NO_SNI, NOT_TLS, Relay
 from services.proxy.table import BackendTls, Endpoint, RoutingTable
 from services.proxy.terminate import TlsTermination
 
@@ -92,6 +92,7 @@ class PassthroughServer:
         self.terminated: set[TlsTermination] = set()  # each connection whose TLS ends here
         self.loop = EventLoop()
         self.relay = Relay(self.loop)  # the passed-through pairs; raises RelayUnavailable without its library
+        self.hello = self.relay.hello
         # What connections read before they are relayed, or while their TLS ends here, one read at a time.
         self.read_buffer = bytearray(READ_SIZE)
         self.read_view = memoryview(self.read_buffer)
@@ -220,32 +221,31 @@ class PassthroughServer:
                 termination.close()
         self.loop.call_later(self.options.idle_timeout / IDLE_SWEEPS, self._sweep_idle)
 
-    def route(self, incoming: _Incoming, hello: Hello) -> None:
-        """Pick the upstream for a connection whose ClientHello is complete, then connect and splice."""
+    def route(self, incoming: _Incoming, verdict: str | int, first_bytes: bytes) -> None:
+        """Pick the upstream for a connection whose ClientHello is complete (`verdict`: its SNI host name, NO_SNI or
+        NOT_TLS; `first_bytes`: what it sent so far), then connect and splice."""
         counters = self.counters
-        name = hello.server_name  # set for HelloKind.SNI only
-        destination = self.table.lookup(name) if name is not None else None
+        destination = self.table.lookup(verdict) if isinstance(verdict, str) else None
         tls = backend_tls = None
         targets: tuple[Upstream, ...]
         if destination is None:
-            if hello.kind is HelloKind.NOT_TLS:
+            if verdict == NOT_TLS:
                 counters.not_tls += 1
-            elif hello.kind is HelloKind.NO_SNI:
+            elif verdict == NO_SNI:
                 counters.no_sni += 1
             targets = self.nginx
             client, local = incoming.addresses()
-            first_bytes = v1_header(client, local) + incoming.hello.raw
+            first_bytes = v1_header(client, local) + first_bytes
         else:
             targets = destination.targets()
             if not targets:
                 counters.no_endpoints += 1
-                log.info("passthrough host has no endpoints; closing", extra=kv(host=name))
+                log.info("passthrough host has no endpoints; closing", extra=kv(host=verdict))
                 incoming.close()
                 return
             tls = destination.tls
             if tls is not None:
                 backend_tls = destination.backend_tls[destination.chosen]
-            first_bytes = bytes(incoming.hello.raw)  # with `tls`: the handshake's first bytes, to the TLS object
         _Connecting(self, incoming, targets, first_bytes, tls, backend_tls).next_target()
 
     def relay_pair(self, incoming: _Incoming, upstream: _socket.socket, to_nginx: bool, first_bytes: bytes,
@@ -303,13 +303,14 @@ class _Listener:
 class _Incoming:
     """A client connection from accept until its ClientHello is complete; then the server routes it."""
 
-    __slots__ = ("server", "sock", "fd", "hello", "proxy_bytes", "proxy_header", "waiting", "registered")
+    __slots__ = ("server", "sock", "fd", "raw", "needed", "proxy_bytes", "proxy_header", "waiting", "registered")
 
     def __init__(self, server: PassthroughServer, sock: _socket.socket) -> None:
         self.server = server
         self.sock = sock
         self.fd = sock.fileno()
-        self.hello = ClientHelloReader()
+        self.raw: bytearray | None = None  # what it sent so far, while its hello is incomplete after a first read
+        self.needed = 1  # bytes needed in all before the hello's verdict (relay/hello.c); 0 once routed
         self.proxy_bytes: bytearray | None = None  # collects an inbound PROXY header when one is due
         self.proxy_header: tuple[Address, Address] | None = None
         self.waiting = False  # in server.pending, with a deadline for its hello (and header)
@@ -323,7 +324,7 @@ class _Incoming:
         # Read before registering: the hello has usually arrived by the time of accept, and then no event is
         # needed for it. What arrives from here on is reported once registered (epoll looks at the socket then).
         self._read(False)
-        if self.fd < 0 or self.hello.result is not None:
+        if self.fd < 0 or not self.needed:
             return  # closed, or routed: the relay (or the TLS termination) watches it from here
         loop.epoll.register(self.fd, READ_EVENTS)
         self.registered = True
@@ -345,7 +346,7 @@ class _Incoming:
 
     def on_event(self, events: int) -> None:
         if events & EPOLLIN:
-            if self.hello.result is None:  # else routed: what came is read once relayed (or by the termination)
+            if self.needed:  # else routed: what came is read once relayed (or by the termination)
                 self._read(bool(events & PEER_CLOSED))
         elif events & EPOLLERR_OR_HUP:
             self.close()  # while connecting upstream, the attempt ends too (_Connecting)
@@ -368,16 +369,24 @@ class _Incoming:
             try:
                 if self.proxy_bytes is not None:
                     data = self._take_proxy_header(data)
-                hello = self.hello.feed(data) if data else None
-            except (ClientHelloError, ProxyProtocolError) as err:
+                if self.raw is not None:
+                    self.raw += data
+                    data = self.raw  # type: ignore[assignment]
+                verdict = server.hello(data) if len(data) >= self.needed else self.needed
+            except (server.relay.hello_error, ProxyProtocolError) as err:  # looked up only when raised
                 server.counters.malformed += 1
                 log.debug("closing connection", extra=kv(peer=self._peer(), error=err))
                 self.close()
                 return
-            if hello is not None:  # what else waits (more, an EOF) is reported once the socket is on the relay's set
+            if isinstance(verdict, str) or verdict <= 0:
+                # What else waits (more, an EOF) is reported once the socket is on the relay's set.
+                self.needed = 0
                 self._leave_pending()
-                server.route(self, hello)
+                server.route(self, verdict, data if self.raw is None else bytes(data))
                 return
+            self.needed = verdict
+            if self.raw is None:
+                self.raw = bytearray(data)
             if count < READ_SIZE and not peer_closed:
                 return  # all there was; the next arrival is a new edge
 
