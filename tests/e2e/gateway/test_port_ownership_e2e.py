@@ -12,6 +12,7 @@ from tests.e2e.gateway.test_listener_ports import answered_by, expect_on_port
 from tests.e2e.gateway.test_status import TIMESTAMP_RESOLUTION_SECONDS, stage  # noqa: F401
 from tests.e2e.tls.pki import TestCA, tls_secret
 from tests.support import gateway_objects as gw
+from tests.support import k8s
 from tests.support.gateway_status import conditions, listener_status, observed
 from tests.support.net import free_port, wait_for
 
@@ -125,3 +126,44 @@ def test_the_tenant_whose_listener_lost_its_host_reads_why_in_the_status(stage):
                                    f"NoMatchingListenerHostname): {lost}")
     for _ in range(10):
         assert stage.answer("www.store.example", "/")["backend"] == "STORE"
+
+
+def route_accepted(stage, name: str, *, ns: str, status: str) -> dict[str, Any]:  # noqa: F811
+    """The route's Accepted condition on our Gateway once pyngress has written it with `status`."""
+    found: list[dict[str, Any]] = []
+
+    def written() -> bool:
+        route = stage.cluster.read("HTTPRoute", name, ns)
+        parents = [p for p in (route.get("status") or {}).get("parents") or [] if p["controllerName"] == gw.CONTROLLER]
+        found[:] = [c for p in parents for c in p["conditions"] if c["type"] == "Accepted"]
+        return bool(parents) and observed(route, parents) and found[0]["status"] == status
+    wait_for(written, 20, what=f"HTTPRoute {ns}/{name} Accepted {status} (now {found})")
+    return found[0]
+
+
+def test_a_tenants_route_for_a_host_another_namespaces_ingress_owns_reads_why_in_its_status(stage):  # noqa: F811
+    """team-f's Ingress owns www.owned.example; a-tenant's routes naming it read through the API that they do not
+    serve it (the one naming another host too stays Accepted), while the Ingress keeps answering."""
+    stage.cluster.apply(k8s.ingress_class(), *stage.backend("OWNER", "owner", namespace="team-f"),
+                        k8s.ingress("owner", [k8s.rule("www.owned.example", ("/", "Prefix", "owner", 80))],
+                                    namespace="team-f"))
+    stage.expect_answer("www.owned.example", "/", "OWNER")
+    parents = [{"name": "tenant", "namespace": "a-tenant"}]
+    stage.cluster.apply(*stage.backend("TENANT", "tenant", namespace="a-tenant"),
+                        gw.gateway("tenant", ns="a-tenant", listeners=[gw.listener("web")]),
+                        gw.http_route("tenant", ns="a-tenant", parents=parents,
+                                      hostnames=["www.owned.example", "mine.tenant.example"],
+                                      rules=[gw.rule(gw.backend_ref("tenant"))]),
+                        gw.http_route("tenant-only", ns="a-tenant", parents=parents, hostnames=["www.owned.example"],
+                                      rules=[gw.rule(gw.backend_ref("tenant"))]))
+    stage.expect_answer("mine.tenant.example", "/", "TENANT")
+    lost = ("host www.owned.example belongs to namespace team-f, whose Ingress names it; this route, of another "
+            "namespace, does not serve it: use another host name, or ask namespace team-f to give it up")
+    some = route_accepted(stage, "tenant", ns="a-tenant", status="True")
+    assert (some["reason"], some["message"]) == ("Accepted", f"attached to web; {lost}")
+    none = route_accepted(stage, "tenant-only", ns="a-tenant", status="False")
+    assert (none["reason"], none["message"]) == (
+        "NoMatchingListenerHostname", "not attached to Gateway a-tenant/tenant: no host it names there is served "
+        f"(reason NoMatchingListenerHostname): {lost}")
+    for _ in range(10):
+        assert stage.answer("www.owned.example", "/")["backend"] == "OWNER"
