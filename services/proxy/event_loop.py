@@ -70,7 +70,7 @@ class Deadlines:
         loop.deadlines.append(self)
 
     def add(self, item: Any) -> None:
-        deadline = time.monotonic() + self.seconds
+        deadline = self.loop.now + self.seconds
         if not self.queue:  # else the loop already wakes for the first entry, which is due earlier
             self.loop.wake_by(deadline + self.slack)
         self.queue.append((deadline, item))
@@ -105,6 +105,9 @@ class EventLoop:
         self._running = False
         self._thread: threading.Thread | None = None
         self._next_due = time.monotonic() + MAX_SLEEP_SECONDS  # when the timers need the loop next
+        # The clock when the current turn's events came: what deadlines started in the turn count from (one reading a
+        # turn, not one a connection; they run up to their slack late anyway).
+        self.now = time.monotonic()
 
     def start(self, name: str) -> None:
         self._running = True
@@ -137,7 +140,7 @@ class EventLoop:
     def close_later(self, fd: int, closable: Closable) -> None:
         """Forget the handler of `fd` now, and close its socket (which takes it off the epoll set) once the current
         batch of events is handled."""
-        del self.handlers[fd]
+        self.handlers.pop(fd, None)  # none for a socket never registered
         self._to_close.append(closable.sock)
 
     def ready(self, handler: Any) -> None:
@@ -172,7 +175,9 @@ class EventLoop:
         monotonic = time.monotonic
         timeout = MAX_SLEEP_SECONDS
         while self._running:
-            for fd, events in poll(timeout, MAX_EVENTS):
+            events_of_turn = poll(timeout, MAX_EVENTS)
+            self.now = now = monotonic()
+            for fd, events in events_of_turn:
                 handler = handlers.get(fd)
                 if handler is not None:  # None: closed earlier in this batch
                     handler.on_event(events)
@@ -180,7 +185,7 @@ class EventLoop:
                 self._run_ready()
             if to_close:
                 self._close_deferred()
-            timeout = self._next_due - monotonic()
+            timeout = self._next_due - now
             if timeout <= 0.0:
                 self._run_timers()
                 timeout = max(self._next_due - monotonic(), 0.0)
@@ -201,7 +206,7 @@ class EventLoop:
 
     def _run_timers(self) -> None:
         """Run what is due, and note when the loop is needed next (what the callbacks add notes itself)."""
-        now = time.monotonic()
+        self.now = now = time.monotonic()
         self._next_due = now + MAX_SLEEP_SECONDS
         for deadlines in self.deadlines:
             due = deadlines.run_due(now)

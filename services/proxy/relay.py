@@ -83,12 +83,18 @@ class Relay:
     """The pairs of one connection loop, on its epoll set. Every method but `counters` and `active` runs on the
     loop's thread."""
 
-    __slots__ = ("handle", "accept", "hello", "hello_error", "_add", "_lib")
+    __slots__ = ("handle", "add", "accept", "hello", "hello_error", "_lib")
 
     def __init__(self, loop: Loop, path: Path | None = None) -> None:
         self._lib = load(path)
         self.handle = self._lib.new(loop.epoll.fileno())
-        self._add = self._lib.add  # looked up once: called per connection
+        # add(client_fd, client_on_set, upstream_fd, upstream_on_set, upstream_missed, first_bytes): hand over two
+        # connected non-blocking sockets (their descriptors: the relay closes them, even when this raises OSError),
+        # sending `first_bytes` upstream first. A socket on the loop's epoll set (`*_on_set`) has no handler there any
+        # more; the upstream must be registered as its connect left it (READ_WRITE_EVENTS), with the events epoll
+        # reported for it since it was last read (`upstream_missed`: edges it will not report again). Bound in C, as
+        # accept and hello are: they run per connection, where a Python frame around them costs more than they do.
+        self.add: Callable[[int, bool, int, bool, int, bytes], None] = functools.partial(self._lib.add, self.handle)
         # accept(listener_fd): a connection, non-blocking already, without its peer's address (which the socket
         # module's accept formats, at a cost, for nothing used); -1 when none is waiting; OSError as accept(2).
         self.accept = self._lib.accept
@@ -99,15 +105,6 @@ class Relay:
         # The loop waits through the relay from here: poll(timeout, max_events) handles the pairs' events in C and
         # returns the loop's own, as select.epoll.poll does.
         loop.wait = functools.partial(self._lib.poll, self.handle)
-
-    def add(self, client_fd: int, client_on_set: bool, upstream_fd: int, upstream_on_set: bool,
-            upstream_missed: int, first_bytes: bytes) -> None:
-        """Hand over two connected non-blocking sockets (their descriptors: the relay closes them, even when this
-        raises OSError), sending `first_bytes` upstream first. A socket on the loop's epoll set (`*_on_set`) has no
-        handler there any more; the upstream must be registered as its connect left it (READ_WRITE_EVENTS), with
-        the events epoll reported for it since it was last read (`upstream_missed`: edges it will not report
-        again)."""
-        self._add(self.handle, client_fd, client_on_set, upstream_fd, upstream_on_set, upstream_missed, first_bytes)
 
     def sweep(self, max_quiet_sweeps: int) -> int:
         """Close the pairs idle for more than `max_quiet_sweeps` sweeps; returns how many."""

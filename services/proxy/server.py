@@ -315,8 +315,6 @@ class _Incoming:
         self.proxy_header: tuple[Address, Address] | None = None
         self.waiting = False  # in server.pending, with a deadline for its hello (and header)
         self.registered = False  # on the loop's epoll set (only when its hello was not whole at accept)
-        loop = server.loop
-        loop.handlers[self.fd] = self
         server.counters.accepted += 1
         table = server.table
         if table.use_proxy_protocol:
@@ -326,6 +324,8 @@ class _Incoming:
         self._read(False)
         if self.fd < 0 or not self.needed:
             return  # closed, or routed: the relay (or the TLS termination) watches it from here
+        loop = server.loop
+        loop.handlers[self.fd] = self
         loop.epoll.register(self.fd, READ_EVENTS)
         self.registered = True
         self._wait(table.proxy_header_timeout)
@@ -381,7 +381,8 @@ class _Incoming:
             if isinstance(verdict, str) or verdict <= 0:
                 # What else waits (more, an EOF) is reported once the socket is on the relay's set.
                 self.needed = 0
-                self._leave_pending()
+                if self.waiting:
+                    self._leave_pending()
                 server.route(self, verdict, data if self.raw is None else bytes(data))
                 return
             self.needed = verdict
@@ -424,7 +425,8 @@ class _Incoming:
     def hand_over(self) -> int:
         """Leave the loop's handlers (routed and connected): returns the socket's descriptor, which the caller owns
         now, on the epoll set still when `registered`."""
-        del self.server.loop.handlers[self.fd]
+        if self.registered:
+            del self.server.loop.handlers[self.fd]
         self.fd = -1
         return self.sock.detach()
 
