@@ -867,6 +867,11 @@ class IngressOwners(Mapping[str, str]):
             raise KeyError(host)
         return routes.owner
 
+    def get(self, host: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        # Most hosts a route names have no Ingress: answered without raising KeyError, as Mapping.get would.
+        routes = self._routes.get(host)
+        return routes.owner if routes is not None and routes.owner else default
+
     def __iter__(self) -> Iterator[str]:
         return (host for host, routes in self._routes.items() if routes.owner)
 
