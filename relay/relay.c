@@ -23,12 +23,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "relay.h"
@@ -376,41 +378,64 @@ int relay_add(struct relay *r, int client_fd, bool client_on_set, int upstream_f
 /* Wait on the set for at most `timeout` seconds (negative: without end; no wait while sides are ready), handle
  * the relay's events, then the sides left ready by earlier turns. The proxy's events go to `out` (at most `max`);
  * returns how many, or -1 with errno when epoll_wait failed (EINTR: 0). */
+static double monotonic_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+/* Milliseconds for epoll_wait from seconds, never early: a timer due in 0.4 ms waits 1 ms, not 0. */
+static int wait_ms(double seconds) {
+    if (seconds <= 0)
+        return 0;
+    double ms = seconds * 1000.0;
+    int whole = ms >= INT_MAX ? INT_MAX : (int)ms;
+    return whole < ms && whole < INT_MAX ? whole + 1 : whole;
+}
+
 int relay_poll(struct relay *r, double timeout, struct epoll_event *events, int max, struct epoll_event *out) {
-    int ms = -1;
-    if (timeout >= 0) {
-        ms = (int)(timeout * 1000.0);
-        if (ms < timeout * 1000.0)
-            ms++; /* never early: a timer due in 0.4 ms waits 1 ms, not 0 */
+    /* Turns that carry only the pairs' events are handled here, without going back to the proxy's loop (which would
+     * take the GIL, run a turn of Python and call again): it returns once it has events of its own, or the timeout
+     * has passed. */
+    double deadline = timeout >= 0 ? monotonic_seconds() + timeout : 0;
+    int ms = timeout >= 0 ? wait_ms(timeout) : -1;
+    for (;;) {
+        if (r->ready_len)
+            ms = 0;
+        finish_closes(r); /* of relay_add, during the proxy's batch */
+        int n = epoll_wait(r->epfd, events, max, ms);
+        if (n < 0)
+            return errno == EINTR ? 0 : -1;
+        int theirs = 0;
+        for (int i = 0; i < n; i++) {
+            size_t fd = (size_t)(unsigned)events[i].data.fd;
+            struct side *s = fd < r->by_fd_len ? r->by_fd[fd] : NULL;
+            if (s == NULL)
+                out[theirs++] = events[i];
+            else if (s != &closed_marker && !s->pair->closed)
+                on_event(r, s, events[i].events);
+        }
+        /* The ready sides of earlier turns; what these add waits for the next turn. */
+        size_t count = r->ready_len;
+        for (size_t i = 0; i < count; i++) {
+            struct side *s = r->ready[i];
+            s->ready = false;
+            if (!s->pair->closed)
+                pump(r, s);
+        }
+        memmove(r->ready, r->ready + count, (r->ready_len - count) * sizeof *r->ready);
+        r->ready_len -= count;
+        reap(r);
+        finish_closes(r);
+        if (theirs || (n == 0 && count == 0))
+            return theirs; /* events of the proxy's, or the wait timed out */
+        if (timeout >= 0) {
+            double left = deadline - monotonic_seconds();
+            if (left <= 0)
+                return 0;
+            ms = wait_ms(left);
+        }
     }
-    if (r->ready_len)
-        ms = 0;
-    finish_closes(r); /* of relay_add, during the proxy's batch */
-    int n = epoll_wait(r->epfd, events, max, ms);
-    if (n < 0)
-        return errno == EINTR ? 0 : -1;
-    int theirs = 0;
-    for (int i = 0; i < n; i++) {
-        size_t fd = (size_t)(unsigned)events[i].data.fd;
-        struct side *s = fd < r->by_fd_len ? r->by_fd[fd] : NULL;
-        if (s == NULL)
-            out[theirs++] = events[i];
-        else if (s != &closed_marker && !s->pair->closed)
-            on_event(r, s, events[i].events);
-    }
-    /* The ready sides of earlier turns; what these add waits for the next call. */
-    size_t count = r->ready_len;
-    for (size_t i = 0; i < count; i++) {
-        struct side *s = r->ready[i];
-        s->ready = false;
-        if (!s->pair->closed)
-            pump(r, s);
-    }
-    memmove(r->ready, r->ready + count, (r->ready_len - count) * sizeof *r->ready);
-    r->ready_len -= count;
-    reap(r);
-    finish_closes(r);
-    return theirs;
 }
 
 /* One idle sweep: a pair with no data either way for more than `max_quiet` sweeps is closed. Returns how many. */
