@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import _socket
 import errno
+import functools
 import logging
 import os
 import select
@@ -54,6 +55,9 @@ IDLE_SWEEPS = 4
 ACCEPT_PAUSE_SECONDS = 0.1  # out of descriptors: stop accepting this long rather than spin
 DRAIN_POLL_SECONDS = 0.05
 NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
+# What each connection uses, as module globals: a lookup each rather than two.
+AF_INET, AF_INET6, AF_UNIX, EINPROGRESS = socket.AF_INET, socket.AF_INET6, socket.AF_UNIX, errno.EINPROGRESS
+IPPROTO_TCP, TCP_NODELAY, EPOLLERR = socket.IPPROTO_TCP, socket.TCP_NODELAY, select.EPOLLERR
 
 # Where a connection is spliced to: a passthrough endpoint (address, port), or nginx's Unix socket (its path).
 Upstream = Endpoint | str
@@ -186,6 +190,7 @@ class PassthroughServer:
         relayed = self.relay.counters()
         counters = self.counters
         counters.relay_failed = relayed.failed
+        counters.passthrough = relayed.opened - counters.to_nginx
         counters.bytes_to_upstream, counters.bytes_to_client = relayed.bytes_to_upstream, relayed.bytes_to_client
         return {"active": self.established, "pending_hellos": len(self.pending), **asdict(counters)}
 
@@ -253,9 +258,7 @@ class PassthroughServer:
         """Hand a routed client and its connected upstream to the relay (relay.Relay.add says how each may be on the
         epoll set)."""
         if to_nginx:
-            self.counters.to_nginx += 1
-        else:
-            self.counters.passthrough += 1
+            self.counters.to_nginx += 1  # the passed-through are the relay's other pairs (status)
         client_on_set = incoming.registered
         try:
             self.relay.add(incoming.hand_over(), client_on_set, upstream.detach(), upstream_on_set, upstream_missed,
@@ -265,11 +268,14 @@ class PassthroughServer:
 
 
 class _Listener:
-    __slots__ = ("server", "sock", "fd", "family", "accept")
+    __slots__ = ("server", "sock", "fd", "family", "accept", "wrap")
 
     def __init__(self, server: PassthroughServer, sock: socket.socket) -> None:
         self.server, self.sock, self.fd, self.family = server, sock, sock.fileno(), int(sock.family)
         self.accept = server.relay.accept
+        # wrap(fd): the C socket type on an accepted descriptor (the socket module's Python wrapper costs microseconds
+        # a connection, for nothing used here).
+        self.wrap = functools.partial(_socket.socket, self.family, socket.SOCK_STREAM, 0)
 
     def on_event(self, events: int) -> None:
         # One connection per event, as nginx without multi_accept: the epoll set reports the listener again
@@ -283,8 +289,7 @@ class _Listener:
             return  # ECONNABORTED and the like: that client is gone
         if fd < 0:
             return  # taken by another process sharing the port
-        # The C socket type: the socket module's Python wrapper costs microseconds a connection, for nothing used here.
-        _Incoming(self.server, _socket.socket(self.family, socket.SOCK_STREAM, 0, fd))
+        _Incoming(self.server, self.wrap(fd))
 
     def _pause(self) -> None:
         loop = self.server.loop
@@ -466,38 +471,41 @@ class _Connecting:
         self.fd = -1  # of the attempt under way
 
     def next_target(self) -> None:
-        server = self.server
+        server, targets = self.server, self.targets
         while True:
-            self.index += 1
-            if self.index == len(self.targets):
+            index = self.index = self.index + 1
+            if index == len(targets):
                 server.counters.unreachable += 1
                 self.incoming.close()
                 return
-            target = self.targets[self.index]
+            target = targets[index]
             if isinstance(target, str):
-                sock = _socket.socket(socket.AF_UNIX, NONBLOCKING_STREAM)
+                sock = _socket.socket(AF_UNIX, NONBLOCKING_STREAM)
             else:
-                sock = _socket.socket(socket.AF_INET6 if ":" in target[0] else socket.AF_INET, NONBLOCKING_STREAM)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock = _socket.socket(AF_INET6 if ":" in target[0] else AF_INET, NONBLOCKING_STREAM)
+                sock.setsockopt(IPPROTO_TCP, TCP_NODELAY, 1)
             result = sock.connect_ex(target)
-            if result == 0 and self.tls is None:  # nginx's Unix socket, usually: connected at once
-                server.relay_pair(self.incoming, sock, self.targets is server.nginx, self.first_bytes, False, 0)
-                return
-            if result in (0, errno.EINPROGRESS):
+            if result == EINPROGRESS:
+                break
+            if result == 0:
+                if self.tls is None:  # nginx's Unix socket, usually: connected at once
+                    server.relay_pair(self.incoming, sock, targets is server.nginx, self.first_bytes, False, 0)
+                    return
                 break
             sock.close()
             self._failed(os.strerror(result))
-        self.sock, self.fd = sock, sock.fileno()
+        fd = self.fd = sock.fileno()
+        self.sock = sock
         loop = server.loop
-        loop.handlers[self.fd] = self
-        loop.epoll.register(self.fd, READ_WRITE_EVENTS)  # EPOLLOUT: connected; as the relay and the termination need
-        server.connect_deadlines.add((self, self.index))
+        loop.handlers[fd] = self
+        loop.epoll.register(fd, READ_WRITE_EVENTS)  # EPOLLOUT: connected; as the relay and the termination need
+        server.connect_deadlines.add((self, index))
 
     def on_event(self, events: int) -> None:
         if self.incoming.fd < 0:  # the client left meanwhile
             self._drop_attempt()
             return
-        if events & select.EPOLLERR or not events & EPOLLOUT:
+        if events & EPOLLERR or not events & EPOLLOUT:
             error = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             self._drop_attempt()
             self._failed(os.strerror(error) if error else "connection closed")
