@@ -1,8 +1,8 @@
 """The least a Python TCP forwarder can do per connection: the floor under `pyngress proxy`'s CPU cost.
 
-One process, one thread, a bare epoll loop: accept, read the first bytes (where the proxy reads the ClientHello,
-this routes nothing), connect to the one backend without blocking, then hand the pair to the proxy's own C relay
-(services/proxy/relay.py), as the proxy does. It parses nothing, keeps no timeouts, counters or table, and trusts
+One process, one thread, a bare epoll loop: accept and read the first bytes with the relay module's accept_read (where
+the proxy reads the ClientHello, this routes nothing), connect to the one backend without blocking, then hand the pair
+to the proxy's own C relay (services/proxy/relay.py), as the proxy does. It parses nothing, keeps no timeouts, counters or table, and trusts
 its clients. bench_passthrough.py --floor runs it as a fourth path beside the proxy and nginx, so that what the
 proxy adds around the relay (the ClientHello, routing, timers, its thread beside asyncio) is measured in the same
 run. (Until the relay, this floor copied in Python too: BENCHMARKS.md has its figures of then.)
@@ -49,32 +49,35 @@ class Forwarder:
                     self.first_bytes(handler)
 
     def accept(self, listener_fd: int) -> None:
-        fd = self.relay.accept(listener_fd)
-        if fd < 0:
+        accepted = self.relay.accept_read(listener_fd)  # as the proxy does: read at once (they are usually in)
+        if accepted is None:
             return
-        client = _socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fd)
-        if not self.first_bytes(client):  # as the proxy does: read first (they are usually in at accept)
-            self.handlers[fd] = client
+        fd, data = accepted
+        if data is None:
+            self.handlers[fd] = _socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fd)
             self.epoll.register(fd, READ_EVENTS)
+        else:
+            self.connect(fd, data)
 
-    def first_bytes(self, client: _socket.socket) -> bool:
+    def first_bytes(self, client: _socket.socket) -> None:
         try:
             data = client.recv(READ_SIZE)
         except BlockingIOError:
-            return False
-        if client.fileno() in self.handlers:
-            self.handlers[client.fileno()] = True  # on the epoll set, read: the relay takes it from here
+            return
+        self.handlers[client.fileno()] = True  # on the epoll set, read: the relay takes it from here
+        self.connect(client.detach(), data)
+
+    def connect(self, client_fd: int, data: bytes) -> None:
         upstream = _socket.socket(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
         upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         upstream.connect_ex(self.backend)  # EINPROGRESS: writable once connected
-        self.handlers[upstream.fileno()] = (client, upstream, data)
+        self.handlers[upstream.fileno()] = (client_fd, upstream, data)
         self.epoll.register(upstream.fileno(), READ_WRITE_EVENTS)
-        return True
 
-    def connected(self, fd: int, events: int, client: _socket.socket, upstream: _socket.socket, data: bytes) -> None:
+    def connected(self, fd: int, events: int, client_fd: int, upstream: _socket.socket, data: bytes) -> None:
         del self.handlers[fd]
-        client_on_set = self.handlers.pop(client.fileno(), None) is not None
-        self.relay.add(client.detach(), client_on_set, upstream.detach(), True, events & ~select.EPOLLOUT, data)
+        client_on_set = self.handlers.pop(client_fd, None) is not None
+        self.relay.add(client_fd, client_on_set, upstream.detach(), True, events & ~select.EPOLLOUT, data)
 
 
 if __name__ == "__main__":

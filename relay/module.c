@@ -1,17 +1,20 @@
 /* The relay's Python binding: the module _pyngress_relay, which services/proxy/relay.py loads from the file the
- * Makefile builds. Besides the relay (relay.c) it reads the ClientHello's server name (hello.c) for the proxy. The stable ABI (3.11 and later), so that the file built against the venv's interpreter also
- * loads in the image's Debian python3.
+ * Makefile builds. Besides the relay (relay.c) it accepts and reads each connection's first bytes, and reads the
+ * ClientHello's server name in them (hello.c), for the proxy. The stable ABI (3.11 and later), so that the file built
+ * against the venv's interpreter also loads in the image's Debian python3.
  *
  * Calls are METH_FASTCALL (ctypes, tried first, spent about 3,000 instructions per call on argument conversion and
- * the GIL). `poll` gives the GIL up while it waits and relays, as select.epoll.poll does while it waits. `accept` is
- * here for the same reason as the rest: the socket module's accept formats the peer's address (inet_ntop), and
- * needs another call to make the socket non-blocking. */
+ * the GIL). `poll` gives the GIL up while it waits and relays, as select.epoll.poll does while it waits. `accept_read` is
+ * here for the same reason as the rest: the socket module's accept formats the peer's address (inet_ntop), needs
+ * another call to make the socket non-blocking, and a socket object and a recv call (which gives the GIL up and takes it
+ * again) to read the first bytes. */
 #define Py_LIMITED_API 0x030B0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <errno.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "hello.h"
 #include "relay.h"
@@ -145,19 +148,44 @@ static PyObject *py_active(PyObject *self, PyObject *capsule) {
     return r ? PyLong_FromUnsignedLongLong(relay_counters(r)->active) : NULL;
 }
 
-/* accept(listener_fd) -> a non-blocking, close-on-exec descriptor, or -1 when none is waiting */
-static PyObject *py_accept(PyObject *self, PyObject *fd_obj) {
+/* accept_read(relay, listener_fd) -> None when no connection is waiting, else (fd, first_bytes): a non-blocking,
+ * close-on-exec descriptor, and what it has sent already (b"" for an EOF or an error, None when nothing has arrived) */
+static PyObject *py_accept_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    int listener = PyLong_AsLong(fd_obj);
-    if (listener == -1 && PyErr_Occurred())
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "accept_read(relay, listener_fd)");
         return NULL;
-    int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    }
+    struct relay *r = relay_of(args[0]);
+    int listener = r ? PyLong_AsLong(args[1]) : 0;
+    if (r == NULL || (listener == -1 && PyErr_Occurred()))
+        return NULL;
+    const unsigned char *data;
+    ssize_t len;
+    int fd = relay_accept_read(r, listener, &data, &len);
     if (fd < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return PyLong_FromLong(-1);
+            Py_RETURN_NONE;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    return PyLong_FromLong(fd);
+    PyObject *first;
+    if (len < 0) {
+        first = Py_None;
+        Py_INCREF(first);
+    } else {
+        first = PyBytes_FromStringAndSize((const char *)data, len);
+    }
+    PyObject *fd_obj = first ? PyLong_FromLong(fd) : NULL;
+    PyObject *result = fd_obj ? PyTuple_New(2) : NULL;
+    if (result == NULL) {
+        Py_XDECREF(first);
+        Py_XDECREF(fd_obj);
+        close(fd);
+        return NULL;
+    }
+    PyTuple_SetItem(result, 0, fd_obj);
+    PyTuple_SetItem(result, 1, first);
+    return result;
 }
 
 static PyObject *client_hello_error;
@@ -207,7 +235,8 @@ static PyMethodDef methods[] = {
     {"close_all", py_close_all, METH_O, "Close every pair; returns how many."},
     {"counters", py_counters, METH_O, "(active, opened, idle_closed, failed, bytes_to_upstream, bytes_to_client)"},
     {"active", py_active, METH_O, "Pairs open now."},
-    {"accept", py_accept, METH_O, "accept4 without the peer's address: a non-blocking descriptor, or -1."},
+    {"accept_read", (PyCFunction)(void (*)(void))py_accept_read, METH_FASTCALL,
+     "accept4 without the peer's address, and a first read: None, or (fd, what it sent already)."},
     {"hello", py_hello, METH_O,
      "The verdict on a connection's first bytes: its SNI host name, NO_SNI, NOT_TLS, or the bytes needed in all."},
     {NULL, NULL, 0, NULL},
@@ -231,7 +260,8 @@ PyMODINIT_FUNC PyInit__pyngress_relay(void) {
         PyModule_AddIntConstant(m, "NO_SNI", HELLO_NO_SNI_VALUE) < 0 ||
         PyModule_AddIntConstant(m, "NOT_TLS", HELLO_NOT_TLS_VALUE) < 0 ||
         PyModule_AddIntConstant(m, "MAX_HELLO_LENGTH", HELLO_MAX_LENGTH) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_BUFFERED", HELLO_MAX_BUFFERED) < 0) {
+        PyModule_AddIntConstant(m, "MAX_BUFFERED", HELLO_MAX_BUFFERED) < 0 ||
+        PyModule_AddIntConstant(m, "READ_SIZE", (long)relay_read_size()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

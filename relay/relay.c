@@ -438,6 +438,19 @@ int relay_poll(struct relay *r, double timeout, struct epoll_event *events, int 
     }
 }
 
+int relay_accept_read(struct relay *r, int listener, const unsigned char **data, ssize_t *read_len) {
+    int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    /* The ClientHello has usually arrived with the connection: read now, it costs no turn of the loop. */
+    ssize_t n = recv(fd, r->buffer, RELAY_READ_SIZE, MSG_DONTWAIT);
+    *data = r->buffer;
+    *read_len = n >= 0 ? n : errno == EAGAIN || errno == EWOULDBLOCK ? -1 : 0;
+    return fd;
+}
+
+size_t relay_read_size(void) { return RELAY_READ_SIZE; }
+
 /* One idle sweep: a pair with no data either way for more than `max_quiet` sweeps is closed. Returns how many. */
 size_t relay_sweep(struct relay *r, unsigned max_quiet) {
     size_t closed = 0;

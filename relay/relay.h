@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/types.h>
 
 struct relay;
 
@@ -27,5 +28,10 @@ int relay_poll(struct relay *r, double timeout, struct epoll_event *events, int 
 size_t relay_sweep(struct relay *r, unsigned max_quiet);
 size_t relay_close_all(struct relay *r);
 void relay_free(struct relay *r);
+/* Accept a connection from `listener` (non-blocking, close-on-exec, without its peer's address) and read what it has
+ * sent already into the relay's buffer: returns its descriptor, or -1 with errno (EAGAIN: none waiting). `*read_len`
+ * is then the bytes read (at `*data`), 0 for an EOF or an error of the read, -1 when nothing has arrived yet. */
+int relay_accept_read(struct relay *r, int listener, const unsigned char **data, ssize_t *read_len);
+size_t relay_read_size(void);
 
 #endif

@@ -83,7 +83,7 @@ class Relay:
     """The pairs of one connection loop, on its epoll set. Every method but `counters` and `active` runs on the
     loop's thread."""
 
-    __slots__ = ("handle", "add", "accept", "hello", "hello_error", "_lib")
+    __slots__ = ("handle", "add", "accept_read", "hello", "hello_error", "_lib")
 
     def __init__(self, loop: Loop, path: Path | None = None) -> None:
         self._lib = load(path)
@@ -93,11 +93,14 @@ class Relay:
         # sending `first_bytes` upstream first. A socket on the loop's epoll set (`*_on_set`) has no handler there any
         # more; the upstream must be registered as its connect left it (READ_WRITE_EVENTS), with the events epoll
         # reported for it since it was last read (`upstream_missed`: edges it will not report again). Bound in C, as
-        # accept and hello are: they run per connection, where a Python frame around them costs more than they do.
+        # accept_read and hello are: they run per connection, where a Python frame around them costs more than they do.
         self.add: Callable[[int, bool, int, bool, int, bytes], None] = functools.partial(self._lib.add, self.handle)
-        # accept(listener_fd): a connection, non-blocking already, without its peer's address (which the socket
-        # module's accept formats, at a cost, for nothing used); -1 when none is waiting; OSError as accept(2).
-        self.accept = self._lib.accept
+        # accept_read(listener_fd): None when no connection is waiting, else (fd, first_bytes): a connection,
+        # non-blocking already, without its peer's address (which the socket module's accept formats, at a cost, for
+        # nothing used), and what it has sent already (the ClientHello, usually: read now, it costs no turn of the
+        # loop), b"" for an EOF or an error, None when nothing has arrived yet. OSError as accept(2).
+        self.accept_read: Callable[[int], tuple[int, bytes | None] | None] = functools.partial(
+            self._lib.accept_read, self.handle)
         # hello(first_bytes): the ClientHello's verdict (relay/hello.c); it raises hello_error (a ValueError) with what
         # is wrong with a malformed one.
         self.hello: Callable[[bytes | bytearray], str | int] = self._lib.hello

@@ -34,7 +34,7 @@ import socket
 import ssl
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from services.common.ipv6 import ipv6_available, is_no_ipv6_error
 from services.common.logs import kv
@@ -268,28 +268,28 @@ class PassthroughServer:
 
 
 class _Listener:
-    __slots__ = ("server", "sock", "fd", "family", "accept", "wrap")
+    __slots__ = ("server", "sock", "fd", "family", "accept_read", "wrap")
 
     def __init__(self, server: PassthroughServer, sock: socket.socket) -> None:
         self.server, self.sock, self.fd, self.family = server, sock, sock.fileno(), int(sock.family)
-        self.accept = server.relay.accept
-        # wrap(fd): the C socket type on an accepted descriptor (the socket module's Python wrapper costs microseconds
-        # a connection, for nothing used here).
+        self.accept_read = server.relay.accept_read
+        # wrap(fd): the C socket type on an accepted descriptor, for connections that need one (the socket module's
+        # Python wrapper costs microseconds a connection, for nothing used here).
         self.wrap = functools.partial(_socket.socket, self.family, socket.SOCK_STREAM, 0)
 
     def on_event(self, events: int) -> None:
         # One connection per event, as nginx without multi_accept: the epoll set reports the listener again
         # while more are waiting, and the connections already open get their turn in between.
         try:
-            fd = self.accept(self.fd)
+            accepted = self.accept_read(self.fd)
         except OSError as err:
             if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                 log.warning("cannot accept: out of resources; pausing", extra=kv(error=err))
                 self._pause()
             return  # ECONNABORTED and the like: that client is gone
-        if fd < 0:
+        if accepted is None:
             return  # taken by another process sharing the port
-        _Incoming(self.server, self.wrap(fd))
+        _Incoming(self.server, accepted[0], self.wrap, accepted[1])
 
     def _pause(self) -> None:
         loop = self.server.loop
@@ -308,12 +308,16 @@ class _Listener:
 class _Incoming:
     """A client connection from accept until its ClientHello is complete; then the server routes it."""
 
-    __slots__ = ("server", "sock", "fd", "raw", "needed", "proxy_bytes", "proxy_header", "waiting", "registered")
+    __slots__ = ("server", "fd", "wrap", "_sock", "raw", "needed", "proxy_bytes", "proxy_header", "waiting",
+                 "registered")
 
-    def __init__(self, server: PassthroughServer, sock: _socket.socket) -> None:
+    def __init__(self, server: PassthroughServer, fd: int, wrap: Callable[[int], _socket.socket],
+                 first: bytes | None) -> None:
+        """`first`: what the connection had sent when it was accepted (None: nothing yet; b"": an EOF or an error)."""
         self.server = server
-        self.sock = sock
-        self.fd = sock.fileno()
+        self.fd = fd
+        self.wrap = wrap  # wrap(fd): the socket object, made only when needed (relay.Relay.accept_read: why)
+        self._sock: _socket.socket | None = None
         self.raw: bytearray | None = None  # what it sent so far, while its hello is incomplete after a first read
         self.needed = 1  # bytes needed in all before the hello's verdict (relay/hello.c); 0 once routed
         self.proxy_bytes: bytearray | None = None  # collects an inbound PROXY header when one is due
@@ -324,16 +328,30 @@ class _Incoming:
         table = server.table
         if table.use_proxy_protocol:
             self.proxy_bytes = bytearray()
-        # Read before registering: the hello has usually arrived by the time of accept, and then no event is
-        # needed for it. What arrives from here on is reported once registered (epoll looks at the socket then).
-        self._read(False)
-        if self.fd < 0 or not self.needed:
-            return  # closed, or routed: the relay (or the TLS termination) watches it from here
+        # Read at accept, before registering: the hello has usually arrived by then, and then no event is needed
+        # for it. What arrives from here on is reported once registered (epoll looks at the socket then).
+        if first is not None:
+            if not first:
+                self.close()  # EOF before the hello is complete: nothing to route
+                return
+            if self._take(first):
+                return  # closed, or routed: the relay (or the TLS termination) watches it from here
+            if len(first) == READ_SIZE:
+                self._read(False)  # there may be more (edge-triggered from here: all of it is read)
+                if self.fd < 0 or not self.needed:
+                    return
         loop = server.loop
-        loop.handlers[self.fd] = self
-        loop.epoll.register(self.fd, READ_EVENTS)
+        loop.handlers[fd] = self
+        loop.epoll.register(fd, READ_EVENTS)
         self.registered = True
         self._wait(table.proxy_header_timeout)
+
+    @property
+    def sock(self) -> _socket.socket:
+        sock = self._sock
+        if sock is None:
+            sock = self._sock = self.wrap(self.fd)
+        return sock
 
     def _wait(self, proxy_header_timeout: float) -> None:
         """Start the bounds of waiting for the hello: its deadline, the per-process cap."""
@@ -370,31 +388,38 @@ class _Incoming:
             if not count:
                 self.close()  # EOF before the hello is complete: nothing to route
                 return
-            data = bytes(server.read_view[:count])
-            try:
-                if self.proxy_bytes is not None:
-                    data = self._take_proxy_header(data)
-                if self.raw is not None:
-                    self.raw += data
-                    data = self.raw  # type: ignore[assignment]
-                verdict = server.hello(data) if len(data) >= self.needed else self.needed
-            except (server.relay.hello_error, ProxyProtocolError) as err:  # looked up only when raised
-                server.counters.malformed += 1
-                log.debug("closing connection", extra=kv(peer=self._peer(), error=err))
-                self.close()
+            if self._take(bytes(server.read_view[:count])):
                 return
-            if isinstance(verdict, str) or verdict <= 0:
-                # What else waits (more, an EOF) is reported once the socket is on the relay's set.
-                self.needed = 0
-                if self.waiting:
-                    self._leave_pending()
-                server.route(self, verdict, data if self.raw is None else bytes(data))
-                return
-            self.needed = verdict
-            if self.raw is None:
-                self.raw = bytearray(data)
             if count < READ_SIZE and not peer_closed:
                 return  # all there was; the next arrival is a new edge
+
+    def _take(self, data: bytes) -> bool:
+        """Add bytes read; route once the hello is complete. Returns whether the connection is done here (routed, or
+        closed)."""
+        server = self.server
+        try:
+            if self.proxy_bytes is not None:
+                data = self._take_proxy_header(data)
+            if self.raw is not None:
+                self.raw += data
+                data = self.raw  # type: ignore[assignment]
+            verdict = server.hello(data) if len(data) >= self.needed else self.needed
+        except (server.relay.hello_error, ProxyProtocolError) as err:  # looked up only when raised
+            server.counters.malformed += 1
+            log.debug("closing connection", extra=kv(peer=self._peer(), error=err))
+            self.close()
+            return True
+        if isinstance(verdict, str) or verdict <= 0:
+            # What else waits (more, an EOF) is reported once the socket is on the relay's set.
+            self.needed = 0
+            if self.waiting:
+                self._leave_pending()
+            server.route(self, verdict, data if self.raw is None else bytes(data))
+            return True
+        self.needed = verdict
+        if self.raw is None:
+            self.raw = bytearray(data)
+        return False
 
     def _take_proxy_header(self, data: bytes) -> bytes:
         """Collect the PROXY header; returns the bytes after it (empty while it is incomplete)."""
@@ -432,8 +457,10 @@ class _Incoming:
         now, on the epoll set still when `registered`."""
         if self.registered:
             del self.server.loop.handlers[self.fd]
-        self.fd = -1
-        return self.sock.detach()
+        fd, self.fd = self.fd, -1
+        if self._sock is not None:
+            self._sock.detach()  # or the object would close the descriptor once freed
+        return fd
 
     def _leave_pending(self) -> None:
         if self.waiting:
