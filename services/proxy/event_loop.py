@@ -57,8 +57,9 @@ MAX_DEADLINE_SLACK_SECONDS = 0.1
 
 class Deadlines:
     """Deadlines that all run the same time from their start, so that they expire in the order they were
-    added: a queue instead of a heap. An entry whose work is done is left in place and skipped when it comes
-    due (`expire` gets it and decides). An entry runs up to a twentieth of `seconds` late (at most
+    added: an insertion-ordered dict instead of a heap. An entry whose work is done early is taken out (`discard`),
+    so that it costs nothing when it would have come due, or is left in place and skipped then (`expire` gets it and
+    decides). An item is in at most once. An entry runs up to a twentieth of `seconds` late (at most
     MAX_DEADLINE_SLACK_SECONDS), together with the others due by then."""
 
     def __init__(self, loop: EventLoop, seconds: float, expire: Callable[[Any], None]) -> None:
@@ -66,23 +67,28 @@ class Deadlines:
         self.seconds = seconds
         self.slack = min(seconds / 20, MAX_DEADLINE_SLACK_SECONDS)
         self.expire = expire
-        self.queue: deque[tuple[float, Any]] = deque()
+        self.entries: dict[Any, float] = {}  # item -> its deadline, the earliest first
         loop.deadlines.append(self)
 
     def add(self, item: Any) -> None:
         deadline = self.loop.now + self.seconds
-        if not self.queue:  # else the loop already wakes for the first entry, which is due earlier
+        entries = self.entries
+        if not entries:  # else the loop already wakes for the first entry, which is due earlier
             self.loop.wake_by(deadline + self.slack)
-        self.queue.append((deadline, item))
+        entries[item] = deadline
+
+    def discard(self, item: Any) -> None:
+        self.entries.pop(item, None)
 
     def run_due(self, now: float) -> float | None:
         """Expire what is due; returns when the loop should run this next, if anything is left."""
-        queue = self.queue
-        while queue:
-            deadline, item = queue[0]
+        entries = self.entries
+        while entries:
+            item = next(iter(entries))
+            deadline = entries[item]
             if deadline > now:
                 return deadline + self.slack
-            queue.popleft()
+            del entries[item]
             self.expire(item)
         return None
 

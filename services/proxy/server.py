@@ -526,7 +526,7 @@ class _Connecting:
         loop = server.loop
         loop.handlers[fd] = self
         loop.epoll.register(fd, READ_WRITE_EVENTS)  # EPOLLOUT: connected; as the relay and the termination need
-        server.connect_deadlines.add((self, index))
+        server.connect_deadlines.add(self)  # taken out when the attempt ends
 
     def on_event(self, events: int) -> None:
         if self.incoming.fd < 0:  # the client left meanwhile
@@ -540,18 +540,16 @@ class _Connecting:
             return
         server = self.server
         fd, self.fd = self.fd, -1  # connected: the relay or the termination owns the socket now
-        incoming, sock, first_bytes = self.incoming, self.sock, self.first_bytes
-        # The connect deadline keeps this object until it comes due, seconds from now: let go of the connection,
-        # or every connection of those seconds would stay in memory (and in the cyclic collector's way).
-        self.incoming = self.sock = self.first_bytes = None  # type: ignore[assignment]
+        del server.connect_deadlines.entries[self]
+        incoming = self.incoming
         if self.tls is not None:
             server.counters.terminated += 1
-            TlsTermination(server, incoming.sock, sock, self.tls, first_bytes, upstream_missed=events & ~EPOLLOUT,
-                           backend=self.backend_tls, client_registered=incoming.registered)
-            self.tls = self.backend_tls = None
+            TlsTermination(server, incoming.sock, self.sock, self.tls, self.first_bytes,
+                           upstream_missed=events & ~EPOLLOUT, backend=self.backend_tls,
+                           client_registered=incoming.registered)
             return
         del server.loop.handlers[fd]
-        server.relay_pair(incoming, sock, self.targets is server.nginx, first_bytes, True, events & ~EPOLLOUT)
+        server.relay_pair(incoming, self.sock, self.targets is server.nginx, self.first_bytes, True, events & ~EPOLLOUT)
 
     def _failed(self, error: str) -> None:
         self.server.counters.connect_failures += 1
@@ -559,16 +557,15 @@ class _Connecting:
         log.warning("cannot connect upstream", extra=kv(
             upstream=target if isinstance(target, str) else f"{target[0]}:{target[1]}", error=error))
 
-    @staticmethod
-    def timed_out(entry: tuple[_Connecting, int]) -> None:
-        connecting, index = entry
-        if connecting.index != index or connecting.fd < 0:
-            return  # that attempt is over
-        connecting._drop_attempt()
-        if connecting.incoming.fd >= 0:
-            connecting._failed("timeout")
-            connecting.next_target()
+    def timed_out(self) -> None:
+        """The attempt under way took longer than the connect timeout."""
+        self._drop_attempt()
+        if self.incoming.fd >= 0:
+            self._failed("timeout")
+            self.next_target()
 
     def _drop_attempt(self) -> None:
-        self.server.loop.close_later(self.fd, self)
+        server = self.server
+        server.connect_deadlines.discard(self)
+        server.loop.close_later(self.fd, self)
         self.fd = -1
