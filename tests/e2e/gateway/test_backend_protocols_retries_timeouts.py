@@ -112,7 +112,9 @@ def test_retry_with_timeouts(stage, flaky):
     deadline = "/retry/request-timeout-200ms"
     assert ask(stage, flaky, host, deadline, responseCode="500", succeedAfter="1") == (200, 2)
     status, tries = ask(stage, flaky, host, deadline, responseCode="500", succeedAfter="4", delayRetry="100ms")
-    assert status == 504 and tries == 4  # the fifth try would start after the deadline
+    # The fifth try, which would succeed, would start after the deadline: 504 shows the deadline ended the retries.
+    # Four tries fit in the 400 ms on an idle machine; on a loaded one each try takes longer and fewer fit.
+    assert status == 504 and 2 <= tries <= 4
 
 
 def test_retry_connection_error(stage, flaky):
