@@ -423,8 +423,10 @@ int relay_poll(struct relay *r, double timeout, struct epoll_event *events, int 
             if (!s->pair->closed)
                 pump(r, s);
         }
-        memmove(r->ready, r->ready + count, (r->ready_len - count) * sizeof *r->ready);
-        r->ready_len -= count;
+        if (count) { /* r->ready is NULL until a side is first ready: memmove must not be given it (C11 7.24.1) */
+            memmove(r->ready, r->ready + count, (r->ready_len - count) * sizeof *r->ready);
+            r->ready_len -= count;
+        }
         reap(r);
         finish_closes(r);
         if (theirs || (n == 0 && count == 0))
