@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
 	libnginx-mod-stream libnginx-mod-stream-js lua-cjson lua-busted libnginx-mod-http-brotli-filter libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 libnginx-mod-http-modsecurity modsecurity-crs nftables iproute2 iputils-ping curl openssl util-linux procps python3-dev \
-	containernetworking-plugins musl-tools prometheus chromium
+	containernetworking-plugins musl-tools prometheus chromium clang libclang-rt-14-dev
 # Only the benchmarks need these (the load generator); `make bench` installs them.
 BENCH_PACKAGES := wrk
 PYTEST_ARGS ?=
@@ -20,7 +20,8 @@ TEST_WORKERS ?= 3
 setup: .setup-apt.stamp $(VENV)/.installed build/pyngress-cni-static build/pyngress-relay.so
 
 # The passthrough proxy's relay (relay/): a CPython extension on the stable ABI, built against the venv's headers.
-build/pyngress-relay.so: $(wildcard relay/*.c relay/*.h) | .setup-apt.stamp $(VENV)/.installed
+# relay/fuzz_hello.c is the ClientHello parser's libFuzzer harness (tests/unit/proxy/test_hello_fuzz.py), not the module's.
+build/pyngress-relay.so: $(filter-out relay/fuzz_hello.c,$(wildcard relay/*.c relay/*.h)) | .setup-apt.stamp $(VENV)/.installed
 	@mkdir -p $(@D)
 	gcc -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror \
 		-I"$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
