@@ -198,9 +198,9 @@ def test_host_names_are_lowercased_and_checked(sent, verdict):
 
 def test_every_cut_of_a_hello_and_every_byte_changed_stay_in_bounds():
     """Each prefix of fragmented hellos, and each of their bytes set to the values that matter to lengths: what it
-    reads is within the bytes given. Under AddressSanitizer: build the module with -fsanitize=address into a file named
-    by PYNGRESS_RELAY_LIBRARY, and run with LD_PRELOAD=libasan.so and PYTHONMALLOC=malloc (so that bytes objects are
-    allocations of their own)."""
+    reads is within the bytes given. test_hello_sanitized.py runs it against the module built with AddressSanitizer,
+    each hello in an allocation of exactly its size (exact_buffers.py): a bytes object's trailing NUL would hide a read
+    one byte too far."""
     flights = [reframe(client_hello("bounds.example"), [1, 3, 200]),
                as_records(built_hello(server_name_extension((7, b"\x00\x01"), (0, b"b.example"))), 40)]
     for flight in flights:
