@@ -255,12 +255,16 @@ class TablePusher:
     async def _post(self, session: aiohttp.ClientSession, path: str, *, body: bytes) -> dict[str, str]:
         """POST a table or a delta; the entries of that table nginx refuses (key → its reason)."""
         name = path.split("/")[2]
+        timeout = post_timeout(len(body))
         try:
-            async with session.post(path, data=body, timeout=aiohttp.ClientTimeout(total=post_timeout(len(body))),
+            async with session.post(path, data=body, timeout=aiohttp.ClientTimeout(total=timeout),
                                     headers={"Content-Type": "application/json"}) as response:
                 # nginx's messages quote PCRE's from a byte offset on, which may start inside a UTF-8 character.
                 text = (await response.read()).decode("utf-8", "replace")
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
+        except asyncio.TimeoutError as err:  # its message is empty: say what happened
+            raise NginxUnavailableError(f"pushing {name} to nginx failed: no answer within {timeout:.3g} s to a body "
+                                        f"of {len(body) / 1e6:.1f} MB") from err
+        except aiohttp.ClientConnectionError as err:
             raise NginxUnavailableError(f"pushing {name} to nginx failed: {err}") from err
         if response.status == 409:
             raise _StaleBase(f"nginx holds another version of {name}")
