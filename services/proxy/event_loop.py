@@ -1,8 +1,8 @@
 """The proxy's connection loop: one thread, one epoll set, its own timers.
 
 The proxy's asyncio loop keeps the control work (the table subscription, the status file, signals); every
-connection lives here instead, on a bare epoll loop, which costs far less per connection (splice.py says how
-much). The two meet in three places only: the routing table (replaced whole or one key at a time, each an
+connection lives here instead, on a bare epoll loop, which costs far less per connection (BENCHMARKS.md's TLS
+passthrough section says how much). The two meet in three places only: the routing table (replaced whole or one key at a time, each an
 atomic assignment), counters read for the status file, and `call_soon_threadsafe`, which wakes this loop
 through an eventfd.
 
