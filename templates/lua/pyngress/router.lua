@@ -393,13 +393,45 @@ end
 
 -- A request an HTTPRoute rule takes (gateway.lua): its redirect, or its backend chosen by weight; 500 when the rule
 -- has no usable backend (an unresolved reference, an unsupported filter), as the Gateway API asks.
--- The status a request of location profile `profile` is refused with before it is served, if any; `...` names the
--- route in the log.
+-- How long a request may wait for the routes table to name only profiles its nginx.conf defines (see pushed_since).
+local PUSH_WAIT_SECONDS = 5
+local PUSH_POLL_SECONDS = 0.005
+local AGAIN = 0  -- profile_refusal's answer when the request is to be routed again
+
+-- A reload drops the profiles no route uses any more, and the syncer pushes the routes moved off them only once
+-- the new workers run: a request that meets its route on a dropped profile in between waits for the next push
+-- (tens of milliseconds) rather than being refused. True when one came within the request's PUSH_WAIT_SECONDS.
+-- A retiring worker's nginx.conf will never define the new profiles: it does not wait.
+local function pushed_since()
+    if ngx.worker.exiting() then
+        return false
+    end
+    local ctx = ngx.ctx
+    local deadline = ctx.pg_push_deadline
+    if not deadline then
+        deadline = ngx.now() + PUSH_WAIT_SECONDS
+        ctx.pg_push_deadline = deadline
+    end
+    local seen = store.generation()
+    while ngx.now() < deadline do
+        ngx.sleep(PUSH_POLL_SECONDS)
+        if store.generation() ~= seen then
+            return true
+        end
+    end
+    return false
+end
+
+-- The status a request of location profile `profile` is refused with before it is served, if any, or AGAIN once
+-- the tables changed while it waited; `...` names the route in the log.
 local function profile_refusal(profile, ...)
     if not settings.profiles[profile] then
-        -- Pushed before the reload that adds it: serving with other settings could skip an access rule.
+        if pushed_since() then
+            return AGAIN
+        end
+        -- Serving with other settings could skip an access rule.
         ngx.log(ngx.ERR, table.concat({ ... }), " uses location profile ", profile,
-                " which this nginx.conf does not define yet")
+                " which this nginx.conf does not define")
         return 503
     end
     -- nginx checks Content-Length when it picks a location; ngx.exec to a named location skips that step.
@@ -444,7 +476,8 @@ local function misdirected(entry, host)
     return routes ~= nil and gateway.misdirected(routes, sni, host)
 end
 
-local function serve_gateway(action, uri, prefix)
+-- `port`: the listener port the rule was found for, on a port Gateway listeners have to themselves.
+local function serve_gateway(action, uri, prefix, port)
     local var = ngx.var
     var.pyngress_metric = action.metric
     if settings.tracing then
@@ -472,7 +505,9 @@ local function serve_gateway(action, uri, prefix)
         return ngx.exit(503)
     end
     local refused = profile_refusal(action.profile, "HTTPRoute ", action.route)
-    if refused then
+    if refused == AGAIN then
+        return _M.route(port ~= nil)
+    elseif refused then
         return ngx.exit(refused)
     end
     gateway.change_request(action, uri, prefix, chosen)
@@ -495,7 +530,7 @@ local function gateway_served(entry, uri, port)
         return false
     end
     if not gateway_refused(entry) then
-        serve_gateway(action, uri, prefix)
+        serve_gateway(action, uri, prefix, port)
     end
     return true
 end
@@ -624,7 +659,9 @@ function _M.route(own_port)
         tell_default_backend(route)
     end
     local refused = profile_refusal(route.profile, "route for ", host, uri)
-    if refused then
+    if refused == AGAIN then
+        return _M.route(false)
+    elseif refused then
         return ngx.exit(refused)
     end
     -- The balancer's choice (balancer.lua): the backend, and the endpoint when the route picks it here.

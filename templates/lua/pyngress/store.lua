@@ -362,6 +362,11 @@ function _M.refresh()
     checked = versions:get(GENERATION) or 0
 end
 
+-- The number of pushes nginx has taken (any table): it changes when the syncer has pushed anything.
+function _M.generation()
+    return versions:get(GENERATION) or 0
+end
+
 -- A worker's view of a keyed table brought from `cached` up to the dictionary's log position `seq`, in place: the
 -- entries each logged delta changed are dropped. False when the log does not reach back that far (or a whole
 -- table came since): only a new view is right then.

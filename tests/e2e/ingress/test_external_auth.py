@@ -156,8 +156,9 @@ def test_global_auth_url_covers_every_ingress_but_those_opting_out(tmp_path, ech
                  what="the opted-out Ingress served without auth")
 
         # A bad value: the covered Ingress answers 503 (never served open), the opted-out one is untouched.
+        # ($host is a variable auth-url may hold, as in ingress-nginx's docs; $remote_addr is not.)
         cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "controller", "namespace": "ingress"},
-                       "data": {"global-auth-url": "http://$host/global"}})
+                       "data": {"global-auth-url": "http://$remote_addr/global"}})
         wait_for(lambda: get(stage, "covered.example.com").status_code == 503, 15, what="503 while invalid")
         assert get(stage, "out.example.com", verdict="deny").status_code == 200
     finally:
