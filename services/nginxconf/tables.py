@@ -9,7 +9,9 @@ The tables then change by deltas: only the entries that differ from what nginx h
 `POST /configuration/<table>/delta`, versioned by the SHA-256 of the version they apply to and their canonical JSON.
 The keyed tables' entries are their keys (routes by host, backends by name); the certificates table's are
 "certs/<id>", "hosts/<host>" and "default" (certificates_delta: one certificate of 10,000 moves that one, not 25 MB). nginx refuses a delta to another version than it holds (a restart, another pusher)
-and the whole table goes instead. The state files follow each delta at once (table_state_files.py journals it): a
+and the whole table goes instead. A POST nginx does not answer in time (tens of MB at 100,000 hosts, on a loaded
+machine) is not sent again while nginx reports taking it (`taking` in /configuration/versions), and once nginx holds
+its version the next push goes on from it. The state files follow each delta at once (table_state_files.py journals it): a
 master killed and started again must find the tables it served, or it answers 404 until the next repush.
 
 nginx applies every entry of a push that its Lua can build and refuses the others alone (a regex PCRE refuses, a
@@ -25,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import aiohttp
 
@@ -54,6 +57,8 @@ DELTA_TABLES = KEYED_TABLES | {"certificates"}
 # nothing. A POST may take 30 s plus this long per MB of its body.
 POST_SECONDS_PER_MB = 2.0
 _MISSING = object()
+# In GET /configuration/versions: the tables whose whole body a worker is taking in right now (api.lua).
+TAKING = "taking"
 
 
 def post_timeout(body_bytes: int) -> float:
@@ -118,6 +123,16 @@ def _envelope(version: str, data: bytes) -> bytes:
     return b'{"version":"' + version.encode() + b'",' + _SCHEMA + b',"data":' + data + b"}"
 
 
+Taken = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class _Unanswered:
+    """A POST nginx did not answer (in time): the version it makes, and what follows once nginx holds it."""
+    version: str
+    taken: Taken
+
+
 class TablePusher:
     def __init__(self, paths: NginxPaths) -> None:
         self.paths = paths
@@ -132,6 +147,14 @@ class TablePusher:
         # certificates table, its entries as certificates_delta names them.
         self._unsent: dict[str, ChangedKeys] = {}
         self._refused: dict[str, dict[str, str]] = {}  # table → key → why nginx does not serve that entry as sent
+        # Table → its POST that got no answer (in time): nginx may take it all the same, and once it holds that
+        # version the next push goes on from it rather than sending the whole table again.
+        self._unanswered: dict[str, _Unanswered] = {}
+
+    @property
+    def unanswered(self) -> bool:
+        """Whether a push nginx did not answer (in time) may still be taken by nginx."""
+        return bool(self._unanswered)
 
     @property
     def refused(self) -> Mapping[str, Mapping[str, str]]:
@@ -165,6 +188,7 @@ class TablePusher:
                         await self._state.keep_whole(name, version=version, body=body)
                     raise
                 for name in DYNAMIC_TABLES:  # backends before the routes that may name them
+                    await self._settle_unanswered(session, name, held)
                     table, base = tables[name], self._pushed.get(name)
                     if base is not None and held.get(name) == base and name in self._sent:
                         delta = self._delta(name, table)
@@ -175,16 +199,43 @@ class TablePusher:
                             pushed.append(name)
                             continue
                     version, body = self._whole(name, table)
+                    taken = self._whole_taken(name, version, _own(name, table), body)
                     if held.get(name) != version:
-                        self._refused[name] = await self._post(session, f"/configuration/{name}", body=body)
+                        await self._post(session, name, f"/configuration/{name}", body=body, version=version,
+                                         taken=taken)
                         pushed.append(name)
-                    self._sent[name] = _own(name, table)
-                    self._sent_now(name, version=version)
-                    await self._state.keep_whole(name, version=version, body=body)
+                    await taken()
                 if self._refused.keys() < set(DYNAMIC_TABLES):
                     # Tables nginx held already when this pusher started (a syncer restart): it knows their refusals.
                     self._refused = {**await self._get(session, "/configuration/refused"), **self._refused}
             return pushed
+
+    async def _settle_unanswered(self, session: aiohttp.ClientSession, name: str, held: Mapping[str, Any]) -> None:
+        """After a POST of `name` got no answer (in time): once nginx holds its version, what it sent is what nginx
+        holds (the keys changed since the last answered push, still in _unsent, cover those changed since); while
+        nginx is still taking it, NginxUnavailableError, rather than sending tens of MB again beside it; else (nginx
+        refused it, or restarted) it is forgotten."""
+        unanswered = self._unanswered.get(name)
+        if unanswered is None:
+            return
+        if held.get(name) == unanswered.version:
+            del self._unanswered[name]
+            unsent = self._unsent.get(name)
+            await unanswered.taken()
+            self._unsent[name] = unsent  # what changed since the last answered push, this push's change included
+            self._refused[name] = (await self._get(session, "/configuration/refused"))[name]
+        elif name in _taking(held):
+            raise NginxUnavailableError(f"nginx is still taking the {name} table sent before; the push waits for it")
+        else:
+            del self._unanswered[name]
+
+    def _whole_taken(self, name: str, version: str, sent: Mapping[str, Any], body: bytes) -> Taken:
+        """What follows once nginx holds the whole table `sent` as `version`."""
+        async def taken() -> None:
+            self._sent[name] = sent
+            self._sent_now(name, version=version)
+            await self._state.keep_whole(name, version=version, body=body)
+        return taken
 
     def _delta(self, name: str, table: Mapping[str, Any]) -> dict[str, Any] | None:
         """What `table` changes of the one nginx holds (None: nothing)."""
@@ -211,18 +262,21 @@ class TablePusher:
         data = canonical_json(delta)
         version = hashlib.sha256(base.encode() + data).hexdigest()
         body = b'{"base":"' + base.encode() + b'","version":"' + version.encode() + b'",' + _SCHEMA + b',' + data[1:]
+
+        async def taken() -> None:
+            if name in KEYED_TABLES:
+                apply_delta(self._sent[name], delta)  # type: ignore[arg-type]  # the pusher's own copy (_own), a dict
+            else:
+                self._sent[name] = table
+            self._sent_now(name, version=version)
+            if not self._state.append(name, base=base, version=version, delta=body):
+                whole = await asyncio.to_thread(canonical_json, _plain(name, table))
+                await self._state.keep_whole(name, version=version, body=_envelope(version, whole))
         try:
-            self._refused[name] = await self._post(session, f"/configuration/{name}/delta", body=body)
+            await self._post(session, name, f"/configuration/{name}/delta", body=body, version=version, taken=taken)
         except _StaleBase:
             return False
-        if name in KEYED_TABLES:
-            apply_delta(self._sent[name], delta)  # type: ignore[arg-type]  # the pusher's own copy (_own), a dict
-        else:
-            self._sent[name] = table
-        self._sent_now(name, version=version)
-        if not self._state.append(name, base=base, version=version, delta=body):
-            whole = await asyncio.to_thread(canonical_json, _plain(name, table))
-            await self._state.keep_whole(name, version=version, body=_envelope(version, whole))
+        await taken()
         return True
 
     async def needs_push(self) -> bool:
@@ -233,7 +287,10 @@ class TablePusher:
         (at 100,000 Ingresses, the first push of tens of MB again)."""
         async with self._lock:
             held = await self.versions()
-            return not self._pushed or any(held.get(name) != version for name, version in self._pushed.items())
+            if not _taking(held).isdisjoint(self._unanswered):
+                return False  # nginx is still taking a push it did not answer in time: a later check looks again
+            return (not self._pushed or bool(self._unanswered)
+                    or any(held.get(name) != version for name, version in self._pushed.items()))
 
     async def versions(self) -> dict[str, str | None]:
         """The version of each table nginx holds (None for a table it has not received)."""
@@ -252,10 +309,12 @@ class TablePusher:
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as err:
             raise NginxUnavailableError(f"nginx does not answer on {self.paths.config_socket}: {err}") from err
 
-    async def _post(self, session: aiohttp.ClientSession, path: str, *, body: bytes) -> dict[str, str]:
-        """POST a table or a delta; the entries of that table nginx refuses (key → its reason)."""
-        name = path.split("/")[2]
+    async def _post(self, session: aiohttp.ClientSession, name: str, path: str, *, body: bytes, version: str,
+                    taken: Taken) -> None:
+        """POST a table or a delta making `version` of table `name`; keeps the entries nginx refuses (key → its
+        reason). Until nginx answers, `taken` is what follows should nginx take it all the same (_settle_unanswered)."""
         timeout = post_timeout(len(body))
+        self._unanswered[name] = _Unanswered(version, taken)
         try:
             async with session.post(path, data=body, timeout=aiohttp.ClientTimeout(total=timeout),
                                     headers={"Content-Type": "application/json"}) as response:
@@ -266,6 +325,7 @@ class TablePusher:
                                         f"of {len(body) / 1e6:.1f} MB") from err
         except aiohttp.ClientConnectionError as err:
             raise NginxUnavailableError(f"pushing {name} to nginx failed: {err}") from err
+        del self._unanswered[name]
         if response.status == 409:
             raise _StaleBase(f"nginx holds another version of {name}")
         if response.status != 201:
@@ -275,9 +335,14 @@ class TablePusher:
                 reason = text.strip() or f"status {response.status}"
             raise NginxPushError(f"nginx refused {name}: {reason}")
         try:
-            return json.loads(text)["refused"]
+            self._refused[name] = json.loads(text)["refused"]
         except (ValueError, KeyError, TypeError) as err:
             raise NginxPushError(f"nginx took {name} but its answer does not list refused entries: {text!r}") from err
+
+
+def _taking(held: Mapping[str, Any]) -> frozenset[str]:
+    """The tables nginx says a worker is taking in right now, from its /configuration/versions answer."""
+    return frozenset(held.get(TAKING) or ())
 
 
 def _own(name: str, table: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -28,11 +28,15 @@ def test_a_push_nginx_does_not_answer_in_time_says_so(tmp_path, monkeypatch):
         await asyncio.sleep(5)
         writer.close()
 
+    async def never_taken() -> None:
+        raise AssertionError("a push nginx did not answer is taken only once nginx holds its version")
+
     async def push() -> str:
         server = await asyncio.start_unix_server(read_and_never_answer, path=str(paths.config_socket))
         async with server, tables.config_api.session(paths) as session:
             with pytest.raises(NginxUnavailableError) as caught:
-                await tables.TablePusher(paths)._post(session, "/configuration/routes", body=b" " * 2_000_000)
+                await tables.TablePusher(paths)._post(session, "routes", "/configuration/routes", body=b" " * 2_000_000,
+                                                      version="v1", taken=never_taken)
         return str(caught.value)
 
     assert asyncio.run(push()) == "pushing routes to nginx failed: no answer within 0.3 s to a body of 2.0 MB"

@@ -441,7 +441,10 @@ class NginxApplier:
             self.nginx_serving = False
             return
         if needed:
-            log.info("nginx lost its dynamic tables (restarted); pushing them again")
+            if self.pusher.unanswered:
+                log.info("pushing the tables again: nginx did not answer the last push in time")
+            else:
+                log.info("nginx lost its dynamic tables (restarted); pushing them again")
             await self._push(self.tables, NOTHING_CHANGED_KEYS)
         else:
             self.nginx_serving = True

@@ -9,7 +9,8 @@ The configuration API, used by the syncer; nginx serves it on a Unix socket in a
        "delete": [...]} (certificates: keys "certs/<id>", "hosts/<host>", "default", certificates.lua)
        201 {"refused": {...}} as above (with the entries earlier pushes refused that it does not set or delete);
        409 when nginx holds another version than "base"; 400 when the body is malformed
-  GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...}
+  GET  /configuration/versions   {"routes": "<version>" | null, "backends": ..., "certificates": ...,
+       "taking": ["<table>", ...]}: "taking" names the tables a worker is taking in whole right now
   GET  /configuration/refused    {"routes": {"<key>": "<why>", ...}, "backends": ..., "certificates": ...}
   GET  /configuration/metrics    the request-metrics batches recorded since the last GET (monitor.lua)
   GET  /configuration/spans      the tracer's settings and spans batches recorded since the last GET (tracing.lua)

@@ -58,12 +58,20 @@ local cjson = require("cjson.safe")
 local versions = ngx.shared.pyngress_versions
 local GENERATION = "#generation"  -- a key no table is named
 local PUSHES = "#pushes:"  -- PUSHES .. name: the pushes table `name` took
+local TAKING = "#taking:"  -- TAKING .. name: a worker is taking in a whole table `name` (put)
+local TAKING_SECONDS = 600  -- forgotten after this long, should the worker die taking it
+local SLOW_PUT_SECONDS = 1  -- a whole keyed table taking this long is logged with where the time went
 local LOG_KEPT = 256  -- deltas a worker can catch up with before it starts an empty view
 -- Keys a view remembers as absent (hosts no Ingress names, asked again and again), at most; then it forgets them
 -- all, so that requests for made-up hosts cannot grow a worker's memory.
 local ABSENT_KEPT = 4096
 
 local sub = string.sub
+
+local function clock()
+    ngx.update_time()
+    return ngx.now()
+end
 
 local _M = {}
 
@@ -220,11 +228,12 @@ end
 
 -- Checks and keeps one pushed table; returns the entries it refused (key -> message, each leaving its key's last
 -- good value in place), or nil and a message saying what is wrong when the push is refused whole.
-function _M.put(name, text)
+local function put_whole(name, text)
     local spec = tables[name]
     if not spec then
         return nil, "no table named " .. tostring(name)
     end
+    local started = clock()
     local envelope, err = cjson.decode(text or "")
     if type(envelope) ~= "table" then
         return nil, "the body must be a JSON object" .. (err and (": " .. err) or "")
@@ -244,8 +253,16 @@ function _M.put(name, text)
     end
     local stored, store_err, refused
     if spec.entry then
+        local decoded = clock()
         refused = refused_entries(spec, data)
+        local checked_at = clock()
         stored, store_err = put_entries(spec, data, refused)
+        local done = clock()
+        if done - started >= SLOW_PUT_SECONDS then
+            ngx.log(ngx.NOTICE, string.format("took the whole %s table, %.1f MB, in %.2f s (decoding %.2f, checking "
+                .. "%.2f, storing %.2f)", name, #text / 1e6, done - started, decoded - started, checked_at - decoded,
+                done - checked_at))
+        end
     else
         local ok, value, whole_refused = pcall(spec.build, data, spec.dict)
         if not ok then
@@ -263,6 +280,15 @@ function _M.put(name, text)
     end
     publish(name, version)
     return refused
+end
+
+-- put_whole, marked in versions() as under way while it runs: tens of MB take longer than the syncer may wait for an
+-- answer, and it must not send them again meanwhile (tables.py).
+function _M.put(name, text)
+    versions:set(TAKING .. name, true, TAKING_SECONDS)
+    local refused, err = put_whole(name, text)
+    versions:delete(TAKING .. name)
+    return refused, err
 end
 
 -- A change to a whole table that takes deltas (spec.change), at the version nginx holds.
@@ -439,10 +465,14 @@ function _M.get(name)
 end
 
 function _M.versions()
-    local out = {}
+    local out, taking = {}, {}
     for name in pairs(tables) do
         out[name] = versions:get(name) or cjson.null
+        if versions:get(TAKING .. name) then
+            taking[#taking + 1] = name
+        end
     end
+    out.taking = taking
     return out
 end
 

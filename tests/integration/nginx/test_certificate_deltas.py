@@ -21,9 +21,9 @@ def posts(monkeypatch) -> list[tuple[str, dict]]:
     sent: list[tuple[str, dict]] = []
     real_post = TablePusher._post
 
-    async def recorded(self, session, path, *, body):
+    async def recorded(self, session, name, path, *, body, **kwargs):
         sent.append((path, json.loads(body)))
-        return await real_post(self, session, path, body=body)
+        return await real_post(self, session, name, path, body=body, **kwargs)
     monkeypatch.setattr(TablePusher, "_post", recorded)
     return sent
 
