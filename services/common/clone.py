@@ -76,6 +76,7 @@ class ClonePublisher:
         self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         bind_private(self._router, snapshot_endpoint)
         self.snapshots_sent = 0  # whole snapshots sent; one asked for by a requester that left is not counted
+        self.keys_compared = 0  # keys whose new value was packed and compared with the kept one (set_many)
 
     def __len__(self) -> int:
         return len(self._packed)
@@ -95,6 +96,7 @@ class ClonePublisher:
 
     def _changed(self, key: str, value: Any) -> bytes | None:
         """Keep `key`'s new value; what to publish for it (None: nothing changed)."""
+        self.keys_compared += 1
         packed = pack_value(value)
         if value is not None and not fits_alone(key, packed, self.max_message_bytes):
             # Sent, it would cut every subscriber's connection, and every snapshot after it would too.

@@ -6,7 +6,8 @@ then does the least that makes nginx match it:
   at most --sync-rate-limit reloads a second: a reload that must wait is done by a later sync, with the model of
   that moment;
 - routes, backends or certificates changed → pushed to nginx's Lua at once, no reload;
-- passthrough hosts changed → published to the proxy processes (clone pattern).
+- passthrough hosts changed → published to the proxy processes (clone pattern): those the model says may have
+  changed (model/incremental.py SideChanges), not the whole table.
 """
 from __future__ import annotations
 
@@ -85,6 +86,8 @@ class Syncer:
                                           snapshot_endpoint=endpoints.watcher_snapshot(settings.paths.run_dir))
         self.passthrough = ClonePublisher(ctx, updates_endpoint=endpoints.syncer_updates(settings.paths.run_dir),
                                           snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
+        # The passthrough hosts the models since the last publication may have changed (None: any).
+        self._passthrough_unpublished: ChangedKeys = None
 
     async def follow_store(self) -> None:
         async for event in self.subscriber.batches():
@@ -130,6 +133,7 @@ class Syncer:
             model = await self._apply_model(self.store, changed)
         except Exception as err:  # noqa: BLE001 - the loop must survive whatever one object does
             self._afresh = True  # the kept model may be half updated: the next sync starts afresh
+            self._passthrough_unpublished = None
             self.applier.reload_due = None  # no retry at once: the next change tries again
             self.metrics.stats.last_error = f"sync failed: {err}"
             log.exception("sync failed; the last applied configuration keeps serving")
@@ -143,7 +147,8 @@ class Syncer:
         for problem in sorted(set(lines) - set(self.metrics.stats.problems)):
             log.warning("object rejected or ignored", extra=logs.kv(problem=problem))
         self.metrics.stats.problems = lines
-        await self.passthrough.replace_all(passthrough_table(model))
+        await publish_passthrough(self.passthrough, model, self._passthrough_unpublished)
+        self._passthrough_unpublished = frozenset()
         self.metrics.sync_seconds.labels("total").observe(time.monotonic() - started)
         self._write_status()
         for callback in self.after_sync:
@@ -174,6 +179,8 @@ class Syncer:
                                             refused_profiles=self.refused_profiles,
                                             previous_configmap=self.configmap_accepted)
             changed = set()
+            side = self.model.take_side_changes()
+            self._passthrough_unpublished = changed_keys.union(self._passthrough_unpublished, side.passthrough)
             if model.config.listen_ipv6 and not ipv6_available():  # the model does no I/O: asked here
                 model = replace(model, config=replace(model.config, listen_ipv6=False))
             model = with_geoip2_databases(model, self.geoip2_databases, self.settings.ingress.configmap)  # files too
@@ -183,7 +190,7 @@ class Syncer:
                 self.refused_profiles, self.refused_for = {}, globals_key
                 continue
             self.refused_for = globals_key
-            refused = await self.applier.apply(model)
+            refused = await self.applier.apply(model, side)
             if not refused:
                 self.configmap_accepted = model.configmap_accepted
                 return model
@@ -228,10 +235,24 @@ class Syncer:
 def passthrough_table(model: Model) -> dict[str, object]:
     """What the proxy processes need: SNI host → endpoints, and how to read inbound connections."""
     table: dict[str, object] = {f"host/{host}": endpoints for host, endpoints in model.passthrough.items()}
-    table["config"] = {"use_proxy_protocol": model.use_proxy_protocol, "proxy_protocol_header_timeout":
-                       duration_seconds(model.config.server.proxy_protocol_header_timeout),
-                       "listen_ipv6": model.config.listen_ipv6}
+    table["config"] = _passthrough_config(model)
     return table
+
+
+def _passthrough_config(model: Model) -> dict[str, object]:
+    return {"use_proxy_protocol": model.use_proxy_protocol, "proxy_protocol_header_timeout":
+            duration_seconds(model.config.server.proxy_protocol_header_timeout), "listen_ipv6": model.config.listen_ipv6}
+
+
+async def publish_passthrough(publisher: ClonePublisher, model: Model, hosts: ChangedKeys) -> None:
+    """Bring the proxy processes' table to `model`'s at the passthrough hosts that may have changed since it was
+    last published (None: any, and the table is compared whole): each sync compared and packed every host's
+    entry (100,000 at 100,000 passthrough Ingresses) for the one a change touched."""
+    if hosts is None:
+        await publisher.replace_all(passthrough_table(model))
+        return
+    await publisher.set_many([("config", _passthrough_config(model)),
+                              *((f"host/{host}", model.passthrough.get(host)) for host in hosts)])
 
 
 WATCHER_STALE_SECONDS = 300.0

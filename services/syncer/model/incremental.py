@@ -29,16 +29,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
+from services.common import changed_keys
+from services.common.changed_keys import ChangedKeys
 from services.common.gc_pause import collector_paused, freeze_survivors
 from services.common.settings import Settings
 
 from .backends import SERVICE_NAME_LABEL, BackendResolver, ResolvedBackend, ServiceRef
 from .build import (AnnotationParser, IngressOwners, IngressPlan, Merged, annotation_parser, assemble_model,
-                    auth_resolver, creation_order, merge_plans, plan_names, plan_one)
+                    auth_resolver, creation_order, files_named, merge_plans, plan_names, plan_one)
 from .configmap import ControllerConfig, load_controller_config
 from .gateway import GatewayKept, GatewayModel, GatewayObjects, build_gateway, is_gateway_input
 from .gateway.build import joined_entries
-from .gateway.kept_routes import Work
+from .gateway.kept_routes import Work, _Counted
 from .gateway.objects import GATEWAY_KINDS
 from .ingress_class import IngressClassFilter
 from .kept_tables import KeptTables
@@ -214,6 +216,9 @@ class _Totals:
         # The hosts and backends whose entries were added or removed since take_touched().
         self._touched_routes: set[str] = set()
         self._touched_backends: set[str] = set()
+        # The passthrough hosts, and the files named by profiles, added or removed since take_side_touched().
+        self._touched_passthrough: set[str] = set()
+        self._touched_files: set[str] = set()
 
     def add(self, group: _GroupMerge) -> None:
         total = self.merged
@@ -249,6 +254,9 @@ class _Totals:
     def _touch(self, group: _GroupMerge) -> None:
         self._touched_routes.update(host for host, _ in group.routes)
         self._touched_backends.update(name for name, _ in group.backends)
+        self._touched_passthrough.update(host for host, _ in group.passthrough)
+        for _, profile in group.profiles:
+            self._touched_files.update(files_named(profile))
 
     def take_touched(self) -> tuple[frozenset[str], frozenset[str]]:
         """The hosts and backends touched since the last call: (routes, backends)."""
@@ -257,10 +265,36 @@ class _Totals:
         self._touched_backends.clear()
         return touched
 
+    def take_side_touched(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The passthrough hosts, and the files named by the profiles, touched since the last call."""
+        touched = frozenset(self._touched_passthrough), frozenset(self._touched_files)
+        self._touched_passthrough.clear()
+        self._touched_files.clear()
+        return touched
+
     def joined(self, problems: list[Problem]) -> Merged:
         return Merged(routes=self.merged.routes, backends=self.merged.backends, passthrough=self.merged.passthrough,
                       profiles=self.merged.profiles, tls_secrets=self.merged.tls_secrets,
                       snippet_servers=list(self._snippets.values()), problems=problems)
+
+
+@dataclass(frozen=True)
+class SideChanges:
+    """What may differ beside the tables TableChanges names, since the changes were last taken: the passthrough
+    table's hosts, the htpasswd files and the proxy-ssl files by name. None: any (a model built afresh)."""
+    passthrough: ChangedKeys = None
+    auth_files: ChangedKeys = None
+    ssl_files: ChangedKeys = None
+
+    def then(self, later: SideChanges) -> SideChanges:
+        """These changes and then `later`'s."""
+        return SideChanges(changed_keys.union(self.passthrough, later.passthrough),
+                           changed_keys.union(self.auth_files, later.auth_files),
+                           changed_keys.union(self.ssl_files, later.ssl_files))
+
+
+NO_SIDE_CHANGES = SideChanges(frozenset(), frozenset(), frozenset())
+ANY_SIDE_CHANGES = SideChanges()
 
 
 @dataclass
@@ -288,6 +322,7 @@ class IncrementalModel:
         # with the last model's, since this model was created: a change's share is what it touched.
         self.hosts_joined = 0
         self.gateway_hosts_compared = 0
+        self._side_changes = SideChanges()  # since take_side_changes()
         self._clear()
 
     def _clear(self) -> None:
@@ -312,7 +347,12 @@ class IncrementalModel:
         self._groups_reading = _Dependents()  # store key → groups whose merge read it
         self._next_group = 0
         self._totals = _Totals()
-        # The few plans and groups with problems or files, so that joining them does not visit every one.
+        # The files the plans need (name → content), kept as plans come and go, and the names touched since the last
+        # model: a model gathered them from every plan that had one (10,000 at 10,000 Ingresses with basic auth).
+        self._auth_files: _Counted[str, bytes] = _Counted()
+        self._ssl_files: _Counted[str, bytes] = _Counted()
+        self._files_touched: set[str] = set()
+        # The few plans and groups with problems, so that joining them does not visit every one.
         self._noted_plans: set[str] = set()
         self._noted_groups: set[int] = set()
         self._beside_routes: frozenset[str] = frozenset()  # the last model's TableChanges.beside_routes
@@ -461,6 +501,7 @@ class IncrementalModel:
                 self._plans_reading.discard(read, key)
             for name in entry.names:
                 self._by_name.discard(name, key)
+            self._forget_files(entry)
         ingress = self._store.get(key)
         assert self._cluster is not None
         if ingress is None or not self._cluster.accept.is_ours(ingress):
@@ -476,12 +517,20 @@ class IncrementalModel:
                            problems=problems, reads=tuple(reads), auth_files=auth.files, ssl_files=auth.ssl_files,
                            names=tuple(plan_names(plan)) if plan is not None else ())
         self._plans[key] = entry
-        if entry.problems or entry.auth_files or entry.ssl_files:
+        if entry.problems:
             self._noted_plans.add(key)
+        self._auth_files.add(entry.auth_files)
+        self._ssl_files.add(entry.ssl_files)
+        self._files_touched.update(entry.auth_files.keys() | entry.ssl_files.keys())
         for read in reads:
             self._plans_reading.add(read, key)
         for name in entry.names:
             self._by_name.add(name, key)
+
+    def _forget_files(self, entry: _PlanEntry) -> None:
+        self._auth_files.remove(entry.auth_files)
+        self._ssl_files.remove(entry.ssl_files)
+        self._files_touched.update(entry.auth_files.keys() | entry.ssl_files.keys())
 
     # --- groups -------------------------------------------------------------------------------------
 
@@ -550,8 +599,11 @@ class IncrementalModel:
     def _assemble(self, store: Mapping[str, dict[str, Any]], afresh: bool) -> Model:
         assert self._cluster is not None
         routes, backends = self._totals.take_touched()
-        before = self._gateway.model.routes if self._gateway is not None else {}
+        gateway_before = self._gateway.model if self._gateway is not None else None
+        before = gateway_before.routes if gateway_before is not None else {}
         gateway = self._gateway_model(routes)
+        touched = self._side_touched(routes, gateway_before, gateway)  # taken afresh too: they start empty then
+        self._side_changes = self._side_changes.then(SideChanges() if afresh else touched)
         # The hosts whose Gateway rules changed: marking them all made each sync push every one (10,000 at 10,000
         # HTTPRoutes, 0.4 s after an Ingress change). Only those the build made again are compared.
         if gateway.routes is before:
@@ -567,24 +619,40 @@ class IncrementalModel:
         self.hosts_joined += len(entries)
         self._joined = self._joined.changed(entries)
         changed = TableChanges() if afresh else TableChanges(routes | gateway_hosts, backends | self._beside_routes)
-        auth_files: dict[str, bytes] = {}
-        ssl_files: dict[str, bytes] = {}
         problems = list(self._cluster.problems)
         for key in self._noted_plans:
-            entry = self._plans[key]
-            auth_files.update(entry.auth_files)
-            ssl_files.update(entry.ssl_files)
-            problems.extend(entry.problems)
+            problems.extend(self._plans[key].problems)
         group_problems = [p for group in self._noted_groups for p in self._groups[group].merged.problems]
         resolver = BackendResolver(self._services, slices=_SlicesByService(self._slices),
                                    allow_external_name=not self.settings.ingress.disable_svc_external_name)
         model = assemble_model(store, settings=self.settings, config=self._cluster.config, secrets=self._secrets,
                                resolver=resolver, merged=self._totals.joined(group_problems), problems=problems,
-                               auth_files=auth_files, ssl_files=ssl_files, changed=changed,
+                               auth_files=self._auth_files.values, ssl_files=self._ssl_files.values, changed=changed,
                                gateway_inputs=self._gateway_inputs, gateway=gateway, joined_routes=self._joined,
                                kept=self.kept)
         self._beside_routes = model.changed.beside_routes
         return model
+
+    def _side_touched(self, routes: frozenset[str], gateway_before: GatewayModel | None,
+                      gateway: GatewayModel) -> SideChanges:
+        """What this model may change beside the tables (SideChanges), from the plans and groups that changed.
+        `routes`: the Ingress hosts touched, whose TLSRoute passthrough entries they may take or leave."""
+        passthrough, profile_files = self._totals.take_side_touched()
+        files = frozenset(self._files_touched) | profile_files
+        self._files_touched.clear()
+        changes = SideChanges(passthrough | routes, files, files)
+        if gateway is not gateway_before:
+            # The Gateway API part was made again: its TLSRoutes' hosts, its profiles' files may all have changed.
+            if any(model.passthrough.hosts for model in (gateway_before, gateway) if model is not None):
+                changes = replace(changes, passthrough=None)
+            if any(_names_files(model) for model in (gateway_before, gateway) if model is not None):
+                changes = replace(changes, auth_files=None, ssl_files=None)
+        return changes
+
+    def take_side_changes(self) -> SideChanges:
+        """What the models made since the last call may have changed beside the tables (SideChanges)."""
+        changes, self._side_changes = self._side_changes, NO_SIDE_CHANGES
+        return changes
 
     # --- the Gateway API part -----------------------------------------------------------------------
 
@@ -652,3 +720,8 @@ class IncrementalModel:
     def gateway_work(self) -> Work:
         """What the Gateway API builds did, counted (gateway/kept_routes.py Work)."""
         return self._gateway_kept.work
+
+
+def _names_files(gateway: GatewayModel) -> bool:
+    """Whether the Gateway API part has files of its own or profiles that name files."""
+    return bool(gateway.ssl_files) or any(any(files_named(profile)) for profile in gateway.profiles.values())

@@ -22,6 +22,7 @@ from services.nginxconf.render import render
 from services.nginxconf.tables import NginxPushError, NginxUnavailableError, TablePusher, certificates_delta
 from services.nginxconf.template import Template
 from services.syncer.model.configmap_snippets import snippets_of, with_snippets
+from services.syncer.model.incremental import ANY_SIDE_CHANGES, SideChanges
 from services.syncer.model.problems import Problem
 from services.syncer.model.types import NOTHING_CHANGED, Model, TableChanges
 from services.syncer.observability.metrics import SyncerMetrics
@@ -32,7 +33,7 @@ from .refused_entries import RefusedBackendUsers, refused_problems
 from .reload_rate import ReloadRateLimiter
 from .taken_ports import taken_ports
 from .template_watch import TemplateTracker
-from .worker_files import WorkerFiles, remove_others_root_only, write_root_only
+from .worker_files import RootOnlyFiles, WorkerFiles
 
 log = logging.getLogger("syncer")
 
@@ -64,7 +65,8 @@ class NginxApplier:
         self.refused_snippets: tuple[dict[str, str], str] | None = None
         self.auth_files = WorkerFiles(paths.auth_dir)
         self.stream_files = WorkerFiles(paths.stream_dir)
-        self.ssl_dir = paths.ssl_dir
+        self.ssl_files = RootOnlyFiles(paths.ssl_dir)
+        self._dh_file: str | None = None  # the DH parameters' file written last
         self.tables: dict[str, Any] | None = None  # what nginx should hold: routes, backends, certificates
         # Each host's routes as pushed, for the profiles loaded then: the model's HostRoutes, their canonical JSON,
         # and that JSON as a fragment of the routes table. Equal JSON keeps its fragment, so that the pusher,
@@ -97,9 +99,10 @@ class NginxApplier:
         self.applied_conf = conf
         self.applied_profiles = set(PROFILE_LOCATION.findall(conf or ""))
 
-    async def apply(self, model: Model) -> dict[str, str]:
+    async def apply(self, model: Model, side: SideChanges = ANY_SIDE_CHANGES) -> dict[str, str]:
         """Bring nginx to `model`. Returns the new location profiles that `nginx -t` refused (name → nginx's
-        message), having applied nothing: the caller rejects their Ingresses and applies the rest."""
+        message), having applied nothing: the caller rejects their Ingresses and applies the rest. `side`: the files
+        that may differ from the model applied before (SideChanges; by default any)."""
         self._unseen = self._unseen.then(model.changed)
         self.metrics.note_routes(model)  # before the push: the first requests of a new Ingress are counted
         model = self._without_refused_snippets(model)
@@ -114,11 +117,15 @@ class NginxApplier:
                 conf, template = self.templates.render(model.config)
         # Before the reload: a new profile's htpasswd file (a new stream server's endpoints) must be there when
         # its first request (connection) comes.
-        self.auth_files.write(model.auth_files)
-        if model.dh_param:
-            write_root_only(self.ssl_dir, model.dh_param.file_name, model.dh_param.content)
-        for name, content in model.ssl_files.items():
-            write_root_only(self.ssl_dir, name, content)
+        self.auth_files.write(model.auth_files, side.auth_files)
+        dh_file = model.dh_param.file_name if model.dh_param else None
+        if dh_file != self._dh_file:
+            self.ssl_files.note_unused([self._dh_file] if self._dh_file else [])
+            if model.dh_param:
+                dh = model.dh_param
+                self.ssl_files.write({dh.file_name: dh.content}, frozenset({dh.file_name}))
+            self._dh_file = dh_file
+        self.ssl_files.write(model.ssl_files, side.ssl_files)
         if model.config.stream_servers:
             # The balancer takes addresses: ExternalName Services are resolved at each apply, as for Ingresses.
             endpoints, _ = await resolve_backends(model.stream_endpoints)
@@ -134,7 +141,7 @@ class NginxApplier:
                 # It passed `nginx -t` but nginx could not load it (its Lua failed in the master): back to
                 # the template in use.
                 self.templates.refuse(f"nginx could not load it: {self.metrics.stats.last_error}")
-                return await self.apply(model)
+                return await self.apply(model, side)
         elif not self.metrics.stats.config_hash:
             self.metrics.stats.config_hash = model.config.digest()
         if not deferred:
@@ -147,8 +154,8 @@ class NginxApplier:
         if deferred:
             return {}  # the files of the configuration nginx still runs stay until it runs another
         self.auth_files.remove_others(model.auth_files)
-        keep = set(model.ssl_files) | ({model.dh_param.file_name} if model.dh_param else set())
-        remove_others_root_only(self.ssl_dir, keep)  # old client keys go once nginx no longer loads them
+        # Old client keys go once nginx no longer loads them.
+        self.ssl_files.remove_unused(model.ssl_files, [self._dh_file] if self._dh_file else [])
         return {}
 
     def _reload_waits(self, conf: str) -> bool:
