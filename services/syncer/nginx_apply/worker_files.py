@@ -172,8 +172,8 @@ def write_root_only(directory: Path, name: str, content: bytes) -> None:
 
 class RootOnlyFiles:
     """The files of `directory` for nginx's master alone (write_root_only), each named by a digest of its content:
-    written when first named, removed once no configuration nginx loads names them. Those there are kept in memory:
-    the directory is listed at the first write, and again at a removal when any file may have changed."""
+    written when first named, removed once no configuration nginx loads names them. Those there are kept in memory
+    from a listing at the first write (with any temporary file a crash left)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -203,7 +203,6 @@ class RootOnlyFiles:
         there = self._listed()
         maybe = self._unused.take()
         if maybe is None:
-            there = self._listed(again=True)
             maybe = frozenset(there)
         for name in maybe:
             self.work.compared += 1
@@ -212,8 +211,8 @@ class RootOnlyFiles:
                 there.discard(name)
                 self.work.removed += 1
 
-    def _listed(self, again: bool = False) -> set[str]:
-        if self._there is None or again:
+    def _listed(self) -> set[str]:
+        if self._there is None:
             self.work.listings += 1
             self._there = {path.name for path in self.directory.iterdir()} if self.directory.is_dir() else set()
         return self._there
