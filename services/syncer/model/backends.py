@@ -33,7 +33,7 @@ _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([
                        re.IGNORECASE | re.ASCII)  # ASCII: no Unicode case folding (the Kelvin sign is not a "k")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ServiceRef:
     """An Ingress backend: `port` is the Service port number (int) or name (str)."""
     namespace: str

@@ -67,7 +67,7 @@ class IngressRejected(ValueError):
     """Something in an Ingress's spec that drops the whole Ingress; the message says what to change."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PathRule:
     host: str
     kind: str  # "exact" or "prefix"
@@ -75,7 +75,7 @@ class PathRule:
     service: ServiceRef
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class IngressPlan:
     """One valid Ingress, ready to merge."""
     ref: str  # "namespace/name"

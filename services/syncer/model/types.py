@@ -59,7 +59,8 @@ class CanaryRoute:
                                              sticky=self.sticky)
 
 
-@dataclass(frozen=True)
+# Route and HostRoutes have slots: the model holds one or more of each per Ingress (100,000 and more).
+@dataclass(frozen=True, slots=True)
 class Route:
     """Where one host+path goes. `backend` None means: answer 503 (missing Service or no such port)."""
     backend: str | None
@@ -93,7 +94,7 @@ class Route:
             otel_name=tracing and tracing.operation_name)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class HostRoutes:
     """The paths of one host. Exact paths match whole URIs; prefixes match whole path elements."""
     exact: dict[str, Route] = field(default_factory=dict)
