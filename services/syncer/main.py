@@ -31,7 +31,8 @@ from services.common.settings import Settings
 from services.syncer.annotations.validators import duration_seconds
 from services.syncer.ingress_status.campaign import run_status_updates, status_updates_enabled
 from services.syncer.model.build import IngressOwners
-from services.syncer.model.incremental import IncrementalModel
+from services.syncer.model.incremental import ANY_PROBLEMS, NO_PROBLEMS, IncrementalModel, ProblemChanges
+from services.syncer.model.problems import Problem
 from services.syncer.model.types import Model
 from services.syncer.nginx_apply.applier import NginxApplier
 from services.syncer.nginx_apply.geoip2_databases import GeoIP2Databases, with_geoip2_databases
@@ -88,6 +89,7 @@ class Syncer:
                                           snapshot_endpoint=endpoints.syncer_snapshot(settings.paths.run_dir))
         # The passthrough hosts the models since the last publication may have changed (None: any).
         self._passthrough_unpublished: ChangedKeys = None
+        self.problem_count = ProblemCount(self.metrics)
 
     async def follow_store(self) -> None:
         async for event in self.subscriber.batches():
@@ -134,6 +136,7 @@ class Syncer:
         except Exception as err:  # noqa: BLE001 - the loop must survive whatever one object does
             self._afresh = True  # the kept model may be half updated: the next sync starts afresh
             self._passthrough_unpublished = None
+            self.problem_count.changed(ANY_PROBLEMS)
             self.applier.reload_due = None  # no retry at once: the next change tries again
             self.metrics.stats.last_error = f"sync failed: {err}"
             log.exception("sync failed; the last applied configuration keeps serving")
@@ -141,12 +144,9 @@ class Syncer:
         self.ingress_owners = IngressOwners(model.routes)  # its routes are a snapshot, never changed
         self.metrics.applied(model)
         self.metrics.objects.set(len(self.store))
-        self.metrics.rejected.set(sum(1 for p in model.problems if p.is_error))
-        self.metrics.set_problems(model.problems)
-        lines = model.problem_lines()
-        for problem in sorted(set(lines) - set(self.metrics.stats.problems)):
+        for problem in self.problem_count.count(model):
             log.warning("object rejected or ignored", extra=logs.kv(problem=problem))
-        self.metrics.stats.problems = lines
+        self.metrics.stats.problems = [str(problem) for problem in model.problems[:STATUS_PROBLEMS]]
         await publish_passthrough(self.passthrough, model, self._passthrough_unpublished)
         self._passthrough_unpublished = frozenset()
         self.metrics.sync_seconds.labels("total").observe(time.monotonic() - started)
@@ -180,6 +180,7 @@ class Syncer:
                                             previous_configmap=self.configmap_accepted)
             changed = set()
             side = self.model.take_side_changes()
+            self.problem_count.changed(self.model.take_problem_changes())
             self._passthrough_unpublished = changed_keys.union(self._passthrough_unpublished, side.passthrough)
             if model.config.listen_ipv6 and not ipv6_available():  # the model does no I/O: asked here
                 model = replace(model, config=replace(model.config, listen_ipv6=False))
@@ -232,6 +233,30 @@ class Syncer:
         return ok, detail
 
 
+class ProblemCount:
+    """The applied model's problems counted (SyncerMetrics.change_problems) from how they changed since the last
+    count: the incremental model says which of its plans' and groups' problems came and went (ProblemChanges)."""
+
+    def __init__(self, metrics: SyncerMetrics) -> None:
+        self.metrics = metrics
+        self._uncounted = ANY_PROBLEMS
+        self._counted_beside: tuple[Problem, ...] = ()  # the last count's beside the plans' and groups'
+
+    def changed(self, changes: ProblemChanges) -> None:
+        """The problems of a model made since the last count changed so (ANY_PROBLEMS: count them all)."""
+        self._uncounted = self._uncounted.then(changes)
+
+    def count(self, model: Model) -> list[str]:
+        """Count `model`'s problems; the lines new since the last count, sorted."""
+        changes, self._uncounted = self._uncounted, NO_PROBLEMS
+        # Beside the plans' and groups': the model's others, and those added to its list after it was built.
+        beside = (*changes.others, *model.problems[changes.built:])
+        counted_beside, self._counted_beside = self._counted_beside, beside
+        if changes.added is None:
+            return self.metrics.set_problems(model.problems)
+        return self.metrics.change_problems((*changes.added, *beside), (*changes.removed, *counted_beside))
+
+
 def passthrough_table(model: Model) -> dict[str, object]:
     """What the proxy processes need: SNI host → endpoints, and how to read inbound connections."""
     table: dict[str, object] = {f"host/{host}": endpoints for host, endpoints in model.passthrough.items()}
@@ -256,6 +281,7 @@ async def publish_passthrough(publisher: ClonePublisher, model: Model, hosts: Ch
 
 
 WATCHER_STALE_SECONDS = 300.0
+STATUS_PROBLEMS = 50  # the problem lines the status record shows
 
 
 def watcher_freshness(settings: Settings) -> dict:

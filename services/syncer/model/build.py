@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import ChainMap
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from services.common.settings import Settings
 from services.nginxconf.config import DEFAULT_PROFILE, BlockLists, LocationProfile, NginxConfig
@@ -744,7 +744,8 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
                    ssl_files: Mapping[str, bytes], changed: TableChanges = TableChanges(),
                    gateway_inputs: Mapping[str, dict[str, Any]] | None = None,
                    gateway: GatewayModel | None = None, joined_routes: Mapping[str, HostRoutes] | None = None,
-                   kept: KeptTables | None = None) -> Model:
+                   kept: KeptTables | None = None,
+                   place_problems: Callable[[list[Problem]], list[Problem]] | None = None) -> Model:
     """The Model of the merged Ingresses (`merged`'s problems come after `problems`), with what depends on the
     whole store: the default backend, TCP and UDP services, auth-keepalive upstreams, DH parameters,
     certificates. Problems are ordered by object (each object's in the order found), so that the order does
@@ -756,7 +757,9 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     `gateway`'s laid over them (gateway.with_gateway_routes), when the caller keeps them (incremental.py): the
     model's routes as they are, never changed afterwards (layered.py). `kept`: the backends, TLS hosts and
     certificates of the last model, which the caller keeps (incremental.py) and this one changes at the keys
-    `changed` names (kept_tables.py); else they are made whole."""
+    `changed` names (kept_tables.py); else they are made whole. `place_problems`: when the caller keeps the Ingresses'
+    problems sorted (incremental.py; then neither `problems` nor `merged` holds them), it places the others among
+    them; else all are sorted here."""
     kept = KeptTables() if kept is None else kept
     problems = [*problems, *merged.problems]
     beside: dict[str, list[str]] = {}  # the backends no route names, added here
@@ -812,7 +815,10 @@ def assemble_model(store: Mapping[str, dict[str, Any]], *, settings: Settings, c
     if config.ssl_session_ticket_key:
         server = replace(server, ssl_session_ticket_key=ticket_key_file(config.ssl_session_ticket_key))
         ssl_files = {**ssl_files, server.ssl_session_ticket_key: config.ssl_session_ticket_key}
-    problems.sort(key=lambda problem: problem.object)
+    if place_problems is None:
+        problems.sort(key=lambda problem: problem.object)
+    else:
+        problems = place_problems(problems)
     # The files the profiles name, and the ticket key: those are written (an Ingress that lost all its hosts needs none).
     named = {name for profile in profiles.values() for name in files_named(profile)}
     if server.ssl_session_ticket_key:

@@ -26,6 +26,7 @@ it is built from the last one with the changed keys: only the routes sharing the
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -42,7 +43,7 @@ from .build import (AnnotationParser, IngressOwners, IngressPlan, Merged, annota
 from .configmap import ControllerConfig, load_controller_config
 from .gateway import GatewayKept, GatewayModel, GatewayObjects, build_gateway, is_gateway_input
 from .gateway.build import joined_entries
-from .gateway.kept_routes import Work, _Counted
+from .gateway.kept_routes import Work
 from .gateway.objects import GATEWAY_KINDS
 from .ingress_class import IngressClassFilter
 from .kept_tables import KeptTables
@@ -146,6 +147,40 @@ class _PlanEntry:
     auth_files: Mapping[str, bytes] = field(repr=False)  # _NO_FILES when none (most plans)
     ssl_files: Mapping[str, bytes] = field(repr=False)
     names: tuple[str, ...] = ()  # build.plan_names, when planned
+
+
+class _PlanFiles:
+    """The files the plans need (htpasswd, proxy-ssl: name → content) with how many plans need each, and the names
+    touched since taken: kept as plans come and go, so that a model does not gather them from every plan that has
+    one (10,000 at 10,000 Ingresses with basic auth)."""
+
+    def __init__(self) -> None:
+        self.auth: dict[str, bytes] = {}
+        self.ssl: dict[str, bytes] = {}
+        self._users: dict[tuple[int, str], int] = {}  # (table, name) → plans needing it
+        self._touched: set[str] = set()
+
+    def add(self, entry: _PlanEntry) -> None:
+        for index, (table, files) in enumerate(((self.auth, entry.auth_files), (self.ssl, entry.ssl_files))):
+            for name, content in files.items():
+                table[name] = content
+                self._users[index, name] = self._users.get((index, name), 0) + 1
+                self._touched.add(name)
+
+    def remove(self, entry: _PlanEntry) -> None:
+        for index, (table, files) in enumerate(((self.auth, entry.auth_files), (self.ssl, entry.ssl_files))):
+            for name in files:
+                users = self._users.pop((index, name)) - 1
+                if users:
+                    self._users[index, name] = users
+                else:
+                    del table[name]
+                self._touched.add(name)
+
+    def take_touched(self) -> frozenset[str]:
+        touched = frozenset(self._touched)
+        self._touched.clear()
+        return touched
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +339,85 @@ NO_SIDE_CHANGES = SideChanges(frozenset(), frozenset(), frozenset())
 ANY_SIDE_CHANGES = SideChanges()
 
 
+@dataclass(frozen=True)
+class ProblemChanges:
+    """How the problems of the last model differ from those of the model before the changes were last taken: the
+    plans' and groups' problems added and removed (None: start from the model's whole list, built afresh), and the
+    others (the ConfigMap's, the Gateway API's, the default backend's...: few), whole."""
+    added: tuple[Problem, ...] | None
+    removed: tuple[Problem, ...]
+    others: tuple[Problem, ...]
+    built: int  # how many problems the model had as built (more may be added to its list after: nginx's refusals)
+
+    def then(self, later: ProblemChanges) -> ProblemChanges:
+        """These changes and then `later`'s."""
+        if self.added is None or later.added is None:
+            return replace(later, added=None, removed=())
+        return replace(later, added=self.added + later.added, removed=self.removed + later.removed)
+
+
+ANY_PROBLEMS = ProblemChanges(added=None, removed=(), others=(), built=0)
+NO_PROBLEMS = ProblemChanges(added=(), removed=(), others=(), built=0)
+_PLAN, _GROUP, _OTHER = 1, 2, 3  # where a problem comes among those of its object
+
+
+class _KeptProblems:
+    """The plans' and groups' problems sorted by object (an Ingress's plan's, then its group's, each in the order
+    found, as build_model sorts them), kept as plans and groups come and go, with those added and removed since
+    taken: each model gathered them from every plan and group that had any and sorted them all (10,000 at 10,000
+    rejected Ingresses), and the syncer counted and formatted them all again."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self._keys: list[tuple[str, int]] = []  # (object, _PLAN or _GROUP) of each
+        self.bulk = True  # built afresh: sorted once at the end (rebuild), not problem by problem
+        self.added: list[Problem] = []
+        self.removed: list[Problem] = []
+        self.others: tuple[Problem, ...] = ()  # those placed among them in the last model
+        self.built = 0
+
+    def add(self, problems: Iterable[Problem], rank: int) -> None:
+        if self.bulk:
+            return
+        for problem in problems:
+            at = bisect_right(self._keys, (problem.object, rank))
+            self._keys.insert(at, (problem.object, rank))
+            self.problems.insert(at, problem)
+            self.added.append(problem)
+
+    def remove(self, problems: Iterable[Problem], rank: int) -> None:
+        if self.bulk:
+            return
+        for problem in problems:
+            at = bisect_left(self._keys, (problem.object, rank))
+            while self.problems[at] is not problem:  # the object's other problems: a few
+                at += 1
+            del self._keys[at], self.problems[at]
+            self.removed.append(problem)
+
+    def rebuild(self, plans: Iterable[Iterable[Problem]], groups: Iterable[Iterable[Problem]]) -> None:
+        keyed = [((problem.object, rank), problem) for rank, sources in ((_PLAN, plans), (_GROUP, groups))
+                 for source in sources for problem in source]
+        keyed.sort(key=lambda pair: pair[0])  # stable: each object's in the order found
+        self._keys, self.problems = [key for key, _ in keyed], [problem for _, problem in keyed]
+        self.bulk = False
+
+    def placed(self, others: list[Problem]) -> list[Problem]:
+        """All the model's problems sorted by object: `others` (in the order found) placed among the kept ones,
+        after those of the same object, by bisection: the kept ones are copied, not sorted again."""
+        self.others = tuple(others)
+        placed: list[Problem] = []
+        start = 0
+        for problem in sorted(others, key=lambda problem: problem.object):
+            at = bisect_left(self._keys, (problem.object, _OTHER))
+            placed += self.problems[start:at]
+            placed.append(problem)
+            start = at
+        placed += self.problems[start:]
+        self.built = len(placed)
+        return placed
+
+
 @dataclass
 class _Cluster:
     """What holds for the whole cluster: when any input of it changes, everything is built afresh."""
@@ -330,6 +444,7 @@ class IncrementalModel:
         self.hosts_joined = 0
         self.gateway_hosts_compared = 0
         self._side_changes = SideChanges()  # since take_side_changes()
+        self._problems_afresh = True  # since take_problem_changes()
         self._clear()
 
     def _clear(self) -> None:
@@ -354,14 +469,11 @@ class IncrementalModel:
         self._groups_reading = _Dependents()  # store key → groups whose merge read it
         self._next_group = 0
         self._totals = _Totals()
-        # The files the plans need (name → content), kept as plans come and go, and the names touched since the last
-        # model: a model gathered them from every plan that had one (10,000 at 10,000 Ingresses with basic auth).
-        self._auth_files: _Counted[str, bytes] = _Counted()
-        self._ssl_files: _Counted[str, bytes] = _Counted()
-        self._files_touched: set[str] = set()
-        # The few plans and groups with problems, so that joining them does not visit every one.
+        self._files = _PlanFiles()
+        # The few plans and groups with problems, so that a build afresh does not visit every one, and their problems.
         self._noted_plans: set[str] = set()
         self._noted_groups: set[int] = set()
+        self._problems = _KeptProblems()
         self._beside_routes: frozenset[str] = frozenset()  # the last model's TableChanges.beside_routes
         self._gateway: _GatewayPart | None = None  # the last model's
         self._gateway_stale = True  # to be built again
@@ -417,6 +529,9 @@ class IncrementalModel:
         for key in ingresses:
             self._replan(key)
         self._regroup(set(self._plans))
+        self._problems.rebuild((self._plans[key].problems for key in self._noted_plans),
+                               (self._groups[group].merged.problems for group in self._noted_groups))
+        self._problems_afresh = True
 
     # --- one change at a time -----------------------------------------------------------------------
 
@@ -511,7 +626,8 @@ class IncrementalModel:
                 self._plans_reading.discard(read, key)
             for name in entry.names:
                 self._by_name.discard(name, key)
-            self._forget_files(entry)
+            self._files.remove(entry)
+            self._problems.remove(entry.problems, _PLAN)
         ingress = self._store.get(key)
         assert self._cluster is not None
         if ingress is None or not self._cluster.accept.is_ours(ingress):
@@ -530,18 +646,12 @@ class IncrementalModel:
         self._plans[key] = entry
         if entry.problems:
             self._noted_plans.add(key)
-        self._auth_files.add(entry.auth_files)
-        self._ssl_files.add(entry.ssl_files)
-        self._files_touched.update(entry.auth_files.keys() | entry.ssl_files.keys())
+            self._problems.add(entry.problems, _PLAN)
+        self._files.add(entry)
         for read in reads:
             self._plans_reading.add(read, key)
         for name in entry.names:
             self._by_name.add(name, key)
-
-    def _forget_files(self, entry: _PlanEntry) -> None:
-        self._auth_files.remove(entry.auth_files)
-        self._ssl_files.remove(entry.ssl_files)
-        self._files_touched.update(entry.auth_files.keys() | entry.ssl_files.keys())
 
     # --- groups -------------------------------------------------------------------------------------
 
@@ -549,6 +659,7 @@ class IncrementalModel:
         """Forget a group's merge; returns its Ingresses."""
         dropped = self._groups.pop(group)
         self._noted_groups.discard(group)
+        self._problems.remove(dropped.merged.problems, _GROUP)
         self._totals.remove(dropped.merged)
         for read in dropped.reads:
             self._groups_reading.discard(read, group)
@@ -600,6 +711,7 @@ class IncrementalModel:
         self._totals.add(kept)
         if merged.problems:
             self._noted_groups.add(group)
+            self._problems.add(kept.problems, _GROUP)
         for key in keys:
             self._group_of[key] = group
         for read in reads:
@@ -630,17 +742,13 @@ class IncrementalModel:
         self.hosts_joined += len(entries)
         self._joined = self._joined.changed(entries)
         changed = TableChanges() if afresh else TableChanges(routes | gateway_hosts, backends | self._beside_routes)
-        problems = list(self._cluster.problems)
-        for key in self._noted_plans:
-            problems.extend(self._plans[key].problems)
-        group_problems = [p for group in self._noted_groups for p in self._groups[group].merged.problems]
         resolver = BackendResolver(self._services, slices=_SlicesByService(self._slices),
                                    allow_external_name=not self.settings.ingress.disable_svc_external_name)
         model = assemble_model(store, settings=self.settings, config=self._cluster.config, secrets=self._secrets,
-                               resolver=resolver, merged=self._totals.joined(group_problems), problems=problems,
-                               auth_files=self._auth_files.values, ssl_files=self._ssl_files.values, changed=changed,
+                               resolver=resolver, merged=self._totals.joined([]), problems=self._cluster.problems,
+                               auth_files=self._files.auth, ssl_files=self._files.ssl, changed=changed,
                                gateway_inputs=self._gateway_inputs, gateway=gateway, joined_routes=self._joined,
-                               kept=self.kept)
+                               kept=self.kept, place_problems=self._problems.placed)
         self._beside_routes = model.changed.beside_routes
         return model
 
@@ -649,8 +757,7 @@ class IncrementalModel:
         """What this model may change beside the tables (SideChanges), from the plans and groups that changed.
         `routes`: the Ingress hosts touched, whose TLSRoute passthrough entries they may take or leave."""
         passthrough, profile_files = self._totals.take_side_touched()
-        files = frozenset(self._files_touched) | profile_files
-        self._files_touched.clear()
+        files = self._files.take_touched() | profile_files
         changes = SideChanges(passthrough | routes, files, files)
         if gateway is not gateway_before:
             # The Gateway API part was made again: its TLSRoutes' hosts, its profiles' files may all have changed.
@@ -658,6 +765,14 @@ class IncrementalModel:
                 changes = replace(changes, passthrough=None)
             if any(_names_files(model) for model in (gateway_before, gateway) if model is not None):
                 changes = replace(changes, auth_files=None, ssl_files=None)
+        return changes
+
+    def take_problem_changes(self) -> ProblemChanges:
+        """How the last model's problems differ from those of the last model when this was last called."""
+        kept = self._problems
+        changes = ProblemChanges(added=None if self._problems_afresh else tuple(kept.added), removed=tuple(kept.removed),
+                                 others=kept.others, built=kept.built)
+        kept.added, kept.removed, self._problems_afresh = [], [], False
         return changes
 
     def take_side_changes(self) -> SideChanges:
