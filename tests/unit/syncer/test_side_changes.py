@@ -35,15 +35,11 @@ def follow(store: dict[str, dict[str, Any]], steps: list[list[tuple[dict[str, An
     assert incremental.take_side_changes() == SideChanges()  # built afresh: anything may have changed
     assert incremental.take_side_changes() == SideChanges(frozenset(), frozenset(), frozenset())  # taken
     for step in steps:
-        changed = set()
-        for obj, keep in step:
-            key = object_key(obj)
-            if keep:
-                store[key] = obj
-            else:
-                store.pop(key, None)
-            changed.add(key)
-        model = incremental.update(store, changed)
+        written = {object_key(obj): obj if keep else None for obj, keep in step}  # the last write of a key counts
+        store.update((key, obj) for key, obj in written.items() if obj is not None)
+        for key in (key for key, obj in written.items() if obj is None):
+            store.pop(key, None)
+        model = incremental.update(store, set(written))
         assert_named(previous, model, incremental.take_side_changes())
         previous = model
 
@@ -51,18 +47,16 @@ def follow(store: dict[str, dict[str, Any]], steps: list[list[tuple[dict[str, An
 @settings(deadline=None, max_examples=150, derandomize=True, database=None)
 @given(first=st.lists(ingresses(), min_size=2, max_size=8), steps=steps)
 def test_every_passthrough_host_and_file_that_changed_is_named(first, steps):
-    store = populated()
-    store.update((object_key(ingress), ingress) for ingress in first)
-    follow(store, steps)
+    follow({**populated(), **{object_key(ingress): ingress for ingress in first}}, steps)
+
+
+_gateway_steps = st.lists(st.lists(_gateway_writes, min_size=1, max_size=3), min_size=5, max_size=25)
 
 
 @settings(deadline=None, max_examples=100, derandomize=True, database=None)
-@given(first=st.lists(gateway_api_objects(), min_size=3, max_size=10),
-       steps=st.lists(st.lists(_gateway_writes, min_size=1, max_size=3), min_size=5, max_size=25))
+@given(first=st.lists(gateway_api_objects(), min_size=3, max_size=10), steps=_gateway_steps)
 def test_with_gateway_api_objects_every_passthrough_host_and_file_that_changed_is_named(first, steps):
-    store = populated()
-    store.update((object_key(obj), obj) for obj in [gateway_objects.gateway_class(), *first])
-    follow(store, steps)
+    follow({**populated(), **{object_key(obj): obj for obj in [gateway_objects.gateway_class(), *first]}}, steps)
 
 
 def test_changes_not_taken_add_up():
