@@ -11,6 +11,7 @@ the syncer compares models to decide what to reload or push. Semantics follow in
 from __future__ import annotations
 
 import re
+import sys
 from collections import ChainMap
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -116,7 +117,7 @@ def _host(rule: Mapping[str, Any]) -> str:
     lowered = host.lower() if isinstance(host, str) and host.isascii() else ""
     if len(lowered) > 253 or not _HOST.fullmatch(lowered):
         raise IngressRejected(f"host {host!r} must be a DNS name such as app.example.com or *.example.com")
-    return lowered
+    return host if lowered == host else lowered  # the store's string, shared (model/shared_strings.py), if it can
 
 
 def _regex_path(path: Any, *, where: str) -> str:
@@ -179,7 +180,7 @@ def plan_ingress(ingress: Mapping[str, Any], *, namespace: str, name: str,
                                     cluster_ip=annotations.service_upstream, regex=annotations.use_regex))
     default = spec.get("defaultBackend")
     return IngressPlan(
-        ref=f"{namespace}/{name}", namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
+        ref=sys.intern(f"{namespace}/{name}"), namespace=namespace, hosts=tuple(hosts), paths=tuple(paths),
         default_backend=(_service_ref(default, namespace=namespace, where="defaultBackend",
                                       cluster_ip=annotations.service_upstream)
                          if default is not None else None),
@@ -537,7 +538,7 @@ class _Merger:
         self.profiles[profile.name] = profile
         self.routed.add(plan.ref)
         return Route(backend=resolved.name, profile=profile.name, ingress=plan.ref, service=ref.service,
-                     service_port=str(ref.port),
+                     service_port=sys.intern(str(ref.port)),
                      rewrite=rewrite, affinity=affinity, hash_by=plan.annotations.hash_by,
                      default_backend=self._ingress_default_backend(plan), ewma=plan.annotations.ewma,
                      hash_subset_size=plan.annotations.hash_subset_size,

@@ -1,6 +1,7 @@
 """The order in which objects claim what they share: oldest first, as ingress-nginx and the Gateway API take it."""
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -20,4 +21,4 @@ def creation_order(obj: Mapping[str, Any], *, namespace: str, name: str) -> tupl
             pass
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return when, f"{namespace}/{name}"
+    return when, sys.intern(f"{namespace}/{name}")  # one copy with the plan's own ref (build.plan_ingress)
