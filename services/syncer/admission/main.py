@@ -51,6 +51,8 @@ class Webhook:
             else:
                 for key, value in event.items:
                     self.reviewer.apply_change(key, value)
+            # Not held until the next change: a snapshot's EndpointSlices, which the reviewer does not keep, go now.
+            del event
 
     def _review(self, ingress: Mapping[str, Any], operation: str) -> Verdict:
         return self.reviewer.review(ingress, operation=operation)

@@ -22,7 +22,9 @@ syncer's gateway model, beside their parent Gateways and the routes sharing thei
 
 Cost: the store's Ingresses are indexed once (replace_store) and kept by apply_change: which Ingresses name each
 host, and which define each host + path. A review plans the reviewed Ingress and the few that share its host
-names (their plans cached until they, a Secret or a ConfigMap change), never the whole model.
+names (their plans cached until they, a Secret or a ConfigMap change), never the whole model. EndpointSlices are not
+kept: endpoints change nothing decided here, and they were a third of the store's memory (BENCHMARKS.md, "Memory at
+100,000 Ingresses").
 """
 from __future__ import annotations
 
@@ -71,6 +73,9 @@ class Verdict:
 
 ALLOWED = Verdict(allowed=True)
 
+# The store keys a review never reads (the resolvers are given no EndpointSlices): not kept.
+_UNREAD = "EndpointSlice/"
+
 RouteKey = tuple[str, str, str]  # (host, "exact" or "prefix", path) as the model's route tables key them
 
 
@@ -115,7 +120,7 @@ class Reviewer:
 
     def replace_store(self, store: Mapping[str, dict[str, Any]]) -> None:
         """The watcher's store ("Kind/namespace/name" → object, as build_model takes it), whole."""
-        self._store: dict[str, dict[str, Any]] = dict(store)
+        self._store: dict[str, dict[str, Any]] = {key: obj for key, obj in store.items() if not key.startswith(_UNREAD)}
         self._services: dict[tuple[str, str], dict[str, Any]] = {}
         self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self._namespaces: dict[str, dict[str, Any]] = {}  # Namespace objects, for --watch-namespace-selector
@@ -128,6 +133,8 @@ class Reviewer:
 
     def apply_change(self, key: str, obj: dict[str, Any] | None) -> None:
         """One object set (None: deleted)."""
+        if key.startswith(_UNREAD):
+            return
         if obj is None:
             self._store.pop(key, None)
         else:
