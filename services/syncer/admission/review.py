@@ -47,6 +47,7 @@ from ..model.gateway import is_gateway_input
 from ..model.gateway.objects import GATEWAY_GROUP
 from ..model.ingress_class import IngressClassFilter
 from ..model.problems import Problem
+from ..model.shared_strings import share_strings
 from ..model.tls import TlsSecrets
 from .gateway_review import REVIEWED_KINDS, GatewayContext, GatewayIndex, review_gateway_object
 
@@ -126,6 +127,7 @@ class Reviewer:
         self._namespaces: dict[str, dict[str, Any]] = {}  # Namespace objects, for --watch-namespace-selector
         self._gateway = GatewayIndex()
         for key, obj in self._store.items():
+            share_strings(obj)  # one copy of each repeated string, as in the syncer's model: 29 MiB at 100,000 Ingresses
             self._index_kind(key, obj)
             if is_gateway_input(key):
                 self._gateway.apply_change(key, obj)
@@ -138,6 +140,7 @@ class Reviewer:
         if obj is None:
             self._store.pop(key, None)
         else:
+            share_strings(obj)
             self._store[key] = obj
         kind = key.partition("/")[0]
         self._index_kind(key, obj)
