@@ -68,6 +68,14 @@ local ABSENT_KEPT = 4096
 
 local sub = string.sub
 
+require("resty.core.shdict")  -- its C declarations, for store_span
+local ffi = require("ffi")
+local base = require("resty.core.base")
+local json_spans = require("pyngress.json_spans")
+local C = ffi.C
+local SAFE_STORE, STRING_VALUE = 0x0004, 4  -- safe_set's operation; LUA_TSTRING
+local forcible = ffi.new("int[1]")
+
 local function clock()
     ngx.update_time()
     return ngx.now()
@@ -156,18 +164,33 @@ function _M.defined(name)
     return tables[name] ~= nil
 end
 
--- A whole keyed table into the dictionary: each entry its own item, the others removed (a refused entry's item,
--- its last good value, is kept), a full mark in the log.
-local function put_entries(spec, data, refused)
+-- dict:safe_set(key, the `length` bytes at `bytes` + `start`), without making them a Lua string (json_spans.lua
+-- says why).
+local function store_span(dict, key, bytes, start, length)
+    local zone = C.ngx_http_lua_ffi_shdict_udata_to_zone(dict[1])
+    local errmsg = base.get_errmsg_ptr()
+    local rc = C.ngx_http_lua_ffi_shdict_store(zone, SAFE_STORE, key, #key, STRING_VALUE, bytes + start, length, 0, 0,
+                                               0, errmsg, forcible)
+    if rc ~= 0 then
+        return nil, ffi.string(errmsg[0])
+    end
+    return true
+end
+
+-- A whole keyed table into the dictionary from its pushed JSON `text`: each entry its own item (its span of the
+-- text), the others removed (a refused entry's item, its last good value, is kept), a full mark in the log.
+local function put_entries(spec, text, data, refused)
     local dict = spec.dict
     for _, item in ipairs(dict:get_keys(0)) do
         if sub(item, 1, 2) == "k:" and data[sub(item, 3)] == nil then
             dict:delete(item)
         end
     end
-    for key, raw in pairs(data) do
+    local spans, bytes = json_spans.member_spans(text, "data")
+    for key in pairs(data) do
         if not (refused and refused[key]) then
-            local ok, err = dict:safe_set("k:" .. key, cjson.encode(raw))
+            local span = spans[key]
+            local ok, err = store_span(dict, "k:" .. key, bytes, span[1], span[2])
             if not ok then
                 return nil, err
             end
@@ -256,7 +279,7 @@ local function put_whole(name, text)
         local decoded = clock()
         refused = refused_entries(spec, data)
         local checked_at = clock()
-        stored, store_err = put_entries(spec, data, refused)
+        stored, store_err = put_entries(spec, text, data, refused)
         local done = clock()
         if done - started >= SLOW_PUT_SECONDS then
             ngx.log(ngx.NOTICE, string.format("took the whole %s table, %.1f MB, in %.2f s (decoding %.2f, checking "
@@ -347,10 +370,12 @@ function _M.put_delta(name, text)
     local refused_now = refused_entries(spec, changed)
     local refused, keys, count = refused_of(spec), {}, 0
     local dict = spec.dict
-    for key, raw in pairs(changed) do
+    local spans, bytes = json_spans.member_spans(text, "set")
+    for key in pairs(changed) do
         refused[key] = nil
         if not (refused_now and refused_now[key]) then
-            local ok, store_err = dict:safe_set("k:" .. key, cjson.encode(raw))
+            local span = spans[key]
+            local ok, store_err = store_span(dict, "k:" .. key, bytes, span[1], span[2])
             if not ok then
                 unpublish(name)
                 return nil, too_small(name, store_err), 507

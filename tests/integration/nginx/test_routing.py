@@ -211,12 +211,14 @@ def test_a_push_sends_only_tables_nginx_does_not_hold(nginx, backends):
     assert nginx.push(routes, tables(backends, A=[backends["B"].endpoint])) == ["backends"]
     assert nginx.run(nginx.pusher.needs_push()) is False
     held = nginx.run(nginx.pusher.versions())
+    assert not held.pop("taking")  # no whole table being taken in
     assert set(held) == {"routes", "backends", "certificates"} and all(held.values())
 
 
 def test_a_route_to_a_profile_nginx_conf_lacks_answers_503(nginx, backends):
     nginx.push({HOST: HostRoutes(prefix={"/": route("A", profile="not-reloaded-yet")})}, tables(backends))
 
+    # Never served with another profile's settings: after waiting for a push that would move it (router.lua).
     assert nginx.get("/").status == 503
 
 
