@@ -21,7 +21,7 @@ from services.common.files import ensure_private_dir
 from services.common.logs import kv
 from services.common.runner import StartupError, run_process
 from services.common.settings import Settings
-from services.syncer.admission.review import Reviewer, Verdict
+from services.syncer.admission.review import Reviewer, Verdict, drop_unread
 from services.syncer.admission.server import AdmissionServer
 from services.syncer.admission.tls_files import CertificateError, ReloadingCertificate
 from services.syncer.admission.wire import BadReview, answer_body, decide, parse_review
@@ -44,15 +44,16 @@ class Webhook:
     async def follow_store(self, subscriber: CloneSubscriber) -> None:
         async for event in subscriber.batches():
             if isinstance(event, Snapshot):
+                objects = len(event.state)
+                drop_unread(event.state)  # the snapshot is ours alone
                 self.reviewer.replace_store(event.state)
                 if not self.store_ready.is_set():
-                    log.info("store snapshot", extra=kv(objects=len(event.state)))
+                    log.info("store snapshot", extra=kv(objects=objects))
                 self.store_ready.set()
             else:
                 for key, value in event.items:
                     self.reviewer.apply_change(key, value)
-            # Not held until the next change: a snapshot's EndpointSlices, which the reviewer does not keep, go now.
-            del event
+            del event  # a snapshot is not held until the next change
 
     def _review(self, ingress: Mapping[str, Any], operation: str) -> Verdict:
         return self.reviewer.review(ingress, operation=operation)

@@ -77,6 +77,13 @@ ALLOWED = Verdict(allowed=True)
 # The store keys a review never reads (the resolvers are given no EndpointSlices): not kept.
 _UNREAD = "EndpointSlice/"
 
+
+def drop_unread(store: dict[str, dict[str, Any]]) -> None:
+    """Remove from a snapshot's store, in place, what the Reviewer would not keep. Done before it indexes the rest,
+    their memory goes back to the system; after, the index's allocations would hold most of it."""
+    for key in [key for key in store if key.startswith(_UNREAD)]:
+        del store[key]
+
 RouteKey = tuple[str, str, str]  # (host, "exact" or "prefix", path) as the model's route tables key them
 
 

@@ -4,7 +4,7 @@ Ingresses these were 213 MiB of the syncer and 190 MiB of the webhook (BENCHMARK
 import msgpack
 
 from services.common.objects import object_key
-from services.syncer.admission.review import Reviewer
+from services.syncer.admission.review import Reviewer, drop_unread
 from services.syncer.model.build import build_model
 from services.syncer.model.incremental import IncrementalModel
 from services.syncer.model.shared_strings import share_strings
@@ -79,3 +79,10 @@ def test_the_webhook_keeps_no_endpoint_slice_and_judges_as_before(cluster):
     assert not verdict.allowed and "web.example.com" in verdict.message
     fresh = cluster.ingress("fresh", host="fresh.example.com", paths=(("/", "Prefix", "api", 80),))
     assert reviewer.review(fresh).allowed
+
+
+def test_a_snapshot_loses_its_endpoint_slices_before_the_webhook_indexes_it(cluster):
+    cluster.app("web", host="web.example.com")
+    snapshot = decoded(cluster.store)
+    drop_unread(snapshot)
+    assert sorted(snapshot) == sorted(key for key in cluster.store if not key.startswith("EndpointSlice/"))
