@@ -23,7 +23,7 @@ syncer's gateway model, beside their parent Gateways and the routes sharing thei
 Cost: the store's Ingresses are indexed once (replace_store) and kept by apply_change: which Ingresses name each
 host, and which define each host + path. A review plans the reviewed Ingress and the few that share its host
 names (their plans cached until they, a Secret or a ConfigMap change), never the whole model. EndpointSlices are not
-kept: endpoints change nothing decided here, and they were a third of the store's memory (BENCHMARKS.md, "Memory at
+kept: endpoints change nothing decided here, and they were a third of the store's memory (BENCHMARKS.md, "memory at
 100,000 Ingresses").
 """
 from __future__ import annotations

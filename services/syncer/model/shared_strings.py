@@ -3,7 +3,7 @@
 The watcher's objects arrive decoded from msgpack, which shares the keys of their maps but makes a new string of
 every value: "default", "Prefix", "TCP", "http", a Service's name (in the Service, its EndpointSlice's label and the
 Ingress's backend) are each a string of 50-70 bytes, object after object. At 100,000 Ingresses with their Services
-and EndpointSlices, one copy of each took the objects from 545 to 429 MiB (BENCHMARKS.md, "Memory at 100,000
+and EndpointSlices, one copy of each took the objects from 545 to 429 MiB (BENCHMARKS.md, "memory at 100,000
 Ingresses"), for about 4 us an object. sys.intern's table lets go of a string once nothing else holds it.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What the syncer's model and the admission webhook keep of the watcher's store, counted: one copy of each short string
-the objects repeat (model/shared_strings.py), and no EndpointSlice in the webhook, which never reads one. At 100,000
-Ingresses these were 213 MiB of the syncer and 190 MiB of the webhook (BENCHMARKS.md, "Memory at 100,000 Ingresses")."""
+the objects repeat (model/shared_strings.py), and no EndpointSlice in the webhook, which never reads one. With the
+model's other savings, 227 MiB of the syncer's RSS at 100,000 Ingresses and 243 MiB of the webhook's (BENCHMARKS.md,
+"memory at 100,000 Ingresses")."""
 import msgpack
 
 from services.common.objects import object_key
