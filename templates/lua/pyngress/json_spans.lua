@@ -16,7 +16,7 @@ local cjson = require("cjson.safe")
 
 local _M = {}
 
-local QUOTE, BACKSLASH, COLON, COMMA = 34, 92, 58, 44
+local QUOTE, BACKSLASH, COMMA = 34, 92, 44
 local OPEN_OBJECT, CLOSE_OBJECT, OPEN_ARRAY, CLOSE_ARRAY = 123, 125, 91, 93
 local SPACE, TAB, NEWLINE, RETURN = 32, 9, 10, 13
 

@@ -75,6 +75,7 @@ local json_spans = require("pyngress.json_spans")
 local C = ffi.C
 local SAFE_STORE, STRING_VALUE = 0x0004, 4  -- safe_set's operation; LUA_TSTRING
 local forcible = ffi.new("int[1]")
+local errmsg = base.get_errmsg_ptr()
 
 local function clock()
     ngx.update_time()
@@ -164,13 +165,16 @@ function _M.defined(name)
     return tables[name] ~= nil
 end
 
--- dict:safe_set(key, the `length` bytes at `bytes` + `start`), without making them a Lua string (json_spans.lua
--- says why).
-local function store_span(dict, key, bytes, start, length)
-    local zone = C.ngx_http_lua_ffi_shdict_udata_to_zone(dict[1])
-    local errmsg = base.get_errmsg_ptr()
-    local rc = C.ngx_http_lua_ffi_shdict_store(zone, SAFE_STORE, key, #key, STRING_VALUE, bytes + start, length, 0, 0,
-                                               0, errmsg, forcible)
+-- The C zone of shared dictionary `dict`, for store_span.
+local function zone_of(dict)
+    return C.ngx_http_lua_ffi_shdict_udata_to_zone(dict[1])
+end
+
+-- safe_set(key, the bytes `span` (json_spans.lua: {start, length}) names in `bytes`) on the dictionary of `zone`,
+-- without making them a Lua string (json_spans.lua says why).
+local function store_span(zone, key, bytes, span)
+    local rc = C.ngx_http_lua_ffi_shdict_store(zone, SAFE_STORE, key, #key, STRING_VALUE, bytes + span[1], span[2],
+                                               0, 0, 0, errmsg, forcible)
     if rc ~= 0 then
         return nil, ffi.string(errmsg[0])
     end
@@ -187,10 +191,10 @@ local function put_entries(spec, text, data, refused)
         end
     end
     local spans, bytes = json_spans.member_spans(text, "data")
+    local zone = zone_of(dict)
     for key in pairs(data) do
         if not (refused and refused[key]) then
-            local span = spans[key]
-            local ok, err = store_span(dict, "k:" .. key, bytes, span[1], span[2])
+            local ok, err = store_span(zone, "k:" .. key, bytes, spans[key])
             if not ok then
                 return nil, err
             end
@@ -371,11 +375,11 @@ function _M.put_delta(name, text)
     local refused, keys, count = refused_of(spec), {}, 0
     local dict = spec.dict
     local spans, bytes = json_spans.member_spans(text, "set")
+    local zone = zone_of(dict)
     for key in pairs(changed) do
         refused[key] = nil
         if not (refused_now and refused_now[key]) then
-            local span = spans[key]
-            local ok, store_err = store_span(dict, "k:" .. key, bytes, span[1], span[2])
+            local ok, store_err = store_span(zone, "k:" .. key, bytes, spans[key])
             if not ok then
                 unpublish(name)
                 return nil, too_small(name, store_err), 507
