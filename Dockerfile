@@ -74,6 +74,9 @@ COPY build/pyngress-cni-static /usr/lib/pyngress/cni/pyngress-cni
 # The passthrough proxy's relay (relay/), a CPython extension on the stable ABI, built on the host by `make image`.
 COPY build/pyngress-relay.so /usr/lib/pyngress/pyngress-relay.so
 ENV PYNGRESS_RELAY_LIBRARY=/usr/lib/pyngress/pyngress-relay.so
+# pyngress's nginx module (nginx-module/), built on the host by `make image` against the same Debian nginx.
+COPY build/ngx_http_pyngress_module.so /usr/lib/pyngress/ngx_http_pyngress_module.so
+ENV PYNGRESS_NGINX_MODULE=/usr/lib/pyngress/ngx_http_pyngress_module.so
 # ingress-nginx's entrypoint and preStop hook, at the paths its deploy.yaml and Helm chart name, so that
 # swapping the image of an ingress-nginx Deployment is enough (docs/migrating.md).
 COPY deploy/nginx-ingress-controller /nginx-ingress-controller

@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
-APT_PACKAGES := nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
+APT_PACKAGES := nginx nginx-dev libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache \
 	libnginx-mod-stream libnginx-mod-stream-js lua-cjson lua-busted libnginx-mod-http-brotli-filter libnginx-mod-http-headers-more-filter libnginx-mod-http-geoip2 libnginx-mod-http-modsecurity modsecurity-crs nftables iproute2 iputils-ping curl openssl util-linux procps python3-dev \
 	containernetworking-plugins musl-tools prometheus chromium clang libclang-rt-14-dev
 # Only the benchmarks need these (the load generator); `make bench` installs them.
@@ -17,7 +17,7 @@ TEST_WORKERS ?= 3
 
 .PHONY: setup run test bench clean hooks
 
-setup: .setup-apt.stamp $(VENV)/.installed build/pyngress-cni-static build/pyngress-relay.so
+setup: .setup-apt.stamp $(VENV)/.installed build/pyngress-cni-static build/pyngress-relay.so build/ngx_http_pyngress_module.so
 
 # The passthrough proxy's relay (relay/): a CPython extension on the stable ABI, built against the venv's headers.
 # relay/fuzz_hello.c is the ClientHello parser's libFuzzer harness (tests/unit/proxy/test_hello_fuzz.py), not the module's.
@@ -26,6 +26,14 @@ build/pyngress-relay.so: $(filter-out relay/fuzz_hello.c,$(wildcard relay/*.c re
 	gcc -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror \
 		-I"$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
 		-o $@.$$$$.tmp $(filter %.c,$^) && mv -f $@.$$$$.tmp $@
+
+# pyngress's nginx module (nginx-module/): configured with the flags Debian built its nginx with (nginx-dev ships them
+# beside nginx's source), so that the packaged nginx loads it.
+build/ngx_http_pyngress_module.so: $(wildcard nginx-module/*) | .setup-apt.stamp
+	@rm -rf build/nginx-src && mkdir -p build && cp -r /usr/share/nginx/src build/nginx-src
+	cd build/nginx-src && . ./conf_flags && ./configure "$${NGX_CONF_FLAGS[@]}" --with-cc-opt="-O2 -fPIC" \
+		--add-dynamic-module=$(CURDIR)/nginx-module > configure.log && $(MAKE) -s -f objs/Makefile modules
+	cp build/nginx-src/objs/ngx_http_pyngress_module.so $@.$$$$.tmp && mv -f $@.$$$$.tmp $@ && rm -rf build/nginx-src
 
 # The CNI plugin as a static binary, for nodes without Python (cni-plugin/README.md).
 build/pyngress-cni-static: $(wildcard cni-plugin/*.c cni-plugin/*.h) cni-plugin/Makefile | .setup-apt.stamp
@@ -86,7 +94,7 @@ PODMAN := CONTAINERS_CONF=$(CURDIR)/$(IMAGE_DIR)/containers.conf podman
 
 .PHONY: image image-tools image-base image-wheels
 
-image: image-base image-wheels build/pyngress-cni-static build/pyngress-relay.so
+image: image-base image-wheels build/pyngress-cni-static build/pyngress-relay.so build/ngx_http_pyngress_module.so
 	$(PODMAN) build --pull=never --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
 
 image-tools:

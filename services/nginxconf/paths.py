@@ -22,6 +22,7 @@
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,16 @@ DYNAMIC_TABLES = ("backends", "certificates", "routes")
 
 
 STREAM_ENDPOINTS_FILE = "endpoints.json"
+
+# pyngress's own nginx module (nginx-module/): `make setup` builds it into build/, built against Debian's nginx
+# source so that the packaged nginx loads it; the container image ships it and names it in this variable.
+NGINX_MODULE_ENV = "PYNGRESS_NGINX_MODULE"
+BUILT_NGINX_MODULE = Path(__file__).resolve().parents[2] / "build" / "ngx_http_pyngress_module.so"
+
+
+def nginx_module() -> Path:
+    """Where pyngress's nginx module is: nginx.conf loads it from there."""
+    return Path(os.environ.get(NGINX_MODULE_ENV) or BUILT_NGINX_MODULE)
 
 
 @dataclass(frozen=True)

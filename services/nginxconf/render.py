@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from services.nginxconf.config import (DEFAULT_PROFILE, AuthKeepalive, BackendTls, BasicAuth, Mirror, BlockLists, CorsPolicy, ExternalAuth,
                                        LocationProfile, NginxConfig, RateLimit, ServerSettings)
-from services.nginxconf.paths import NginxPaths
+from services.nginxconf.paths import NginxPaths, nginx_module
 from services.nginxconf.resolvers import system_resolvers
 from services.nginxconf.snippet_blocks import SnippetError, check_contained
 from services.nginxconf.modsecurity import ModSecurityRenderError, check_profile_modsecurity, rendered_modsecurity
@@ -798,8 +798,8 @@ def render(config: NginxConfig, template: Template | None = None) -> str:
         modsecurity=rendered_modsecurity(server, profiles),
         server=server,
         main_settings=_settings(main_settings(server)),
-        request_metrics=lua_literal(config.request_metrics.lua_config() if config.request_metrics else None),
-        metric_variables=config.request_metrics.read_variables if config.request_metrics else (),
+        request_metrics=config.request_metrics.module_directives() if config.request_metrics else (),
+        nginx_module=nginx_module(),
         metrics_dict_size=METRICS_DICT_SIZE,
         tracing=lua_literal(config.tracing.lua_config() if config.tracing else None),
         span_variables=tracing.JOINED_VARIABLES, spans_dict_size=tracing.SPANS_DICT_SIZE,

@@ -1,17 +1,18 @@
 """What nginx records about each request for Prometheus, shared by the renderer (which hands it to
-templates/lua/pyngress/monitor.lua) and the syncer's collector (which turns what nginx recorded into
+pyngress's nginx module) and the syncer's collector (which turns what nginx recorded into
 ingress-nginx's metrics).
 
-nginx's Lua adds each request to a per-worker table keyed by its labels; once a second each worker hands
-that table to a shared dictionary as one JSON batch; the syncer pops the batches (GET /configuration/metrics
-on the configuration socket) and keeps the running totals. No per-request message leaves nginx.
+pyngress's nginx module (nginx-module/, in C) adds each request to a per-worker table keyed by its labels in the log
+phase; once a second monitor.lua hands each worker's table to a shared dictionary as one JSON batch; the syncer pops
+the batches (GET /configuration/metrics on the configuration socket) and keeps the running totals. No per-request
+message leaves nginx.
 
 A batch is {"<labels>": [<numbers>], ...}. <labels> is tab-separated: host, namespace, ingress, service, path,
 canary, status and method. The host is the routes table's name for it (the Ingress's host, its wildcard
 "*.example.com" or "_" for a rule without a host), so that clients choosing Host headers cannot add series;
 only with --metrics-per-undefined-host is it the request's own. The method is one of `KNOWN_METHODS` or
 `OTHER_METHOD`: nginx takes any upper-case token as a method, and each distinct one would be a new series
-(monitor.lua folds them when it parses a line, so a made-up method never leaves the worker). The numbers are the request count, then for
+(the module folds them as it counts, so a made-up method never leaves the worker). The numbers are the request count, then for
 each histogram of `RequestMetricsLayout.histograms` in order: one count per bucket (value <= bound, not
 cumulative), one for values above the last bound, and the sum of the values.
 
@@ -95,19 +96,15 @@ class RequestMetricsLayout:
         """How many numbers each labels key of a batch carries."""
         return 1 + sum(len(bounds) + 2 for _, bounds in self.histograms)
 
-    @property
-    def read_variables(self) -> tuple[str, ...]:
-        """The nginx variables the histograms observe, each once, in order. nginx.conf joins them, after $status
-        and $request_method, into $pg_obs."""
-        return tuple(dict.fromkeys(spec.variable for spec, _ in self.histograms))
-
-    def lua_config(self) -> dict:
-        """monitor.lua's settings."""
-        return {"per_host": self.per_host, "per_undefined_host": self.per_undefined_host,
-                "read_variables": list(self.read_variables),
-                "methods": sorted(KNOWN_METHODS), "other_method": OTHER_METHOD,
-                "histograms": [{"variable": spec.variable, "buckets": list(bounds)}
-                               for spec, bounds in self.histograms]}
+    def module_directives(self) -> tuple[str, ...]:
+        """The directives of pyngress's nginx module (nginx-module/) that count requests in this layout, for the
+        `http` block; `pyngress_request_metrics on` in a server then counts its requests."""
+        undefined = "own" if self.per_undefined_host else "skip" if self.per_host else "together"
+        return ("pyngress_metrics_labels $pyngress_metric;",
+                f"pyngress_metrics_undefined_hosts {undefined};",
+                f"pyngress_metrics_methods {OTHER_METHOD} {' '.join(sorted(KNOWN_METHODS))};",
+                *(f"pyngress_metrics_histogram {spec.variable} {' '.join(repr(bound) for bound in bounds)};"
+                  for spec, bounds in self.histograms))
 
 
 def layout_of(settings: MetricsSettings) -> RequestMetricsLayout | None:

@@ -11,8 +11,8 @@ local _M = {
     cors = {},
     -- The largest request body of each profile with a limit: profile name -> bytes.
     body_limits = {},
-    -- Per-request metrics (monitor.lua), nil when --enable-metrics is off.
-    metrics = nil,
+    -- Whether requests are counted (pyngress's nginx module; monitor.lua hands the counts on): --enable-metrics.
+    metrics = false,
     -- OpenTelemetry tracing (tracing.lua, services/nginxconf/tracing.py), nil when the ConfigMap configures none.
     tracing = nil,
     -- ConfigMap custom-http-errors: status -> true, answered through the default backend's error locations.
@@ -41,7 +41,7 @@ function _M.set(values)
     _M.profiles = profiles
     _M.cors = values.cors or {}
     _M.body_limits = values.body_limits or {}
-    _M.metrics = require("pyngress.monitor").configure(values.metrics)
+    _M.metrics = values.metrics == true
     _M.tracing = values.tracing
     _M.custom_http_errors = values.custom_http_errors or {}
     _M.error_codes = values.error_codes or {}

@@ -1,4 +1,4 @@
-"""Per-request metrics recorded by nginx's Lua and added up by the syncer's collector, through real nginx."""
+"""Per-request metrics counted by pyngress's nginx module and added up by the syncer's collector, through real nginx."""
 from __future__ import annotations
 
 import re
@@ -95,9 +95,8 @@ def test_requests_are_counted_with_ingress_nginx_labels_and_histograms(nginx, ba
 
 
 def test_more_distinct_requests_than_a_worker_keeps_between_batches_are_all_counted(nginx, backends):
-    # monitor.lua keeps each distinct line (status, method, observed values, labels) with a count, and folds them
-    # into its totals every 512 distinct lines: 1,000 requests with headers of 1,000 sizes, pipelined on one
-    # connection (so one worker, within a fraction of its one-second batch), make 1,000 lines.
+    # 1,000 requests with headers of 1,000 sizes, pipelined on one connection (so one worker, within a fraction of
+    # its one-second batch): each is added to the same key, with its own request length.
     # (A Service without endpoints: nginx answers 503 itself, quickly, and counts the request for its route.)
     nginx.push({"many.example.test": HostRoutes(prefix={"/": Route("team-none-80", ingress="team/none")})}, backends)
     totals = RequestTotals(LAYOUT)
@@ -121,6 +120,25 @@ def test_more_distinct_requests_than_a_worker_keeps_between_batches_are_all_coun
     assert sample(samples, size + "_count", host="many.example.test") == len(sizes)
     # Each request's length is its padding plus the same request line and headers: the sum says each was added.
     assert sample(samples, size + "_sum", host="many.example.test") >= sum(sizes) + len(sizes) * 50
+
+
+def test_labels_with_quotes_backslashes_and_non_ascii_arrive_as_written(nginx, backends):
+    # The module writes each batch as JSON itself: a path is the Ingress's own text.
+    path = '/say "hi"\\there/caf\u00e9'
+    nginx.push({"odd.example.test": HostRoutes(prefix={path: web_route()})}, backends)
+    totals = RequestTotals(LAYOUT)
+    nginx.api("GET", "/configuration/metrics")
+    target = "/say%20%22hi%22%5Cthere/caf%C3%A9/x"
+    for _ in range(2):
+        assert nginx.get(target, host="odd.example.test").status == 200
+
+    samples = collect(nginx, totals, 2)
+
+    assert sample(samples, "nginx_ingress_controller_requests", host="odd.example.test", ingress="web",
+                  status="200") == 2
+    [key] = [key for key in samples if key.startswith("nginx_ingress_controller_requests{")
+             and "odd.example.test" in key]
+    assert 'path="/say \\"hi\\"\\\\there/caf\u00e9"' in key  # Prometheus's escaping of " and \
 
 
 def test_unrouted_requests_have_empty_labels_and_undefined_hosts_are_not_counted(nginx, backends):
@@ -205,6 +223,26 @@ def test_status_classes_and_no_host_label_and_gone_ingresses_dropped(nginx, back
     totals.drop_ingresses({"team/other"})
     lines = b"".join(totals.chunks(CONST)).decode()
     assert 'ingress="other"' not in lines and 'ingress="web"' in lines
+
+
+def test_undefined_hosts_are_counted_under_their_own_name_when_asked(nginx, backends):
+    nginx.push({"web.example.test": HostRoutes(prefix={"/": web_route()})}, backends)
+    layout = RequestMetricsLayout(per_undefined_host=True)
+    nginx.apply(nginx.config(request_metrics=layout))
+    totals = RequestTotals(layout)
+    nginx.api("GET", "/configuration/metrics")
+    long_host = ("a" * 60 + ".") * 5 + "example.test"  # 317 characters: counted under its first 253
+    assert nginx.get("/", host="random-3.example.test").status == 404
+    assert nginx.get("/", host=long_host).status == 404
+    assert nginx.get("/", host="web.example.test").status == 200
+
+    samples = collect(nginx, totals, 3)
+
+    name = "nginx_ingress_controller_requests"
+    assert sample(samples, name, host="random-3.example.test", ingress="", status="404") == 1
+    assert sample(samples, name, host=long_host[:253], ingress="", status="404") == 1
+    assert sample(samples, name, host="web.example.test", ingress="web", status="200") == 1
+    nginx.apply(nginx.config(request_metrics=LAYOUT))
 
 
 def test_batches_survive_a_reload_and_are_handed_out_once(nginx, backends):
