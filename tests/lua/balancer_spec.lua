@@ -7,7 +7,6 @@ package.loaded["ngx.balancer"] = {
     get_last_failure = function() return failure end,
 }
 local balancer = require("pyngress.balancer")
-local ewma = require("pyngress.ewma")
 local tables = require("tables")
 local fake_request = require("fake_request")
 
@@ -37,12 +36,6 @@ describe("balancer", function()
         failure = "failed"
         balancer.balance()
         assert.same({ "[fd00::3]:80", "10.0.0.1:80" }, tried)
-    end)
-
-    it("takes ewma's choice of two", function()
-        fake_request.start({})
-        local index = ewma.pick(require("pyngress.store").get("backends").web)
-        assert.is_true(index <= -1 and index >= -3)
     end)
 
     it("refuses an endpoint that is not ip:port", function()

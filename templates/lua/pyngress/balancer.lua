@@ -9,6 +9,7 @@ a session affinity.lua keeps on its endpoint.
 local balancer = require("ngx.balancer")
 local store = require("pyngress.store")
 local affinity = require("pyngress.affinity")
+local ewma = require("pyngress.ewma")
 local gateway_budget = require("pyngress.gateway_budget")
 
 local match, gmatch, random = string.match, string.gmatch, math.random
@@ -130,8 +131,8 @@ local function first_index(fixed)
     if index then
         local ctx = ngx.ctx
         if index < 0 then
-            index = -index  -- ewma.lua's choice: its record() measures this request's endpoint
-            ctx.pyngress_ewma = true
+            index = -index  -- ewma.lua's choice: the request's endpoints are measured in its log phase
+            ewma.measure()
         else
             local session = ngx.var.pyngress_affinity
             ctx.pyngress_affinity = session ~= "" and session or nil
