@@ -1,11 +1,13 @@
 """Runs Lua inside a real nginx (Debian's nginx with its Lua module: LuaJIT, resty.core, shared dictionaries, PCRE,
 OpenSSL): the chunk runs in init_by_lua of a `master_process off` nginx that binds no port, and ends it with
-os.exit. Only what needs a request (ngx.var, ngx.exec, ...) is left for the specs to stand in for
-(tests/lua/fake_request.lua)."""
+os.exit. Only what needs a request (ngx.var, ngx.exec, ..., and pyngress's nginx module's calls about a request) is left for
+the specs to stand in for (tests/lua/fake_request.lua)."""
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+
+from services.nginxconf.paths import nginx_module
 
 REPO = Path(__file__).resolve().parents[2]
 LUA_TESTS = REPO / "tests" / "lua"
@@ -21,6 +23,7 @@ def run_lua(workdir: Path, chunk: str, timeout: float = 60) -> subprocess.Comple
     conf.write_text(f"""
 load_module {MODULES}/ndk_http_module.so;
 load_module {MODULES}/ngx_http_lua_module.so;
+load_module {nginx_module()};
 daemon off;
 master_process off;
 error_log stderr notice;

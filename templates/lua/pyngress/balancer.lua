@@ -1,5 +1,7 @@
 --[[
-Picks the upstream peer for every proxied request (balancer_by_lua in `upstream upstream_balancer`).
+Picks the upstream peer (balancer_by_lua in `upstream upstream_balancer`) for the requests the router does not hand to
+pyngress's nginx module (nginx-module/pyngress_balancer.c): those a session affinity keeps, an HTTPRoute rule's retry
+budget, the error pages, the auth-keepalive and mirror upstreams.
 
 The backends table (POST /configuration/backends): {"<backend name>": ["<ip>:<port>", ...]}, IPv6 as
 "[::1]:80". Round robin per worker over a backend's endpoints; after a failed connection (proxy_next_upstream
@@ -10,6 +12,7 @@ local balancer = require("ngx.balancer")
 local store = require("pyngress.store")
 local affinity = require("pyngress.affinity")
 local ewma = require("pyngress.ewma")
+local native = require("pyngress.native")
 local gateway_budget = require("pyngress.gateway_budget")
 
 local match, gmatch, random = string.match, string.gmatch, math.random
@@ -31,7 +34,8 @@ local function endpoint_of(text, name)
     return { address, port, address .. ":" .. port }
 end
 
--- One backend's entry of the backends table: its endpoints.
+-- One backend's entry of the backends table: its endpoints, and the same as the module's peers object (`native`),
+-- which the router hands to the module's balancer.
 local function entry_of(name, endpoints)
     if type(endpoints) ~= "table" then
         error("backend " .. name .. " must map to a list of endpoints", 0)
@@ -40,6 +44,7 @@ local function entry_of(name, endpoints)
     for i, text in ipairs(endpoints) do
         peers[i] = endpoint_of(text, name)
     end
+    peers.native = native.peers_of(peers)
     return peers
 end
 

@@ -4,19 +4,12 @@ weighted moving average of its connect + response time that decays with a 10 s t
 the better of two endpoints picked at random ("power of two choices"), so slow endpoints get little traffic
 without starving, and an endpoint never measured (new, or idle for long) is tried.
 ]]
-local ffi = require("ffi")
-local base = require("resty.core.base")
+local native = require("pyngress.native")
 
 local random, now = math.random, ngx.now
-local get_request = base.get_request
-
--- The measures live in pyngress's nginx module (nginx-module/), which takes them in the log phase: a request then
--- needs no Lua there.
-ffi.cdef([[
-int ngx_http_pyngress_ewma_measure(void *r);
-double ngx_http_pyngress_ewma_score(const char *name, size_t len, double now);
-]])
-local module = ffi.C
+-- The measures live in pyngress's nginx module (nginx-module/pyngress_ewma.c), which takes them in the log phase: a
+-- request then needs no Lua there.
+local module = native.C
 
 local _M = {}
 
@@ -26,8 +19,8 @@ local function score(peer, at)
     return module.ngx_http_pyngress_ewma_score(name, #name, at)
 end
 
--- The index of this request's endpoint among `peers`, negative: the balancer has the module measure the request
--- (measure()) once it knows which endpoint it tries.
+-- The index of this request's endpoint among `peers`, negative: the module's balancer (or balancer.lua, with
+-- measure()) has the request measured.
 function _M.pick(peers)
     local count = #peers
     local chosen = 1
@@ -46,7 +39,7 @@ end
 -- In the balancer, for a request _M.pick balanced: its log phase folds each endpoint's time (a retried request
 -- tried several) into that endpoint's average.
 function _M.measure()
-    if module.ngx_http_pyngress_ewma_measure(get_request()) ~= 0 then
+    if not native.measure_ewma() then
         ngx.log(ngx.ERR, "load-balance ewma: no memory to measure this request")
     end
 end

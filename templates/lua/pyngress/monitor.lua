@@ -9,15 +9,12 @@ batch into the pyngress_metrics shared dictionary; the syncer pops the batches (
 never lost, they only arrive later.
 ]]
 local ffi = require("ffi")
+local native = require("pyngress.native")
 local settings = require("pyngress.settings")
 
 local concat, gsub, find, sub = table.concat, string.gsub, string.find, string.sub
 
-ffi.cdef([[
-size_t ngx_http_pyngress_metrics_batch(unsigned char **out);
-void ngx_http_pyngress_metrics_clear(void);
-]])
-local module = ffi.C
+local module = native.C
 
 local EMPTY_LABELS = "\t\t\t\t\t"  -- after the host: no namespace, ingress, service, path or canary
 local QUEUE = "batches"

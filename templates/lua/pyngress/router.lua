@@ -47,6 +47,7 @@ local canary = require("pyngress.canary")
 local affinity = require("pyngress.affinity")
 local hashing = require("pyngress.hashing")
 local ewma = require("pyngress.ewma")
+local native = require("pyngress.native")
 local monitor = require("pyngress.monitor")
 local request_id = require("pyngress.request_id")
 local tracing = require("pyngress.tracing")
@@ -300,6 +301,7 @@ end
 -- on "/" (the request's URI is in X-Original-URI); without one, the built-in default backend answers, whatever the
 -- status, as ingress-nginx's internal default server answers 404 to everything.
 function _M.error_page(status)
+    native.forget()  -- the route's choice of endpoint is not for the error backend
     local var = ngx.var
     local backends = store.current("backends")
     -- The route's default-backend annotation first, then --default-backend-service.
@@ -664,16 +666,20 @@ function _M.route(own_port)
     elseif refused then
         return ngx.exit(refused)
     end
-    -- The balancer's choice (balancer.lua): the backend, and the endpoint when the route picks it here.
-    local index
+    -- The endpoint, when the route picks it here.
+    local index, affine
     if route.affinity and not unsticky then
-        index = affinity.pick(route.affinity, peers, backend)
+        index, affine = affinity.pick(route.affinity, peers, backend), true
     elseif route.hash_by then
         index = hashing.pick(route.hash_by, peers, route.hash_subset_size)
     elseif route.ewma then
         index = ewma.pick(peers)
     end
-    var.pg_bal = index and ("#" .. index .. " " .. backend) or backend
+    -- pyngress's nginx module balances the request (nginx-module/pyngress_balancer.c), except one a session affinity
+    -- keeps: when its endpoint fails, balancer.lua moves the session and its cookie.
+    if affine or not native.balance(peers.native, index or 0) then
+        var.pg_bal = index and ("#" .. index .. " " .. backend) or backend
+    end
     if route.rewrite then
         -- The query string stays as the client sent it (set_uri leaves the arguments alone).
         local target = rewrite.target(route.rewrite, captures)
