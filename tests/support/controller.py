@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -113,9 +114,7 @@ class Controller:
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=40)
-        except subprocess.TimeoutExpired:
+        if not self._wait_woken(timeout=40):
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         # Anything a killed program left behind (orphaned nginx workers) must not outlive the test.
@@ -124,6 +123,29 @@ class Controller:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+    def _wait_woken(self, timeout: float) -> bool:
+        """Wait for supervisord to exit, waking its loop every few milliseconds: it stops one program per turn and a
+        turn in which no program writes anything lasts its whole one-second poll (a SIGCHLD does not end the
+        poll), which made every stop take 4-5 s. A connection to its control socket ends the poll at once; the
+        programs still stop one after another, in supervisord's order, with their own signals."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.proc.wait(timeout=0.02)
+                return True
+            except subprocess.TimeoutExpired:
+                _wake_supervisord(self.run_dir / "supervisor.sock")
+        return False
+
+
+def _wake_supervisord(control_socket: Path) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(control_socket))
+        except OSError:
+            pass  # not listening yet, or gone
 
 
 def _pids_in_session(sid: int) -> list[int]:
