@@ -50,7 +50,11 @@ class Controller:
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
-        wait_for(lambda: self.health().status_code == 200, timeout, what=f"/healthz 200 (log: {self.log_path})")
+        def healthy() -> bool:
+            # supervisord spawns its programs only after its first one-second poll: wake it (see _wait_woken).
+            _wake_supervisord(self.run_dir / "supervisor.sock")
+            return self.health().status_code == 200
+        wait_for(healthy, timeout, what=f"/healthz 200 (log: {self.log_path})")
 
     def health(self) -> requests.Response:
         return requests.get(f"http://127.0.0.1:{self.healthz_port}/healthz", timeout=2)
