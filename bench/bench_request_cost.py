@@ -39,7 +39,8 @@ from tests.support.net import free_port, wait_for  # noqa: E402
 
 # Where pyngress's instructions go: callgrind's inclusive count of the nginx and ngx_lua functions that run each part.
 PARTS = (("router (rewrite_by_lua, until its jump)", "ngx_http_lua_rewrite_handler", "ngx_http_named_location"),
-         ("balancer (balancer_by_lua)", "ngx_http_lua_balancer_handler_inline", None),
+         ("balancer: Lua (affinity, retry budgets, error pages)", "ngx_http_lua_balancer_handler_inline", None),
+         ("balancer: pyngress's module, with the connect", "ngx_event_connect_peer", None),
          ("log phase: metrics (pyngress's nginx module)", "ngx_http_pyngress_log_handler", None),
          ("log phase: Lua (ewma, tracing)", "ngx_http_lua_log_handler", None),
          ("request id (OpenSSL RAND_bytes)", "RAND_bytes", None))

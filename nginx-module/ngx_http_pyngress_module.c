@@ -4,6 +4,7 @@
  * - pyngress_metrics.c: the per-request metrics, counted in the log phase (pyngress_request_metrics and the
  *   pyngress_metrics_* directives);
  * - pyngress_ewma.c: load-balance ewma's measures, taken in the log phase;
+ * - pyngress_variables.c: variables by index, for the router's hottest reads and writes;
  * - pyngress_balancer.c: the balancer of the upstreams with `pyngress_balancer`, which takes the peer the router
  *   chose through the FFI, and hands the requests it did not choose for to balancer_by_lua.
  *
@@ -57,6 +58,13 @@ static ngx_command_t  ngx_http_pyngress_commands[] = {
     { ngx_string("pyngress_metrics_methods"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
       ngx_http_pyngress_methods,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("pyngress_indexed_variables"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_pyngress_indexed_variables,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },

@@ -80,6 +80,9 @@ void pg_ewma_record(ngx_http_request_t *r);
 int ngx_http_pyngress_ewma_measure(ngx_http_request_t *r);
 double ngx_http_pyngress_ewma_score(u_char *name, size_t len, double now);
 
+/* pyngress_variables.c */
+char *ngx_http_pyngress_indexed_variables(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+
 /* pyngress_balancer.c */
 char *ngx_http_pyngress_balancer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 

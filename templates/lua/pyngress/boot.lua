@@ -2,7 +2,7 @@
 local settings = require("pyngress.settings")
 local store = require("pyngress.store")
 -- Loaded here, in the master, because the workers run as nobody and may not be able to read them.
-require("pyngress.router")
+local router = require("pyngress.router")
 require("pyngress.balancer")
 require("pyngress.certificates")
 require("pyngress.cors")
@@ -21,11 +21,13 @@ function _M.master(values)
     store.load_state_files(values.state_dir .. "/dynamic")
 end
 
--- init_worker_by_lua: each worker starts its round robin at its own place, and its metrics and spans timers.
+-- init_worker_by_lua: each worker starts its round robin at its own place, and its metrics and spans timers; the
+-- router takes its variables' indexes in the running configuration.
 function _M.worker()
     math.randomseed(ngx.now() * 1000 + ngx.worker.pid())
     monitor.start()
     tracing.start_worker()
+    router.init_worker()
 end
 
 return _M

@@ -547,22 +547,45 @@ local function route_own_port(entry, uri)
 end
 
 -- `own_port`: true in the server of the ports Gateway listeners have to themselves.
+-- The variables every routed request reads or writes, by index once init_worker() found them (native.lua: ngx.var
+-- hashes the name on each access); through ngx.var until then (the busted specs stand in for ngx.var).
+local variables = {
+    host = function() return ngx.var.host end,
+    uri = function() return ngx.var.uri end,
+    set_request_id = function(value) ngx.var.pg_rid = value end,
+    set_metric = function(value) ngx.var.pyngress_metric = value end,
+    set_upstream_name = function(value) ngx.var.proxy_upstream_name = value end,
+}
+
+function _M.init_worker()
+    local found = {
+        host = native.reader("host"),
+        uri = native.reader("uri"),
+        set_request_id = native.writer("pg_rid"),
+        set_metric = native.writer("pyngress_metric"),
+        set_upstream_name = native.writer("proxy_upstream_name"),
+    }
+    for name, accessor in pairs(found) do
+        variables[name] = accessor
+    end
+end
+
 function _M.route(own_port)
     local var = ngx.var
     if settings.generate_request_id then
         -- First: every answer below (404, redirects, 413) is logged with its id.
-        var.pg_rid = request_id.new()
+        variables.set_request_id(request_id.new())
     end
     -- Only HTTP/1.0 may come without a Host header (nginx refuses HTTP/1.1 without one, HTTP/2 has :authority).
     local version = ngx.req.http_version()
     if version and version < 1.1 and var.pyngress_best_http_host == "" then
         var.pyngress_best_http_host = var.host
     end
-    local host = var.host
+    local host = variables.host()
     store.refresh()
     local entry = find_host(store.current("routes"), host)
     if own_port then
-        return route_own_port(entry, var.uri)
+        return route_own_port(entry, variables.uri())
     end
     if misdirected(entry, host) then
         return ngx.exit(421)
@@ -570,7 +593,7 @@ function _M.route(own_port)
     if not entry then
         return no_route()
     end
-    local uri = var.uri
+    local uri = variables.uri()
     if entry.redirect_host then
         -- from-to-www-redirect: the other spelling of a host; scheme, port and URI kept.
         var.pyngress_metric = entry.metric
@@ -591,7 +614,7 @@ function _M.route(own_port)
         end
         route = route or entry.default
     end
-    var.pyngress_metric = route and route.metric or entry.metric
+    variables.set_metric(route and route.metric or entry.metric)
     if settings.tracing then
         tracing.start(route, route and route.path)  -- before the redirects below, so that they are traced too
     end
@@ -640,7 +663,7 @@ function _M.route(own_port)
         var.pyngress_metric = route.metric_canary
         unsticky = not canary_route.sticky
     end
-    var.proxy_upstream_name = route.backend or "-"
+    variables.set_upstream_name(route.backend or "-")
     if error_pages(route.profile) then
         var.pyngress_service_port = route.service_port  -- X-Service-Port of its error pages
     end
