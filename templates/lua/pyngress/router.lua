@@ -64,6 +64,29 @@ local DEFAULT_BACKEND = "upstream-default-backend"
 
 local _M = {}
 
+-- The variables every routed request reads or writes, by index once init_worker() found them (native.lua: ngx.var
+-- hashes the name on each access); through ngx.var until then (the busted specs stand in for ngx.var).
+local variables = {
+    host = function() return ngx.var.host end,
+    uri = function() return ngx.var.uri end,
+    set_request_id = function(value) ngx.var.pg_rid = value end,
+    set_metric = function(value) ngx.var.pyngress_metric = value end,
+    set_upstream_name = function(value) ngx.var.proxy_upstream_name = value end,
+}
+
+function _M.init_worker()
+    local found = {
+        host = native.reader("host"),
+        uri = native.reader("uri"),
+        set_request_id = native.writer("pg_rid"),
+        set_metric = native.writer("pyngress_metric"),
+        set_upstream_name = native.writer("proxy_upstream_name"),
+    }
+    for name, accessor in pairs(found) do
+        variables[name] = accessor
+    end
+end
+
 -- `host` and `path` are the routes table's keys, for the route's metric labels.
 local function route_of(raw, where, auths, host, path)
     if raw == nil or raw == null then
@@ -547,29 +570,6 @@ local function route_own_port(entry, uri)
 end
 
 -- `own_port`: true in the server of the ports Gateway listeners have to themselves.
--- The variables every routed request reads or writes, by index once init_worker() found them (native.lua: ngx.var
--- hashes the name on each access); through ngx.var until then (the busted specs stand in for ngx.var).
-local variables = {
-    host = function() return ngx.var.host end,
-    uri = function() return ngx.var.uri end,
-    set_request_id = function(value) ngx.var.pg_rid = value end,
-    set_metric = function(value) ngx.var.pyngress_metric = value end,
-    set_upstream_name = function(value) ngx.var.proxy_upstream_name = value end,
-}
-
-function _M.init_worker()
-    local found = {
-        host = native.reader("host"),
-        uri = native.reader("uri"),
-        set_request_id = native.writer("pg_rid"),
-        set_metric = native.writer("pyngress_metric"),
-        set_upstream_name = native.writer("proxy_upstream_name"),
-    }
-    for name, accessor in pairs(found) do
-        variables[name] = accessor
-    end
-end
-
 function _M.route(own_port)
     local var = ngx.var
     if settings.generate_request_id then
