@@ -531,7 +531,7 @@ local function serve_gateway(action, uri, prefix, port)
     end
     local refused = profile_refusal(action.profile, "HTTPRoute ", action.route)
     if refused == AGAIN then
-        return _M.route(port ~= nil)
+        return _M.route(port ~= nil, true)
     elseif refused then
         return ngx.exit(refused)
     end
@@ -570,9 +570,11 @@ local function route_own_port(entry, uri)
 end
 
 -- `own_port`: true in the server of the ports Gateway listeners have to themselves.
-function _M.route(own_port)
+-- `again`: the request waited for a push (profile_refusal) and is routed once more; its id stays (and its trace:
+-- tracing.start() starts one per request).
+function _M.route(own_port, again)
     local var = ngx.var
-    if settings.generate_request_id then
+    if settings.generate_request_id and not again then
         -- First: every answer below (404, redirects, 413) is logged with its id.
         variables.set_request_id(request_id.new())
     end
@@ -685,7 +687,7 @@ function _M.route(own_port)
     end
     local refused = profile_refusal(route.profile, "route for ", host, uri)
     if refused == AGAIN then
-        return _M.route(false)
+        return _M.route(false, true)
     elseif refused then
         return ngx.exit(refused)
     end

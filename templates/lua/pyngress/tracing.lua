@@ -114,6 +114,9 @@ function _M.start(route, path)
         return
     end
     local var = ngx.var
+    if var.pyngress_traceparent ~= "" then
+        return  -- started already: the request waited for a push and is routed again
+    end
     local trace_id, parent, parent_sampled
     if trust then
         trace_id, parent, parent_sampled = parent_of(var.http_traceparent)
