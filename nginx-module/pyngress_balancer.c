@@ -21,12 +21,22 @@
 #include "ngx_http_pyngress_module.h"
 
 
+/* "[<IPv6 address>]:<port>" at the longest */
+#define PG_PEER_NAME_LENGTH  (NGX_INET6_ADDRSTRLEN + sizeof("[]:65535") - 1)
+
+/* One endpoint (an IP address and port: ngx_sockaddr_t would add room for a Unix path to each of them). */
 typedef struct {
     struct sockaddr  *sockaddr;                 /* &address */
     socklen_t         socklen;
     ngx_str_t         name;                     /* "ip:port" as $upstream_addr shows it */
-    ngx_sockaddr_t    address;
-    u_char            text[NGX_SOCKADDR_STRLEN];
+    union {
+        struct sockaddr      sockaddr;
+        struct sockaddr_in   sockaddr_in;
+#if (NGX_HAVE_INET6)
+        struct sockaddr_in6  sockaddr_in6;
+#endif
+    } address;
+    u_char            text[PG_PEER_NAME_LENGTH];
 } pg_peer_t;
 
 typedef struct {
@@ -109,7 +119,7 @@ ngx_http_pyngress_peers_set(pg_peers_t *peers, int place, u_char *address, size_
     }
 
     peer->name.data = peer->text;
-    peer->name.len = ngx_sock_ntop(peer->sockaddr, peer->socklen, peer->text, NGX_SOCKADDR_STRLEN, 1);
+    peer->name.len = ngx_sock_ntop(peer->sockaddr, peer->socklen, peer->text, PG_PEER_NAME_LENGTH, 1);
     return 0;
 }
 
