@@ -16,6 +16,7 @@ profiles, no ConfigMap globals, the same switches):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from collections import Counter
@@ -161,9 +162,15 @@ def _without_values(block: list[Directive], settings: set[str], *, in_http: bool
     return kept
 
 
+@functools.lru_cache(maxsize=32)
+def _parsed_base(text: str) -> list[Directive]:
+    """The tree of a render without values, which most checks of one test share: read once (nobody changes it)."""
+    return parse(text)
+
+
 def assert_values_stay_arguments(config: NginxConfig, text: str) -> None:
     tree = parse(text)
-    base = parse(render(dataclasses.replace(config, profiles=[], globals={}, blocked=BlockLists())))
+    base = _parsed_base(render(dataclasses.replace(config, profiles=[], globals={}, blocked=BlockLists())))
     settings = http_level_settings(config)
     hosts = frozenset(host for host, _ in config.snippet_servers)
     assert _without_values(tree, set(settings), in_http=False, host_servers=hosts) == \

@@ -9,7 +9,8 @@ comments may hold braces), kept here as text.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 
 _ESCAPES = {'"': '"', "'": "'", "\\": "\\", "t": "\t", "r": "\r", "n": "\n"}
 
@@ -31,25 +32,49 @@ class Directive:
         return [d for d in self.block or [] if d.name == name]
 
 
-@dataclass
 class _Reader:
-    text: str
-    at: int = 0
-    line: int = 1
-    words: list[str] = field(default_factory=list)
+    """A position in the text. Lexing goes by regular expressions over the text, not a character at a time: the fuzz
+    tests read back thousands of whole nginx.conf files. The line number (for errors and Directive.line) is counted
+    only when asked for: the position only moves forward."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.at = 0
+        self._line = 1
+        self._line_counted_to = 0
+
+    @property
+    def line(self) -> int:
+        self._line += self.text.count("\n", self._line_counted_to, self.at)
+        self._line_counted_to = self.at
+        return self._line
 
     def error(self, message: str) -> ConfSyntaxError:
         return ConfSyntaxError(f"line {self.line}: {message}")
 
     def peek(self) -> str:
-        return self.text[self.at] if self.at < len(self.text) else ""
+        return self.text[self.at:self.at + 1]
 
-    def take(self) -> str:
-        ch = self.peek()
-        self.at += 1
-        if ch == "\n":
-            self.line += 1
-        return ch
+    def match(self, pattern: re.Pattern[str]) -> re.Match[str] | None:
+        """`pattern` matched at the position, which moves past it."""
+        found = pattern.match(self.text, self.at)
+        if found:
+            self.at = found.end()
+        return found
+
+
+# One token: whitespace (str.isspace's, which is re's \s) and `#` comments, then a separator, the opening quote of
+# a quoted string, or a word as nginx reads it: up to whitespace, ';' or '{', where '}' is a plain character, '{'
+# right after '$' ("${name}") is too, and a backslash takes the next character whatever it is. Nothing: the end.
+_TOKEN = re.compile(r"(?:\s+|#[^\n]*)*(?:(?P<separator>[;{}])|(?P<quote>[\"'])"
+                    r"|(?P<word>(?:\\[\s\S]|\\\Z|[^\s;{\\]|(?<=\$)\{)+))?")
+# A quoted string's body up to its closing quote, and its escapes.
+_QUOTED = {quote: re.compile(rf"((?:[^{quote}\\]|\\[\s\S])*){quote}") for quote in "\"'"}
+_ESCAPE = re.compile(r"\\([\s\S])")
+# What matters in Lua code: braces, strings, long brackets, comments.
+_LUA_SPECIAL = re.compile(r"[{}\"'\[-]")
+_LUA_SHORT_STRING_END = {quote: re.compile(rf"(?:[^{quote}\\\n]|\\[\s\S])*{quote}") for quote in "\"'"}
+_LUA_SHORT_STRING_STOP = re.compile(r"(?:[^\\\n]|\\[\s\S])*")
 
 
 def parse(text: str) -> list[Directive]:
@@ -62,7 +87,7 @@ def parse(text: str) -> list[Directive]:
 def _parse_block(reader: _Reader, *, closed_by_brace: bool) -> list[Directive]:
     directives: list[Directive] = []
     words: list[str] = []
-    line = reader.line
+    line = 0
     while True:
         word, end = _next_word(reader)
         if word is not None:
@@ -95,60 +120,39 @@ def _parse_block(reader: _Reader, *, closed_by_brace: bool) -> list[Directive]:
 
 def _next_word(reader: _Reader) -> tuple[str | None, str]:
     """(word, "") for a word, or (None, one of ";", "{", "}", "") for a separator or the end."""
-    while True:
-        ch = reader.peek()
-        if ch == "":
-            return None, ""
-        if ch.isspace():
-            reader.take()
-        elif ch == "#":
-            while reader.peek() not in ("", "\n"):
-                reader.take()
-        else:
-            break
-    if ch in ";{}":
-        reader.take()
-        return None, ch
-    if ch in "\"'":
-        reader.take()
-        return _quoted(reader, ch), ""
-    # Inside a word, as in nginx: '}' is a plain character, and '{' right after '$' ("${name}") is too.
-    word = []
-    while reader.peek() and not reader.peek().isspace() and (reader.peek() not in ";{"
-                                                             or reader.peek() == "{" and word[-1:] == ["$"]):
-        ch = reader.take()
-        if ch == "\\" and reader.peek():
-            word.append(ch)
-            ch = reader.take()
-        word.append(ch)
-    return "".join(word), ""
+    token = _TOKEN.match(reader.text, reader.at)
+    assert token is not None  # it may match nothing
+    reader.at = token.end()
+    kind = token.lastgroup
+    if kind == "word":
+        return token.group(kind), ""
+    if kind == "quote":
+        return _quoted(reader, token.group(kind)), ""
+    if kind == "separator":
+        return None, token.group(kind)
+    return None, ""
 
 
 def _quoted(reader: _Reader, quote: str) -> str:
-    word = []
-    while True:
-        ch = reader.take()
-        if ch == "":
-            raise reader.error("unterminated quoted string")
-        if ch == quote:
-            nxt = reader.peek()
-            if nxt and not nxt.isspace() and nxt not in ";{)":  # nginx takes ')' there, not '}'
-                raise reader.error(f"unexpected {nxt!r} after a quoted string")
-            return "".join(word)
-        if ch == "\\" and reader.peek():
-            escaped = reader.take()
-            word.append(_ESCAPES.get(escaped, "\\" + escaped))
-        else:
-            word.append(ch)
+    body = reader.match(_QUOTED[quote])
+    if body is None:
+        reader.at = len(reader.text)
+        raise reader.error("unterminated quoted string")
+    nxt = reader.peek()
+    if nxt and not nxt.isspace() and nxt not in ";{)":  # nginx takes ')' there, not '}'
+        raise reader.error(f"unexpected {nxt!r} after a quoted string")
+    return _ESCAPE.sub(lambda escape: _ESCAPES.get(escape.group(1), escape.group()), body.group(1))
 
 
 def _lua_block(reader: _Reader) -> str:
     """Lua code up to the `}` that closes the block (consumed, not returned)."""
     start, depth = reader.at, 0
     while True:
-        ch = reader.take()
-        if ch == "":
+        special = _LUA_SPECIAL.search(reader.text, reader.at)
+        if special is None:
+            reader.at = len(reader.text)
             raise reader.error("unterminated *_by_lua_block")
+        ch, reader.at = special.group(), special.end()
         if ch == "}":
             if depth == 0:
                 return reader.text[start:reader.at - 1]
@@ -162,26 +166,22 @@ def _lua_block(reader: _Reader) -> str:
             if level is not None:
                 _lua_long_string(reader, level)
         elif ch == "-" and reader.peek() == "-":
-            reader.take()
+            reader.at += 1
             if reader.peek() == "[":
-                reader.take()
+                reader.at += 1
                 level = _long_bracket_level(reader)
                 if level is not None:
                     _lua_long_string(reader, level)
                     continue
-            while reader.peek() not in ("", "\n"):
-                reader.take()
+            end = reader.text.find("\n", reader.at)
+            reader.at = len(reader.text) if end < 0 else end
 
 
 def _lua_short_string(reader: _Reader, quote: str) -> None:
-    while True:
-        ch = reader.take()
-        if ch in ("", "\n"):
-            raise reader.error("unterminated Lua string")
-        if ch == "\\":
-            reader.take()
-        elif ch == quote:
-            return
+    if reader.match(_LUA_SHORT_STRING_END[quote]) is None:
+        reader.match(_LUA_SHORT_STRING_STOP)  # up to the line's end or the text's
+        reader.at = min(reader.at + 1, len(reader.text))  # the newline, taken as the string's last character
+        raise reader.error("unterminated Lua string")
 
 
 def _long_bracket_level(reader: _Reader) -> int | None:
@@ -190,8 +190,7 @@ def _long_bracket_level(reader: _Reader) -> int | None:
     while at < len(reader.text) and reader.text[at] == "=":
         level, at = level + 1, at + 1
     if at < len(reader.text) and reader.text[at] == "[":
-        while reader.at <= at:
-            reader.take()
+        reader.at = at + 1
         return level
     return None
 
@@ -201,8 +200,7 @@ def _lua_long_string(reader: _Reader, level: int) -> None:
     end = reader.text.find(closing, reader.at)
     if end < 0:
         raise reader.error("unterminated Lua long string")
-    while reader.at < end + len(closing):
-        reader.take()
+    reader.at = end + len(closing)
 
 
 def walk(directives: list[Directive]) -> list[tuple[tuple[str, ...], Directive]]:
