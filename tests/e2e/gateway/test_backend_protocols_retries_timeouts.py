@@ -208,10 +208,18 @@ def test_h2c_app_protocol_speaks_http2_to_the_backend(stage, h2c_host):
 def test_h2c_app_protocol_from_an_http2_client_over_tls(stage, h2c_host):
     """The same backend through the HTTPS listener, the client speaking HTTP/2 (ALPN h2) to nginx."""
     port = stage.controller.https_port
-    result = subprocess.run(["curl", "-sk", "--http2", "-w", "\n%{http_version}", "--resolve",
-                             f"{h2c_host}:{port}:127.0.0.1", f"https://{h2c_host}:{port}/over-tls"],
-                            capture_output=True, text=True, timeout=10, check=True)
-    body, client_version = result.stdout.rsplit("\n", 1)
+
+    def over_tls() -> tuple[str, str, str]:
+        result = subprocess.run(["curl", "-sk", "--http2", "-w", "\n%{http_code} %{http_version}", "--resolve",
+                                 f"{h2c_host}:{port}:127.0.0.1", f"https://{h2c_host}:{port}/over-tls"],
+                                capture_output=True, text=True, timeout=10, check=True)
+        body, status_and_version = result.stdout.rsplit("\n", 1)
+        return body, *status_and_version.split()
+
+    # The fixture waited for the HTTP listener; the HTTPS one (its own Gateway, its certificate) may come a moment
+    # later.
+    wait_for(lambda: over_tls()[1] == "200", 30, what="the h2c route answering over the HTTPS listener")
+    body, _, client_version = over_tls()
     assert client_version == "2"
     seen = answer_fields(body)
     assert seen["protocol"] == "HTTP/2.0" and seen["path"] == "/over-tls"
