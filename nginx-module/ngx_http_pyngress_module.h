@@ -59,12 +59,33 @@ typedef struct {
     unsigned     measure_ewma:1;
 } pg_request_t;
 
-/* The first size of the module's hash tables (a power of two; each doubles when it holds as many entries). */
+/* A per-worker hash table (pyngress_table.c): entries begin with a pg_link_t. */
+typedef struct pg_link_s  pg_link_t;
+
+struct pg_link_s {
+    pg_link_t   *next;
+    ngx_uint_t   hash;
+};
+
+typedef struct {
+    pg_link_t  **buckets;
+    ngx_uint_t   size;        /* buckets, a power of two */
+    ngx_uint_t   total;       /* entries */
+} pg_table_t;
+
 #define PG_FIRST_TABLE_SIZE  64
+
+/* The entries whose hash falls where `hash` does, to compare with the key; NULL when none. */
+#define pg_table_chain(table, hash)                                                                          \
+    ((table)->size ? (table)->buckets[(hash) & ((table)->size - 1)] : NULL)
 
 
 extern ngx_module_t  ngx_http_pyngress_module;
 
+
+/* pyngress_table.c */
+ngx_int_t pg_table_add(pg_table_t *table, pg_link_t *link, ngx_log_t *log);
+void pg_table_clear(pg_table_t *table);
 
 /* pyngress_metrics.c */
 void pg_count_request(ngx_http_request_t *r);

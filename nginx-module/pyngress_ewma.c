@@ -15,17 +15,14 @@
 typedef struct pg_ewma_s  pg_ewma_t;
 
 struct pg_ewma_s {
-    pg_ewma_t   *next;
-    ngx_uint_t   hash;
+    pg_link_t    link;        /* first: the table's */
     double       seconds;
     double       at;          /* when it was last measured */
     size_t       name_len;
     u_char       name[];      /* "ip:port", as $upstream_addr names it */
 };
 
-static pg_ewma_t   **pg_ewma_table;   /* this worker's measures, never forgotten (an endpoint is a few bytes) */
-static ngx_uint_t    pg_ewma_size;    /* buckets, a power of two */
-static ngx_uint_t    pg_ewma_total;
+static pg_table_t  pg_measures;   /* this worker's, never forgotten (an endpoint is a few bytes) */
 
 
 static double
@@ -40,13 +37,12 @@ pg_now(void)
 static pg_ewma_t *
 pg_ewma_find(u_char *name, size_t len, ngx_uint_t hash)
 {
+    pg_link_t  *link;
     pg_ewma_t  *entry;
 
-    if (pg_ewma_size == 0) {
-        return NULL;
-    }
-    for (entry = pg_ewma_table[hash & (pg_ewma_size - 1)]; entry; entry = entry->next) {
-        if (entry->hash == hash && entry->name_len == len && ngx_memcmp(entry->name, name, len) == 0) {
+    for (link = pg_table_chain(&pg_measures, hash); link; link = link->next) {
+        entry = (pg_ewma_t *) link;
+        if (link->hash == hash && entry->name_len == len && ngx_memcmp(entry->name, name, len) == 0) {
             return entry;
         }
     }
@@ -58,38 +54,20 @@ pg_ewma_find(u_char *name, size_t len, ngx_uint_t hash)
 static void
 pg_ewma_add(u_char *name, size_t len, ngx_uint_t hash, double seconds, double now, ngx_log_t *log)
 {
-    ngx_uint_t   size, i;
-    pg_ewma_t  **table, *entry, *next;
+    pg_ewma_t  *entry;
 
-    if (pg_ewma_total >= pg_ewma_size) {
-        size = pg_ewma_size ? pg_ewma_size * 2 : PG_FIRST_TABLE_SIZE;
-        table = ngx_calloc(size * sizeof(pg_ewma_t *), log);
-        if (table == NULL) {
-            return;
-        }
-        for (i = 0; i < pg_ewma_size; i++) {
-            for (entry = pg_ewma_table[i]; entry; entry = next) {
-                next = entry->next;
-                entry->next = table[entry->hash & (size - 1)];
-                table[entry->hash & (size - 1)] = entry;
-            }
-        }
-        ngx_free(pg_ewma_table);
-        pg_ewma_table = table;
-        pg_ewma_size = size;
-    }
     entry = ngx_alloc(sizeof(pg_ewma_t) + len, log);
     if (entry == NULL) {
         return;
     }
-    entry->hash = hash;
+    entry->link.hash = hash;
     entry->seconds = seconds;
     entry->at = now;
     entry->name_len = len;
     ngx_memcpy(entry->name, name, len);
-    entry->next = pg_ewma_table[hash & (pg_ewma_size - 1)];
-    pg_ewma_table[hash & (pg_ewma_size - 1)] = entry;
-    pg_ewma_total++;
+    if (pg_table_add(&pg_measures, &entry->link, log) != NGX_OK) {
+        ngx_free(entry);
+    }
 }
 
 

@@ -49,8 +49,7 @@ static ngx_str_t  pg_undefined_names[] = {
 typedef struct pg_count_s  pg_count_t;
 
 struct pg_count_s {
-    pg_count_t  *next;
-    ngx_uint_t   hash;
+    pg_link_t    link;        /* first: the table's */
     ngx_uint_t   status;
     ngx_str_t   *method;      /* one of the main conf's methods, or its other_method */
     size_t       labels_len;
@@ -58,11 +57,9 @@ struct pg_count_s {
     double       numbers[];   /* width */
 };
 
-static pg_count_t  **pg_table;        /* this worker's counts */
-static ngx_uint_t    pg_table_size;   /* buckets, a power of two */
-static ngx_uint_t    pg_count_total;  /* keys held */
-static u_char       *pg_batch;        /* the last batch's text, kept until the next one */
-static size_t        pg_batch_capacity;
+static pg_table_t   pg_counts;         /* this worker's, since the last batch */
+static u_char      *pg_batch;          /* the last batch's text, kept until the next one */
+static size_t       pg_batch_capacity;
 
 
 /* The status as $status gives it. */
@@ -151,65 +148,36 @@ pg_hash(u_char *labels, size_t len, ngx_uint_t status, ngx_str_t *method)
 }
 
 
-/* Doubles the table (load factor 1) so that a lookup stays short; on failure the table keeps working as is. */
-static void
-pg_grow(ngx_log_t *log)
-{
-    ngx_uint_t    size = pg_table_size ? pg_table_size * 2 : PG_FIRST_TABLE_SIZE, i;
-    pg_count_t  **table, *count, *next;
-
-    table = ngx_calloc(size * sizeof(pg_count_t *), log);
-    if (table == NULL) {
-        return;
-    }
-    for (i = 0; i < pg_table_size; i++) {
-        for (count = pg_table[i]; count; count = next) {
-            next = count->next;
-            count->next = table[count->hash & (size - 1)];
-            table[count->hash & (size - 1)] = count;
-        }
-    }
-    ngx_free(pg_table);
-    pg_table = table;
-    pg_table_size = size;
-}
-
-
 /* The numbers of one key, made (all zero) when new; NULL when out of memory. */
 static pg_count_t *
 pg_count_of(pg_main_conf_t *mcf, u_char *labels, size_t len, ngx_uint_t status, ngx_str_t *method, ngx_log_t *log)
 {
     ngx_uint_t   hash = pg_hash(labels, len, status, method);
+    pg_link_t   *link;
     pg_count_t  *count;
 
-    if (pg_table_size) {
-        for (count = pg_table[hash & (pg_table_size - 1)]; count; count = count->next) {
-            if (count->hash == hash && count->status == status && count->method == method
-                && count->labels_len == len && ngx_memcmp(count->labels, labels, len) == 0)
-            {
-                return count;
-            }
-        }
-    }
-    if (pg_count_total >= pg_table_size) {
-        pg_grow(log);
-        if (pg_table_size == 0) {
-            return NULL;
+    for (link = pg_table_chain(&pg_counts, hash); link; link = link->next) {
+        count = (pg_count_t *) link;
+        if (link->hash == hash && count->status == status && count->method == method
+            && count->labels_len == len && ngx_memcmp(count->labels, labels, len) == 0)
+        {
+            return count;
         }
     }
     count = ngx_calloc(sizeof(pg_count_t) + mcf->width * sizeof(double) + len, log);
     if (count == NULL) {
         return NULL;
     }
-    count->hash = hash;
+    count->link.hash = hash;
     count->status = status;
     count->method = method;
     count->labels_len = len;
     count->labels = (u_char *) &count->numbers[mcf->width];
     ngx_memcpy(count->labels, labels, len);
-    count->next = pg_table[hash & (pg_table_size - 1)];
-    pg_table[hash & (pg_table_size - 1)] = count;
-    pg_count_total++;
+    if (pg_table_add(&pg_counts, &count->link, log) != NGX_OK) {
+        ngx_free(count);
+        return NULL;
+    }
     return count;
 }
 
@@ -312,15 +280,17 @@ ngx_http_pyngress_metrics_batch(u_char **out)
     size_t           size = 2;
     u_char          *p;
     ngx_uint_t       i, n;
+    pg_link_t       *link;
     pg_count_t      *count;
     pg_main_conf_t  *mcf;
 
-    if (pg_count_total == 0) {
+    if (pg_counts.total == 0) {
         return 0;
     }
     mcf = ngx_http_cycle_get_module_main_conf(ngx_cycle, ngx_http_pyngress_module);
-    for (i = 0; i < pg_table_size; i++) {
-        for (count = pg_table[i]; count; count = count->next) {
+    for (i = 0; i < pg_counts.size; i++) {
+        for (link = pg_counts.buckets[i]; link; link = link->next) {
+            count = (pg_count_t *) link;
             /* "key": [n,...], with every label byte escaped at most 6 times over and %.17g numbers */
             size += count->labels_len * 6 + count->method->len + sizeof("\"\\t000\\t\":[],") + mcf->width * 26;
         }
@@ -337,8 +307,9 @@ ngx_http_pyngress_metrics_batch(u_char **out)
 
     p = pg_batch;
     *p++ = '{';
-    for (i = 0; i < pg_table_size; i++) {
-        for (count = pg_table[i]; count; count = count->next) {
+    for (i = 0; i < pg_counts.size; i++) {
+        for (link = pg_counts.buckets[i]; link; link = link->next) {
+            count = (pg_count_t *) link;
             if (p != pg_batch + 1) {
                 *p++ = ',';
             }
@@ -363,17 +334,7 @@ ngx_http_pyngress_metrics_batch(u_char **out)
 void
 ngx_http_pyngress_metrics_clear(void)
 {
-    ngx_uint_t   i;
-    pg_count_t  *count, *next;
-
-    for (i = 0; i < pg_table_size; i++) {
-        for (count = pg_table[i]; count; count = next) {
-            next = count->next;
-            ngx_free(count);
-        }
-        pg_table[i] = NULL;
-    }
-    pg_count_total = 0;
+    pg_table_clear(&pg_counts);
 }
 
 
