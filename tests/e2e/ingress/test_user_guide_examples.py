@@ -376,6 +376,8 @@ def test_multi_tls(stage, pki):
     for host, backend in (("foo.multi.example.com", "HTTP-SVC"), ("bar.multi.example.com", "NGINX")):
         wait_for(lambda: served_certificate(port, host, [pki.cert_path]).get("commonName") == host, 15,
                  what=f"{host}'s certificate")
+        # The certificates table is pushed before the routes: the host may answer 404 a moment longer.
+        wait_for(lambda: https_get(port, host, trusted=[pki.cert_path]).status == 200, 15, what=f"{host} served")
         assert json.loads(https_get(port, host, trusted=[pki.cert_path]).body)["backend"] == backend
 
 
