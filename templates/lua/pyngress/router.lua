@@ -69,18 +69,22 @@ local _M = {}
 local variables = {
     host = function() return ngx.var.host end,
     uri = function() return ngx.var.uri end,
+    scheme = function() return ngx.var.scheme end,
     set_request_id = function(value) ngx.var.pg_rid = value end,
     set_metric = function(value) ngx.var.pyngress_metric = value end,
     set_upstream_name = function(value) ngx.var.proxy_upstream_name = value end,
+    set_hsts = function(value) ngx.var.pyngress_hsts = value end,
 }
 
 function _M.init_worker()
     local found = {
         host = native.reader("host"),
         uri = native.reader("uri"),
+        scheme = native.reader("scheme"),
         set_request_id = native.writer("pg_rid"),
         set_metric = native.writer("pyngress_metric"),
         set_upstream_name = native.writer("proxy_upstream_name"),
+        set_hsts = native.writer("pyngress_hsts"),
     }
     for name, accessor in pairs(found) do
         variables[name] = accessor
@@ -622,9 +626,9 @@ function _M.route(own_port, again)
     end
     -- Each variable read costs a few hundred nanoseconds outside the JIT: the scheme only when the host needs it.
     if entry.hsts or entry.tls or entry.force_ssl_redirect then
-        local scheme = var.scheme
+        local scheme = variables.scheme()
         if scheme == "https" and entry.hsts then
-            var.pyngress_hsts = entry.hsts
+            variables.set_hsts(entry.hsts)
         end
         if settings.forwarded_scheme then
             -- As ingress-nginx: the scheme the load balancer says the client used (X-Forwarded-Proto, or HTTPS
