@@ -59,19 +59,28 @@ ngx_http_pyngress_var_get(ngx_http_request_t *r, int index, size_t *len)
 }
 
 
-/* Sets variable `index` (a variable of `set`) for `r`. 0, or -1 when out of memory. */
+/* Sets variable `index` (a variable of `set`) for `r`; `value` NULL unsets it, as ngx.var's nil does. 0, or -1 when out
+ * of memory. */
 int
 ngx_http_pyngress_var_set(ngx_http_request_t *r, int index, u_char *value, size_t len)
 {
     u_char                     *copy;
     ngx_http_variable_value_t  *vv;
 
+    vv = &r->variables[index];
+    if (value == NULL) {
+        vv->data = NULL;
+        vv->len = 0;
+        vv->valid = 0;
+        vv->no_cacheable = 0;
+        vv->not_found = 1;
+        return 0;
+    }
     copy = ngx_pnalloc(r->pool, len ? len : 1);
     if (copy == NULL) {
         return -1;
     }
     ngx_memcpy(copy, value, len);
-    vv = &r->variables[index];
     vv->data = copy;
     vv->len = len;
     vv->valid = 1;

@@ -38,8 +38,11 @@ local _M = { C = C }
 -- not parse): the backend's requests then go to balancer_by_lua.
 function _M.peers_of(peers)
     local count = #peers
-    local object = count > 0 and C.ngx_http_pyngress_peers_new(count)
-    if not object or object == nil then
+    if count == 0 then
+        return nil
+    end
+    local object = C.ngx_http_pyngress_peers_new(count)
+    if object == nil then
         return nil
     end
     object = ffi.gc(object, C.ngx_http_pyngress_peers_release)
@@ -84,14 +87,15 @@ function _M.reader(name)
     end
 end
 
--- A writer of variable `name` (one of `set`) taking a string, as reader(); nil when it is not such a variable.
+-- A writer of variable `name` (one of `set`) taking a string, or nil to unset it as ngx.var does, as reader(); nil
+-- when it is not such a variable.
 function _M.writer(name)
     local index = C.ngx_http_pyngress_var_index(name, #name, 1)
     if index < 0 then
         return nil
     end
     return function(value)
-        if C.ngx_http_pyngress_var_set(get_request(), index, value, #value) ~= 0 then
+        if C.ngx_http_pyngress_var_set(get_request(), index, value, value and #value or 0) ~= 0 then
             error("no memory to set $" .. name)
         end
     end
